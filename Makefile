@@ -1,0 +1,35 @@
+# Lectern — the Curriculum Content API. `make` lists the targets.
+
+GO       ?= go
+CORPUS   ?= var/corpus
+FUZZTIME ?= 30s
+
+# Fuzz targets as package:Name; `make fuzz` runs each for FUZZTIME.
+FUZZ := ./shared/cursor:FuzzCursor \
+	./shared/id:FuzzParseLesson ./shared/id:FuzzParseMedia \
+	./shared/encoding:FuzzNegotiate ./shared/etag:FuzzMatch \
+	./shared/param:FuzzParse ./shared/param:FuzzMint
+
+.DEFAULT_GOAL := help
+.PHONY: help test check corpus fuzz
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say when they skip)
+	$(GO) vet ./...
+	$(GO) test ./...
+
+check: test ## test, build shared/ for wasip1, and insist that go.mod is tidy
+	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
+	$(GO) mod tidy -diff
+
+corpus: ## generate the full deterministic corpus into $(CORPUS)
+	$(GO) run ./tools/corpusgen -out $(CORPUS)
+
+fuzz: ## run every fuzz target for FUZZTIME (default 30s)
+	@set -e; for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test $$pkg -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME); \
+	done
