@@ -51,6 +51,10 @@ func Parse(r *route.Route, rawQuery string) (Values, *apierr.Error) {
 			return v, &apierr.Error{Code: apierr.BadRequest, Parameter: rawKey,
 				Message: "A query parameter name has malformed percent-encoding."}
 		}
+		if key == "" {
+			return v, &apierr.Error{Code: apierr.BadRequest, Parameter: "query",
+				Message: "A query parameter has an empty name."}
+		}
 		i := v.index(key)
 		if i < 0 {
 			names := v.queryNames()
@@ -307,12 +311,11 @@ func clip(s string) string {
 	if len(s) <= max {
 		return s
 	}
-	for i := max; i > 0; i-- {
-		if utf8.RuneStart(s[i]) {
-			return s[:i] + "…"
-		}
+	i := max
+	for i > max-utf8.UTFMax && !utf8.RuneStart(s[i]) {
+		i--
 	}
-	return ""
+	return s[:i] + "…"
 }
 
 // unescape decodes a query component: percent escapes and '+' as space
