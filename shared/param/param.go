@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/route"
 )
 
@@ -158,7 +159,7 @@ func (v *Values) check(p *route.Param, val string) *apierr.Error {
 				Message: p.Name + " is " + strconv.Itoa(n) + " characters long; at most " + strconv.Itoa(p.MaxLen) + " are allowed."}
 		}
 	case route.Slug:
-		if !validSlug(val) {
+		if !id.ValidSlug(val) {
 			return &apierr.Error{Code: apierr.BadRequest, Parameter: p.Name, Received: clip(val),
 				Message: p.Name + " must be a subject slug (lowercase letters, digits and single hyphens)."}
 		}
@@ -287,22 +288,6 @@ func parseInt(s string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
-}
-
-func validSlug(s string) bool {
-	if s == "" || len(s) > 64 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && s[i-1] != '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // clip shortens a received value before it is echoed in an error body.
