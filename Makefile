@@ -8,7 +8,9 @@ FUZZTIME ?= 30s
 FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/id:FuzzParseLesson ./shared/id:FuzzParseMedia \
 	./shared/encoding:FuzzNegotiate ./shared/etag:FuzzMatch \
-	./shared/param:FuzzParse ./shared/param:FuzzMint
+	./shared/param:FuzzParse ./shared/param:FuzzMint \
+	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
+	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString
 
 .DEFAULT_GOAL := help
 .PHONY: help test check corpus fuzz

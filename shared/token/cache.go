@@ -1,0 +1,135 @@
+package token
+
+import "time"
+
+// Defaults of the Cache policy.
+const (
+	DefaultMaxAge          = time.Hour
+	DefaultMinInterval     = 30 * time.Second
+	DefaultInFlightTimeout = 30 * time.Second
+)
+
+// Cache is the JWKS refresh policy both tiers follow, without I/O: it
+// holds the current KeySet and decides when to fetch a new one. It starts
+// no goroutine and takes no lock; a Cache shared by concurrent requests
+// needs the caller's mutex around every call.
+//
+// The rules:
+//   - fetch when there is no set, when the set is older than MaxAge, or
+//     when a token names a kid the set lacks;
+//   - at most one fetch starts per MinInterval, whatever the reason and
+//     whether the last one failed, so a burst of tokens with made-up kids,
+//     or an identity provider that is down, costs one fetch per interval;
+//   - at most one fetch is in flight (single-flight); one that has not
+//     ended after InFlightTimeout is presumed lost and another may start;
+//   - a failed fetch keeps the previous set.
+//
+// The origin holds one Cache behind a mutex with a condition variable for
+// waiters:
+//
+//	mu.Lock()
+//	keys := c.Keys()
+//	_, f := v.Verify(raw, keys, now)
+//	if f != nil && c.NeedsRefresh(now, f.UnknownKey) && c.BeginRefresh(now) {
+//		mu.Unlock()
+//		set, err := fetchJWKS(ctx) // GET, size-limited, then ParseJWKS
+//		mu.Lock()
+//		c.EndRefresh(clock.Now(), set, err)
+//		cond.Broadcast()
+//		keys = c.Keys() // verify again with it
+//	} else if f != nil && f.UnknownKey && c.InFlight(now) {
+//		cond.Wait() // another request is fetching; verify again after
+//	}
+//	mu.Unlock()
+//
+// (In practice the verification runs outside the lock; only the Cache
+// calls need it.) A stale set (older than MaxAge) is refreshed the same
+// way by the first request that sees NeedsRefresh(now, false), while
+// others keep verifying with it.
+//
+// The edge keeps one Cache per module instance; its pipeline is sans-IO,
+// so a fetch is a subrequest: when NeedsRefresh and BeginRefresh agree,
+// the pipeline answers the host with a subrequest for the JWKS and parks
+// the request; requests that meet InFlight park behind it; when the host
+// resumes with the response, the pipeline calls ParseJWKS and EndRefresh,
+// then verifies every parked request against Keys. A subrequest the host
+// never answers is covered by InFlightTimeout.
+type Cache struct {
+	MaxAge          time.Duration // zero means DefaultMaxAge
+	MinInterval     time.Duration // zero means DefaultMinInterval
+	InFlightTimeout time.Duration // zero means DefaultInFlightTimeout
+
+	set       *KeySet
+	fetchedAt time.Time // when set was stored
+	started   time.Time // when the last fetch began; zero if none yet
+	inFlight  bool
+	err       error // of the last fetch
+}
+
+// Keys is the current key set, nil before the first successful fetch.
+func (c *Cache) Keys() *KeySet { return c.set }
+
+// FetchedAt is when the current key set was stored.
+func (c *Cache) FetchedAt() time.Time { return c.fetchedAt }
+
+// Err is the error of the last fetch, nil if it succeeded or none ended.
+func (c *Cache) Err() error { return c.err }
+
+// NeedsRefresh reports whether the caller should fetch the JWKS now: the
+// set is absent or older than MaxAge, or unknownKid is set (a token named
+// a kid the set lacks), and no fetch has begun in the last MinInterval.
+// A true answer is followed by BeginRefresh, which makes the fetch
+// single-flight.
+func (c *Cache) NeedsRefresh(now time.Time, unknownKid bool) bool {
+	if !c.started.IsZero() && now.Sub(c.started) < or(c.MinInterval, DefaultMinInterval) {
+		return false // rate limit: also backs off after a failed fetch
+	}
+	return c.set == nil || unknownKid || now.Sub(c.fetchedAt) >= or(c.MaxAge, DefaultMaxAge)
+}
+
+// BeginRefresh marks a fetch as started at now. It returns false when one
+// is already in flight, and the caller must then not fetch.
+func (c *Cache) BeginRefresh(now time.Time) bool {
+	if c.InFlight(now) {
+		return false
+	}
+	c.inFlight = true
+	c.started = now
+	return true
+}
+
+// InFlight reports whether a fetch has begun and not ended, and is not
+// older than InFlightTimeout.
+func (c *Cache) InFlight(now time.Time) bool {
+	return c.inFlight && now.Sub(c.started) < or(c.InFlightTimeout, DefaultInFlightTimeout)
+}
+
+// EndRefresh ends the fetch begun by BeginRefresh: on success (err nil,
+// set non-nil) set becomes the current set, fetched at now; on failure the
+// current set stays. It may also be called without BeginRefresh to
+// install a set fetched otherwise, for example at start-up.
+func (c *Cache) EndRefresh(now time.Time, set *KeySet, err error) {
+	c.inFlight = false
+	if err == nil && set == nil {
+		err = errNoSet
+	}
+	c.err = err
+	if err != nil {
+		return
+	}
+	c.set = set
+	c.fetchedAt = now
+}
+
+type cacheError string
+
+func (e cacheError) Error() string { return string(e) }
+
+const errNoSet = cacheError("token: EndRefresh without a key set")
+
+func or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

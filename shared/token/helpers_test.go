@@ -1,0 +1,216 @@
+package token
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// The fixed world every token test lives in. Keys are deterministic
+// (Ed25519 from fixed seeds, RSA from testdata/testkeys.json) so that the
+// tokens in the fuzz seed corpus stay valid.
+var (
+	testNow      = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	testNowS     = testNow.Unix()
+	testIss      = "https://idp.lectern.test"
+	testAud      = "https://api.lectern.test"
+	testLeeway   = 30 * time.Second
+	testVerifier = &Verifier{Issuer: testIss, Audience: testAud, Leeway: testLeeway}
+)
+
+type testKeys struct {
+	ed, edOther   ed25519.PrivateKey
+	rsa, rsaOther *rsa.PrivateKey
+	rsaWeak       *rsa.PublicKey // 1024 bits, for ParseJWKS
+	jwks          []byte
+	set           *KeySet
+}
+
+var (
+	keysOnce sync.Once
+	keysVal  *testKeys
+	keysErr  error
+)
+
+func loadKeys(tb testing.TB) *testKeys {
+	tb.Helper()
+	keysOnce.Do(func() { keysVal, keysErr = makeKeys() })
+	if keysErr != nil {
+		tb.Fatal(keysErr)
+	}
+	return keysVal
+}
+
+func makeKeys() (*testKeys, error) {
+	seed := func(s string) ed25519.PrivateKey {
+		h := sha256.Sum256([]byte(s))
+		return ed25519.NewKeyFromSeed(h[:])
+	}
+	k := &testKeys{ed: seed("lectern test ed1"), edOther: seed("lectern test attacker")}
+	b, err := os.ReadFile("testdata/testkeys.json")
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]map[string]string
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, err
+	}
+	num := func(s string) *big.Int {
+		v, _ := base64.RawURLEncoding.DecodeString(s)
+		return new(big.Int).SetBytes(v)
+	}
+	priv := func(m map[string]string) (*rsa.PrivateKey, error) {
+		p := &rsa.PrivateKey{
+			PublicKey: rsa.PublicKey{N: num(m["n"]), E: int(num(m["e"]).Int64())},
+			D:         num(m["d"]),
+			Primes:    []*big.Int{num(m["p"]), num(m["q"])},
+		}
+		p.Precompute()
+		return p, p.Validate()
+	}
+	if k.rsa, err = priv(raw["rsa2048"]); err != nil {
+		return nil, err
+	}
+	if k.rsaOther, err = priv(raw["rsa2048b"]); err != nil {
+		return nil, err
+	}
+	k.rsaWeak = &rsa.PublicKey{N: num(raw["rsa1024"]["n"]), E: int(num(raw["rsa1024"]["e"]).Int64())}
+	k.jwks = []byte(`{"keys":[` + edJWK("ed1", k.ed.Public().(ed25519.PublicKey), `"use":"sig","alg":"EdDSA"`) + "," +
+		rsaJWK("rsa1", &k.rsa.PublicKey, `"alg":"RS256"`) + `]}`)
+	if k.set, err = ParseJWKS(k.jwks); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func b64s(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func edJWK(kid string, pub ed25519.PublicKey, extra string) string {
+	s := `{"kty":"OKP","crv":"Ed25519","kid":` + strconv.Quote(kid) + `,"x":"` + b64s(pub) + `"`
+	if extra != "" {
+		s += "," + extra
+	}
+	return s + "}"
+}
+
+func rsaJWK(kid string, pub *rsa.PublicKey, extra string) string {
+	s := `{"kty":"RSA","kid":` + strconv.Quote(kid) + `,"n":"` + b64s(pub.N.Bytes()) +
+		`","e":"` + b64s(big.NewInt(int64(pub.E)).Bytes()) + `"`
+	if extra != "" {
+		s += "," + extra
+	}
+	return s + "}"
+}
+
+// signRaw builds a compact JWS from literal header and payload JSON, so
+// that attack tokens can hold anything. key is an ed25519.PrivateKey, an
+// *rsa.PrivateKey (RS256) or a []byte (HS256).
+func signRaw(key any, header, payload string) string {
+	in := b64s([]byte(header)) + "." + b64s([]byte(payload))
+	var sig []byte
+	switch k := key.(type) {
+	case ed25519.PrivateKey:
+		sig = ed25519.Sign(k, []byte(in))
+	case *rsa.PrivateKey:
+		d := sha256.Sum256([]byte(in))
+		var err error
+		if sig, err = rsa.SignPKCS1v15(nil, k, crypto.SHA256, d[:]); err != nil {
+			panic(err)
+		}
+	case []byte:
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(in))
+		sig = m.Sum(nil)
+	case nil:
+	default:
+		panic("signRaw: key type")
+	}
+	return in + "." + b64s(sig)
+}
+
+// claimsJSON is the payload of a good machine token, with members
+// replaced, added (value set) or removed (value "") by edits, each a
+// name and its literal JSON.
+func claimsJSON(edits ...string) string {
+	type m struct{ k, v string }
+	members := []m{
+		{"iss", strconv.Quote(testIss)},
+		{"aud", strconv.Quote(testAud)},
+		{"sub", `"client-1"`},
+		{"client_id", `"client-1"`},
+		{"scope", `"service-api/content.read service-api/content.export"`},
+		{"iat", strconv.FormatInt(testNowS-60, 10)},
+		{"exp", strconv.FormatInt(testNowS+840, 10)},
+		{"jti", `"jti-1"`},
+	}
+	for i := 0; i+1 < len(edits); i += 2 {
+		found := false
+		for j := range members {
+			if members[j].k == edits[i] {
+				members[j].v, found = edits[i+1], true
+			}
+		}
+		if !found {
+			members = append(members, m{edits[i], edits[i+1]})
+		}
+	}
+	s := "{"
+	for _, x := range members {
+		if x.v == "" {
+			continue
+		}
+		if len(s) > 1 {
+			s += ","
+		}
+		if strings.Contains(x.k, `\`) {
+			s += `"` + x.k + `":` + x.v // a name written with JSON escapes
+		} else {
+			s += strconv.Quote(x.k) + ":" + x.v
+		}
+	}
+	return s + "}"
+}
+
+func ts(d time.Duration) string { return strconv.FormatInt(testNow.Add(d).Unix(), 10) }
+
+// oracle verifies raw with golang-jwt under the same rules: the same
+// algorithms, issuer, audience, leeway and clock, exp required, iat
+// checked, strict base64, and keys looked up by kid in the same set.
+func oracle(set *KeySet, raw string) (jwt.MapClaims, error) {
+	p := jwt.NewParser(
+		jwt.WithValidMethods([]string{"EdDSA", "RS256"}),
+		jwt.WithIssuer(testIss),
+		jwt.WithAudience(testAud),
+		jwt.WithLeeway(testLeeway),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithStrictDecoding(),
+		jwt.WithTimeFunc(func() time.Time { return testNow }),
+	)
+	tok, err := p.Parse(raw, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		k, ok := set.Lookup(kid)
+		if !ok {
+			return nil, errors.New("unknown kid")
+		}
+		return k.Public(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tok.Claims.(jwt.MapClaims), nil
+}
