@@ -1,0 +1,372 @@
+// Package admin is the operator's admin API (DESIGN.md: operator contract),
+// served on its own listener (LECTERN_ADMIN_ADDR, loopback by default):
+// organisations and their plans, OAuth clients, corpus reload, health and,
+// with LECTERN_TEST_CLOCK=1 only, the test clock.
+//
+// Every call needs "Authorization: Bearer <LECTERN_ADMIN_TOKEN>"; the token
+// is checked before routing, so nothing about the admin surface (not even
+// whether the test clock is on) is visible without it. Every response
+// carries an X-Request-Id, and every error is the API's error body
+// (spec: Errors) with requestId equal to that header.
+//
+// Handlers return error and one adapter writes it: an *apierr.Error is sent
+// as is; anything else is 500 INTERNAL, its cause logged with the request
+// id and never sent.
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/clock"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/apierr"
+)
+
+// Config is what the admin API needs from the origin. Store is required;
+// the function members are the origin's, passed in so that this package
+// stays decoupled from the identity provider and the corpus.
+type Config struct {
+	// Token is LECTERN_ADMIN_TOKEN. It is compared in constant time with
+	// the Bearer token of every call and never logged. An empty Token
+	// rejects every call.
+	Token string
+	Store store.Store
+	// Clock is the origin's clock (nil: the wall clock).
+	Clock *clock.Clock
+	// TestClock (LECTERN_TEST_CLOCK=1) serves /admin/v1/clock; without it
+	// that path is 404 NOT_FOUND exactly like an unknown one.
+	TestClock bool
+	// CreateClient creates an OAuth client of orgID with scope suffixes
+	// and returns its id and its only plaintext copy of the secret. It may
+	// return an error wrapping store.ErrNotFound for an unknown org.
+	// Nil: the clients route is not served (404).
+	CreateClient func(ctx context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (clientID, secret string, err error)
+	// Reload loads the corpus in dir and swaps it in, returning the new
+	// content version. Every error is a load failure and answers 400
+	// naming dir with the error's text (the loader names file and field).
+	// Nil: the reload route is not served (404).
+	Reload func(ctx context.Context, dir string) (contentVersion string, err error)
+	// Ready reports whether the origin is ready (nil: always ready).
+	Ready func() bool
+	// OrgExtras, when set, returns extra members of GET org (meters,
+	// enumeration). Its members may not collide with the org's own.
+	OrgExtras func(ctx context.Context, orgID string) (map[string]any, error)
+	// Logger receives the access log and the causes of 500s (nil: none).
+	Logger *slog.Logger
+}
+
+// maxBody bounds every request body.
+const maxBody = 1 << 20
+
+// realm is the Bearer challenge's realm (RFC 6750 §3).
+const realm = `Bearer realm="lectern-admin"`
+
+// Handler returns the admin API.
+func Handler(cfg Config) http.Handler {
+	a := &api{cfg: cfg, log: cfg.Logger, clk: cfg.Clock, mux: http.NewServeMux()}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.clk == nil {
+		a.clk = clock.New(nil)
+	}
+	sum := sha256.Sum256([]byte(cfg.Token))
+	a.tokenSum = sum[:]
+
+	a.handle("GET /admin/v1/health", a.health)
+	a.handle("POST /admin/v1/orgs", a.createOrg)
+	a.handle("GET /admin/v1/orgs/{orgId}", a.getOrg)
+	a.handle("PATCH /admin/v1/orgs/{orgId}", a.patchOrg)
+	a.handle("DELETE /admin/v1/orgs/{orgId}", a.deleteOrg)
+	if cfg.CreateClient != nil {
+		a.handle("POST /admin/v1/orgs/{orgId}/clients", a.createClient)
+	}
+	if cfg.Reload != nil {
+		a.handle("POST /admin/v1/corpus/reload", a.reload)
+	}
+	if cfg.TestClock {
+		a.handle("GET /admin/v1/clock", a.getClock)
+		a.handle("POST /admin/v1/clock", a.setClock)
+	}
+	return a
+}
+
+type api struct {
+	cfg      Config
+	log      *slog.Logger
+	clk      *clock.Clock
+	mux      *http.ServeMux
+	tokenSum []byte // SHA-256 of cfg.Token
+}
+
+// handlerFunc is an admin handler: it writes a success response itself
+// and returns any error for the adapter to write.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (a *api) handle(pattern string, h handlerFunc) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			a.writeError(w, r, err)
+		}
+	})
+}
+
+type ctxKey struct{}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// ServeHTTP runs the admin pipeline: request id → authenticate (401) →
+// route (404, 405) → handler.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := newRequestID()
+	w.Header().Set("X-Request-Id", id)
+	// Responses may hold client secrets and are never worth caching.
+	w.Header().Set("Cache-Control", "no-store")
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, id))
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			a.log.Error("admin handler panicked", "requestId", id, "panic", p)
+			if sw.status == 0 {
+				a.writeError(sw, r, fmt.Errorf("panic: %v", p))
+			}
+		}
+		// Never the Authorization header or a body: they hold secrets.
+		a.log.Info("admin request", "requestId", id, "method", r.Method, "path", r.URL.Path,
+			"status", sw.status, "duration", time.Since(start))
+	}()
+	a.serve(sw, r)
+}
+
+func (a *api) serve(w http.ResponseWriter, r *http.Request) {
+	if err := a.authenticate(w, r); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	// An unclean path (//, /./, /../, a trailing slash) names no route:
+	// answer 404 rather than the mux's redirect.
+	if p := r.URL.EscapedPath(); path.Clean(p) != p {
+		a.writeError(w, r, notFoundRoute(r))
+		return
+	}
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		// No route for method and path: ask the mux which it is, 404 or
+		// 405, by running its own reply on a writer that only records.
+		var rec headerRecorder
+		h, _ := a.mux.Handler(r)
+		h.ServeHTTP(&rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			allow := strings.Split(rec.header.Get("Allow"), ", ")
+			a.writeError(w, r, &apierr.Error{Code: apierr.MethodNotAllowed, Allow: allow,
+				Message: r.Method + " is not served on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ") + "."})
+			return
+		}
+		a.writeError(w, r, notFoundRoute(r))
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+func notFoundRoute(r *http.Request) *apierr.Error {
+	return apierr.New(apierr.NotFound, "No admin route matches "+r.Method+" "+r.URL.Path+".")
+}
+
+// authenticate checks the Bearer token. Both sides are hashed before the
+// constant-time compare, so neither the token nor its length leaks
+// through timing. RFC 6750 §3.1: a request without credentials gets a
+// challenge without an error code.
+func (a *api) authenticate(w http.ResponseWriter, r *http.Request) error {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		w.Header().Set("WWW-Authenticate", realm)
+		return apierr.New(apierr.InvalidToken, "The admin API needs Authorization: Bearer <LECTERN_ADMIN_TOKEN>.")
+	}
+	scheme, tok, _ := strings.Cut(h, " ")
+	tok = strings.TrimSpace(tok)
+	sum := sha256.Sum256([]byte(tok))
+	ok := strings.EqualFold(scheme, "Bearer") && tok != "" && a.cfg.Token != "" &&
+		subtle.ConstantTimeCompare(sum[:], a.tokenSum) == 1
+	if !ok {
+		w.Header().Set("WWW-Authenticate", realm+`, error="invalid_token"`)
+		return apierr.New(apierr.InvalidToken, "The admin token is missing, malformed or wrong.")
+	}
+	return nil
+}
+
+// writeError writes err as the API's error body. Anything but an
+// *apierr.Error is a server fault: logged with the request id, answered
+// 500 INTERNAL without its text.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apierr.Error
+	if !errors.As(err, &ae) {
+		a.log.Error("admin request failed", "requestId", requestID(r.Context()),
+			"method", r.Method, "path", r.URL.Path, "err", err)
+		ae = apierr.New(apierr.Internal, "The admin API failed; the cause is in the origin's log under this request id.")
+	}
+	a.writeErrorStatus(w, r, ae, ae.Status())
+}
+
+func (a *api) writeErrorStatus(w http.ResponseWriter, r *http.Request, ae *apierr.Error, status int) {
+	for _, h := range ae.Headers() {
+		w.Header().Set(h.Name, h.Value)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(ae.AppendJSON(nil, requestID(r.Context())))
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	return writeRaw(w, status, b)
+}
+
+func writeRaw(w http.ResponseWriter, status int, b []byte) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+	return nil
+}
+
+func badRequest(param, msg string) *apierr.Error {
+	return &apierr.Error{Code: apierr.BadRequest, Parameter: param, Message: msg}
+}
+
+// readBody reads a body of at most maxBody bytes; an empty body means {}.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, apierr.New(apierr.PayloadTooLarge, "The request body exceeds 1 MiB.")
+	case err != nil:
+		return nil, badRequest("body", "The request body could not be read.")
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return []byte("{}"), nil
+	}
+	return b, nil
+}
+
+// decodeObject decodes body, one JSON object, into fields: member name →
+// pointer to its value. Names match exactly (encoding/json alone would
+// match them case-insensitively); an unknown member, a wrong type or
+// trailing data is 400 naming the member or body. It returns the members
+// present.
+func decodeObject(body []byte, fields map[string]any) (map[string]bool, error) {
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, badRequest("body", "The body must be one JSON object.")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("body", "The body must be one JSON object, with nothing after it.")
+	}
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	present := make(map[string]bool, len(m))
+	for k, raw := range m {
+		dst, ok := fields[k]
+		if !ok {
+			slices.Sort(names)
+			return nil, &apierr.Error{Code: apierr.BadRequest, Parameter: k, Allowed: names,
+				Message: "Unknown member " + k + "."}
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return nil, badRequest(k, k+" must be "+kind(dst)+".")
+		}
+		present[k] = true
+	}
+	return present, nil
+}
+
+// kind names the JSON type a decodeObject target takes.
+func kind(dst any) string {
+	switch dst.(type) {
+	case *string:
+		return "a string"
+	case *int64:
+		return "an integer"
+	case *[]string:
+		return "a list of strings"
+	}
+	return "of another type"
+}
+
+// statusWriter records the status for the access log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// headerRecorder is a ResponseWriter that keeps the header and status and
+// drops the body.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *headerRecorder) Header() http.Header {
+	if r.header == nil {
+		r.header = http.Header{}
+	}
+	return r.header
+}
+
+func (r *headerRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *headerRecorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return len(b), nil
+}

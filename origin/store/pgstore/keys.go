@@ -1,0 +1,35 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lectern-api/lectern/origin/store"
+)
+
+// SigningKeys implements store.Store. Keys created in the same
+// microsecond come out in kid order, descending.
+func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT kid, alg, private, created_at
+		FROM signing_keys ORDER BY created_at DESC, kid DESC`)
+	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SigningKey, error) {
+		var k store.SigningKey
+		err := row.Scan(&k.KID, &k.Alg, &k.Private, &k.CreatedAt)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list signing keys: %w", err)
+	}
+	return keys, nil
+}
+
+// AddSigningKey implements store.Store.
+func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO signing_keys (kid, alg, private, created_at)
+		VALUES ($1, $2, $3, $4)`, k.KID, k.Alg, k.Private, k.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("add signing key %s: %w", k.KID, mapErr(err))
+	}
+	return nil
+}

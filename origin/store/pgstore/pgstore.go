@@ -1,0 +1,95 @@
+// Package pgstore implements store.Store over PostgreSQL (pgx, pgxpool),
+// for origins that scale out over one database.
+//
+// The DSN is a pgx connection string; runtime parameters pass through, so
+// "postgres://host/db?search_path=tenant" confines the store to a schema
+// (the tests give each run its own). Migrations apply at start under an
+// advisory lock, so origins starting together do not race.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lectern-api/lectern/origin/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is a store.Store backed by a PostgreSQL connection pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New connects to the database named by dsn and applies any pending
+// migrations.
+func New(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		// Instants read back in UTC rather than time.Local.
+		c.TypeMap().RegisterType(&pgtype.Type{
+			Name:  "timestamptz",
+			OID:   pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC},
+		})
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// PostgreSQL error codes (Appendix A).
+const (
+	uniqueViolation     = "23505"
+	foreignKeyViolation = "23503"
+)
+
+// mapErr turns what PostgreSQL reports into the store's sentinels: a
+// missing row is ErrNotFound, a duplicate key ErrConflict, and a dangling
+// foreign key (a client of no organisation) ErrNotFound.
+func mapErr(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var e *pgconn.PgError
+	if errors.As(err, &e) {
+		switch e.Code {
+		case uniqueViolation:
+			return store.ErrConflict
+		case foreignKeyViolation:
+			return store.ErrNotFound
+		}
+	}
+	return err
+}
+
+// list keeps lists out of NULL: pgx writes a nil slice as NULL, and every
+// list reads back non-nil.
+func list(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}

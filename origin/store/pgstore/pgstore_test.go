@@ -1,0 +1,67 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/store/pgstore"
+	"github.com/lectern-api/lectern/origin/store/storetest"
+)
+
+// TestStore runs the conformance suite against the PostgreSQL database
+// named by LECTERN_TEST_PG, e.g.
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable. Each subtest
+// gets a fresh schema, dropped when it ends, so runs do not collide.
+func TestStore(t *testing.T) {
+	dsn := os.Getenv("LECTERN_TEST_PG")
+	if dsn == "" {
+		t.Skip("LECTERN_TEST_PG not set: PostgreSQL store suite skipped")
+	}
+	admin, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("LECTERN_TEST_PG: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	storetest.Run(t, func(t *testing.T) storetest.Opener {
+		schema := newSchema(t, admin)
+		return func(ctx context.Context) (store.Store, error) {
+			return pgstore.New(ctx, withSearchPath(dsn, schema))
+		}
+	})
+}
+
+// newSchema creates an empty schema that is dropped when the test ends.
+func newSchema(t *testing.T, admin *pgxpool.Pool) string {
+	t.Helper()
+	schema := fmt.Sprintf("lectern_test_%016x", rand.Uint64())
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+ident); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+ident+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return schema
+}
+
+// withSearchPath adds search_path to a URL or keyword/value DSN; pgx sends
+// it to the server as a runtime parameter.
+func withSearchPath(dsn, schema string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return dsn + " search_path=" + schema
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

@@ -1,0 +1,41 @@
+package sqlitestore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lectern-api/lectern/origin/store"
+)
+
+// SigningKeys implements store.Store. Keys created in the same
+// microsecond come out in kid order, descending.
+func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT kid, alg, private, created_at
+		FROM signing_keys ORDER BY created_at DESC, kid DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list signing keys: %w", err)
+	}
+	defer rows.Close()
+	var keys []store.SigningKey
+	for rows.Next() {
+		var k store.SigningKey
+		if err := rows.Scan(&k.KID, &k.Alg, &k.Private, (*stamp)(&k.CreatedAt)); err != nil {
+			return nil, fmt.Errorf("list signing keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list signing keys: %w", err)
+	}
+	return keys, nil
+}
+
+// AddSigningKey implements store.Store.
+func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO signing_keys (kid, alg, private, created_at)
+		VALUES (?, ?, ?, ?)`, k.KID, k.Alg, k.Private, stamp(k.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("add signing key %s: %w", k.KID, mapErr(err))
+	}
+	return nil
+}

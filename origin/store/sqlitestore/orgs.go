@@ -1,0 +1,116 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/lectern-api/lectern/origin/store"
+)
+
+// orgFields are the columns of orgs after id, in the order of orgArgs and
+// scanOrg.
+const orgFields = `name, tier, status, grants,
+	quota_calls, quota_downloads, quota_exports, quota_testprep_items,
+	calls_per_hour, lesson_reads_per_hour, url_mints_per_hour,
+	ecla_version, required_ecla_version, renews_at, long_urls,
+	created_at, updated_at`
+
+const orgPlaceholders = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
+
+func orgArgs(o *store.Org) []any {
+	return []any{
+		o.Name, o.Tier, o.Status, list(o.Grants),
+		o.Quota.Calls, o.Quota.Downloads, o.Quota.Exports, o.Quota.TestprepItems,
+		o.RateLimits.CallsPerHour, o.RateLimits.LessonReadsPerHour, o.RateLimits.URLMintsPerHour,
+		o.EclaVersion, o.RequiredEclaVersion, stamp(o.RenewsAt), o.LongURLs,
+		stamp(o.CreatedAt), stamp(o.UpdatedAt),
+	}
+}
+
+func scanOrg(row scanner) (*store.Org, error) {
+	var o store.Org
+	err := row.Scan(&o.ID,
+		&o.Name, &o.Tier, &o.Status, (*list)(&o.Grants),
+		&o.Quota.Calls, &o.Quota.Downloads, &o.Quota.Exports, &o.Quota.TestprepItems,
+		&o.RateLimits.CallsPerHour, &o.RateLimits.LessonReadsPerHour, &o.RateLimits.URLMintsPerHour,
+		&o.EclaVersion, &o.RequiredEclaVersion, (*stamp)(&o.RenewsAt), &o.LongURLs,
+		(*stamp)(&o.CreatedAt), (*stamp)(&o.UpdatedAt))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return &o, nil
+}
+
+// CreateOrg implements store.Store.
+func (s *Store) CreateOrg(ctx context.Context, o *store.Org) error {
+	q := `INSERT INTO orgs (id, ` + orgFields + `) VALUES (?, ` + orgPlaceholders + `)`
+	if _, err := s.db.ExecContext(ctx, q, append([]any{o.ID}, orgArgs(o)...)...); err != nil {
+		return fmt.Errorf("create org %s: %w", o.ID, mapErr(err))
+	}
+	return nil
+}
+
+// GetOrg implements store.Store.
+func (s *Store) GetOrg(ctx context.Context, id string) (*store.Org, error) {
+	o, err := getOrg(ctx, s.rdb, id)
+	if err != nil {
+		return nil, fmt.Errorf("get org %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// querier is a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getOrg(ctx context.Context, q querier, id string) (*store.Org, error) {
+	return scanOrg(q.QueryRowContext(ctx, `SELECT id, `+orgFields+` FROM orgs WHERE id = ?`, id))
+}
+
+// UpdateOrg implements store.Store. The transaction begins IMMEDIATE, so
+// it holds the write lock from its read to its commit and no concurrent
+// update is lost. fn's error is returned as is, unwrapped; fn cannot
+// rename the organisation (a changed ID is ignored).
+func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) error) (*store.Org, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("update org %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	o, err := getOrg(ctx, tx, id)
+	if err != nil {
+		return nil, fmt.Errorf("update org %s: %w", id, err)
+	}
+	if err := fn(o); err != nil {
+		return nil, err
+	}
+	// RETURNING gives back what was stored (UTC, microseconds), the same
+	// as a GetOrg after it.
+	q := `UPDATE orgs SET (` + orgFields + `) = (` + orgPlaceholders + `) WHERE id = ?
+		RETURNING id, ` + orgFields
+	o, err = scanOrg(tx.QueryRowContext(ctx, q, append(orgArgs(o), id)...))
+	if err != nil {
+		return nil, fmt.Errorf("update org %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("update org %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// DeleteOrg implements store.Store. Its clients go with it (ON DELETE
+// CASCADE).
+func (s *Store) DeleteOrg(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM orgs WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete org %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("delete org %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("delete org %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}

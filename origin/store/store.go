@@ -1,0 +1,123 @@
+// Package store is the origin's persistence contract: organisations and
+// their plans, OAuth clients, the identity provider's signing keys and
+// authorization codes. Two backends implement it, sqlitestore (the
+// default, embedded) and pgstore (PostgreSQL, for scale-out); storetest is
+// the conformance suite both must pass.
+//
+// Every method that returns an organisation reads it afresh: the licence
+// gate calls GetOrg on every request, so a change applies on the next call
+// (spec: Authentication §8).
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Backends wrap nothing else in them.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+)
+
+// Quota holds the monthly limits of a plan; nil means no cap.
+type Quota struct {
+	Calls         *int64
+	Downloads     *int64
+	Exports       *int64
+	TestprepItems *int64
+}
+
+// RateLimits holds the hourly caps of a plan; nil means no cap.
+type RateLimits struct {
+	CallsPerHour       *int64
+	LessonReadsPerHour *int64
+	URLMintsPerHour    *int64
+}
+
+// Org is a licensed organisation and its plan.
+type Org struct {
+	ID     string
+	Name   string
+	Tier   string // plan tier, e.g. "standard"
+	Status string // "active", "suspended", ...
+	// Grants are content tiers ("high") or single subjects ("high/algebra").
+	Grants              []string
+	Quota               Quota
+	RateLimits          RateLimits
+	EclaVersion         int
+	RequiredEclaVersion int
+	RenewsAt            time.Time
+	LongURLs            bool // the long-URL override: mints may live 3600 s
+	// CreatedAt and UpdatedAt are set by the caller from its clock; the
+	// stores save what they are given.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Client is an OAuth client of an organisation. The secret is stored only
+// as a slow hash.
+type Client struct {
+	ID           string
+	OrgID        string
+	SecretHash   []byte
+	Scopes       []string // suffixes, e.g. "content.read"
+	GrantTypes   []string // "client_credentials", "authorization_code"
+	RedirectURIs []string
+	CreatedAt    time.Time
+}
+
+// SigningKey is one of the identity provider's token signing keys. Keys
+// persist so that tokens survive restarts, and rotate by kid.
+type SigningKey struct {
+	KID       string
+	Alg       string // "EdDSA"
+	Private   []byte // the Ed25519 seed
+	CreatedAt time.Time
+}
+
+// AuthCode is an issued, not yet redeemed authorization code (RFC 6749
+// §4.1, with PKCE S256, RFC 7636). Only a hash of the code is stored.
+type AuthCode struct {
+	CodeHash    string
+	ClientID    string
+	RedirectURI string
+	Scope       string
+	Challenge   string // the S256 code_challenge
+	Learner     string // the learner subject, from login_hint
+	ExpiresAt   time.Time
+}
+
+// Store is the persistence contract.
+type Store interface {
+	// CreateOrg stores a new organisation; ErrConflict if the id exists.
+	CreateOrg(ctx context.Context, o *Org) error
+	// GetOrg reads an organisation; ErrNotFound if there is none.
+	GetOrg(ctx context.Context, id string) (*Org, error)
+	// UpdateOrg reads the organisation, applies fn and writes the result
+	// in one transaction; ErrNotFound if there is none, fn's error as is.
+	UpdateOrg(ctx context.Context, id string, fn func(*Org) error) (*Org, error)
+	// DeleteOrg removes an organisation and its clients; ErrNotFound if
+	// there is none.
+	DeleteOrg(ctx context.Context, id string) error
+
+	// CreateClient stores a client of an existing organisation;
+	// ErrConflict if the id exists, ErrNotFound if the org does not.
+	CreateClient(ctx context.Context, c *Client) error
+	// GetClient reads a client; ErrNotFound if there is none.
+	GetClient(ctx context.Context, id string) (*Client, error)
+
+	// SigningKeys lists the signing keys, newest first.
+	SigningKeys(ctx context.Context) ([]SigningKey, error)
+	// AddSigningKey stores a key; ErrConflict if its kid exists.
+	AddSigningKey(ctx context.Context, k SigningKey) error
+
+	// SaveAuthCode stores an authorization code.
+	SaveAuthCode(ctx context.Context, c AuthCode) error
+	// TakeAuthCode removes and returns the code with that hash, at most
+	// once; ErrNotFound if it is unknown, taken or expired at now.
+	TakeAuthCode(ctx context.Context, codeHash string, now time.Time) (*AuthCode, error)
+
+	Close() error
+}

@@ -1,0 +1,655 @@
+// Package storetest is the conformance suite for store.Store. Every
+// backend runs the same suite from its own tests:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) storetest.Opener {
+//			path := filepath.Join(t.TempDir(), "lectern.db")
+//			return func(ctx context.Context) (store.Store, error) {
+//				return sqlitestore.New(ctx, path)
+//			}
+//		})
+//	}
+//
+// Besides the contract's own words the suite holds backends to these
+// shared rules: instants read back in UTC, to the microsecond or better;
+// a nil limit (no cap) and a zero limit (a cap of zero) stay distinct; an
+// empty list reads back as an empty, non-nil slice whether it was written
+// nil or empty; and everything survives closing and reopening the store.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/store"
+)
+
+// An Opener opens a Store over one database. Each call opens another Store
+// over the same data, as a restarted origin would; calls may be
+// concurrent. The suite closes the stores it opens.
+type Opener func(ctx context.Context) (store.Store, error)
+
+// Run runs the suite. newDB makes a fresh, empty database for one subtest
+// and returns its Opener; subtests run in parallel, each on its own
+// database.
+func Run(t *testing.T, newDB func(t *testing.T) Opener) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, open Opener)
+	}{
+		{"OrgRoundTrip", testOrgRoundTrip},
+		{"OrgEmptyLists", testOrgEmptyLists},
+		{"OrgConflict", testOrgConflict},
+		{"OrgNotFound", testOrgNotFound},
+		{"UpdateOrg", testUpdateOrg},
+		{"UpdateOrgError", testUpdateOrgError},
+		{"UpdateOrgConcurrent", testUpdateOrgConcurrent},
+		{"DeleteOrg", testDeleteOrg},
+		{"ClientRoundTrip", testClientRoundTrip},
+		{"ClientMissingOrg", testClientMissingOrg},
+		{"ClientConflict", testClientConflict},
+		{"SigningKeys", testSigningKeys},
+		{"AuthCodeTakenOnce", testAuthCodeTakenOnce},
+		{"AuthCodeConcurrent", testAuthCodeConcurrent},
+		{"AuthCodeExpired", testAuthCodeExpired},
+		{"Reopen", testReopen},
+		{"ConcurrentOpen", testConcurrentOpen},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, newDB(t))
+		})
+	}
+}
+
+// openStore opens a store that is closed when the test ends.
+func openStore(t *testing.T, open Opener) store.Store {
+	t.Helper()
+	s, err := open(t.Context())
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	closeAtEnd(t, s)
+	return s
+}
+
+// openRestartable opens a store and returns a stop func that closes it, as
+// a shutdown would. If the test ends first, the store is closed then.
+func openRestartable(t *testing.T, open Opener) (store.Store, func()) {
+	t.Helper()
+	s, err := open(t.Context())
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			s.Close()
+		}
+	})
+	return s, func() {
+		t.Helper()
+		stopped = true
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+}
+
+func closeAtEnd(t *testing.T, s store.Store) {
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+}
+
+// resolution is the coarsest time resolution a backend may keep.
+const resolution = time.Microsecond
+
+var (
+	// A zone other than UTC, to check that backends return UTC.
+	zone = time.FixedZone("UTC+5:30", 5*3600+1800)
+	// t0 carries nanoseconds, to check truncation to resolution.
+	t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, zone)
+)
+
+func ptr(n int64) *int64 { return &n }
+
+func fullOrg(id string) *store.Org {
+	return &store.Org{
+		ID:     id,
+		Name:   "Org " + id,
+		Tier:   "standard",
+		Status: "active",
+		Grants: []string{"high", "middle/algebra"},
+		Quota: store.Quota{
+			Calls:         ptr(100000),
+			Downloads:     ptr(0), // a cap of zero, not "no cap"
+			Exports:       nil,
+			TestprepItems: ptr(1 << 40),
+		},
+		RateLimits: store.RateLimits{
+			CallsPerHour:       nil,
+			LessonReadsPerHour: ptr(0),
+			URLMintsPerHour:    ptr(600),
+		},
+		EclaVersion:         2,
+		RequiredEclaVersion: 3,
+		RenewsAt:            t0.AddDate(1, 0, 0),
+		LongURLs:            true,
+		CreatedAt:           t0,
+		UpdatedAt:           t0.Add(time.Hour),
+	}
+}
+
+func fullClient(id, orgID string) *store.Client {
+	return &store.Client{
+		ID:           id,
+		OrgID:        orgID,
+		SecretHash:   []byte("$argon2id$v=19$m=65536,t=1,p=4$\x00\xff"),
+		Scopes:       []string{"content.read", "progress.write"},
+		GrantTypes:   []string{"client_credentials", "authorization_code"},
+		RedirectURIs: []string{"https://app.example/cb", "http://127.0.0.1:9999/cb"},
+		CreatedAt:    t0,
+	}
+}
+
+func authCode(hash string, expires time.Time) store.AuthCode {
+	return store.AuthCode{
+		CodeHash:    hash,
+		ClientID:    "client-1",
+		RedirectURI: "https://app.example/cb",
+		Scope:       "service-api/content.read service-api/progress.write",
+		Challenge:   "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+		Learner:     "learner-42",
+		ExpiresAt:   expires,
+	}
+}
+
+func mustCreateOrg(t *testing.T, s store.Store, o *store.Org) {
+	t.Helper()
+	if err := s.CreateOrg(t.Context(), o); err != nil {
+		t.Fatalf("CreateOrg(%s): %v", o.ID, err)
+	}
+}
+
+func mustCreateClient(t *testing.T, s store.Store, c *store.Client) {
+	t.Helper()
+	if err := s.CreateClient(t.Context(), c); err != nil {
+		t.Fatalf("CreateClient(%s): %v", c.ID, err)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: got error %v, want %v", what, err, want)
+	}
+}
+
+// equal checks that got is what a backend must return for want,
+// comparing instants with checkTime and everything else exactly. Lists
+// that are empty in want must come back non-nil.
+func equal(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, w := reflect.ValueOf(got).Elem(), reflect.ValueOf(want).Elem()
+	gc, wc := reflect.New(g.Type()).Elem(), reflect.New(w.Type()).Elem()
+	gc.Set(g)
+	wc.Set(w)
+	for i := range wc.NumField() {
+		switch f := wc.Field(i); v := f.Interface().(type) {
+		case time.Time:
+			checkTime(t, what+"."+wc.Type().Field(i).Name, gc.Field(i).Interface().(time.Time), v)
+			f.SetZero()
+			gc.Field(i).SetZero()
+		case []string:
+			if len(v) == 0 {
+				f.Set(reflect.ValueOf([]string{}))
+			}
+		}
+	}
+	if !reflect.DeepEqual(gc.Interface(), wc.Interface()) {
+		t.Errorf("%s:\n got %s\nwant %s", what, dump(gc.Interface()), dump(wc.Interface()))
+	}
+}
+
+func checkTime(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if got.Location() != time.UTC {
+		t.Errorf("%s: got location %v, want UTC", what, got.Location())
+	}
+	if d := got.Sub(want); d <= -resolution || d >= resolution {
+		t.Errorf("%s: got %v, want %v", what, got, want.UTC())
+	}
+}
+
+func dump(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(b)
+}
+
+func testOrgRoundTrip(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	want := fullOrg("acme")
+	mustCreateOrg(t, s, want)
+	got, err := s.GetOrg(t.Context(), "acme")
+	if err != nil {
+		t.Fatalf("GetOrg: %v", err)
+	}
+	equal(t, "GetOrg", got, want)
+
+	// Every limit nil, then every limit zero: neither reads as the other.
+	none := &store.Org{ID: "none", Status: "active", CreatedAt: t0, UpdatedAt: t0, RenewsAt: t0}
+	zero := &store.Org{ID: "zero", Status: "active", CreatedAt: t0, UpdatedAt: t0, RenewsAt: t0,
+		Quota:      store.Quota{Calls: ptr(0), Downloads: ptr(0), Exports: ptr(0), TestprepItems: ptr(0)},
+		RateLimits: store.RateLimits{CallsPerHour: ptr(0), LessonReadsPerHour: ptr(0), URLMintsPerHour: ptr(0)},
+	}
+	for _, want := range []*store.Org{none, zero} {
+		mustCreateOrg(t, s, want)
+		got, err := s.GetOrg(t.Context(), want.ID)
+		if err != nil {
+			t.Fatalf("GetOrg(%s): %v", want.ID, err)
+		}
+		equal(t, "GetOrg("+want.ID+")", got, want)
+	}
+}
+
+func testOrgEmptyLists(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	for i, grants := range [][]string{nil, {}} {
+		o := fullOrg(fmt.Sprint("org-", i))
+		o.Grants = grants
+		mustCreateOrg(t, s, o)
+		got, err := s.GetOrg(t.Context(), o.ID)
+		if err != nil {
+			t.Fatalf("GetOrg: %v", err)
+		}
+		if got.Grants == nil || len(got.Grants) != 0 {
+			t.Errorf("grants written as %#v: got %#v, want []string{}", grants, got.Grants)
+		}
+	}
+}
+
+func testOrgConflict(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	mustCreateOrg(t, s, fullOrg("acme"))
+	dup := fullOrg("acme")
+	dup.Name = "Impostor"
+	wantErr(t, "CreateOrg duplicate", s.CreateOrg(t.Context(), dup), store.ErrConflict)
+	got, err := s.GetOrg(t.Context(), "acme")
+	if err != nil {
+		t.Fatalf("GetOrg: %v", err)
+	}
+	if got.Name != "Org acme" {
+		t.Errorf("after duplicate create: got name %q, want %q", got.Name, "Org acme")
+	}
+}
+
+func testOrgNotFound(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	_, err := s.GetOrg(ctx, "ghost")
+	wantErr(t, "GetOrg", err, store.ErrNotFound)
+	called := false
+	_, err = s.UpdateOrg(ctx, "ghost", func(*store.Org) error { called = true; return nil })
+	wantErr(t, "UpdateOrg", err, store.ErrNotFound)
+	if called {
+		t.Error("UpdateOrg called fn for a missing org")
+	}
+	wantErr(t, "DeleteOrg", s.DeleteOrg(ctx, "ghost"), store.ErrNotFound)
+}
+
+func testUpdateOrg(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	mustCreateOrg(t, s, fullOrg("acme"))
+	want := fullOrg("acme")
+	change := func(o *store.Org) {
+		o.Status = "suspended"
+		o.Grants = []string{"college"}
+		o.Quota.Calls = nil      // cap removed
+		o.Quota.Exports = ptr(0) // cap of zero added
+		o.RateLimits.CallsPerHour = ptr(3600)
+		o.EclaVersion = 3
+		o.LongURLs = false
+		o.RenewsAt = t0.AddDate(2, 0, 0)
+		o.UpdatedAt = t0.Add(48 * time.Hour)
+	}
+	change(want)
+	got, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error {
+		change(o)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("UpdateOrg: %v", err)
+	}
+	equal(t, "UpdateOrg result", got, want)
+	got, err = s.GetOrg(ctx, "acme")
+	if err != nil {
+		t.Fatalf("GetOrg: %v", err)
+	}
+	equal(t, "GetOrg after UpdateOrg", got, want)
+}
+
+func testUpdateOrgError(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	mustCreateOrg(t, s, fullOrg("acme"))
+	errBoom := errors.New("boom")
+	_, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error {
+		o.Status = "suspended"
+		o.EclaVersion = 99
+		return errBoom
+	})
+	if err != errBoom { // the contract: "fn's error as is"
+		t.Fatalf("UpdateOrg: got error %v, want %v unwrapped", err, errBoom)
+	}
+	got, err := s.GetOrg(ctx, "acme")
+	if err != nil {
+		t.Fatalf("GetOrg: %v", err)
+	}
+	equal(t, "GetOrg after failed UpdateOrg", got, fullOrg("acme"))
+}
+
+func testUpdateOrgConcurrent(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	start := fullOrg("acme")
+	mustCreateOrg(t, s, start)
+	const n = 32
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error {
+				o.EclaVersion++
+				return nil
+			})
+			if err != nil {
+				t.Errorf("UpdateOrg: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := s.GetOrg(ctx, "acme")
+	if err != nil {
+		t.Fatalf("GetOrg: %v", err)
+	}
+	if want := start.EclaVersion + n; got.EclaVersion != want {
+		t.Errorf("after %d concurrent increments: got EclaVersion %d, want %d", n, got.EclaVersion, want)
+	}
+}
+
+func testDeleteOrg(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	mustCreateOrg(t, s, fullOrg("acme"))
+	mustCreateOrg(t, s, fullOrg("other"))
+	mustCreateClient(t, s, fullClient("c1", "acme"))
+	mustCreateClient(t, s, fullClient("c2", "acme"))
+	mustCreateClient(t, s, fullClient("c3", "other"))
+	if err := s.DeleteOrg(ctx, "acme"); err != nil {
+		t.Fatalf("DeleteOrg: %v", err)
+	}
+	_, err := s.GetOrg(ctx, "acme")
+	wantErr(t, "GetOrg after DeleteOrg", err, store.ErrNotFound)
+	for _, id := range []string{"c1", "c2"} {
+		_, err := s.GetClient(ctx, id)
+		wantErr(t, "GetClient("+id+") after DeleteOrg", err, store.ErrNotFound)
+	}
+	if _, err := s.GetClient(ctx, "c3"); err != nil {
+		t.Errorf("GetClient(c3) of another org: %v", err)
+	}
+	if _, err := s.GetOrg(ctx, "other"); err != nil {
+		t.Errorf("GetOrg(other): %v", err)
+	}
+	wantErr(t, "DeleteOrg again", s.DeleteOrg(ctx, "acme"), store.ErrNotFound)
+	// The id is free again, and the old clients do not come back with it.
+	mustCreateOrg(t, s, fullOrg("acme"))
+	_, err = s.GetClient(ctx, "c1")
+	wantErr(t, "GetClient(c1) after the org is recreated", err, store.ErrNotFound)
+}
+
+func testClientRoundTrip(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	mustCreateOrg(t, s, fullOrg("acme"))
+	want := fullClient("c1", "acme")
+	mustCreateClient(t, s, want)
+	got, err := s.GetClient(t.Context(), "c1")
+	if err != nil {
+		t.Fatalf("GetClient: %v", err)
+	}
+	equal(t, "GetClient", got, want)
+
+	bare := &store.Client{ID: "c2", OrgID: "acme", SecretHash: []byte{0}, CreatedAt: t0}
+	mustCreateClient(t, s, bare)
+	got, err = s.GetClient(t.Context(), "c2")
+	if err != nil {
+		t.Fatalf("GetClient: %v", err)
+	}
+	equal(t, "GetClient (nil lists)", got, bare)
+
+	_, err = s.GetClient(t.Context(), "ghost")
+	wantErr(t, "GetClient missing", err, store.ErrNotFound)
+}
+
+func testClientMissingOrg(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	wantErr(t, "CreateClient of a missing org", s.CreateClient(t.Context(), fullClient("c1", "ghost")), store.ErrNotFound)
+	_, err := s.GetClient(t.Context(), "c1")
+	wantErr(t, "GetClient after failed create", err, store.ErrNotFound)
+}
+
+func testClientConflict(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	mustCreateOrg(t, s, fullOrg("acme"))
+	mustCreateOrg(t, s, fullOrg("other"))
+	mustCreateClient(t, s, fullClient("c1", "acme"))
+	wantErr(t, "CreateClient duplicate", s.CreateClient(t.Context(), fullClient("c1", "other")), store.ErrConflict)
+	got, err := s.GetClient(t.Context(), "c1")
+	if err != nil {
+		t.Fatalf("GetClient: %v", err)
+	}
+	if got.OrgID != "acme" {
+		t.Errorf("after duplicate create: got org %q, want %q", got.OrgID, "acme")
+	}
+}
+
+func testSigningKeys(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	keys, err := s.SigningKeys(ctx)
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("SigningKeys on an empty store: got %v, %v; want none", keys, err)
+	}
+	key := func(kid string, age time.Duration) store.SigningKey {
+		return store.SigningKey{KID: kid, Alg: "EdDSA", Private: []byte("seed-" + kid + "\x00\xff"), CreatedAt: t0.Add(-age)}
+	}
+	// Added out of order: the list is by creation time, not insertion.
+	mid, old, newest := key("k2", time.Hour), key("k1", 48*time.Hour), key("k3", time.Second)
+	for _, k := range []store.SigningKey{mid, old, newest} {
+		if err := s.AddSigningKey(ctx, k); err != nil {
+			t.Fatalf("AddSigningKey(%s): %v", k.KID, err)
+		}
+	}
+	dup := key("k2", 0)
+	wantErr(t, "AddSigningKey duplicate kid", s.AddSigningKey(ctx, dup), store.ErrConflict)
+	keys, err = s.SigningKeys(ctx)
+	if err != nil {
+		t.Fatalf("SigningKeys: %v", err)
+	}
+	want := []store.SigningKey{newest, mid, old}
+	if len(keys) != len(want) {
+		t.Fatalf("SigningKeys: got %d keys, want %d", len(keys), len(want))
+	}
+	for i := range want {
+		equal(t, fmt.Sprintf("SigningKeys[%d]", i), &keys[i], &want[i])
+	}
+}
+
+func testAuthCodeTakenOnce(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	want := authCode("hash-1", t0.Add(time.Minute))
+	if err := s.SaveAuthCode(ctx, want); err != nil {
+		t.Fatalf("SaveAuthCode: %v", err)
+	}
+	got, err := s.TakeAuthCode(ctx, "hash-1", t0)
+	if err != nil {
+		t.Fatalf("TakeAuthCode: %v", err)
+	}
+	equal(t, "TakeAuthCode", got, &want)
+	_, err = s.TakeAuthCode(ctx, "hash-1", t0)
+	wantErr(t, "TakeAuthCode again", err, store.ErrNotFound)
+	_, err = s.TakeAuthCode(ctx, "unknown", t0)
+	wantErr(t, "TakeAuthCode unknown", err, store.ErrNotFound)
+}
+
+// testAuthCodeConcurrent races 32 takers for each of several codes,
+// released together so that their reads overlap.
+func testAuthCodeConcurrent(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	const rounds, n = 8, 32
+	for r := range rounds {
+		hash := fmt.Sprint("hash-", r)
+		if err := s.SaveAuthCode(ctx, authCode(hash, t0.Add(time.Minute))); err != nil {
+			t.Fatalf("SaveAuthCode: %v", err)
+		}
+		var (
+			wg   sync.WaitGroup
+			gate = make(chan struct{})
+			wins atomic.Int32
+		)
+		for range n {
+			wg.Go(func() {
+				<-gate
+				_, err := s.TakeAuthCode(ctx, hash, t0)
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case !errors.Is(err, store.ErrNotFound):
+					t.Errorf("TakeAuthCode: %v", err)
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+		if got := wins.Load(); got != 1 {
+			t.Errorf("%d concurrent TakeAuthCode of one code: got %d winners, want 1", n, got)
+		}
+	}
+}
+
+func testAuthCodeExpired(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	exp := t0.Add(time.Minute)
+	for _, c := range []struct {
+		hash string
+		now  time.Time
+	}{
+		{"at-expiry", exp},
+		{"after-expiry", exp.Add(time.Second)},
+	} {
+		if err := s.SaveAuthCode(ctx, authCode(c.hash, exp)); err != nil {
+			t.Fatalf("SaveAuthCode: %v", err)
+		}
+		_, err := s.TakeAuthCode(ctx, c.hash, c.now)
+		wantErr(t, "TakeAuthCode "+c.hash, err, store.ErrNotFound)
+		// Expired is gone for good, even for a caller whose clock is behind.
+		_, err = s.TakeAuthCode(ctx, c.hash, t0)
+		wantErr(t, "TakeAuthCode "+c.hash+" with an earlier clock", err, store.ErrNotFound)
+	}
+	// Just before expiry it is still good.
+	if err := s.SaveAuthCode(ctx, authCode("live", exp)); err != nil {
+		t.Fatalf("SaveAuthCode: %v", err)
+	}
+	if _, err := s.TakeAuthCode(ctx, "live", exp.Add(-time.Millisecond)); err != nil {
+		t.Errorf("TakeAuthCode just before expiry: %v", err)
+	}
+}
+
+func testReopen(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s, stop := openRestartable(t, open)
+	org, client := fullOrg("acme"), fullClient("c1", "acme")
+	key := store.SigningKey{KID: "k1", Alg: "EdDSA", Private: []byte("seed"), CreatedAt: t0}
+	code := authCode("hash-1", t0.Add(time.Minute))
+	mustCreateOrg(t, s, org)
+	mustCreateClient(t, s, client)
+	if err := s.AddSigningKey(ctx, key); err != nil {
+		t.Fatalf("AddSigningKey: %v", err)
+	}
+	if err := s.SaveAuthCode(ctx, code); err != nil {
+		t.Fatalf("SaveAuthCode: %v", err)
+	}
+	if _, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error { o.EclaVersion = 7; return nil }); err != nil {
+		t.Fatalf("UpdateOrg: %v", err)
+	}
+	org.EclaVersion = 7
+	stop()
+
+	// Twice: the second start finds its migrations applied.
+	for i := range 2 {
+		s, stop := openRestartable(t, open)
+		gotOrg, err := s.GetOrg(ctx, "acme")
+		if err != nil {
+			t.Fatalf("reopen %d: GetOrg: %v", i, err)
+		}
+		equal(t, "GetOrg after reopen", gotOrg, org)
+		gotClient, err := s.GetClient(ctx, "c1")
+		if err != nil {
+			t.Fatalf("reopen %d: GetClient: %v", i, err)
+		}
+		equal(t, "GetClient after reopen", gotClient, client)
+		keys, err := s.SigningKeys(ctx)
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("reopen %d: SigningKeys: got %d keys, %v; want 1", i, len(keys), err)
+		}
+		equal(t, "SigningKeys after reopen", &keys[0], &key)
+		if i == 1 {
+			gotCode, err := s.TakeAuthCode(ctx, "hash-1", t0)
+			if err != nil {
+				t.Fatalf("reopen %d: TakeAuthCode: %v", i, err)
+			}
+			equal(t, "TakeAuthCode after reopen", gotCode, &code)
+		}
+		stop()
+	}
+}
+
+// testConcurrentOpen starts two stores on one new database at once, as two
+// origins might: migrations must not race.
+func testConcurrentOpen(t *testing.T, open Opener) {
+	var (
+		wg   sync.WaitGroup
+		ss   [2]store.Store
+		errs [2]error
+	)
+	for i := range ss {
+		wg.Go(func() { ss[i], errs[i] = open(t.Context()) })
+	}
+	wg.Wait()
+	for i, s := range ss {
+		if errs[i] != nil {
+			t.Fatalf("open store %d: %v", i, errs[i])
+		}
+		closeAtEnd(t, s)
+	}
+	mustCreateOrg(t, ss[0], fullOrg("acme"))
+	if _, err := ss[1].GetOrg(t.Context(), "acme"); err != nil {
+		t.Errorf("GetOrg from the other store: %v", err)
+	}
+}

@@ -1,0 +1,349 @@
+// Command adminctl is the operator's client for Lectern's admin API
+// (DESIGN.md: operator contract). It prints each answer's JSON
+// pretty-printed and exits 1 with the error body's code and message when
+// the API refuses.
+//
+//	adminctl [-addr URL] [-token T] <command>
+//
+// The address and token default to LECTERN_ADMIN_ADDR (127.0.0.1:8081)
+// and LECTERN_ADMIN_TOKEN. Commands:
+//
+//	health
+//	org create [-id ID] [-name N] [-grants high,college/calculus] [-json BODY]
+//	org get ID
+//	org patch ID -json BODY
+//	org suspend ID
+//	org reinstate ID
+//	org delete ID
+//	client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
+//	corpus reload DIR
+//	clock get
+//	clock advance SECONDS
+//	clock set RFC3339
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0) // -h: the usage was asked for
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "adminctl:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: adminctl [-addr URL] [-token T] <command>
+
+commands:
+  health
+  org create [-id ID] [-name N] [-grants high,college/calculus] [-json BODY]
+  org get ID
+  org patch ID -json BODY
+  org suspend ID
+  org reinstate ID
+  org delete ID
+  client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
+  corpus reload DIR
+  clock get
+  clock advance SECONDS
+  clock set RFC3339
+
+-addr defaults to $LECTERN_ADMIN_ADDR or 127.0.0.1:8081; -token to $LECTERN_ADMIN_TOKEN.
+`
+
+// errUsage is a command line adminctl cannot read; the usage has been
+// printed.
+var errUsage = errors.New("bad command line (see usage above)")
+
+// run is adminctl without the process: args exclude the program name.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("adminctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	addr := fs.String("addr", or(getenv("LECTERN_ADMIN_ADDR"), "127.0.0.1:8081"), "admin API address or URL")
+	token := fs.String("token", getenv("LECTERN_ADMIN_TOKEN"), "admin bearer token")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := parse(fs.Args())
+	if err != nil {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *token == "" {
+		return errors.New("no admin token: set LECTERN_ADMIN_TOKEN or pass -token")
+	}
+	base := *addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return do(ctx, strings.TrimSuffix(base, "/"), *token, c, stdout)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// call is one admin API request.
+type call struct {
+	method, path string
+	body         []byte // nil: none
+}
+
+// parse turns a command into its call.
+func parse(args []string) (call, error) {
+	if len(args) == 0 {
+		return call{}, errors.New("no command")
+	}
+	cmd, rest := args[0], args[1:]
+	if len(rest) > 0 && cmd != "health" {
+		cmd += " " + rest[0]
+		rest = rest[1:]
+	}
+	switch cmd {
+	case "health":
+		return call{"GET", "/admin/v1/health", nil}, positional(cmd, rest, 0)
+	case "org create":
+		fs := newFlags(cmd)
+		id := fs.String("id", "", "organisation id (generated when omitted)")
+		name := fs.String("name", "", "organisation name")
+		grants := fs.String("grants", "", "content grants, comma-separated")
+		raw := fs.String("json", "", "JSON body; -id, -name and -grants override its members")
+		pos, err := parseFlags(fs, rest)
+		if err != nil {
+			return call{}, err
+		}
+		if err := positional(cmd, pos, 0); err != nil {
+			return call{}, err
+		}
+		body := map[string]any{}
+		if *raw != "" {
+			if err := json.Unmarshal([]byte(*raw), &body); err != nil || body == nil {
+				return call{}, fmt.Errorf("-json must be a JSON object: %v", err)
+			}
+		}
+		if *id != "" {
+			body["orgId"] = *id
+		}
+		if *name != "" {
+			body["orgName"] = *name
+		}
+		if *grants != "" {
+			body["contentGrants"] = list(*grants)
+		}
+		return jsonCall("POST", "/admin/v1/orgs", body)
+	case "org get", "org delete", "org suspend", "org reinstate":
+		if err := positional(cmd, rest, 1); err != nil {
+			return call{}, err
+		}
+		path := "/admin/v1/orgs/" + url.PathEscape(rest[0])
+		switch cmd {
+		case "org get":
+			return call{"GET", path, nil}, nil
+		case "org delete":
+			return call{"DELETE", path, nil}, nil
+		case "org suspend":
+			return call{"PATCH", path, []byte(`{"status":"suspended"}`)}, nil
+		}
+		return call{"PATCH", path, []byte(`{"status":"active"}`)}, nil
+	case "org patch":
+		fs := newFlags(cmd)
+		raw := fs.String("json", "", "JSON body with the members to change")
+		pos, err := parseFlags(fs, rest)
+		if err != nil {
+			return call{}, err
+		}
+		if err := positional(cmd, pos, 1); err != nil {
+			return call{}, err
+		}
+		if *raw == "" {
+			return call{}, errors.New("org patch needs -json")
+		}
+		if !json.Valid([]byte(*raw)) {
+			return call{}, errors.New("-json is not valid JSON")
+		}
+		return call{"PATCH", "/admin/v1/orgs/" + url.PathEscape(pos[0]), []byte(*raw)}, nil
+	case "client create":
+		fs := newFlags(cmd)
+		scopes := fs.String("scopes", "", "scopes, comma-separated: suffixes (content.read) or full names")
+		grants := fs.String("grant-types", "", "grant types, comma-separated (default client_credentials)")
+		redirects := fs.String("redirect-uris", "", "redirect URIs, comma-separated (for authorization_code)")
+		pos, err := parseFlags(fs, rest)
+		if err != nil {
+			return call{}, err
+		}
+		if err := positional(cmd, pos, 1); err != nil {
+			return call{}, err
+		}
+		if *scopes == "" {
+			return call{}, errors.New("client create needs -scopes")
+		}
+		body := map[string]any{"scopes": list(*scopes)}
+		if *grants != "" {
+			body["grantTypes"] = list(*grants)
+		}
+		if *redirects != "" {
+			body["redirectUris"] = list(*redirects)
+		}
+		return jsonCall("POST", "/admin/v1/orgs/"+url.PathEscape(pos[0])+"/clients", body)
+	case "corpus reload":
+		if err := positional(cmd, rest, 1); err != nil {
+			return call{}, err
+		}
+		// A relative DIR is the operator's, not the origin's: resolve it
+		// here (the admin listener is loopback, so both share a disk).
+		dir, err := filepath.Abs(rest[0])
+		if err != nil {
+			return call{}, err
+		}
+		return jsonCall("POST", "/admin/v1/corpus/reload", map[string]any{"dir": dir})
+	case "clock get":
+		return call{"GET", "/admin/v1/clock", nil}, positional(cmd, rest, 0)
+	case "clock advance":
+		if err := positional(cmd, rest, 1); err != nil {
+			return call{}, err
+		}
+		n, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil || n < 1 {
+			return call{}, fmt.Errorf("clock advance: %q is not a positive number of seconds", rest[0])
+		}
+		return jsonCall("POST", "/admin/v1/clock", map[string]any{"advanceSeconds": n})
+	case "clock set":
+		if err := positional(cmd, rest, 1); err != nil {
+			return call{}, err
+		}
+		return jsonCall("POST", "/admin/v1/clock", map[string]any{"now": rest[0]})
+	}
+	return call{}, fmt.Errorf("unknown command %q", cmd)
+}
+
+func newFlags(cmd string) *flag.FlagSet {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run prints the usage once
+	return fs
+}
+
+// parseFlags parses flags that may come before, between or after the
+// positional arguments, and returns the positional ones.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%s: %w", fs.Name(), err)
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func positional(cmd string, args []string, n int) error {
+	if len(args) != n {
+		return fmt.Errorf("%s takes %d argument(s), got %d", cmd, n, len(args))
+	}
+	return nil
+}
+
+// list splits a comma-separated flag value, dropping empty items.
+func list(s string) []string {
+	out := []string{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func jsonCall(method, path string, body any) (call, error) {
+	b, err := json.Marshal(body)
+	return call{method, path, b}, err
+}
+
+// do performs c and prints the answer. A non-2xx answer is an error
+// carrying the error body's code and message.
+func do(ctx context.Context, base, token string, c call, stdout io.Writer) error {
+	var body io.Reader
+	if c.body != nil {
+		body = bytes.NewReader(c.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, base+c.path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/json")
+	if c.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return apiError(resp, raw)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil // 204
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, raw, "", "  "); err != nil {
+		return fmt.Errorf("the answer is not JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err = stdout.Write(out.Bytes())
+	return err
+}
+
+// apiError turns an error answer into an error: its code and message,
+// and the parameter when it names one.
+func apiError(resp *http.Response, raw []byte) error {
+	var e struct {
+		Error struct {
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			RequestID string `json:"requestId"`
+			Parameter string `json:"parameter"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) != nil || e.Error.Code == "" {
+		return fmt.Errorf("%s %s: %s: %s", resp.Request.Method, resp.Request.URL.Path, resp.Status,
+			strings.TrimSpace(string(raw)))
+	}
+	msg := fmt.Sprintf("%d %s: %s", resp.StatusCode, e.Error.Code, e.Error.Message)
+	if e.Error.Parameter != "" {
+		msg += " (parameter " + e.Error.Parameter + ")"
+	}
+	return errors.New(msg + " [request " + e.Error.RequestID + "]")
+}

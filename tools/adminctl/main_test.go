@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/admin"
+	"github.com/lectern-api/lectern/origin/clock"
+	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+)
+
+const token = "t0ken"
+
+// serve runs the real admin API on a real listener over a real store, and
+// returns a getenv that points adminctl at it.
+func serve(t *testing.T) func(string) string {
+	t.Helper()
+	st, err := sqlitestore.New(context.Background(), filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	wall := time.Date(2030, 3, 10, 12, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(admin.Handler(admin.Config{
+		Token: token, Store: st, Clock: clock.New(func() time.Time { return wall }), TestClock: true,
+		CreateClient: func(_ context.Context, orgID string, scopes, grants, redirects []string) (string, string, error) {
+			return "c1", "s1", nil
+		},
+		Reload: func(_ context.Context, dir string) (string, error) { return "v-" + filepath.Base(dir), nil },
+	}))
+	t.Cleanup(srv.Close)
+	env := map[string]string{"LECTERN_ADMIN_ADDR": strings.TrimPrefix(srv.URL, "http://"), "LECTERN_ADMIN_TOKEN": token}
+	return func(k string) string { return env[k] }
+}
+
+// adminctl runs one command line and returns stdout and the error.
+func adminctl(t *testing.T, getenv func(string) string, line ...string) (map[string]any, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), line, getenv, &stdout, &stderr)
+	var out map[string]any
+	if err == nil && stdout.Len() > 0 {
+		if jerr := json.Unmarshal(stdout.Bytes(), &out); jerr != nil {
+			t.Fatalf("%v: output is not JSON: %v\n%s", line, jerr, stdout.String())
+		}
+	}
+	return out, stdout.String(), err
+}
+
+func TestCommands(t *testing.T) {
+	env := serve(t)
+	out, text, err := adminctl(t, env, "org", "create", "-id", "acme", "-name", "Acme", "-grants", "high,college/calculus",
+		"-json", `{"orgName":"ignored","longUrls":true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "\n  \"orgId\": \"acme\",\n") {
+		t.Errorf("output is not pretty-printed:\n%s", text)
+	}
+	if out["orgName"] != "Acme" || out["longUrls"] != true || len(out["contentGrants"].([]any)) != 2 {
+		t.Errorf("org create: %s", text)
+	}
+
+	tests := []struct {
+		line []string
+		key  string
+		want any
+	}{
+		{[]string{"health"}, "status", "ok"},
+		{[]string{"org", "get", "acme"}, "orgName", "Acme"},
+		{[]string{"org", "suspend", "acme"}, "status", "suspended"},
+		{[]string{"org", "get", "acme"}, "status", "suspended"},
+		{[]string{"org", "reinstate", "acme"}, "status", "active"},
+		{[]string{"org", "patch", "acme", "-json", `{"tier":"gold"}`}, "tier", "gold"},
+		{[]string{"org", "patch", "-json", `{"eclaVersion":4}`, "acme"}, "eclaVersion", 4.0},
+		{[]string{"client", "create", "acme", "-scopes", "content.read,service-api/media.download"}, "clientSecret", "s1"},
+		{[]string{"corpus", "reload", "some/dir"}, "contentVersion", "v-dir"},
+		{[]string{"clock", "advance", "3600"}, "offsetSeconds", 3600.0},
+		{[]string{"clock", "set", "2030-04-01T00:00:00Z"}, "now", "2030-04-01T00:00:00Z"},
+		{[]string{"clock", "get"}, "now", "2030-04-01T00:00:00Z"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.line, " "), func(t *testing.T) {
+			out, text, err := adminctl(t, env, tt.line...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out[tt.key] != tt.want {
+				t.Errorf("%s = %v, want %v\n%s", tt.key, out[tt.key], tt.want, text)
+			}
+		})
+	}
+
+	// delete prints nothing; the org is then gone, and that is an error
+	// naming the code and the API's message.
+	if _, text, err := adminctl(t, env, "org", "delete", "acme"); err != nil || text != "" {
+		t.Errorf("org delete: %q, %v", text, err)
+	}
+	_, text, err = adminctl(t, env, "org", "get", "acme")
+	if err == nil || !strings.Contains(err.Error(), "404 NOT_FOUND: No organisation with id acme.") || text != "" {
+		t.Errorf("org get of a deleted org: %q, %v", text, err)
+	}
+	_, _, err = adminctl(t, env, "clock", "set", "2000-01-01T00:00:00Z")
+	if err == nil || !strings.Contains(err.Error(), "400 BAD_REQUEST") || !strings.Contains(err.Error(), "parameter now") {
+		t.Errorf("clock set in the past: %v", err)
+	}
+}
+
+func TestFlagsOverrideEnv(t *testing.T) {
+	env := serve(t)
+	_, _, err := adminctl(t, env, "-token", "wrong", "health")
+	if err == nil || !strings.Contains(err.Error(), "401 invalid_token") {
+		t.Errorf("-token wrong: %v", err)
+	}
+	noToken := func(k string) string {
+		if k == "LECTERN_ADMIN_TOKEN" {
+			return ""
+		}
+		return env(k)
+	}
+	if _, _, err := adminctl(t, noToken, "health"); err == nil || !strings.Contains(err.Error(), "no admin token") {
+		t.Errorf("no token: %v", err)
+	}
+	if _, _, err := adminctl(t, noToken, "-token", token, "-addr", "http://"+env("LECTERN_ADMIN_ADDR"), "health"); err != nil {
+		t.Errorf("-token and -addr: %v", err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	env := serve(t)
+	for _, line := range [][]string{
+		{},
+		{"frobnicate"},
+		{"org"},
+		{"org", "get"},
+		{"org", "get", "a", "b"},
+		{"org", "patch", "acme"},
+		{"org", "patch", "acme", "-json", "{"},
+		{"org", "create", "-json", "[1]"},
+		{"client", "create", "acme"},
+		{"clock", "advance", "-5"},
+		{"clock", "advance", "soon"},
+		{"health", "now"},
+		{"org", "create", "-bogus"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), line, env, &stdout, &stderr)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("%q: err = %v, want a usage error", line, err)
+		}
+		if !strings.Contains(stderr.String(), "usage: adminctl") {
+			t.Errorf("%q: no usage on stderr", line)
+		}
+	}
+}
