@@ -1,0 +1,40 @@
+// Package idp is Lectern's development identity provider, the {auth_url}
+// of the spec (spec: Authentication). It serves four endpoints on its own
+// listener:
+//
+//	POST /oauth2/token                           RFC 6749 §3.2, §4.1.3, §4.4
+//	GET  /oauth2/authorize                       RFC 6749 §4.1.1, PKCE S256 (RFC 7636)
+//	GET  /.well-known/oauth-authorization-server RFC 8414 metadata
+//	GET  /.well-known/jwks.json                  RFC 7517 key set, OKP keys (RFC 8037)
+//
+// # Grants
+//
+// Machine clients use client_credentials, authenticated with HTTP Basic
+// (client_secret_basic, RFC 6749 §2.3.1) or with form fields
+// (client_secret_post), never both. Learner apps use authorization_code
+// with PKCE S256: the dev provider approves every request at once and
+// takes the learner id from login_hint. Codes live 60 seconds, are stored
+// only as a SHA-256 hash and are redeemed at most once.
+//
+// # Tokens
+//
+// Access tokens are JWTs signed with EdDSA (Ed25519). The header carries
+// kid and typ "JWT"; the claims are exactly iss, aud (a string), sub,
+// client_id, scope (full names, space-separated), org, learner (learner
+// tokens only), iat, nbf (= iat), exp (iat + TokenTTL) and jti.
+// shared/token verifies them.
+//
+// # Keys
+//
+// Signing keys persist in the store (the Ed25519 seed), so tokens survive
+// a restart, and rotate by kid: before signing, a key older than
+// RotateAfter is replaced by a new one. A retired key stays in the JWKS
+// for as long as a token it signed can still be valid.
+//
+// # Clients
+//
+// [CreateClient] registers a client for the admin API; the secret is
+// returned once and stored as a bcrypt hash. The token endpoint spends one
+// bcrypt comparison whether or not the client exists, so response time
+// does not tell which client ids exist.
+package idp

@@ -1,0 +1,229 @@
+package idp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/scope"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Defaults of Config.
+const (
+	DefaultTokenTTL    = 900 * time.Second   // spec: Authentication §4
+	DefaultRotateAfter = 30 * 24 * time.Hour // signing key lifetime
+)
+
+// codeTTL is how long an authorization code may wait for its exchange.
+const codeTTL = 60 * time.Second
+
+// Config configures an IdP.
+type Config struct {
+	Issuer      string // e.g. "http://127.0.0.1:9090": the iss claim and the metadata issuer
+	Audience    string // the aud claim, e.g. "lectern-api"
+	Store       store.Store
+	Now         func() time.Time // the clock; time.Now when nil
+	Logger      *slog.Logger     // discards when nil
+	TokenTTL    time.Duration    // DefaultTokenTTL when zero
+	RotateAfter time.Duration    // DefaultRotateAfter when zero
+}
+
+// IdP is the identity provider. Safe for concurrent use.
+type IdP struct {
+	issuer      string
+	audience    string
+	store       store.Store
+	now         func() time.Time
+	log         *slog.Logger
+	ttl         time.Duration
+	rotateAfter time.Duration
+
+	// dummyHash is compared against when the client is unknown, so that
+	// an unknown id costs the same bcrypt work as a wrong secret.
+	dummyHash []byte
+
+	mu   sync.Mutex
+	keys []signingKey // newest first
+}
+
+// New returns an IdP over cfg.Store. It loads the signing keys, creating
+// the first one on an empty store and a new one when the newest is older
+// than RotateAfter.
+func New(ctx context.Context, cfg Config) (*IdP, error) {
+	if cfg.Issuer == "" || cfg.Audience == "" || cfg.Store == nil {
+		return nil, errors.New("idp: Issuer, Audience and Store are required")
+	}
+	p := &IdP{
+		issuer:      strings.TrimSuffix(cfg.Issuer, "/"),
+		audience:    cfg.Audience,
+		store:       cfg.Store,
+		now:         cfg.Now,
+		log:         cfg.Logger,
+		ttl:         cfg.TokenTTL,
+		rotateAfter: cfg.RotateAfter,
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.ttl <= 0 {
+		p.ttl = DefaultTokenTTL
+	}
+	if p.rotateAfter <= 0 {
+		p.rotateAfter = DefaultRotateAfter
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(rand.Text()), secretCost)
+	if err != nil {
+		return nil, fmt.Errorf("idp: dummy hash: %w", err)
+	}
+	p.dummyHash = h
+	if _, err := p.signingKey(ctx); err != nil {
+		return nil, fmt.Errorf("idp: %w", err)
+	}
+	return p, nil
+}
+
+// Handler serves the four endpoints of the provider.
+func (p *IdP) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/oauth2/token", p.handleToken)
+	mux.HandleFunc("/oauth2/authorize", p.handleAuthorize)
+	mux.HandleFunc("/.well-known/oauth-authorization-server", p.handleMetadata)
+	mux.HandleFunc("/.well-known/jwks.json", p.handleJWKS)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &oauthError{status: http.StatusNotFound, code: "not_found", desc: "no such endpoint"})
+	})
+	return mux
+}
+
+// metadata is the authorization server metadata document (RFC 8414 §2).
+type metadata struct {
+	Issuer                            string   `json:"issuer"`
+	AuthorizationEndpoint             string   `json:"authorization_endpoint"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	JWKSURI                           string   `json:"jwks_uri"`
+	ResponseTypesSupported            []string `json:"response_types_supported"`
+	GrantTypesSupported               []string `json:"grant_types_supported"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	ScopesSupported                   []string `json:"scopes_supported"`
+}
+
+// discovery returns the provider's RFC 8414 metadata.
+func (p *IdP) discovery() metadata {
+	scopes := make([]string, len(scope.All))
+	for i, s := range scope.All {
+		scopes[i] = scope.Full(s)
+	}
+	return metadata{
+		Issuer:                            p.issuer,
+		AuthorizationEndpoint:             p.issuer + "/oauth2/authorize",
+		TokenEndpoint:                     p.issuer + "/oauth2/token",
+		JWKSURI:                           p.issuer + "/.well-known/jwks.json",
+		ResponseTypesSupported:            []string{"code"},
+		GrantTypesSupported:               []string{grantClientCredentials, grantAuthorizationCode},
+		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post"},
+		CodeChallengeMethodsSupported:     []string{"S256"},
+		ScopesSupported:                   scopes,
+	}
+}
+
+func (p *IdP) handleMetadata(w http.ResponseWriter, r *http.Request) {
+	if !allowGet(w, r) {
+		return
+	}
+	body, err := json.Marshal(p.discovery())
+	if err != nil {
+		p.serverError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (p *IdP) handleJWKS(w http.ResponseWriter, r *http.Request) {
+	if !allowGet(w, r) {
+		return
+	}
+	body, err := p.JWKS(r.Context())
+	if err != nil {
+		p.serverError(w, r, err)
+		return
+	}
+	// Verifiers refetch on an unknown kid (shared/token Cache), so a
+	// short max-age only bounds how long a retired key lingers in caches.
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, body)
+}
+
+// allowGet answers 405 to anything but GET and HEAD.
+func allowGet(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeError(w, &oauthError{status: http.StatusMethodNotAllowed, code: errInvalidRequest, desc: "method not allowed"})
+	return false
+}
+
+// OAuth error codes (RFC 6749 §4.1.2.1, §5.2).
+const (
+	errInvalidRequest          = "invalid_request"
+	errInvalidClient           = "invalid_client"
+	errInvalidGrant            = "invalid_grant"
+	errUnauthorizedClient      = "unauthorized_client"
+	errUnsupportedGrantType    = "unsupported_grant_type"
+	errUnsupportedResponseType = "unsupported_response_type"
+	errInvalidScope            = "invalid_scope"
+	errServerError             = "server_error"
+)
+
+// oauthError is an error answered with an RFC 6749 §5.2 body.
+type oauthError struct {
+	status int
+	code   string
+	desc   string
+}
+
+func (e *oauthError) Error() string { return e.code + ": " + e.desc }
+
+func badRequest(code, desc string) *oauthError {
+	return &oauthError{status: http.StatusBadRequest, code: code, desc: desc}
+}
+
+// writeError writes e as {"error", "error_description"}. invalid_client
+// answers 401 with a Basic challenge (RFC 6749 §5.2).
+func writeError(w http.ResponseWriter, e *oauthError) {
+	if e.code == errInvalidClient {
+		w.Header().Set("WWW-Authenticate", `Basic realm="lectern"`)
+	}
+	body, _ := json.Marshal(struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description,omitempty"`
+	}{e.code, e.desc})
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, e.status, body)
+}
+
+// serverError logs the cause and answers 500 server_error without it.
+func (p *IdP) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	p.log.ErrorContext(r.Context(), "idp", "path", r.URL.Path, "err", err)
+	writeError(w, &oauthError{status: http.StatusInternalServerError, code: errServerError, desc: "internal error"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
