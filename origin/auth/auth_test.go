@@ -1,0 +1,150 @@
+package auth
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/scope"
+)
+
+type keyring struct {
+	mu    sync.Mutex
+	keys  map[string]ed25519.PrivateKey
+	order []string
+}
+
+func (k *keyring) add(t *testing.T, kid string) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil {
+		k.keys = map[string]ed25519.PrivateKey{}
+	}
+	k.keys[kid] = priv
+	k.order = append(k.order, kid)
+}
+
+func (k *keyring) jwks() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := `{"keys":[`
+	for i, kid := range k.order {
+		if i > 0 {
+			s += ","
+		}
+		x := base64.RawURLEncoding.EncodeToString(k.keys[kid].Public().(ed25519.PublicKey))
+		s += fmt.Sprintf(`{"kty":"OKP","crv":"Ed25519","x":%q,"kid":%q,"alg":"EdDSA","use":"sig"}`, x, kid)
+	}
+	return s + "]}"
+}
+
+func (k *keyring) sign(t *testing.T, kid string, now time.Time, scopes string) string {
+	k.mu.Lock()
+	priv := k.keys[kid]
+	k.mu.Unlock()
+	if priv == nil {
+		_, priv, _ = ed25519.GenerateKey(rand.Reader)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+		"iss": "https://idp.test", "aud": "lectern-api", "sub": "c1", "client_id": "c1", "org": "acme",
+		"scope": scopes, "iat": now.Unix(), "exp": now.Add(900 * time.Second).Unix(),
+	})
+	tok.Header["kid"] = kid
+	s, err := tok.SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func setup(t *testing.T) (*Authenticator, *keyring, *atomic.Int32, *time.Time) {
+	ring := &keyring{}
+	ring.add(t, "k1")
+	var fetches atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		time.Sleep(20 * time.Millisecond) // let concurrent requests pile up behind the fetch
+		fmt.Fprint(w, ring.jwks())
+	}))
+	t.Cleanup(srv.Close)
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	a := New(Config{Issuer: "https://idp.test", Audience: "lectern-api", JWKSURL: srv.URL,
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	return a, ring, &fetches, &now
+}
+
+func TestAuthenticate(t *testing.T) {
+	a, ring, fetches, now := setup(t)
+	ctx := context.Background()
+	tok := ring.sign(t, "k1", *now, "service-api/content.read")
+	c, err := a.Authenticate(ctx, "Bearer "+tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Org != "acme" || !c.Scope.Has(scope.ContentRead) {
+		t.Errorf("claims %+v", c)
+	}
+	for _, bad := range []string{"", "Basic x", "Bearer " + tok + "x"} {
+		if _, err := a.Authenticate(ctx, bad); err == nil || err.Code != apierr.InvalidToken {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("%d JWKS fetches, want 1", n)
+	}
+}
+
+// A burst of tokens naming an unknown kid costs one JWKS fetch: the refresh
+// is single-flight and rate-limited.
+func TestUnknownKidBurst(t *testing.T) {
+	a, ring, fetches, now := setup(t)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k1", *now, "")); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(time.Minute) // past the minimum refresh interval
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "forged", *now, "")); err == nil {
+				t.Error("a token of an unknown key was accepted")
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("%d JWKS fetches after the burst, want 2", n)
+	}
+}
+
+// After the identity provider rotates, a token of the new key is accepted:
+// the unknown kid triggers a refresh.
+func TestRotation(t *testing.T) {
+	a, ring, _, now := setup(t)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k1", *now, "")); err != nil {
+		t.Fatal(err)
+	}
+	ring.add(t, "k2")
+	*now = now.Add(time.Minute)
+	if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k2", *now, "")); err != nil {
+		t.Fatalf("token of the rotated key: %v", err)
+	}
+}
