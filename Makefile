@@ -13,10 +13,13 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString
 
 .DEFAULT_GOAL := help
-.PHONY: help test check corpus fuzz
+.PHONY: help run test check bench corpus fuzz
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: ## start the stack in the foreground (origin, identity provider, admin API); Ctrl-C stops it
+	$(GO) run ./origin/cmd/origin
 
 test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say when they skip)
 	$(GO) vet ./...
@@ -25,6 +28,9 @@ test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say w
 check: test ## test, build shared/ for wasip1, and insist that go.mod is tidy
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
 	$(GO) mod tidy -diff
+
+bench: ## benchmarks, as ratios measured in one run: durable meter increments (group commit vs one txn each)
+	$(GO) run ./tools/meterbench
 
 corpus: ## generate the full deterministic corpus into $(CORPUS)
 	$(GO) run ./tools/corpusgen -out $(CORPUS)

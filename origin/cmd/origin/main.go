@@ -1,0 +1,36 @@
+// Command origin runs Lectern's origin stack in the foreground: the public
+// API (direct mode), the dev identity provider and the admin API, on the
+// addresses of DESIGN.md's operator contract. `make run` starts it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "origin:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the stack and serves until ctx is done.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := parseConfig(args, getenv)
+	if err != nil {
+		return err
+	}
+	st, err := start(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return st.Close()
+}

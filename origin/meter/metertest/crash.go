@@ -1,0 +1,186 @@
+package metertest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/meter"
+)
+
+// childEnv marks the test binary that Crash re-executes.
+const childEnv = "LECTERN_METERTEST_CHILD"
+
+// addrPrefix starts the line on which Serve announces its address.
+const addrPrefix = "metertest-addr "
+
+// crashNow is when the crash test's ops count.
+var crashNow = time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
+
+const (
+	crashOrg     = "crash"
+	crashVersion = "v1"
+)
+
+// crashOp is the op of the crash test's request i: a call, and a read of
+// lesson i (distinct per request, so the day's count is a second tally).
+func crashOp(i int) meter.Op {
+	return meter.Op{Org: crashOrg, Now: crashNow, Stages: []meter.Stage{call(nil, nil)},
+		Read: &meter.Read{Ordinal: i, Version: crashVersion}}
+}
+
+// IsChild reports whether this process is a test binary that Crash
+// re-executed to serve a store; its helper test then opens the store and
+// calls Serve.
+func IsChild() bool { return os.Getenv(childEnv) == "1" }
+
+// Serve serves Apply on s for Crash over loopback HTTP until the process
+// is killed: POST /apply?i=N applies request N's op and answers 200 only
+// after Apply returned without error. It announces its address on stdout.
+func Serve(s meter.Store) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "metertest child:", err)
+		os.Exit(2)
+	}
+	fmt.Printf("%s%s\n", addrPrefix, ln.Addr())
+	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i, err := strconv.Atoi(r.URL.Query().Get("i"))
+		if err != nil || i < 0 {
+			http.Error(w, "bad i", http.StatusBadRequest)
+			return
+		}
+		if _, err := s.Apply(r.Context(), crashOp(i)); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	fmt.Fprintln(os.Stderr, "metertest child:", err)
+	os.Exit(2)
+}
+
+// Crash is the durability test: it re-executes the test binary running
+// only the test named helper, with env added to its environment; that
+// test sees IsChild, opens the store and calls Serve. Crash drives 64
+// concurrent clients against it, kills it with SIGKILL mid-load, then
+// opens the store with open and checks that every acknowledged op is
+// there and no more than the ops sent: acknowledged ≤ counted ≤ sent,
+// and each op's two steps counted together.
+func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) meter.Store) {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child: %v", err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), addrPrefix); ok {
+				addrc <- a
+				break
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		close(addrc)
+	}()
+	var addr string
+	select {
+	case a, ok := <-addrc:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("child exited without serving; stderr:\n%s", stderr.String())
+		}
+		addr = a
+	case <-time.After(30 * time.Second):
+		t.Fatalf("child did not serve within 30s; stderr:\n%s", stderr.String())
+	}
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	var sent, acked, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := sent.Add(1) - 1
+				resp, err := client.Post(fmt.Sprintf("http://%s/apply?i=%d", addr, i), "text/plain", nil)
+				if err != nil {
+					return // the child is gone
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil && resp.StatusCode == http.StatusOK && string(body) == "ok" {
+					acked.Add(1)
+				} else if err == nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	// Kill mid-load: after a few hundred acknowledgements, or 3 s.
+	start := time.Now()
+	for acked.Load() < 300 && time.Since(start) < 3*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Kill); err != nil {
+		t.Fatalf("kill child: %v", err)
+	}
+	killed = true
+	cmd.Wait()
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d ops answered with an error before the kill; child stderr:\n%s", n, stderr.String())
+	}
+
+	s := open(t)
+	c, read := usage(t, s, crashOrg, crashNow, crashVersion)
+	calls := c[meter.MonthCalls]
+	a, n := acked.Load(), sent.Load()
+	t.Logf("killed after %v: %d ops acknowledged, %d sent, %d counted, %d lessons read", time.Since(start).Round(time.Millisecond), a, n, calls, read)
+	if a == 0 {
+		t.Fatalf("no op acknowledged before the kill; child stderr:\n%s", stderr.String())
+	}
+	if calls < a || calls > n {
+		t.Errorf("month calls = %d after the kill, want between %d acknowledged and %d sent", calls, a, n)
+	}
+	if c[meter.HourCalls] != calls {
+		t.Errorf("hour calls = %d, month calls = %d: want equal (one stage)", c[meter.HourCalls], calls)
+	}
+	if int64(read) != calls {
+		t.Errorf("lessons read = %d, month calls = %d: want equal (one op each)", read, calls)
+	}
+}

@@ -1,0 +1,74 @@
+package sqlitemeter_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/metertest"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+)
+
+// opener returns the suite's open: one database file per test, created on
+// the test's first call and reopened on later ones.
+func opener(opts sqlitemeter.Options) func(t *testing.T) meter.Store {
+	var paths sync.Map // *testing.T → path
+	return func(t *testing.T) meter.Store {
+		p, ok := paths.Load(t)
+		if !ok {
+			// A directory that does not exist yet: New creates it.
+			p, _ = paths.LoadOrStore(t, filepath.Join(t.TempDir(), "var", "meter.db"))
+		}
+		s, err := sqlitemeter.New(t.Context(), p.(string), opts)
+		if err != nil {
+			t.Fatalf("open meter store: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+}
+
+func TestMeter(t *testing.T) {
+	metertest.Run(t, opener(sqlitemeter.Options{}))
+}
+
+// The baseline tools/meterbench measures against is a correct store too.
+func TestMeterNoGroupCommit(t *testing.T) {
+	metertest.Run(t, opener(sqlitemeter.Options{NoGroupCommit: true}))
+}
+
+// Small batches exercise the batch cap.
+func TestMeterSmallBatches(t *testing.T) {
+	metertest.Run(t, opener(sqlitemeter.Options{MaxBatch: 3}))
+}
+
+// dbEnv names the database file the crash test's child serves.
+const dbEnv = "LECTERN_METER_TEST_DB"
+
+func TestCrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meter.db")
+	metertest.Crash(t, "TestHelperProcess", []string{dbEnv + "=" + path}, func(t *testing.T) meter.Store {
+		s, err := sqlitemeter.New(t.Context(), path, sqlitemeter.Options{})
+		if err != nil {
+			t.Fatalf("reopen meter store: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// TestHelperProcess is the crash test's child: it serves a store until
+// TestCrash kills it. In any other run it does nothing.
+func TestHelperProcess(t *testing.T) {
+	if !metertest.IsChild() {
+		return
+	}
+	s, err := sqlitemeter.New(context.Background(), os.Getenv(dbEnv), sqlitemeter.Options{})
+	if err != nil {
+		t.Fatalf("open meter store: %v", err)
+	}
+	metertest.Serve(s)
+}

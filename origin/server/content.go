@@ -1,0 +1,223 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/forensic"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/etag"
+)
+
+// envelope is the licence envelope every content response carries (spec:
+// What the service does §4).
+type envelope struct {
+	Lic string `json:"lic"`
+	Tag string `json:"tag"`
+}
+
+func (s *Server) envelope(req *request) envelope {
+	return envelope{
+		Lic: forensic.Licence(req.org.ID, req.org.EclaVersion),
+		Tag: forensic.Tag(s.cfg.TagKey, req.org.ID, req.claims.Scope),
+	}
+}
+
+// list is the list envelope (spec: Resources, List envelope) with the
+// content version and licence envelope.
+type list struct {
+	Items          any      `json:"items"`
+	Total          int      `json:"total"`
+	PageNum        int      `json:"pageNum"`
+	TotalPages     int      `json:"totalPages"`
+	HasMore        bool     `json:"hasMore"`
+	NextCursor     *string  `json:"nextCursor"`
+	ContentVersion string   `json:"contentVersion"`
+	License        envelope `json:"_license"`
+}
+
+// derivedETag is the request's validator: version, route, target,
+// canonical parameters, organisation and grants, never the bytes (spec:
+// Conditional requests §1).
+func derivedETag(req *request, target string) string {
+	return etag.Derive(etag.Input{
+		Version: req.corpus.ContentVersion,
+		Route:   int(req.route.ID),
+		Target:  target,
+		Params:  req.params.Canonical(),
+		Org:     req.org.ID,
+		Grants:  etag.GrantsDigest(req.org.Grants),
+	})
+}
+
+// tierRow is a row of GET /v1/tiers.
+type tierRow struct {
+	Tier  string `json:"tier"`
+	Label string `json:"label"`
+	Count int    `json:"count"`
+}
+
+// tiers serves GET /v1/tiers: the tiers the organisation holds a grant in,
+// in canonical order, each with its count of granted subjects; a tier
+// that is absent is not licensed.
+func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request) error {
+	tag := derivedETag(req, "")
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return err
+	}
+	if bill.Err != nil {
+		return bill.Err
+	}
+	if notModified(r, tag) {
+		writeNotModified(w, req, tag, bill)
+		return nil
+	}
+	rows := []tierRow{}
+	for _, t := range req.corpus.Tiers {
+		if !licence.TierGranted(req.org.Grants, t.Name) {
+			continue
+		}
+		n := 0
+		for _, sub := range t.Subjects {
+			if licence.Entitled(req.org.Grants, sub.Tier, sub.Slug) == nil {
+				n++
+			}
+		}
+		rows = append(rows, tierRow{Tier: t.Name, Label: t.Label, Count: n})
+	}
+	body, err := json.Marshal(list{Items: rows, Total: len(rows), PageNum: 1, TotalPages: 1,
+		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
+	if err != nil {
+		return err
+	}
+	writeContent(w, r, req, tag, bill, body)
+	return nil
+}
+
+// subjectDetail is a subject as GET /v1/subjects/{slug} answers it.
+type subjectDetail struct {
+	Slug           string   `json:"slug"`
+	Tier           string   `json:"tier"`
+	Name           string   `json:"name"`
+	Description    string   `json:"description"`
+	ClassCount     int      `json:"classCount"`
+	MediaCoverage  coverage `json:"mediaCoverage"`
+	Difficulty     string   `json:"difficulty"`
+	Tags           []string `json:"tags"`
+	Prerequisites  []string `json:"prerequisites"`
+	Related        []string `json:"related"`
+	ClassesURL     string   `json:"classesUrl"`
+	ContentVersion string   `json:"contentVersion"`
+	License        envelope `json:"_license"`
+}
+
+// coverage counts the subject's classes with each kind of media.
+type coverage struct {
+	Video      int `json:"video"`
+	Narration  int `json:"narration"`
+	Transcript int `json:"transcript"`
+	Media      int `json:"media"`
+}
+
+func refs(rs []corpus.SubjectRef) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// resolveSubject finds the subject of the route's slug and tier query
+// (spec: Common parameters, tier): a slug in several tiers needs tier, or
+// answers 400 AMBIGUOUS_SUBJECT naming them. It returns a nil subject and
+// no error for a slug that does not exist, so the caller can check the
+// entitlement of an explicit tier before answering UNKNOWN_SUBJECT.
+func resolveSubject(req *request) (sub *corpus.Subject, tier string, err *apierr.Error) {
+	slug := req.vars.Get("subjectSlug")
+	tier = req.params.Get("tier")
+	if tier != "" {
+		return req.corpus.Subject(tier, slug), tier, nil
+	}
+	tiers := req.corpus.SlugTiers(slug)
+	switch len(tiers) {
+	case 0:
+		return nil, "", nil
+	case 1:
+		return req.corpus.Subject(tiers[0], slug), tiers[0], nil
+	}
+	return nil, "", &apierr.Error{Code: apierr.AmbiguousSubject, Parameter: "tier", Tiers: tiers,
+		Message: "The subject slug " + slug + " exists in several tiers; retry with tier set to one of them."}
+}
+
+func unknownSubject(slug string) *apierr.Error {
+	return &apierr.Error{Code: apierr.UnknownSubject, Received: slug,
+		Message: "No subject has the slug " + slug + " (slugs match exactly and are tier-specific)."}
+}
+
+// subject serves GET /v1/subjects/{slug}. detail is validated but does not
+// change the answer: every level is byte-identical with one ETag.
+func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request) error {
+	sub, tier, rerr := resolveSubject(req)
+	if rerr != nil {
+		return s.billCallAnd(r, req, rerr)
+	}
+	if tier != "" {
+		if err := licence.Entitled(req.org.Grants, tier, req.vars.Get("subjectSlug")); err != nil {
+			return err
+		}
+	}
+	if sub == nil {
+		return s.billCallAnd(r, req, unknownSubject(req.vars.Get("subjectSlug")))
+	}
+	tag := derivedETag(req, sub.Ref())
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return err
+	}
+	if bill.Err != nil {
+		return bill.Err
+	}
+	if notModified(r, tag) {
+		writeNotModified(w, req, tag, bill)
+		return nil
+	}
+	body, err := json.Marshal(subjectDetail{
+		Slug: sub.Slug, Tier: sub.Tier, Name: sub.Name, Description: sub.Description,
+		ClassCount: sub.ClassCount(),
+		MediaCoverage: coverage{Video: sub.Coverage.Video, Narration: sub.Coverage.Narration,
+			Transcript: sub.Coverage.Transcript, Media: sub.Coverage.Media},
+		Difficulty: sub.Difficulty, Tags: nonNil(sub.Tags),
+		Prerequisites: refs(sub.Prerequisites), Related: refs(sub.Related),
+		ClassesURL:     "/v1/subjects/" + sub.Slug + "/classes?tier=" + sub.Tier,
+		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req),
+	})
+	if err != nil {
+		return err
+	}
+	writeContent(w, r, req, tag, bill, body)
+	return nil
+}
+
+// billCallAnd bills the call that a refusal after the gate costs (spec:
+// Effects of refusals: a bad id bills the call only) and answers with e,
+// or with the 429 when the call itself is refused.
+func (s *Server) billCallAnd(r *http.Request, req *request, e *apierr.Error) error {
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return err
+	}
+	if bill.Err != nil {
+		return bill.Err
+	}
+	return e
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

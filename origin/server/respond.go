@@ -1,0 +1,97 @@
+package server
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/gzip"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/shared/encoding"
+	"github.com/lectern-api/lectern/shared/etag"
+)
+
+// The content pipeline after the gate, for every route with a derived
+// validator: decide the 304 before any work (spec: Conditional requests
+// §5), bill what the answer costs, then write it.
+
+// notModified reports whether the request's If-None-Match matches tag.
+func notModified(r *http.Request, tag string) bool {
+	inm := r.Header.Get("If-None-Match")
+	return inm != "" && tag != "" && etag.Match(inm, tag)
+}
+
+// writeNotModified answers 304 with an empty body, the validator and the
+// content version (spec: Conditional requests §3).
+func writeNotModified(w http.ResponseWriter, req *request, tag string, bill meter.Bill) {
+	h := w.Header()
+	h.Set("ETag", tag)
+	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
+	setAll(h, bill)
+	w.WriteHeader(http.StatusNotModified)
+}
+
+// writeContent answers 200 with body, compressed when the client accepts
+// it and the body is at least 384 bytes (spec: Transport).
+func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag string, bill meter.Bill, body []byte) {
+	h := w.Header()
+	if tag != "" {
+		h.Set("ETag", tag)
+	}
+	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
+	setAll(h, bill)
+	writeBody(w, r, http.StatusOK, body)
+}
+
+func setAll(h http.Header, bill meter.Bill) {
+	for _, kv := range bill.Headers() {
+		h.Set(kv.Name, kv.Value)
+	}
+}
+
+// writeBody writes a JSON body, compressed per Accept-Encoding.
+func writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	coding := encoding.Negotiate(r.Header.Get("Accept-Encoding"))
+	if coding == encoding.Identity || !encoding.Compressible(len(body)) {
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		w.Write(body)
+		return
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(buf)
+	buf.Reset()
+	compress(buf, coding, body)
+	h.Set("Content-Encoding", coding.String())
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+var (
+	bufPool  = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	gzipPool = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(io.Discard, gzip.DefaultCompression); return w }}
+	brPool   = sync.Pool{New: func() any { return brotli.NewWriterLevel(io.Discard, 4) }}
+)
+
+func compress(dst *bytes.Buffer, coding encoding.Coding, body []byte) {
+	switch coding {
+	case encoding.Gzip:
+		zw := gzipPool.Get().(*gzip.Writer)
+		zw.Reset(dst)
+		zw.Write(body)
+		zw.Close()
+		gzipPool.Put(zw)
+	case encoding.Br:
+		bw := brPool.Get().(*brotli.Writer)
+		bw.Reset(dst)
+		bw.Write(body)
+		bw.Close()
+		brPool.Put(bw)
+	}
+}

@@ -1,0 +1,219 @@
+// Package server is the origin's public API: the request pipeline of
+// DESIGN.md in its fixed order — route (404/405), authenticate (401),
+// scope (403), syntactic validation (400), organisation gate (403) — and
+// then the route's own handler. Every response carries X-Request-Id, and
+// every error is the spec's error body.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/param"
+	"github.com/lectern-api/lectern/shared/route"
+	"github.com/lectern-api/lectern/shared/token"
+)
+
+// Realm is the realm of the Bearer challenges.
+const Realm = "lectern"
+
+// Config wires a Server.
+type Config struct {
+	Store  store.Store
+	Auth   *auth.Authenticator
+	Corpus func() *corpus.Corpus // the corpus being served; reloads swap it
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Resource is the API's resource identifier (RFC 9728 §2), and
+	// AuthorizationServers the issuers whose tokens it accepts; both are
+	// published at /.well-known/oauth-protected-resource.
+	Resource             string
+	AuthorizationServers []string
+	// ResourceMetadataURL is the absolute URL of that document, named in
+	// every 401 challenge.
+	ResourceMetadataURL string
+	LicenseURL          string // the licence terms, in GET /v1/license
+	// Meters holds the organisations' meters.
+	Meters meter.Store
+	// TagKey keys the forensic tag of the licence envelope.
+	TagKey []byte
+	// CursorKey seals pagination cursors; the edge holds the same.
+	CursorKey []byte
+}
+
+// Server serves /v1 and the protected-resource metadata.
+type Server struct {
+	cfg      Config
+	biller   meter.Biller
+	handlers map[route.ID]handler
+}
+
+// request is what the pipeline knows about a request by the time it
+// reaches a route's handler.
+type request struct {
+	id     string
+	now    time.Time
+	route  *route.Route
+	vars   route.Vars
+	params param.Values
+	claims token.Claims
+	org    *store.Org // nil only on routes that skip the gate
+	corpus *corpus.Corpus
+}
+
+// handler serves one route after the pipeline has passed it. It returns
+// an *apierr.Error to answer with that error; any other error is a 500.
+type handler func(w http.ResponseWriter, r *http.Request, req *request) error
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{cfg: cfg, biller: meter.Biller{Store: cfg.Meters}, handlers: map[route.ID]handler{}}
+	s.handlers[route.Tiers] = s.tiers
+	s.handlers[route.Subject] = s.subject
+	s.handlers[route.License] = s.license
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := requestID(r.Header.Get("X-Request-Id"))
+	h := w.Header()
+	h.Set("X-Request-Id", id)
+	h.Set("Cache-Control", "private")
+	h.Set("Vary", "Authorization, Accept-Encoding")
+	if r.URL.Path == "/.well-known/oauth-protected-resource" {
+		s.protectedResource(w, r, id)
+		return
+	}
+	req := &request{id: id, now: s.cfg.Now()}
+	if err := s.serve(w, r, req); err != nil {
+		s.writeError(w, r, id, err)
+	}
+}
+
+// serve runs the pipeline in DESIGN.md's order.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) error {
+	rt, vars, err := route.Match(r.Method, r.URL.EscapedPath())
+	if err != nil {
+		return err
+	}
+	h := s.handlers[rt.ID]
+	if h == nil {
+		// Routes of later issues: not served by this build, and free.
+		return apierr.New(apierr.NotFound, "This server does not serve "+rt.OperationID+" yet.")
+	}
+	req.route, req.vars = rt, vars
+	if rt.Scope != "" {
+		claims, err := s.cfg.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			return err
+		}
+		if !claims.Scope.Has(rt.Scope) {
+			return token.InsufficientScope(rt.Scope)
+		}
+		if rt.Learner && claims.Learner == "" {
+			return apierr.New(apierr.LearnerRequired, "This route needs an interactive learner token (authorization_code grant); a client_credentials token has no learner.")
+		}
+		req.claims = claims
+	}
+	params, perr := param.Parse(rt, r.URL.RawQuery)
+	if perr != nil {
+		return perr
+	}
+	req.params = params
+	if rt.Scope != "" {
+		org, err := s.org(r.Context(), req.claims)
+		if err != nil {
+			return err
+		}
+		req.org = org
+		if org == nil {
+			return licence.Check(nil, req.now)
+		}
+		// spec: Route rules §8: the licence status answers even when the
+		// organisation is suspended, expired or pre-agreement.
+		if rt.ID != route.License {
+			if gerr := licence.Check(org, req.now); gerr != nil {
+				return gerr
+			}
+		}
+	}
+	req.corpus = s.cfg.Corpus()
+	return h(w, r, req)
+}
+
+// org reads the token's organisation afresh (entitlements are re-read on
+// every request): the org claim when the token has one, else the org of
+// its client. A nil org means none exists.
+func (s *Server) org(ctx context.Context, c token.Claims) (*store.Org, error) {
+	orgID := c.Org
+	if orgID == "" && c.ClientID != "" {
+		cl, err := s.cfg.Store.GetClient(ctx, c.ClientID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		orgID = cl.OrgID
+	}
+	if orgID == "" {
+		return nil, nil
+	}
+	o, err := s.cfg.Store.GetOrg(ctx, orgID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return o, err
+}
+
+// writeError answers with err in the spec's error body. Anything that is
+// not an *apierr.Error is a 500 INTERNAL whose cause goes to the log, never
+// to the client.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	var e *apierr.Error
+	if !errors.As(err, &e) {
+		s.cfg.Logger.Error("internal error", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
+		e = apierr.New(apierr.Internal, "Internal error; it is safe to retry once. Quote the requestId if it persists.")
+	}
+	h := w.Header()
+	for _, kv := range e.Headers() {
+		h.Set(kv.Name, kv.Value)
+	}
+	if c := token.ChallengeFor(e, Realm, s.cfg.ResourceMetadataURL); c != "" {
+		h.Set("WWW-Authenticate", c)
+	}
+	writeBody(w, r, e.Status(), e.AppendJSON(nil, id))
+}
+
+// requestID keeps a well-formed incoming X-Request-Id (the edge forwards
+// its own so that both tiers log one id) and otherwise makes one.
+func requestID(in string) string {
+	if n := len(in); n >= 8 && n <= 64 {
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			c := in[i]
+			ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		}
+		if ok {
+			return in
+		}
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
