@@ -571,6 +571,8 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 	}
 	for _, s := range c.Subjects {
 		for _, l := range s.Lessons {
+			l.Ordinal = c.Counts.Classes
+			c.Lessons = append(c.Lessons, l)
 			c.lessons[l.ID] = l
 			for _, m := range l.Media {
 				c.media[m.ID] = m

@@ -13,6 +13,9 @@ type Corpus struct {
 	Tiers []*Tier
 	// Subjects in listing order: tier (canonical) then name, then slug.
 	Subjects []*Subject
+	// Lessons of every subject, in Subjects order then class number;
+	// Lessons[i].Ordinal == i.
+	Lessons []*Lesson
 	// Tests present, in the spec's order (digital-sat, act, psat-nmsqt,
 	// caaspp), each with its sections in the spec's order.
 	Tests []*Test
@@ -101,6 +104,10 @@ type Lesson struct {
 	KeyTerms []KeyTerm
 	// StudyMinutes is the derived estimated study time.
 	StudyMinutes int
+	// Ordinal is the lesson's position in Corpus.Lessons: subjects in
+	// listing order, then class number. The enumeration alarm keeps its
+	// per-day bitset by ordinal.
+	Ordinal int
 }
 
 // Card is one card of a lesson.

@@ -99,6 +99,9 @@ type Result struct {
 	// LessonsRead is the count of distinct lessons read by the
 	// organisation on Op.Now's UTC day, after the op (0 without Op.Read).
 	LessonsRead int
+	// FirstRead is set when Op.Read recorded a lesson not read before on
+	// that day: the read that may cross the alarm's threshold.
+	FirstRead bool
 }
 
 // Counters are the counts of every meter in one month and hour.

@@ -18,7 +18,7 @@ func (s *Server) OrgExtras(ctx context.Context, orgID string) (map[string]any, e
 		return nil, err
 	}
 	now := s.cfg.Now()
-	c := s.cfg.Corpus()
+	c := s.cfg.Content().Corpus
 	u, read, err := s.cfg.Meters.Usage(ctx, orgID, now, c.ContentVersion)
 	if err != nil {
 		return nil, err

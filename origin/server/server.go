@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
-	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -31,11 +30,11 @@ const Realm = "lectern"
 
 // Config wires a Server.
 type Config struct {
-	Store  store.Store
-	Auth   *auth.Authenticator
-	Corpus func() *corpus.Corpus // the corpus being served; reloads swap it
-	Now    func() time.Time
-	Logger *slog.Logger
+	Store   store.Store
+	Auth    *auth.Authenticator
+	Content func() *Content // the corpus being served; reloads swap it
+	Now     func() time.Time
+	Logger  *slog.Logger
 	// Resource is the API's resource identifier (RFC 9728 §2), and
 	// AuthorizationServers the issuers whose tokens it accepts; both are
 	// published at /.well-known/oauth-protected-resource.
@@ -70,7 +69,7 @@ type request struct {
 	params param.Values
 	claims token.Claims
 	org    *store.Org // nil only on routes that skip the gate
-	corpus *corpus.Corpus
+	corpus *Content
 }
 
 // handler serves one route after the pipeline has passed it. It returns
@@ -152,7 +151,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) err
 			}
 		}
 	}
-	req.corpus = s.cfg.Corpus()
+	req.corpus = s.cfg.Content()
 	return h(w, r, req)
 }
 

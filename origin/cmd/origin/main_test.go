@@ -327,7 +327,7 @@ func TestGateTransitions(t *testing.T) {
 // other subjects; AMBIGUOUS_SUBJECT names the tiers.
 func TestEntitlement(t *testing.T) {
 	s := newStack(t)
-	c := s.corpus.Load()
+	c := s.content.Load()
 	var shared string // a slug in two tiers
 	for _, sub := range c.Subjects {
 		if len(c.SlugTiers(sub.Slug)) > 1 {
@@ -378,7 +378,7 @@ func TestRefusalsBillNothing(t *testing.T) {
 	id, secret := s.org(`{"orgId":"acme","contentGrants":["high"]}`, "content.read", "testprep.read")
 	tok := s.token(id, secret, "content.read")
 	narrow := s.token(id, secret, "testprep.read")
-	c := s.corpus.Load()
+	c := s.content.Load()
 	var college string
 	for _, sub := range c.Tier("college").Subjects {
 		college = sub.Slug
@@ -442,7 +442,7 @@ func TestLicense(t *testing.T) {
 	}
 	now := s.clock.Now()
 	wantReset := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
-	if l["resetsAt"] != wantReset || l["contentVersion"] != s.corpus.Load().ContentVersion {
+	if l["resetsAt"] != wantReset || l["contentVersion"] != s.content.Load().ContentVersion {
 		t.Errorf("resetsAt %v (want %s), contentVersion %v", l["resetsAt"], wantReset, l["contentVersion"])
 	}
 	if n := s.calls("acme"); n != 1 {

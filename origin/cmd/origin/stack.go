@@ -37,7 +37,7 @@ type stack struct {
 	OriginURL, IdPURL, AdminURL string
 	AdminToken                  string
 
-	corpus  atomic.Pointer[corpus.Corpus]
+	content atomic.Pointer[server.Content]
 	clock   *clock.Clock
 	store   store.Store
 	meters  meter.Store
@@ -90,7 +90,11 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err != nil {
 		return nil, err
 	}
-	st.corpus.Store(c)
+	ct, err := server.Build(c)
+	if err != nil {
+		return nil, err
+	}
+	st.content.Store(ct)
 
 	if st.store, st.meters, err = openStores(ctx, cfg.DB); err != nil {
 		return nil, err
@@ -102,7 +106,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	api := server.New(server.Config{
 		Store:                st.store,
 		Auth:                 auth.New(auth.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, JWKSURL: cfg.JWKSURL, Now: st.clock.Now}),
-		Corpus:               st.corpus.Load,
+		Content:              st.content.Load,
 		Now:                  st.clock.Now,
 		Logger:               st.log,
 		Resource:             cfg.PublicURL,
@@ -212,7 +216,11 @@ func (st *stack) reload(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	st.corpus.Store(c)
+	ct, err := server.Build(c)
+	if err != nil {
+		return "", err
+	}
+	st.content.Store(ct)
 	return c.ContentVersion, nil
 }
 

@@ -464,10 +464,17 @@ func read(org string, now time.Time, ordinal int, version string) meter.Op {
 
 func checkRead(t *testing.T, s meter.Store, op meter.Op, want int) {
 	t.Helper()
+	_, before, err := s.Usage(context.Background(), op.Org, op.Now, op.Read.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res := apply(t, s, op)
 	checkPassed(t, fmt.Sprintf("read %d", op.Read.Ordinal), res)
 	if res.LessonsRead != want {
 		t.Errorf("read ordinal %d (%s) at %s: LessonsRead = %d, want %d", op.Read.Ordinal, op.Read.Version, op.Now.Format(time.RFC3339), res.LessonsRead, want)
+	}
+	if first := want > before; res.FirstRead != first {
+		t.Errorf("read ordinal %d (%s) at %s: FirstRead = %v, want %v", op.Read.Ordinal, op.Read.Version, op.Now.Format(time.RFC3339), res.FirstRead, first)
 	}
 }
 

@@ -88,8 +88,8 @@ type bitset struct {
 }
 
 // set records ordinal i under version, starting afresh when the stored
-// bitset belongs to another version.
-func (b *bitset) set(version string, i int) {
+// bitset belongs to another version, and reports whether i is new.
+func (b *bitset) set(version string, i int) bool {
 	if b.version != version {
 		*b = bitset{version: version, dirty: true}
 	}
@@ -101,7 +101,9 @@ func (b *bitset) set(version string, i int) {
 		b.bits[i/8] |= mask
 		b.n++
 		b.dirty = true
+		return true
 	}
+	return false
 }
 
 // count is the number of distinct lessons read under version.
@@ -259,7 +261,7 @@ stages:
 	if op.Read != nil {
 		d := s.days[dayKey{op.Org, dayOf(op.Now)}]
 		if res.Refused == nil {
-			d.set(op.Read.Version, op.Read.Ordinal)
+			res.FirstRead = d.set(op.Read.Version, op.Read.Ordinal)
 		}
 		res.LessonsRead = d.count(op.Read.Version)
 	}
