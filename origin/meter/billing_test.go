@@ -1,0 +1,237 @@
+package meter_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/apierr"
+)
+
+var now = time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+
+func biller(t *testing.T) (*meter.Biller, meter.Store) {
+	t.Helper()
+	s, err := sqlitemeter.New(context.Background(), filepath.Join(t.TempDir(), "m.db"), sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &meter.Biller{Store: s}, s
+}
+
+func n(v int64) *int64 { return &v }
+
+func org(mod func(*store.Org)) *store.Org {
+	o := &store.Org{ID: "acme", Status: "active"}
+	if mod != nil {
+		mod(o)
+	}
+	return o
+}
+
+// usage checks the organisation's counters: pairs of meter and count, every
+// other meter zero.
+func usage(t *testing.T, s meter.Store, pairs ...any) {
+	t.Helper()
+	got, _, err := s.Usage(context.Background(), "acme", now, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want meter.Counters
+	for i := 0; i < len(pairs); i += 2 {
+		want[pairs[i].(meter.Meter)] = int64(pairs[i+1].(int))
+	}
+	for _, m := range meter.Meters {
+		if got.Get(m) != want.Get(m) {
+			h := "month"
+			if m.Hourly() {
+				h = "hour"
+			}
+			t.Errorf("%s %s = %d, want %d", h, m, got.Get(m), want.Get(m))
+		}
+	}
+}
+
+// result carries a billing call's two results into the checks below.
+type result struct {
+	b   meter.Bill
+	err error
+}
+
+func r(b meter.Bill, err error) result { return result{b, err} }
+
+func ok(t *testing.T, res result) meter.Bill {
+	t.Helper()
+	b, err := res.b, res.err
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Err != nil {
+		t.Fatalf("refused: %v", b.Err)
+	}
+	return b
+}
+
+func refused(t *testing.T, res result, code apierr.Code) *apierr.Error {
+	t.Helper()
+	b, err := res.b, res.err
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Err == nil || b.Err.Code != code {
+		t.Fatalf("got %v, want %s", b.Err, code)
+	}
+	if b.Err.RetryAfter == nil || *b.Err.RetryAfter < 1 {
+		t.Errorf("%s without Retry-After", code)
+	}
+	return b.Err
+}
+
+// The spec's cost examples (Limits: "Cost examples that follow from the
+// rules").
+func TestCostExamples(t *testing.T) {
+	ctx := context.Background()
+	t.Run("one subject of 30 classes exported is 1 call, 30 downloads, 1 export", func(t *testing.T) {
+		b, s := biller(t)
+		ok(t, r(b.Export(ctx, org(nil), now, 30)))
+		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1, meter.MonthDownloads, 30, meter.MonthExports, 1)
+	})
+	t.Run("the same subject read class by class is 60 calls and 60 lesson reads", func(t *testing.T) {
+		b, s := biller(t)
+		for class := 0; class < 30; class++ {
+			// the lesson and its transcript: two lesson reads per class
+			ok(t, r(b.LessonRead(ctx, org(nil), now, &meter.Read{Ordinal: class, Version: "v1"})))
+			ok(t, r(b.LessonRead(ctx, org(nil), now, &meter.Read{Ordinal: class, Version: "v1"})))
+		}
+		usage(t, s, meter.MonthCalls, 60, meter.HourCalls, 60, meter.HourLessonReads, 60)
+	})
+	t.Run("a 304 revalidation of an inline export is 1 call", func(t *testing.T) {
+		b, s := biller(t)
+		ok(t, r(b.Call(ctx, org(nil), now)))
+		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1)
+	})
+}
+
+// spec: Limits, "Effects of refusals" and the Errors table's 429s.
+func TestRefusals(t *testing.T) {
+	ctx := context.Background()
+	monthEnd := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	t.Run("monthly call quota spent: QUOTA_EXCEEDED bills nothing", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.Quota.Calls = n(2) })
+		ok(t, r(b.Call(ctx, o, now)))
+		ok(t, r(b.Call(ctx, o, now)))
+		refused(t, r(b.LessonRead(ctx, o, now, nil)), apierr.QuotaExceeded)
+		usage(t, s, meter.MonthCalls, 2, meter.HourCalls, 2)
+	})
+	t.Run("hourly call cap: RATE_LIMITED bills the call", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.RateLimits.CallsPerHour = n(1) })
+		ok(t, r(b.Call(ctx, o, now)))
+		e := refused(t, r(b.LessonRead(ctx, o, now, nil)), apierr.RateLimited)
+		if *e.RetryAfter > 3600 || *e.RetryAfter != int64(45*60) {
+			t.Errorf("Retry-After %d, want 2700 (to the top of the hour)", *e.RetryAfter)
+		}
+		usage(t, s, meter.MonthCalls, 2, meter.HourCalls, 2)
+	})
+	t.Run("hourly lesson-read cap: RATE_LIMITED bills the call only", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.RateLimits.LessonReadsPerHour = n(1) })
+		ok(t, r(b.LessonRead(ctx, o, now, nil)))
+		refused(t, r(b.LessonRead(ctx, o, now, nil)), apierr.RateLimited)
+		usage(t, s, meter.MonthCalls, 2, meter.HourCalls, 2, meter.HourLessonReads, 1)
+	})
+	t.Run("a clean 100-id mint is 100 downloads and 100 mints", func(t *testing.T) {
+		b, s := biller(t)
+		ok(t, r(b.Mint(ctx, org(nil), now, 100)))
+		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1, meter.HourMints, 100, meter.MonthDownloads, 100)
+	})
+	t.Run("a mint stopped by the hourly mint cap bills the call only", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.RateLimits.URLMintsPerHour = n(99) })
+		refused(t, r(b.Mint(ctx, o, now, 100)), apierr.RateLimited)
+		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1)
+	})
+	t.Run("a mint stopped by the monthly download quota bills the call plus the hourly reservation", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.Quota.Downloads = n(50) })
+		e := refused(t, r(b.Mint(ctx, o, now, 100)), apierr.QuotaExceeded)
+		if *e.RetryAfter != int64(monthEnd.Sub(now)/time.Second) || e.QuotaResetsAt != "2026-12-01T00:00:00Z" {
+			t.Errorf("Retry-After %d quotaResetsAt %s", *e.RetryAfter, e.QuotaResetsAt)
+		}
+		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1, meter.HourMints, 100)
+	})
+	t.Run("export allowance spent: EXPORT_LIMIT with position, bills the call", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.Quota.Exports = n(1) })
+		ok(t, r(b.Export(ctx, o, now, 1)))
+		e := refused(t, r(b.Export(ctx, o, now, 1)), apierr.ExportLimit)
+		if *e.ExportsUsed != 1 || *e.ExportsLimit != 1 || e.QuotaResetsAt == "" {
+			t.Errorf("EXPORT_LIMIT keys: %s", e.AppendJSON(nil, "r"))
+		}
+		usage(t, s, meter.MonthCalls, 2, meter.HourCalls, 2, meter.MonthExports, 1, meter.MonthDownloads, 1)
+	})
+	t.Run("an export stopped by the download quota bills the call, not the export", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.Quota.Downloads = n(10) })
+		refused(t, r(b.Export(ctx, o, now, 30)), apierr.QuotaExceeded)
+		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1)
+	})
+	t.Run("test-prep page shortened to the allowance, then refused", func(t *testing.T) {
+		b, s := biller(t)
+		o := org(func(o *store.Org) { o.Quota.TestprepItems = n(30) })
+		if got := ok(t, r(b.TestprepPage(ctx, o, now, 25))); got.Granted != 25 {
+			t.Errorf("first page granted %d", got.Granted)
+		}
+		if got := ok(t, r(b.TestprepPage(ctx, o, now, 25))); got.Granted != 5 {
+			t.Errorf("second page granted %d, want 5 (shortened, not refused)", got.Granted)
+		}
+		refused(t, r(b.TestprepPage(ctx, o, now, 25)), apierr.QuotaExceeded)
+		usage(t, s, meter.MonthCalls, 3, meter.HourCalls, 3, meter.HourLessonReads, 2, meter.MonthTestprepItems, 30)
+	})
+	t.Run("null limits never refuse", func(t *testing.T) {
+		b, _ := biller(t)
+		for i := 0; i < 20; i++ {
+			ok(t, r(b.Mint(ctx, org(nil), now, 100)))
+		}
+	})
+}
+
+func TestAlarm(t *testing.T) {
+	for _, tc := range []struct {
+		read, granted int
+		want          bool
+	}{
+		{40, 100, false}, {41, 100, true}, {2, 5, false}, {3, 5, true}, {0, 0, false}, {1, 0, false}, {1, 1, true},
+	} {
+		if got := meter.Alarm(tc.read, tc.granted); got != tc.want {
+			t.Errorf("Alarm(%d, %d) = %v, want %v (more than 40%%)", tc.read, tc.granted, got, tc.want)
+		}
+	}
+}
+
+// RateLimit headers name every capped meter the bill touched, with what is
+// left and the seconds to its reset.
+func TestHeaders(t *testing.T) {
+	b, _ := biller(t)
+	o := org(func(o *store.Org) { o.RateLimits.CallsPerHour = n(100); o.Quota.Calls = n(1000) })
+	bill := ok(t, r(b.Call(context.Background(), o, now)))
+	h := bill.Headers()
+	if len(h) != 2 || h[0].Name != "RateLimit-Policy" || h[1].Name != "RateLimit" {
+		t.Fatalf("headers %v", h)
+	}
+	if want := `"calls-month";q=1000;w=2592000, "calls-hour";q=100;w=3600`; h[0].Value != want {
+		t.Errorf("policy %q, want %q", h[0].Value, want)
+	}
+	if want := `"calls-month";r=999;t=740700, "calls-hour";r=99;t=2700`; h[1].Value != want {
+		t.Errorf("state %q, want %q", h[1].Value, want)
+	}
+	if h := ok(t, r(b.Call(context.Background(), org(nil), now))).Headers(); h != nil {
+		t.Errorf("no caps, headers %v", h)
+	}
+}
