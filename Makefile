@@ -21,9 +21,16 @@ help: ## list the targets
 run: ## start the stack in the foreground (origin, identity provider, admin API); Ctrl-C stops it
 	$(GO) run ./origin/cmd/origin
 
+# Packages whose tests exercise concurrency run again under the race
+# detector (it needs cgo; skipped when there is no C compiler).
+RACE := ./origin/meter/... ./origin/store/... ./origin/auth/... ./origin/server/...
+
 test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say when they skip)
 	$(GO) vet ./...
 	$(GO) test ./...
+	@if command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1; then \
+		echo "$(GO) test -race $(RACE)"; $(GO) test -race $(RACE); \
+	else echo "race detector skipped: no C compiler (cgo)"; fi
 
 check: test ## test, build shared/ for wasip1, and insist that go.mod is tidy
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
