@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
@@ -196,7 +197,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 	if c := token.ChallengeFor(e, Realm, s.cfg.ResourceMetadataURL); c != "" {
 		h.Set("WWW-Authenticate", c)
 	}
-	writeBody(w, r, e.Status(), e.AppendJSON(nil, id))
+	// Error bodies are never compressed: they are small (spec: Transport
+	// names them among the bodies under 384 bytes), and the edge, which
+	// writes the same errors, then needs no compressor.
+	body := e.AppendJSON(nil, id)
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(e.Status())
+	w.Write(body)
 }
 
 // requestID keeps a well-formed incoming X-Request-Id (the edge forwards

@@ -405,3 +405,16 @@ func Match(method, path string) (*Route, Vars, *apierr.Error) {
 func notFound() *apierr.Error {
 	return apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json.")
 }
+
+// String is the variables as "name=value" pairs joined by "&", in pattern
+// order: a canonical form of the path's values.
+func (v *Vars) String() string {
+	s := ""
+	for i := 0; i < v.n; i++ {
+		if i > 0 {
+			s += "&"
+		}
+		s += v.name[i] + "=" + v.val[i]
+	}
+	return s
+}
