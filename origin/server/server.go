@@ -21,6 +21,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/front"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/token"
@@ -107,34 +108,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve runs the pipeline in DESIGN.md's order.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) error {
-	rt, vars, err := route.Match(r.Method, r.URL.EscapedPath())
-	if err != nil {
-		return err
+	passed, ferr := front.Run(front.Request{Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery,
+		Authorization: r.Header.Get("Authorization")},
+		func(authorization string) (token.Claims, *apierr.Error) {
+			return s.cfg.Auth.Authenticate(r.Context(), authorization)
+		})
+	if ferr != nil {
+		return ferr
 	}
+	rt := passed.Route
+	req.route, req.vars, req.params, req.claims = rt, passed.Vars, passed.Params, passed.Claims
 	h := s.handlers[rt.ID]
 	if h == nil {
 		// Routes of later issues: not served by this build, and free.
 		return apierr.New(apierr.NotFound, "This server does not serve "+rt.OperationID+" yet.")
 	}
-	req.route, req.vars = rt, vars
-	if rt.Scope != "" {
-		claims, err := s.cfg.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
-		if err != nil {
-			return err
-		}
-		if !claims.Scope.Has(rt.Scope) {
-			return token.InsufficientScope(rt.Scope)
-		}
-		if rt.Learner && claims.Learner == "" {
-			return apierr.New(apierr.LearnerRequired, "This route needs an interactive learner token (authorization_code grant); a client_credentials token has no learner.")
-		}
-		req.claims = claims
-	}
-	params, perr := param.Parse(rt, r.URL.RawQuery)
-	if perr != nil {
-		return perr
-	}
-	req.params = params
 	if rt.Scope != "" {
 		org, err := s.org(r.Context(), req.claims)
 		if err != nil {
