@@ -1,0 +1,27 @@
+package edgesig
+
+import "testing"
+
+func TestSignVerify(t *testing.T) {
+	key := Key([]byte("a-test-secret-of-at-least-32-characters"))
+	const now = 1_790_000_000
+	sig := Sign(key, Forward, "GET", "/v1/tiers?x=1", "req-1", now)
+	if !Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now+10) {
+		t.Fatal("a fresh signature does not verify")
+	}
+	for name, ok := range map[string]bool{
+		"other purpose": Verify(key, sig, Gate, "GET", "/v1/tiers?x=1", "req-1", now),
+		"other method":  Verify(key, sig, Forward, "POST", "/v1/tiers?x=1", "req-1", now),
+		"other target":  Verify(key, sig, Forward, "GET", "/v1/tiers?x=2", "req-1", now),
+		"other request": Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-2", now),
+		"too old":       Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now+MaxSkew+1),
+		"other key":     Verify(Key([]byte("another secret of at least 32 chars!!")), sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now),
+		"no key":        Verify(nil, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now),
+		"garbage":       Verify(key, "v1=zz", Forward, "GET", "/v1/tiers?x=1", "req-1", now),
+		"tampered":      Verify(key, sig[:len(sig)-1]+"0", Forward, "GET", "/v1/tiers?x=1", "req-1", now),
+	} {
+		if ok {
+			t.Errorf("%s verifies", name)
+		}
+	}
+}
