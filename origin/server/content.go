@@ -64,16 +64,15 @@ type tierRow struct {
 // that is absent is not licensed.
 func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request) error {
 	tag := derivedETag(req, "")
+	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+		return err
+	}
 	bill, err := s.biller.Call(r.Context(), req.org, req.now)
 	if err != nil {
 		return err
 	}
 	if bill.Err != nil {
 		return bill.Err
-	}
-	if notModified(r, tag) {
-		writeNotModified(w, req, tag, bill)
-		return nil
 	}
 	rows := []tierRow{}
 	for _, t := range req.corpus.Tiers {
@@ -97,19 +96,48 @@ func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request) err
 	return nil
 }
 
+// subjectRow is a subject as the subject list (route 3) and the single
+// subject (route 4) render it: one definition, so that a row and a detail
+// never disagree. Tags, Prerequisites and Related are nil (JSON null) in a
+// list row below detail=full: the fields always exist, the level only
+// decides whether they are filled (docs/decisions.md).
+type subjectRow struct {
+	Slug          string   `json:"slug"`
+	Tier          string   `json:"tier"`
+	Name          string   `json:"name"`
+	Description   string   `json:"description"`
+	ClassCount    int      `json:"classCount"`
+	MediaCoverage coverage `json:"mediaCoverage"`
+	Difficulty    string   `json:"difficulty"`
+	Tags          []string `json:"tags"`
+	Prerequisites []string `json:"prerequisites"`
+	Related       []string `json:"related"`
+	ClassesURL    string   `json:"classesUrl"`
+}
+
+// newSubjectRow renders sub in full; the class list is never inlined,
+// only linked (spec: Resources, Subject).
+func newSubjectRow(sub *corpus.Subject) subjectRow {
+	return subjectRow{
+		Slug: sub.Slug, Tier: sub.Tier, Name: sub.Name, Description: sub.Description,
+		ClassCount: sub.ClassCount(),
+		MediaCoverage: coverage{Video: sub.Coverage.Video, Narration: sub.Coverage.Narration,
+			Transcript: sub.Coverage.Transcript, Media: sub.Coverage.Media},
+		Difficulty: sub.Difficulty, Tags: nonNil(sub.Tags),
+		Prerequisites: refs(sub.Prerequisites), Related: refs(sub.Related),
+		ClassesURL: classesURL(sub),
+	}
+}
+
+// classesURL links a subject's class list; the tier is always named, so
+// the link never answers AMBIGUOUS_SUBJECT.
+func classesURL(sub *corpus.Subject) string {
+	return "/v1/subjects/" + sub.Slug + "/classes?tier=" + sub.Tier
+}
+
 // subjectDetail is a subject as GET /v1/subjects/{slug} answers it.
 type subjectDetail struct {
-	Slug           string   `json:"slug"`
-	Tier           string   `json:"tier"`
-	Name           string   `json:"name"`
-	Description    string   `json:"description"`
-	ClassCount     int      `json:"classCount"`
-	MediaCoverage  coverage `json:"mediaCoverage"`
-	Difficulty     string   `json:"difficulty"`
-	Tags           []string `json:"tags"`
-	Prerequisites  []string `json:"prerequisites"`
-	Related        []string `json:"related"`
-	ClassesURL     string   `json:"classesUrl"`
+	subjectRow
 	ContentVersion string   `json:"contentVersion"`
 	License        envelope `json:"_license"`
 }
@@ -173,6 +201,9 @@ func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request) e
 		return s.billCallAnd(r, req, unknownSubject(req.vars.Get("subjectSlug")))
 	}
 	tag := derivedETag(req, sub.Ref())
+	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+		return err
+	}
 	bill, err := s.biller.Call(r.Context(), req.org, req.now)
 	if err != nil {
 		return err
@@ -180,20 +211,8 @@ func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request) e
 	if bill.Err != nil {
 		return bill.Err
 	}
-	if notModified(r, tag) {
-		writeNotModified(w, req, tag, bill)
-		return nil
-	}
-	body, err := json.Marshal(subjectDetail{
-		Slug: sub.Slug, Tier: sub.Tier, Name: sub.Name, Description: sub.Description,
-		ClassCount: sub.ClassCount(),
-		MediaCoverage: coverage{Video: sub.Coverage.Video, Narration: sub.Coverage.Narration,
-			Transcript: sub.Coverage.Transcript, Media: sub.Coverage.Media},
-		Difficulty: sub.Difficulty, Tags: nonNil(sub.Tags),
-		Prerequisites: refs(sub.Prerequisites), Related: refs(sub.Related),
-		ClassesURL:     "/v1/subjects/" + sub.Slug + "/classes?tier=" + sub.Tier,
-		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req),
-	})
+	body, err := json.Marshal(subjectDetail{subjectRow: newSubjectRow(sub),
+		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,11 @@ func writeNotModified(w http.ResponseWriter, req *request, tag string, bill mete
 	h.Set("ETag", tag)
 	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
 	setAll(h, bill)
+	edgeHeaders(w, req)
+	if req.gate {
+		w.WriteHeader(http.StatusNoContent) // the edge answers the 304
+		return
+	}
 	w.WriteHeader(http.StatusNotModified)
 }
 
@@ -43,6 +48,7 @@ func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag stri
 	}
 	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
 	setAll(h, bill)
+	edgeHeaders(w, req)
 	writeBody(w, r, http.StatusOK, body)
 }
 

@@ -50,8 +50,10 @@ type Config struct {
 	Meters meter.Store
 	// TagKey keys the forensic tag of the licence envelope.
 	TagKey []byte
-	// CursorKey seals pagination cursors; the edge holds the same.
+	// CursorKey seals pagination cursors.
 	CursorKey []byte
+	// EdgeKey checks the edge's signatures (edgesig.Key of the secret).
+	EdgeKey []byte
 }
 
 // Server serves /v1 and the protected-resource metadata.
@@ -72,6 +74,10 @@ type request struct {
 	claims token.Claims
 	org    *store.Org // nil only on routes that skip the gate
 	corpus *Content
+
+	edge     bool // signed by the edge: answers carry X-Lectern-Org and -Grants
+	gate     bool // a gate call: answer 204 for a 304, 412 otherwise
+	answered bool // the handler has written its answer
 }
 
 // handler serves one route after the pipeline has passed it. It returns
@@ -100,7 +106,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.protectedResource(w, r, id)
 		return
 	}
-	req := &request{id: id, now: s.cfg.Now()}
+	if r.URL.Path == gatePath {
+		s.serveGate(w, r, id)
+		return
+	}
+	req := &request{id: id, now: s.cfg.Now(), edge: s.fromEdge(r, id)}
 	if err := s.serve(w, r, req); err != nil {
 		s.writeError(w, r, id, err)
 	}
@@ -122,6 +132,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) err
 	if h == nil {
 		// Routes of later issues: not served by this build, and free.
 		return apierr.New(apierr.NotFound, "This server does not serve "+rt.OperationID+" yet.")
+	}
+	if req.gate && rt.Validator != route.Derived {
+		return nil // no 304 decided before work here: serveGate answers 412
 	}
 	if rt.Scope != "" {
 		org, err := s.org(r.Context(), req.claims)

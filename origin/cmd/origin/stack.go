@@ -27,6 +27,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/lectern-api/lectern/tools/corpusgen/gen"
@@ -116,6 +117,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		Meters:               st.meters,
 		TagKey:               subkey(secret, "tag"),
 		CursorKey:            subkey(secret, "cursor"),
+		EdgeKey:              edgesig.Key(secret),
 	})
 	adm := admin.Handler(admin.Config{
 		Token:     cfg.AdminToken,

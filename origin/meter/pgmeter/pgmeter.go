@@ -49,12 +49,21 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 )
 
 var _ meter.Store = (*Store)(nil)
 
-// batchTimeout bounds one batch transaction, lock waits included.
-const batchTimeout = 30 * time.Second
+// ErrClosed is returned by Apply after Close.
+var ErrClosed = batch.ErrClosed
+
+// DefaultMaxBatch is the default cap on the ops committed in one
+// transaction.
+const DefaultMaxBatch = batch.DefaultMaxBatch
+
+// MaxOrdinal bounds Read.Ordinal: a day's bitset holds at most MaxOrdinal
+// bits (128 KiB), far above the corpus's 3,680 lessons.
+const MaxOrdinal = batch.MaxOrdinal
 
 // Options tune a Store. The zero value is the production setting.
 type Options struct {
@@ -72,9 +81,9 @@ type Options struct {
 
 // Store is a meter.Store backed by a PostgreSQL database.
 type Store struct {
-	pool  *pool
-	wconn *pgx.Conn // the committer's; used by its goroutine only
-	c     *committer
+	pool *pool
+	w    *writer // the committer's; used by its goroutine only
+	c    *batch.Committer
 
 	noGroup   sync.RWMutex // NoGroupCommit: held for reading by Apply, for writing by Close
 	closed    bool
@@ -105,8 +114,8 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.NoGroupCommit {
 		conn.Close(ctx)
 	} else {
-		s.wconn = conn
-		s.c = newCommitter(s.commitBatch, opts.MaxBatch)
+		s.w = &writer{backend: backend{conn}, pool: p}
+		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
 	}
 	return s, nil
 }
@@ -117,14 +126,14 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // queue withdraws it; once its batch is committing, Apply waits for that
 // transaction and reports its outcome.
 func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
-	if err := validate(op); err != nil {
+	if err := batch.Validate(op); err != nil {
 		return meter.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return meter.Result{}, err
 	}
 	if s.c != nil {
-		return s.c.apply(ctx, op)
+		return s.c.Apply(ctx, op)
 	}
 	s.noGroup.RLock()
 	defer s.noGroup.RUnlock()
@@ -138,48 +147,61 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	defer s.pool.put(conn)
 	// As under group commit, ctx is not the transaction's: once begun it
 	// commits or fails on its own.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
 	defer cancel()
-	res, err := commit(tctx, conn, []meter.Op{op})
+	res, err := batch.Commit(tctx, backend{conn}, []meter.Op{op})
 	if err != nil {
 		return meter.Result{}, err
 	}
 	return res[0], nil
 }
 
-// commitBatch is the committer's commitFunc: it commits on the
-// committer's connection, reconnecting when it was lost.
-func (s *Store) commitBatch(ctx context.Context, ops []meter.Op) ([]meter.Result, error) {
-	if s.wconn == nil || s.wconn.IsClosed() {
-		if s.wconn != nil {
-			s.wconn.Close(ctx)
-			s.wconn = nil
+// backend is the batch.Backend of one connection.
+type backend struct{ conn *pgx.Conn }
+
+func (b backend) Begin(ctx context.Context) (batch.Tx, error) {
+	t, err := b.conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx{t}, nil
+}
+
+// Retry retries a batch a few times when PostgreSQL aborts it as a
+// deadlock or serialisation failure (which the lock order should
+// prevent).
+func (backend) Retry(err error, attempt int) bool {
+	var pe *pgconn.PgError
+	return attempt < 5 && errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// writer is the committer's batch.Backend: a connection of its own,
+// redialled when it was lost.
+type writer struct {
+	backend
+	pool *pool
+}
+
+func (w *writer) Begin(ctx context.Context) (batch.Tx, error) {
+	if w.conn == nil || w.conn.IsClosed() {
+		if w.conn != nil {
+			w.conn.Close(ctx)
+			w.conn = nil
 		}
-		conn, err := s.pool.dial(ctx)
+		conn, err := w.pool.dial(ctx)
 		if err != nil {
 			return nil, err
 		}
-		s.wconn = conn
+		w.conn = conn
 	}
-	return commit(ctx, s.wconn, ops)
+	return w.backend.Begin(ctx)
 }
 
-// commit applies ops in one transaction, retrying it a few times when
-// PostgreSQL aborts it as a deadlock or serialisation failure (which the
-// lock order should prevent).
-func commit(ctx context.Context, conn *pgx.Conn, ops []meter.Op) ([]meter.Result, error) {
-	for attempt := 1; ; attempt++ {
-		res, err := commitOnce(ctx, conn, ops)
-		var pe *pgconn.PgError
-		if err != nil && attempt < 5 && errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("meter batch: %w", err)
-		}
-		return res, nil
-	}
-}
+// tx is a batch transaction.
+type tx struct{ tx pgx.Tx }
+
+func (t tx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t tx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 
 // SQL of a batch. Keys travel as parallel arrays. The ORDER BY ... COLLATE
 // "C" fixes the order in which every batch locks rows.
@@ -204,31 +226,24 @@ const (
 		WHERE r.org = v.org AND r.day = v.day`
 )
 
-func commitOnce(ctx context.Context, conn *pgx.Conn, ops []meter.Op) ([]meter.Result, error) {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(ctx)
-
-	// One round trip: lock what the ops may change, read what they see.
-	st := newState()
+// Load locks, in one round trip, the rows the batch's ops may change and
+// reads those they see.
+func (t tx) Load(ctx context.Context, s *batch.State) error {
 	var b pgx.Batch
-	if ks := stepped(ops); len(ks) > 0 {
+	if ks := s.Stepped(); len(ks) > 0 {
 		orgs, periods, meters := make([]string, len(ks)), make([]string, len(ks)), make([]string, len(ks))
 		for i, k := range ks {
-			orgs[i], periods[i], meters[i] = k.org, k.period, k.meter.String()
+			orgs[i], periods[i], meters[i] = k.Org, k.Period, k.Meter.String()
 		}
 		b.Queue(lockCounters, orgs, periods, meters)
 	}
 	var orgs, periods []string
 	seen := map[[2]string]bool{}
-	for _, op := range ops {
-		for _, k := range opKeys(op) {
-			st.counts[k] = 0
-			if p := [2]string{k.org, k.period}; !seen[p] {
-				seen[p] = true
-				orgs, periods = append(orgs, k.org), append(periods, k.period)
+	for _, p := range s.Periods() {
+		for _, period := range []string{p.Month, p.Hour} {
+			if k := [2]string{p.Org, period}; !seen[k] {
+				seen[k] = true
+				orgs, periods = append(orgs, p.Org), append(periods, period)
 			}
 		}
 	}
@@ -236,70 +251,57 @@ func commitOnce(ctx context.Context, conn *pgx.Conn, ops []meter.Op) ([]meter.Re
 		var org, period, name string
 		var n int64
 		_, err := pgx.ForEachRow(rows, []any{&org, &period, &name, &n}, func() error {
-			if m, ok := meterOf(name, isHour(period)); ok {
-				st.counts[key{org, m, period}] = n
+			if m, ok := batch.MeterOf(name, isHour(period)); ok {
+				s.Set(batch.Key{Org: org, Meter: m, Period: period}, n)
 			}
 			return nil
 		})
 		return err
 	})
-	if ds := readDays(ops); len(ds) > 0 {
+	if ds := s.Days(); len(ds) > 0 {
 		orgs, days := make([]string, len(ds)), make([]string, len(ds))
 		for i, d := range ds {
-			orgs[i], days[i] = d.org, d.day
-			st.days[d] = &bitset{}
+			orgs[i], days[i] = d.Org, d.Date
 		}
 		b.Queue(lockDays, orgs, days)
 		b.Queue(readDaysSQL, orgs, days).Query(func(rows pgx.Rows) error {
-			var d dayKey
-			var bs bitset
-			_, err := pgx.ForEachRow(rows, []any{&d.org, &d.day, &bs.version, &bs.bits, &bs.n}, func() error {
-				st.days[d] = &bitset{version: bs.version, bits: slices.Clone(bs.bits), n: bs.n}
+			var d batch.Day
+			var bs batch.Bitset
+			_, err := pgx.ForEachRow(rows, []any{&d.Org, &d.Date, &bs.Version, &bs.Bits, &bs.N}, func() error {
+				s.SetDay(d, &batch.Bitset{Version: bs.Version, Bits: slices.Clone(bs.Bits), N: bs.N})
 				return nil
 			})
 			return err
 		})
 	}
-	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return nil, err
-	}
+	return t.tx.SendBatch(ctx, &b).Close()
+}
 
-	results := make([]meter.Result, len(ops))
-	for i, op := range ops {
-		results[i] = st.apply(op)
-	}
-
-	// One round trip to write back what changed.
+// Save writes back, in one round trip, what the batch changed.
+func (t tx) Save(ctx context.Context, s *batch.State) error {
 	var w pgx.Batch
-	if len(st.dirty) > 0 {
-		var orgs, periods, meters []string
-		var ns []int64
-		for k := range st.dirty {
-			orgs, periods, meters, ns = append(orgs, k.org), append(periods, k.period), append(meters, k.meter.String()), append(ns, st.counts[k])
-		}
+	var orgs, periods, meters []string
+	var ns []int64
+	for k, n := range s.Changed() {
+		orgs, periods, meters, ns = append(orgs, k.Org), append(periods, k.Period), append(meters, k.Meter.String()), append(ns, n)
+	}
+	if len(orgs) > 0 {
 		w.Queue(writeCounters, orgs, periods, meters, ns)
 	}
 	var dorgs, days, versions []string
 	var bits [][]byte
-	var ns []int32
-	for d, bs := range st.days {
-		if bs.dirty {
-			dorgs, days, versions = append(dorgs, d.org), append(days, d.day), append(versions, bs.version)
-			bits, ns = append(bits, bs.bits), append(ns, int32(bs.n))
-		}
+	var dns []int32
+	for d, bs := range s.ChangedDays() {
+		dorgs, days, versions = append(dorgs, d.Org), append(days, d.Date), append(versions, bs.Version)
+		bits, dns = append(bits, bs.Bits), append(dns, int32(bs.N))
 	}
 	if len(dorgs) > 0 {
-		w.Queue(writeDays, dorgs, days, versions, bits, ns)
+		w.Queue(writeDays, dorgs, days, versions, bits, dns)
 	}
-	if w.Len() > 0 {
-		if err := tx.SendBatch(ctx, &w).Close(); err != nil {
-			return nil, err
-		}
+	if w.Len() == 0 {
+		return nil
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
-	}
-	return results, nil
+	return t.tx.SendBatch(ctx, &w).Close()
 }
 
 // isHour reports whether a period is an hour's ("2006-01-02T15") rather
@@ -327,16 +329,16 @@ func (s *Store) Usage(ctx context.Context, org string, now time.Time, version st
 		var period, name string
 		var n int64
 		_, err := pgx.ForEachRow(rows, []any{&period, &name, &n}, func() error {
-			if m, ok := meterOf(name, isHour(period)); ok {
+			if m, ok := batch.MeterOf(name, isHour(period)); ok {
 				c[m] = n
 			}
 			return nil
 		})
 		return err
 	})
-	var read bitset
-	b.Queue(`SELECT version, n FROM meter_reads WHERE org = $1 AND day = $2`, org, dayOf(now)).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&read.version, &read.n)
+	var read batch.Bitset
+	b.Queue(`SELECT version, n FROM meter_reads WHERE org = $1 AND day = $2`, org, batch.DayOf(now)).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&read.Version, &read.N)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -345,7 +347,7 @@ func (s *Store) Usage(ctx context.Context, org string, now time.Time, version st
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return meter.Counters{}, 0, fmt.Errorf("meter usage: %w", err)
 	}
-	return c, read.count(version), nil
+	return c, read.Count(version), nil
 }
 
 // Close commits the ops already queued, then closes the connections.
@@ -354,15 +356,15 @@ func (s *Store) Usage(ctx context.Context, org string, now time.Time, version st
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.c != nil {
-			s.c.close()
+			s.c.Close()
 		}
 		s.noGroup.Lock()
 		s.closed = true
 		s.noGroup.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if s.wconn != nil {
-			s.closeErr = s.wconn.Close(ctx)
+		if s.w != nil && s.w.conn != nil {
+			s.closeErr = s.w.conn.Close(ctx)
 		}
 		s.pool.close(ctx)
 	})

@@ -38,13 +38,22 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 var _ meter.Store = (*Store)(nil)
 
-// batchTimeout bounds one batch transaction, lock waits included.
-const batchTimeout = 30 * time.Second
+// ErrClosed is returned by Apply after Close.
+var ErrClosed = batch.ErrClosed
+
+// DefaultMaxBatch is the default cap on the ops committed in one
+// transaction.
+const DefaultMaxBatch = batch.DefaultMaxBatch
+
+// MaxOrdinal bounds Read.Ordinal: a day's bitset holds at most MaxOrdinal
+// bits (128 KiB), far above the corpus's 3,680 lessons.
+const MaxOrdinal = batch.MaxOrdinal
 
 // Options tune a Store. The zero value is the production setting.
 type Options struct {
@@ -61,7 +70,7 @@ type Options struct {
 type Store struct {
 	db  *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
 	rdb *sql.DB // read-only connections for Usage
-	c   *committer
+	c   *batch.Committer
 
 	noGroup   sync.RWMutex // NoGroupCommit: held for reading by Apply, for writing by Close
 	closed    bool
@@ -102,7 +111,7 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
 	s := &Store{db: db, rdb: rdb}
 	if !opts.NoGroupCommit {
-		s.c = newCommitter(s.commit, opts.MaxBatch)
+		s.c = batch.NewCommitter(writer{db}, opts.MaxBatch)
 	}
 	return s, nil
 }
@@ -131,14 +140,14 @@ func open(ctx context.Context, dsn string) (*sql.DB, error) {
 // the queue withdraws it; once its batch is committing, Apply waits for
 // that transaction and reports its outcome.
 func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
-	if err := validate(op); err != nil {
+	if err := batch.Validate(op); err != nil {
 		return meter.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return meter.Result{}, err
 	}
 	if s.c != nil {
-		return s.c.apply(ctx, op)
+		return s.c.Apply(ctx, op)
 	}
 	s.noGroup.RLock()
 	defer s.noGroup.RUnlock()
@@ -147,38 +156,53 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	}
 	// As under group commit, ctx is not the transaction's: once begun it
 	// commits or fails on its own, so an error means nothing was applied.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
 	defer cancel()
-	res, err := s.commit(tctx, []meter.Op{op})
+	res, err := batch.Commit(tctx, writer{s.db}, []meter.Op{op})
 	if err != nil {
 		return meter.Result{}, err
 	}
 	return res[0], nil
 }
 
-// commit applies ops, in order, in one transaction (see the package
-// comment).
-func (s *Store) commit(ctx context.Context, ops []meter.Op) ([]meter.Result, error) {
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: takes the write lock now
+// writer is the batch.Backend of the one write connection. Its
+// transactions begin IMMEDIATE, taking the write lock at once; they are
+// not retried: a busy database is waited for (busy_timeout) instead.
+type writer struct{ db *sql.DB }
+
+func (w writer) Begin(ctx context.Context) (batch.Tx, error) {
+	t, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("meter batch: %w", err)
+		return nil, err
 	}
-	defer tx.Rollback()
-	st, err := load(ctx, tx, ops)
-	if err != nil {
-		return nil, fmt.Errorf("meter batch: %w", err)
+	return tx{t}, nil
+}
+
+func (writer) Retry(error, int) bool { return false }
+
+// tx is a batch transaction holding the write lock since it began, so
+// reading rows locks them and writing absolute values is exact.
+type tx struct{ tx *sql.Tx }
+
+func (t tx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t tx) Rollback(context.Context) error { return t.tx.Rollback() }
+
+// Load reads every counter in the periods of the batch's ops and the
+// bitset of every day they read a lesson on.
+func (t tx) Load(ctx context.Context, s *batch.State) error {
+	for _, p := range s.Periods() {
+		if err := readCounters(ctx, t.tx, p.Org, p.Month, p.Hour, s.Set); err != nil {
+			return err
+		}
 	}
-	results := make([]meter.Result, len(ops))
-	for i, op := range ops {
-		results[i] = st.apply(op)
+	for _, d := range s.Days() {
+		b, err := readBitset(ctx, t.tx, d)
+		if err != nil {
+			return err
+		}
+		s.SetDay(d, b)
 	}
-	if err := store(ctx, tx, st); err != nil {
-		return nil, fmt.Errorf("meter batch: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("meter batch: commit: %w", err)
-	}
-	return results, nil
+	return nil
 }
 
 // q is a *sql.Tx or a *sql.DB.
@@ -187,38 +211,9 @@ type q interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// load reads every counter in the periods of ops and the bitset of every
-// day they read a lesson on.
-func load(ctx context.Context, tx *sql.Tx, ops []meter.Op) (*state, error) {
-	st := newState()
-	type periods struct{ org, month, hour string }
-	seen := map[periods]bool{}
-	for _, op := range ops {
-		p := periods{op.Org, meter.MonthCalls.Period(op.Now), meter.HourCalls.Period(op.Now)}
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		for _, k := range opKeys(op) {
-			st.counts[k] = 0
-		}
-		if err := readCounters(ctx, tx, p.org, p.month, p.hour, func(k key, n int64) { st.counts[k] = n }); err != nil {
-			return nil, err
-		}
-	}
-	for _, d := range readDays(ops) {
-		b, err := readBitset(ctx, tx, d)
-		if err != nil {
-			return nil, err
-		}
-		st.days[d] = b
-	}
-	return st, nil
-}
-
 // readCounters calls fn with each stored counter of org in the given
 // month and hour.
-func readCounters(ctx context.Context, db q, org, month, hour string, fn func(key, int64)) error {
+func readCounters(ctx context.Context, db q, org, month, hour string, fn func(batch.Key, int64)) error {
 	rows, err := db.QueryContext(ctx,
 		`SELECT meter, period, n FROM meter_counters WHERE org = ? AND period IN (?, ?)`, org, month, hour)
 	if err != nil {
@@ -231,8 +226,8 @@ func readCounters(ctx context.Context, db q, org, month, hour string, fn func(ke
 		if err := rows.Scan(&name, &period, &n); err != nil {
 			return fmt.Errorf("read counters: %w", err)
 		}
-		if m, ok := meterOf(name, period == hour); ok {
-			fn(key{org, m, period}, n)
+		if m, ok := batch.MeterOf(name, period == hour); ok {
+			fn(batch.Key{Org: org, Meter: m, Period: period}, n)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -242,12 +237,12 @@ func readCounters(ctx context.Context, db q, org, month, hour string, fn func(ke
 }
 
 // readBitset reads a day's bitset; a missing row is an empty one.
-func readBitset(ctx context.Context, db q, d dayKey) (*bitset, error) {
-	b := &bitset{}
-	err := db.QueryRowContext(ctx, `SELECT version, bits, n FROM meter_reads WHERE org = ? AND day = ?`, d.org, d.day).
-		Scan(&b.version, &b.bits, &b.n)
+func readBitset(ctx context.Context, db q, d batch.Day) (*batch.Bitset, error) {
+	b := &batch.Bitset{}
+	err := db.QueryRowContext(ctx, `SELECT version, bits, n FROM meter_reads WHERE org = ? AND day = ?`, d.Org, d.Date).
+		Scan(&b.Version, &b.Bits, &b.N)
 	if errors.Is(err, sql.ErrNoRows) {
-		return &bitset{}, nil
+		return &batch.Bitset{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read lessons read: %w", err)
@@ -255,29 +250,31 @@ func readBitset(ctx context.Context, db q, d dayKey) (*bitset, error) {
 	return b, nil
 }
 
-// store writes back what the batch changed. The transaction holds the
-// write lock since it began, so writing absolute values is exact.
-func store(ctx context.Context, tx *sql.Tx, st *state) error {
-	if len(st.dirty) > 0 {
-		up, err := tx.PrepareContext(ctx, `INSERT INTO meter_counters (org, period, meter, n) VALUES (?, ?, ?, ?)
-			ON CONFLICT (org, period, meter) DO UPDATE SET n = excluded.n`)
-		if err != nil {
-			return fmt.Errorf("write counters: %w", err)
+// Save writes back what the batch changed.
+func (t tx) Save(ctx context.Context, s *batch.State) error {
+	var up *sql.Stmt // prepared at the first changed counter, if any
+	defer func() {
+		if up != nil {
+			up.Close()
 		}
-		defer up.Close()
-		for k := range st.dirty {
-			if _, err := up.ExecContext(ctx, k.org, k.period, k.meter.String(), st.counts[k]); err != nil {
+	}()
+	for k, n := range s.Changed() {
+		if up == nil {
+			var err error
+			up, err = t.tx.PrepareContext(ctx, `INSERT INTO meter_counters (org, period, meter, n) VALUES (?, ?, ?, ?)
+				ON CONFLICT (org, period, meter) DO UPDATE SET n = excluded.n`)
+			if err != nil {
 				return fmt.Errorf("write counters: %w", err)
 			}
 		}
-	}
-	for d, b := range st.days {
-		if !b.dirty {
-			continue
+		if _, err := up.ExecContext(ctx, k.Org, k.Period, k.Meter.String(), n); err != nil {
+			return fmt.Errorf("write counters: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meter_reads (org, day, version, bits, n) VALUES (?, ?, ?, ?, ?)
+	}
+	for d, b := range s.ChangedDays() {
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO meter_reads (org, day, version, bits, n) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (org, day) DO UPDATE SET version = excluded.version, bits = excluded.bits, n = excluded.n`,
-			d.org, d.day, b.version, b.bits, b.n); err != nil {
+			d.Org, d.Date, b.Version, b.Bits, b.N); err != nil {
 			return fmt.Errorf("write lessons read: %w", err)
 		}
 	}
@@ -295,14 +292,14 @@ func (s *Store) Usage(ctx context.Context, org string, now time.Time, version st
 	}
 	defer tx.Rollback()
 	month, hour := meter.MonthCalls.Period(now), meter.HourCalls.Period(now)
-	if err := readCounters(ctx, tx, org, month, hour, func(k key, n int64) { c[k.meter] = n }); err != nil {
+	if err := readCounters(ctx, tx, org, month, hour, func(k batch.Key, n int64) { c[k.Meter] = n }); err != nil {
 		return c, 0, fmt.Errorf("meter usage: %w", err)
 	}
-	b, err := readBitset(ctx, tx, dayKey{org, dayOf(now)})
+	b, err := readBitset(ctx, tx, batch.Day{Org: org, Date: batch.DayOf(now)})
 	if err != nil {
 		return c, 0, fmt.Errorf("meter usage: %w", err)
 	}
-	return c, b.count(version), nil
+	return c, b.Count(version), nil
 }
 
 // Close commits the ops already queued, then closes the database. Apply
@@ -310,7 +307,7 @@ func (s *Store) Usage(ctx context.Context, org string, now time.Time, version st
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.c != nil {
-			s.c.close()
+			s.c.Close()
 		}
 		s.noGroup.Lock()
 		s.closed = true

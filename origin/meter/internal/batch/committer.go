@@ -1,8 +1,4 @@
-package sqlitemeter
-
-// This file is the group committer. sqlitemeter/commit.go and pgmeter/commit.go are
-// identical but for the package clause (TestSharedFiles checks it): change
-// both.
+package batch
 
 import (
 	"context"
@@ -40,31 +36,28 @@ type reply struct {
 	err error
 }
 
-// commitFunc applies ops in one transaction, in order, and commits it.
-// On error nothing was applied (but see pgmeter on a lost connection
-// during COMMIT).
-type commitFunc func(ctx context.Context, ops []meter.Op) ([]meter.Result, error)
-
-// committer batches concurrent ops into one transaction each: one
-// goroutine drains whatever is queued (up to max), commits it, and only
-// then answers every op of the batch. While a batch commits, the next one
-// queues, so n clients share one disk flush instead of paying n.
-type committer struct {
-	commit commitFunc
-	max    int
-	queue  chan *request
+// Committer batches concurrent ops into one transaction each: one
+// goroutine drains whatever is queued (up to its max), commits it, and
+// only then answers every op of the batch. While a batch commits, the
+// next one queues, so n clients share one disk flush instead of paying n.
+type Committer struct {
+	b     Backend // used by the committer's goroutine only
+	max   int
+	queue chan *request
 
 	mu      sync.RWMutex // held for reading while sending on queue
 	closed  bool
 	stopped chan struct{}
 }
 
-func newCommitter(commit commitFunc, max int) *committer {
+// NewCommitter starts a committer of batches of at most max ops
+// (DefaultMaxBatch when max <= 0) in transactions of b. Close stops it.
+func NewCommitter(b Backend, max int) *Committer {
 	if max <= 0 {
 		max = DefaultMaxBatch
 	}
-	c := &committer{
-		commit:  commit,
+	c := &Committer{
+		b:       b,
 		max:     max,
 		queue:   make(chan *request, 4*max),
 		stopped: make(chan struct{}),
@@ -73,14 +66,14 @@ func newCommitter(commit commitFunc, max int) *committer {
 	return c
 }
 
-// apply queues op and waits for its batch. A ctx done while the op is
+// Apply queues op and waits for its batch. A ctx done while the op is
 // still queued withdraws it (ctx.Err(), nothing applied). Once the
-// committer has taken it into a batch, apply waits for that batch's
-// transaction, which is bounded by batchTimeout, and reports its outcome
-// even if ctx is done by then: so an error always means that nothing was
+// committer has taken it into a batch, Apply waits for that batch's
+// transaction, which is bounded by Timeout, and reports its outcome even
+// if ctx is done by then: so an error always means that nothing was
 // applied, as meter.Store promises, at the cost of a late return of at
-// most one transaction.
-func (c *committer) apply(ctx context.Context, op meter.Op) (meter.Result, error) {
+// most one transaction. op is expected to be valid (Validate).
+func (c *Committer) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	r := &request{op: op, done: make(chan reply, 1)}
 	c.mu.RLock()
 	if c.closed {
@@ -106,7 +99,7 @@ func (c *committer) apply(ctx context.Context, op meter.Op) (meter.Result, error
 	}
 }
 
-func (c *committer) run() {
+func (c *Committer) run() {
 	defer close(c.stopped)
 	batch := make([]*request, 0, c.max)
 	ops := make([]meter.Op, 0, c.max)
@@ -137,8 +130,8 @@ func (c *committer) run() {
 		for _, r := range live {
 			ops = append(ops, r.op)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-		results, err := c.commit(ctx, ops)
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		results, err := Commit(ctx, c.b, ops)
 		cancel()
 		for i, r := range live {
 			if err != nil {
@@ -151,9 +144,10 @@ func (c *committer) run() {
 	}
 }
 
-// close stops taking ops, commits those already queued and waits for the
-// committer to finish.
-func (c *committer) close() {
+// Close stops taking ops, commits those already queued and waits for the
+// committer to finish. Apply fails with ErrClosed afterwards. Close may
+// be called more than once.
+func (c *Committer) Close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true

@@ -1,0 +1,130 @@
+package batch_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/internal/batch"
+	"github.com/lectern-api/lectern/origin/meter/metertest"
+)
+
+// TestMeter runs the conformance suite on the committer over a database
+// in memory: what batch does, apart from any SQL, meets the contract.
+func TestMeter(t *testing.T) {
+	var dbs sync.Map // *testing.T → *mem
+	metertest.Run(t, func(t *testing.T) meter.Store {
+		db, _ := dbs.LoadOrStore(t, &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]batch.Bitset{}})
+		s := &store{db: db.(*mem)}
+		s.c = batch.NewCommitter(s.db, 3) // small batches exercise the cap
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// mem is a database in memory. A transaction holds mu from Begin to its
+// end, as one holds SQLite's write lock.
+type mem struct {
+	mu     sync.Mutex
+	counts map[batch.Key]int64
+	days   map[batch.Day]batch.Bitset
+}
+
+func (db *mem) Begin(ctx context.Context) (batch.Tx, error) {
+	db.mu.Lock()
+	return &tx{db: db, counts: map[batch.Key]int64{}, days: map[batch.Day]batch.Bitset{}}, nil
+}
+
+func (db *mem) Retry(error, int) bool { return false }
+
+// tx keeps its writes apart until Commit.
+type tx struct {
+	db     *mem
+	counts map[batch.Key]int64
+	days   map[batch.Day]batch.Bitset
+	done   bool
+}
+
+func (t *tx) Load(ctx context.Context, s *batch.State) error {
+	for _, p := range s.Periods() {
+		for _, m := range meter.Meters {
+			k := batch.Key{Org: p.Org, Meter: m, Period: p.Month}
+			if m.Hourly() {
+				k.Period = p.Hour
+			}
+			if n, ok := t.db.counts[k]; ok {
+				s.Set(k, n)
+			}
+		}
+	}
+	for _, d := range s.Days() {
+		if b, ok := t.db.days[d]; ok {
+			b.Bits = slices.Clone(b.Bits) // the ops set bits in place
+			s.SetDay(d, &b)
+		}
+	}
+	return nil
+}
+
+func (t *tx) Save(ctx context.Context, s *batch.State) error {
+	for k, n := range s.Changed() {
+		t.counts[k] = n
+	}
+	for d, b := range s.ChangedDays() {
+		t.days[d] = batch.Bitset{Version: b.Version, Bits: slices.Clone(b.Bits), N: b.N}
+	}
+	return nil
+}
+
+func (t *tx) Commit(context.Context) error {
+	for k, n := range t.counts {
+		t.db.counts[k] = n
+	}
+	for d, b := range t.days {
+		t.db.days[d] = b
+	}
+	return t.Rollback(context.Background())
+}
+
+func (t *tx) Rollback(context.Context) error {
+	if !t.done {
+		t.done = true
+		t.db.mu.Unlock()
+	}
+	return nil
+}
+
+// store is a meter.Store as the backends build theirs.
+type store struct {
+	db *mem
+	c  *batch.Committer
+}
+
+func (s *store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
+	if err := batch.Validate(op); err != nil {
+		return meter.Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return meter.Result{}, err
+	}
+	return s.c.Apply(ctx, op)
+}
+
+func (s *store) Usage(ctx context.Context, org string, now time.Time, version string) (meter.Counters, int, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var c meter.Counters
+	for _, m := range meter.Meters {
+		c[m] = s.db.counts[batch.Key{Org: org, Meter: m, Period: m.Period(now)}]
+	}
+	b := s.db.days[batch.Day{Org: org, Date: batch.DayOf(now)}]
+	return c, b.Count(version), nil
+}
+
+func (s *store) Close() error {
+	s.c.Close()
+	return nil
+}

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/etag"
+)
+
+// The origin's side of the edge protocol (docs/edge.md): requests the edge
+// forwards are signed, and their answers tell the edge the organisation
+// and grants digest its ETag candidates need; the gate endpoint decides
+// whether a conditional request is a 304 without rendering anything.
+
+// gatePath is the internal gate endpoint; it is not under /v1 and answers
+// nothing without a valid edge signature.
+const gatePath = "/internal/gate"
+
+// fromEdge reports whether r carries a valid forward signature.
+func (s *Server) fromEdge(r *http.Request, id string) bool {
+	v := r.Header.Get(edgesig.Header)
+	return v != "" && edgesig.Verify(s.cfg.EdgeKey, v, edgesig.Forward, r.Method, r.URL.RequestURI(), id, s.cfg.Now().Unix())
+}
+
+// edgeHeaders adds, for the edge only, what its ETag candidates need.
+func edgeHeaders(w http.ResponseWriter, req *request) {
+	if req.edge && req.org != nil {
+		w.Header().Set("X-Lectern-Org", req.org.ID)
+		w.Header().Set("X-Lectern-Grants", etag.GrantsDigest(req.org.Grants))
+	}
+}
+
+// serveGate answers POST /internal/gate: the conditional GET named by
+// X-Lectern-Target runs through the pipeline up to its 304 decision (the
+// token re-verified, entitlements re-read): 204 with the 304's headers when
+// it is a 304 (one call billed), 412 when it is not (nothing billed), or
+// the error the request would get.
+func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
+	target := r.Header.Get("X-Lectern-Target")
+	sig := r.Header.Get(edgesig.Header)
+	if r.Method != http.MethodPost || sig == "" ||
+		!edgesig.Verify(s.cfg.EdgeKey, sig, edgesig.Gate, r.Method, target, id, s.cfg.Now().Unix()) {
+		s.writeError(w, r, id, apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json."))
+		return
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil || !strings.HasPrefix(u.Path, "/v1/") {
+		s.writeError(w, r, id, apierr.New(apierr.BadRequest, "X-Lectern-Target is not a /v1 request target."))
+		return
+	}
+	g := r.Clone(r.Context())
+	g.Method, g.URL, g.RequestURI, g.Body = http.MethodGet, u, target, http.NoBody
+	req := &request{id: id, now: s.cfg.Now(), gate: true, edge: true}
+	if err := s.serve(w, g, req); err != nil {
+		s.writeError(w, g, id, err)
+		return
+	}
+	if !req.answered {
+		// The route has no validator decided before work.
+		w.WriteHeader(http.StatusPreconditionFailed)
+	}
+}
+
+// revalidate decides the 304 before any work (spec: Conditional requests
+// §5): when If-None-Match matches tag it bills one call and answers 304 (a
+// gate call gets 204 with the same headers); when it does not, a gate call
+// answers 412 with nothing billed. done reports that the request has been
+// answered.
+func (s *Server) revalidate(w http.ResponseWriter, r *http.Request, req *request, tag string) (done bool, err error) {
+	if !notModified(r, tag) {
+		if req.gate {
+			req.answered = true
+			w.WriteHeader(http.StatusPreconditionFailed)
+			return true, nil
+		}
+		return false, nil
+	}
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return true, err
+	}
+	if bill.Err != nil {
+		return true, bill.Err
+	}
+	req.answered = true
+	writeNotModified(w, req, tag, bill)
+	return true, nil
+}
