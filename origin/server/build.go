@@ -7,18 +7,22 @@ import "github.com/lectern-api/lectern/origin/corpus"
 // and swaps it in; a request keeps the Content it began with.
 type Content struct {
 	*corpus.Corpus
-	// (lessons) precomputed lesson, transcript, quiz and media renderings: lessons.go
-	// (lists) precomputed subject and class rows: lists.go
-	// (search) the search index: search.go
-	// (testprep) precomputed test-prep catalog and items: testprep.go
+	lessons lessonSet    // (lessons) precomputed lesson, transcript, quiz and media renderings: lessons.go
+	rows    listRows     // (lists) precomputed subject and class rows: lists.go
+	search  *searchIndex // (search) the search index: search.go
+	prep    prepIndex    // (testprep) precomputed test-prep catalog and items: testprep.go
+	openapi *openapiDoc  // (openapi) the OpenAPI description generated for this corpus: openapi.go
 }
 
 // Build precomputes c for serving.
 func Build(c *corpus.Corpus) (*Content, error) {
 	ct := &Content{Corpus: c}
-	// (lessons) build
-	// (lists) build
-	// (search) build
-	// (testprep) build
+	if err := ct.buildLessons(); err != nil { // (lessons) build
+		return nil, err
+	}
+	ct.rows = buildListRows(c)   // (lists) build
+	ct.search = buildSearch(c)   // (search) build
+	ct.prep = buildPrep(c)       // (testprep) build
+	ct.openapi = buildOpenAPI(c) // (openapi) build
 	return ct, nil
 }

@@ -38,14 +38,16 @@ type list struct {
 	License        envelope `json:"_license"`
 }
 
-// derivedETag is the request's validator: version, route, target,
-// canonical parameters, organisation and grants, never the bytes (spec:
-// Conditional requests §1).
-func derivedETag(req *request, target string) string {
+// derivedETag is the request's validator: version, route, the path's
+// values, canonical parameters, organisation and grants, never the bytes
+// (spec: Conditional requests §1). It uses only what the request says, not
+// what the origin resolves from it, so the edge derives the same candidate
+// (docs/edge.md).
+func derivedETag(req *request) string {
 	return etag.Derive(etag.Input{
 		Version: req.corpus.ContentVersion,
 		Route:   int(req.route.ID),
-		Target:  target,
+		Target:  req.vars.String(),
 		Params:  req.params.Canonical(),
 		Org:     req.org.ID,
 		Grants:  etag.GrantsDigest(req.org.Grants),
@@ -63,7 +65,7 @@ type tierRow struct {
 // in canonical order, each with its count of granted subjects; a tier
 // that is absent is not licensed.
 func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request) error {
-	tag := derivedETag(req, "")
+	tag := derivedETag(req)
 	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
 		return err
 	}
@@ -200,7 +202,7 @@ func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request) e
 	if sub == nil {
 		return s.billCallAnd(r, req, unknownSubject(req.vars.Get("subjectSlug")))
 	}
-	tag := derivedETag(req, sub.Ref())
+	tag := derivedETag(req)
 	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
 		return err
 	}

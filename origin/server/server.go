@@ -91,8 +91,18 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, biller: meter.Biller{Store: cfg.Meters}, handlers: map[route.ID]handler{}}
 	s.handlers[route.Tiers] = s.tiers
+	s.handlers[route.Subjects] = s.subjects
 	s.handlers[route.Subject] = s.subject
+	s.handlers[route.Classes] = s.classes
+	s.handlers[route.Search] = s.search
 	s.handlers[route.License] = s.license
+	s.handlers[route.OpenAPI] = s.openAPI
+	s.handlers[route.Testprep] = s.testprep
+	s.handlers[route.TestprepItems] = s.testprepItems
+	s.handlers[route.Lesson] = s.lesson
+	s.handlers[route.Transcript] = s.lessonTranscript
+	s.handlers[route.Quiz] = s.lessonQuiz
+	s.handlers[route.Media] = s.lessonMedia
 	return s
 }
 

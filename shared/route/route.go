@@ -221,7 +221,7 @@ func build(rs []Route) []Route {
 var table = build([]Route{
 	{ID: OpenAPI, Method: "GET", Pattern: "/v1/openapi.json", OperationID: "getOpenAPI",
 		Summary:   "The OpenAPI 3.1 description of this API",
-		Cost:      Cost{TypicalBytes: 40000, Note: "Unauthenticated and unmetered; the only response a shared cache may keep."},
+		Cost:      Cost{TypicalBytes: 94000, Note: "Unauthenticated and unmetered; the only response a shared cache may keep."},
 		Validator: Bytes},
 	{ID: Tiers, Method: "GET", Pattern: "/v1/tiers", Scope: "content.read", OperationID: "listTiers",
 		Summary: "Licensed tiers with their granted subject counts", Metered: true,

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter"
+)
+
+// The subject list (route 3) and a subject's class list (route 5). Rows do
+// not depend on the caller, so Build renders them once per corpus and a
+// page only picks the caller's rows and wraps them in the list envelope.
+
+// listRows are the precomputed rows of routes 3 and 5.
+type listRows struct {
+	// subjects[i] is corpus.Subjects[i] as a list row: full with tags,
+	// prerequisites and related subjects, and brief (also standard)
+	// with those fields null.
+	subjects []subjectRows
+	// classes[i] is the class entry of corpus.Lessons[i].
+	classes []json.RawMessage
+}
+
+type subjectRows struct {
+	full, brief json.RawMessage
+}
+
+// classEntry is a row of GET /v1/subjects/{slug}/classes (spec: Class
+// entry): a ready-made lessonId and the availability flags; the lesson
+// itself is never inlined.
+type classEntry struct {
+	LessonID         string `json:"lessonId"`
+	ClassNum         int    `json:"classNum"`
+	Title            string `json:"title"`
+	Subtitle         string `json:"subtitle"`
+	HasVideo         bool   `json:"hasVideo"`
+	HasNarration     bool   `json:"hasNarration"`
+	HasTranscript    bool   `json:"hasTranscript"`
+	MediaCount       int    `json:"mediaCount"`
+	EstimatedMinutes int    `json:"estimatedMinutes"`
+}
+
+func buildListRows(c *corpus.Corpus) listRows {
+	rows := listRows{subjects: make([]subjectRows, len(c.Subjects)), classes: make([]json.RawMessage, len(c.Lessons))}
+	for i, sub := range c.Subjects {
+		row := newSubjectRow(sub)
+		rows.subjects[i].full = mustMarshal(row)
+		row.Tags, row.Prerequisites, row.Related = nil, nil, nil
+		rows.subjects[i].brief = mustMarshal(row)
+	}
+	for i, l := range c.Lessons {
+		rows.classes[i] = mustMarshal(classEntry{
+			LessonID: l.ID, ClassNum: l.Number, Title: l.Title, Subtitle: l.Subtitle,
+			HasVideo: l.HasVideo, HasNarration: l.HasNarration, HasTranscript: l.HasTranscript,
+			MediaCount: len(l.Media), EstimatedMinutes: l.StudyMinutes,
+		})
+	}
+	return rows
+}
+
+// mustMarshal marshals rows made of strings, numbers and booleans, which
+// cannot fail.
+func mustMarshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("server: marshal a precomputed row: " + err.Error())
+	}
+	return b
+}
+
+// subjects serves GET /v1/subjects: a page of the caller's granted
+// subjects in listing order (tier, then name), the tier filter applied
+// before pagination, so total counts the granted, filtered set (spec:
+// route 3, Common parameters). One call per page, 304s included.
+func (s *Server) subjects(w http.ResponseWriter, r *http.Request, req *request) error {
+	p, perr := s.openPage(req)
+	if perr != nil {
+		return s.billCallAnd(r, req, perr)
+	}
+	tag := derivedETag(req)
+	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+		return err
+	}
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return err
+	}
+	if bill.Err != nil {
+		return bill.Err
+	}
+	tier := req.params.Get("tier")
+	granted := make([]int, 0, len(req.corpus.Subjects))
+	for i, sub := range req.corpus.Subjects {
+		if (tier == "" || sub.Tier == tier) && licence.Entitled(req.org.Grants, sub.Tier, sub.Slug) == nil {
+			granted = append(granted, i)
+		}
+	}
+	full := req.params.Get("detail") == "full"
+	from, to := p.bounds(len(granted))
+	items := make([]json.RawMessage, 0, to-from)
+	for _, i := range granted[from:to] {
+		if full {
+			items = append(items, req.corpus.rows.subjects[i].full)
+		} else {
+			items = append(items, req.corpus.rows.subjects[i].brief)
+		}
+	}
+	return s.writeList(w, r, req, tag, bill, p.list(s, items, len(items), len(granted)))
+}
+
+// classes serves GET /v1/subjects/{slug}/classes: the subject's class
+// entries in class order. The order of refusals is DESIGN.md's: an
+// ambiguous slug or a bad cursor (each billing the call), then the
+// entitlement (free), then an unknown subject (billing the call). A page
+// is one call, not a lesson read.
+func (s *Server) classes(w http.ResponseWriter, r *http.Request, req *request) error {
+	sub, tier, rerr := resolveSubject(req)
+	if rerr != nil {
+		return s.billCallAnd(r, req, rerr)
+	}
+	p, perr := s.openPage(req)
+	if perr != nil {
+		return s.billCallAnd(r, req, perr)
+	}
+	slug := req.vars.Get("subjectSlug")
+	if tier != "" {
+		if err := licence.Entitled(req.org.Grants, tier, slug); err != nil {
+			return err
+		}
+	}
+	if sub == nil {
+		return s.billCallAnd(r, req, unknownSubject(slug))
+	}
+	tag := derivedETag(req)
+	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+		return err
+	}
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return err
+	}
+	if bill.Err != nil {
+		return bill.Err
+	}
+	from, to := p.bounds(len(sub.Lessons))
+	items := make([]json.RawMessage, 0, to-from)
+	for _, l := range sub.Lessons[from:to] {
+		items = append(items, req.corpus.rows.classes[l.Ordinal])
+	}
+	return s.writeList(w, r, req, tag, bill, p.list(s, items, len(items), len(sub.Lessons)))
+}
+
+// writeList answers 200 with a page in the list envelope.
+func (s *Server) writeList(w http.ResponseWriter, r *http.Request, req *request, tag string, bill meter.Bill, l list) error {
+	body, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	writeContent(w, r, req, tag, bill, body)
+	return nil
+}

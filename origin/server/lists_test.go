@@ -1,0 +1,773 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// listHarness is the origin wired as origin/cmd/origin wires it (SQLite
+// store and meters, the dev identity provider, token authentication) over
+// real listeners, serving a generated corpus that the test can swap as a
+// reload would.
+type listHarness struct {
+	t       testing.TB
+	api     string
+	issuer  string
+	store   store.Store
+	meters  meter.Store
+	server  *Server
+	content atomic.Pointer[Content]
+}
+
+// listContent generates the corpus of seed into dir (small unless full)
+// and builds it.
+func listContent(t testing.TB, dir string, seed int64, full bool) *Content {
+	t.Helper()
+	if _, err := gen.Write(dir, gen.Options{Seed: seed, Small: !full}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := corpus.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct
+}
+
+func newListHarness(t testing.TB) *listHarness {
+	t.Helper()
+	return newListHarnessWith(t, listContent(t, filepath.Join(t.TempDir(), "corpus"), 1, false))
+}
+
+func newListHarnessWith(t testing.TB, ct *Content) *listHarness {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	h := &listHarness{t: t}
+	h.content.Store(ct)
+	db := filepath.Join(dir, "lectern.db")
+	st, err := sqlitestore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	h.store, h.meters = st, ms
+
+	idpSrv := httptest.NewUnstartedServer(nil)
+	h.issuer = "http://" + idpSrv.Listener.Addr().String()
+	provider, err := idp.New(ctx, idp.Config{Issuer: h.issuer, Audience: "lectern-api", Store: st, Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idpSrv.Config.Handler = provider.Handler()
+	idpSrv.Start()
+	t.Cleanup(idpSrv.Close)
+
+	apiSrv := httptest.NewUnstartedServer(nil)
+	base := "http://" + apiSrv.Listener.Addr().String()
+	h.server = New(Config{
+		Store:                st,
+		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
+		Content:              h.content.Load,
+		Now:                  time.Now,
+		Resource:             base,
+		AuthorizationServers: []string{h.issuer},
+		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
+		LicenseURL:           "https://lectern.example/licence",
+		Meters:               ms,
+		TagKey:               []byte("list-harness-tag-key-0123456789abcdef"),
+		CursorKey:            []byte("list-harness-cursor-key-0123456789ab"),
+	})
+	apiSrv.Config.Handler = h.server
+	apiSrv.Start()
+	t.Cleanup(apiSrv.Close)
+	h.api = base
+	return h
+}
+
+// org creates an organisation with grants and returns a content.read
+// token of its client.
+func (h *listHarness) org(orgID string, grants ...string) string {
+	h.t.Helper()
+	ctx := context.Background()
+	o := licence.NewOrg(time.Now())
+	o.ID, o.Name, o.Grants = orgID, "Org "+orgID, grants
+	if err := h.store.CreateOrg(ctx, o); err != nil {
+		h.t.Fatal(err)
+	}
+	id, secret, err := idp.CreateClient(ctx, h.store, time.Now(), orgID, []string{scope.ContentRead}, []string{"client_credentials"}, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: h.issuer + "/oauth2/token",
+		Scopes: []string{scope.Full(scope.ContentRead)}}
+	tok, err := cc.Token(ctx)
+	if err != nil {
+		h.t.Fatalf("token: %v", err)
+	}
+	return tok.AccessToken
+}
+
+// calls is the organisation's monthly call meter.
+func (h *listHarness) calls(orgID string) int64 {
+	h.t.Helper()
+	u, _, err := h.meters.Usage(context.Background(), orgID, time.Now(), h.content.Load().ContentVersion)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return u.Get(meter.MonthCalls)
+}
+
+type listResp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// get sends a GET without compression unless hdr (name/value pairs) asks
+// for it, so body is the bytes on the wire.
+func (h *listHarness) get(path, tok string, hdr ...string) listResp {
+	h.t.Helper()
+	req, err := http.NewRequest("GET", h.api+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return listResp{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// listError is the error body's members these tests read.
+type listError struct {
+	Code      string   `json:"code"`
+	Parameter string   `json:"parameter"`
+	Received  any      `json:"received"`
+	Min       *int     `json:"min"`
+	Max       *int     `json:"max"`
+	Tiers     []string `json:"tiers"`
+	Grant     string   `json:"grant"`
+	RequestID string   `json:"requestId"`
+}
+
+// wantError checks r is the error status with code, and returns its body.
+func (r listResp) wantError(t testing.TB, status int, code string) listError {
+	t.Helper()
+	var e struct{ Error listError }
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("status %d: not the error body: %s", r.status, r.body)
+	}
+	if r.status != status || e.Error.Code != code {
+		t.Fatalf("got %d %s, want %d %s: %s", r.status, e.Error.Code, status, code, r.body)
+	}
+	if e.Error.RequestID == "" || e.Error.RequestID != r.header.Get("X-Request-Id") {
+		t.Errorf("requestId %q, X-Request-Id %q", e.Error.RequestID, r.header.Get("X-Request-Id"))
+	}
+	return e.Error
+}
+
+// listPage is the list envelope with raw rows, decoded strictly.
+type listPage struct {
+	Items          []json.RawMessage `json:"items"`
+	Total          int               `json:"total"`
+	PageNum        int               `json:"pageNum"`
+	TotalPages     int               `json:"totalPages"`
+	HasMore        bool              `json:"hasMore"`
+	NextCursor     *string           `json:"nextCursor"`
+	ContentVersion string            `json:"contentVersion"`
+	License        *envelope         `json:"_license"`
+}
+
+// page checks r is a 200 list envelope with every member present (a
+// missing items key would read as an empty page) and decodes it.
+func (r listResp) page(t testing.TB) listPage {
+	t.Helper()
+	if r.status != 200 {
+		t.Fatalf("status %d, want 200: %s", r.status, r.body)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(r.body, &raw); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, r.body)
+	}
+	for _, k := range []string{"items", "total", "pageNum", "totalPages", "hasMore", "nextCursor", "contentVersion", "_license"} {
+		if _, ok := raw[k]; !ok {
+			t.Fatalf("no %q member: %s", k, r.body)
+		}
+	}
+	if s := string(raw["items"]); s == "null" {
+		t.Fatalf("items is null: %s", r.body)
+	}
+	var p listPage
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("page: %v: %s", err, r.body)
+	}
+	if p.ContentVersion == "" || p.License == nil || p.License.Lic == "" || p.License.Tag == "" {
+		t.Errorf("contentVersion/_license missing: %s", r.body)
+	}
+	if got := r.header.Get("X-Service-Content-Version"); got != p.ContentVersion {
+		t.Errorf("X-Service-Content-Version %q, contentVersion %q", got, p.ContentVersion)
+	}
+	return p
+}
+
+// walk follows nextCursor from path (which has a query) until hasMore is
+// false, checking the envelope of every page, and returns every row.
+func (h *listHarness) walk(path, tok string, limit int) []json.RawMessage {
+	h.t.Helper()
+	sep := "&"
+	if !strings.Contains(path, "?") {
+		sep = "?"
+	}
+	first := path + sep + "limit=" + strconv.Itoa(limit)
+	next := first
+	var rows []json.RawMessage
+	total := -1
+	for n := 1; ; n++ {
+		p := h.get(next, tok).page(h.t)
+		if total < 0 {
+			total = p.Total
+		}
+		wantPages := max(1, (total+limit-1)/limit)
+		if p.Total != total || p.PageNum != n || p.TotalPages != wantPages {
+			h.t.Fatalf("%s page %d: total %d pageNum %d totalPages %d, want %d, %d, %d", path, n, p.Total, p.PageNum, p.TotalPages, total, n, wantPages)
+		}
+		if len(p.Items) > limit {
+			h.t.Fatalf("%s page %d: %d items over limit %d", path, n, len(p.Items), limit)
+		}
+		rows = append(rows, p.Items...)
+		if !p.HasMore {
+			if p.NextCursor != nil {
+				h.t.Fatalf("%s: last page has nextCursor %q", path, *p.NextCursor)
+			}
+			if n != wantPages {
+				h.t.Fatalf("%s: stopped at page %d of %d", path, n, wantPages)
+			}
+			break
+		}
+		if p.NextCursor == nil || *p.NextCursor == "" {
+			h.t.Fatalf("%s page %d: hasMore without nextCursor", path, n)
+		}
+		if n > total+1 {
+			h.t.Fatalf("%s: the walk does not end", path)
+		}
+		next = first + "&cursor=" + url.QueryEscape(*p.NextCursor)
+	}
+	if len(rows) != total {
+		h.t.Fatalf("%s: walked %d rows, total %d", path, len(rows), total)
+	}
+	return rows
+}
+
+// subjectKeys are the members of every subject row, at every level.
+var subjectKeys = []string{"slug", "tier", "name", "description", "classCount", "mediaCoverage", "difficulty",
+	"tags", "prerequisites", "related", "classesUrl"}
+
+type subjectRowT struct {
+	Slug          string
+	Tier          string
+	Name          string
+	ClassCount    int
+	Tags          []string
+	Prerequisites []string
+	Related       []string
+	ClassesURL    string
+}
+
+func decodeRows[T any](t testing.TB, raws []json.RawMessage) []T {
+	t.Helper()
+	out := make([]T, len(raws))
+	for i, r := range raws {
+		if err := json.Unmarshal(r, &out[i]); err != nil {
+			t.Fatalf("row %s: %v", r, err)
+		}
+	}
+	return out
+}
+
+// grantedSubjects is the reference: the corpus's subjects that grants
+// cover, in listing order, optionally in one tier.
+func grantedSubjects(c *corpus.Corpus, grants []string, tier string) []string {
+	var out []string
+	for _, sub := range c.Subjects {
+		if (tier == "" || sub.Tier == tier) && licence.Entitled(grants, sub.Tier, sub.Slug) == nil {
+			out = append(out, sub.Ref())
+		}
+	}
+	return out
+}
+
+func refsOf(rows []subjectRowT) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Tier + "/" + r.Slug
+	}
+	return out
+}
+
+// The list counts and shows only the granted set, in tier then name
+// order, and a walk of 7 a page visits every row once (spec: List
+// envelope, route 3).
+func TestSubjectListGrantedWalk(t *testing.T) {
+	h := newListHarness(t)
+	c := h.content.Load().Corpus
+	all := h.org("all", "topics", "college", "high", "middle", "primary")
+	high := h.org("high", "high", "primary/phonics")
+
+	rows := decodeRows[subjectRowT](t, h.walk("/v1/subjects", all, 7))
+	want := grantedSubjects(c, []string{"topics", "college", "high", "middle", "primary"}, "")
+	if got := refsOf(rows); !slices.Equal(got, want) {
+		t.Errorf("every tier: got %v, want %v", got, want)
+	}
+	tierRank := map[string]int{"topics": 0, "college": 1, "high": 2, "middle": 3, "primary": 4}
+	for i := 1; i < len(rows); i++ {
+		a, b := rows[i-1], rows[i]
+		if tierRank[a.Tier] > tierRank[b.Tier] || a.Tier == b.Tier && a.Name > b.Name {
+			t.Errorf("order: %s/%s before %s/%s", a.Tier, a.Name, b.Tier, b.Name)
+		}
+	}
+	narrow := decodeRows[subjectRowT](t, h.walk("/v1/subjects", high, 7))
+	wantNarrow := grantedSubjects(c, []string{"high", "primary/phonics"}, "")
+	if got := refsOf(narrow); !slices.Equal(got, wantNarrow) || len(wantNarrow) >= len(want) {
+		t.Errorf("high and primary/phonics: got %v, want %v (fewer than %d)", got, wantNarrow, len(want))
+	}
+	if p := h.get("/v1/subjects?limit=100", high).page(t); p.Total != len(wantNarrow) {
+		t.Errorf("total %d, want the granted %d", p.Total, len(wantNarrow))
+	}
+}
+
+// tier filters before pagination: total is the tier's granted subjects,
+// every page holds only that tier, and an ungranted tier is an empty page
+// whose items key is still present.
+func TestSubjectListTierFilter(t *testing.T) {
+	h := newListHarness(t)
+	c := h.content.Load().Corpus
+	tok := h.org("org", "high", "primary/phonics")
+	for _, tier := range []string{"high", "primary", "college"} {
+		want := grantedSubjects(c, []string{"high", "primary/phonics"}, tier)
+		p := h.get("/v1/subjects?tier="+tier+"&limit=1", tok).page(t)
+		if p.Total != len(want) || p.TotalPages != max(1, len(want)) {
+			t.Errorf("tier=%s: total %d totalPages %d, want %d", tier, p.Total, p.TotalPages, len(want))
+		}
+		rows := decodeRows[subjectRowT](t, h.walk("/v1/subjects?tier="+tier, tok, 1))
+		if got := refsOf(rows); !slices.Equal(got, want) {
+			t.Errorf("tier=%s: got %v, want %v", tier, got, want)
+		}
+	}
+	r := h.get("/v1/subjects?tier=college", tok)
+	p := r.page(t)
+	if !bytes.Contains(r.body, []byte(`"items":[]`)) || p.Total != 0 || p.HasMore || p.NextCursor != nil || p.PageNum != 1 || p.TotalPages != 1 {
+		t.Errorf("empty page: %s", r.body)
+	}
+}
+
+// detail=full adds tags, prerequisites and related subjects; brief and
+// standard carry the same members with those null (detail changes how
+// much, never which fields exist). The class list is never inlined.
+func TestSubjectListDetail(t *testing.T) {
+	h := newListHarness(t)
+	c := h.content.Load().Corpus
+	tok := h.org("org", "topics", "college", "high", "middle", "primary")
+	byLevel := map[string][]json.RawMessage{}
+	for _, level := range []string{"", "brief", "standard", "full"} {
+		path := "/v1/subjects?limit=100"
+		if level != "" {
+			path += "&detail=" + level
+		}
+		byLevel[level] = h.get(path, tok).page(t).Items
+		if len(byLevel[level]) != len(c.Subjects) {
+			t.Fatalf("detail=%s: %d rows, want %d", level, len(byLevel[level]), len(c.Subjects))
+		}
+	}
+	for i, sub := range c.Subjects {
+		for level, rows := range byLevel {
+			var m map[string]json.RawMessage
+			json.Unmarshal(rows[i], &m)
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			want := slices.Sorted(slices.Values(subjectKeys))
+			if !slices.Equal(keys, want) {
+				t.Fatalf("detail=%q: members %v, want %v", level, keys, want)
+			}
+			full := level == "full"
+			for _, k := range []string{"tags", "prerequisites", "related"} {
+				if isNull := string(m[k]) == "null"; isNull == full {
+					t.Errorf("detail=%q %s: %s = %s", level, sub.Ref(), k, m[k])
+				}
+			}
+			if want := `"/v1/subjects/` + sub.Slug + `/classes?tier=` + sub.Tier + `"`; string(m["classesUrl"]) != want {
+				t.Errorf("classesUrl %s, want %s", m["classesUrl"], want)
+			}
+		}
+		if !bytes.Equal(byLevel[""][i], byLevel["standard"][i]) || !bytes.Equal(byLevel["brief"][i], byLevel["standard"][i]) {
+			t.Errorf("brief and standard rows differ: %s / %s", byLevel["brief"][i], byLevel["standard"][i])
+		}
+		full := decodeRows[subjectRowT](t, byLevel["full"][i:i+1])[0]
+		if !slices.Equal(full.Tags, sub.Tags) || len(full.Prerequisites) != len(sub.Prerequisites) || len(full.Related) != len(sub.Related) {
+			t.Errorf("%s full: %+v", sub.Ref(), full)
+		}
+	}
+	// The full row is the single subject without its envelope: one
+	// definition for both routes.
+	sub := c.Subjects[0]
+	var detail map[string]json.RawMessage
+	json.Unmarshal(h.get("/v1/subjects/"+sub.Slug+"?tier="+sub.Tier, tok).body, &detail)
+	delete(detail, "contentVersion")
+	delete(detail, "_license")
+	var row map[string]json.RawMessage
+	json.Unmarshal(byLevel["full"][0], &row)
+	d, _ := json.Marshal(detail)
+	rw, _ := json.Marshal(row)
+	if !bytes.Equal(d, rw) {
+		t.Errorf("detail %s\nrow    %s", d, rw)
+	}
+}
+
+// limit out of range is 400 BAD_REQUEST with parameter, received, min and
+// max, never clamped, and not billed; on every list route.
+func TestListLimitBounds(t *testing.T) {
+	h := newListHarness(t)
+	tok := h.org("org", "topics", "college", "high", "middle", "primary")
+	sub := h.content.Load().Subjects[0]
+	for _, path := range []string{"/v1/subjects?", "/v1/subjects/" + sub.Slug + "/classes?tier=" + sub.Tier + "&", "/v1/search?q=the&"} {
+		for _, limit := range []int{0, 101, -1} {
+			before := h.calls("org")
+			e := h.get(path+"limit="+strconv.Itoa(limit), tok).wantError(t, 400, "BAD_REQUEST")
+			if e.Parameter != "limit" || e.Received != float64(limit) || e.Min == nil || *e.Min != 1 || e.Max == nil || *e.Max != 100 {
+				t.Errorf("%slimit=%d: %+v", path, limit, e)
+			}
+			if after := h.calls("org"); after != before {
+				t.Errorf("%slimit=%d billed %d calls", path, limit, after-before)
+			}
+		}
+		for _, limit := range []int{1, 100} {
+			if r := h.get(path+"limit="+strconv.Itoa(limit), tok); r.status != 200 {
+				t.Errorf("%slimit=%d: %d %s", path, limit, r.status, r.body)
+			}
+		}
+	}
+}
+
+// A cursor is bound to its route, query and organisation: replayed with
+// another query or by another organisation it is 400 BAD_REQUEST naming
+// cursor; after the content version moves it is 400 CURSOR_EXPIRED. Both
+// bill the call only.
+func TestListCursorBinding(t *testing.T) {
+	h := newListHarness(t)
+	c := h.content.Load()
+	a := h.org("a", "topics", "college", "high", "middle", "primary")
+	b := h.org("b", "topics", "college", "high", "middle", "primary")
+	sub := c.Subjects[0]
+	classes := "/v1/subjects/" + sub.Slug + "/classes?tier=" + sub.Tier
+	cases := []struct{ path, other string }{
+		{"/v1/subjects?limit=2", "/v1/subjects?limit=2&tier=high"},
+		{"/v1/subjects?limit=2", "/v1/subjects?limit=2&detail=full"},
+		{classes + "&limit=2", "/v1/subjects/" + c.Subjects[1].Slug + "/classes?tier=" + c.Subjects[1].Tier + "&limit=2"},
+		{"/v1/search?q=the&limit=2", "/v1/search?q=then&limit=2"},
+		{"/v1/search?q=the&limit=2", "/v1/subjects?limit=2"},
+	}
+	for _, tc := range cases {
+		p := h.get(tc.path, a).page(t)
+		if p.NextCursor == nil {
+			t.Fatalf("%s: no second page", tc.path)
+		}
+		cur := "&cursor=" + url.QueryEscape(*p.NextCursor)
+		// The same walk may change its page size.
+		h.get(strings.Replace(tc.path, "limit=2", "limit=3", 1)+cur, a).page(t)
+		before := h.calls("a")
+		e := h.get(tc.other+cur, a).wantError(t, 400, "BAD_REQUEST")
+		if e.Parameter != "cursor" {
+			t.Errorf("%s with another query: parameter %q", tc.path, e.Parameter)
+		}
+		if got := h.calls("a") - before; got != 1 {
+			t.Errorf("%s: a bad cursor billed %d calls, want 1", tc.path, got)
+		}
+		if e := h.get(tc.path+cur, b).wantError(t, 400, "BAD_REQUEST"); e.Parameter != "cursor" {
+			t.Errorf("%s by another org: parameter %q", tc.path, e.Parameter)
+		}
+	}
+
+	p := h.get("/v1/subjects?limit=2", a).page(t)
+	sp := h.get("/v1/search?q=the&limit=2", a).page(t)
+	cp := h.get(classes+"&limit=2", a).page(t)
+	h.content.Store(listContent(t, filepath.Join(t.TempDir(), "corpus"), 2, false)) // a reload
+	if h.content.Load().ContentVersion == c.ContentVersion {
+		t.Fatal("the reload did not move the content version")
+	}
+	for _, path := range []string{
+		"/v1/subjects?limit=2&cursor=" + url.QueryEscape(*p.NextCursor),
+		"/v1/search?q=the&limit=2&cursor=" + url.QueryEscape(*sp.NextCursor),
+		classes + "&limit=2&cursor=" + url.QueryEscape(*cp.NextCursor),
+	} {
+		if h.content.Load().Subject(sub.Tier, sub.Slug) == nil && strings.Contains(path, "/classes") {
+			continue // the subject went away with the reload
+		}
+		before := h.calls("a")
+		h.get(path, a).wantError(t, 400, "CURSOR_EXPIRED")
+		if got := h.calls("a") - before; got != 1 {
+			t.Errorf("%s: CURSOR_EXPIRED billed %d calls, want 1", path, got)
+		}
+	}
+}
+
+// Each page bills one call, a 304 too; the 304 is empty and carries the
+// validator and the content version; the validator depends on the grants.
+func TestSubjectListBillingAndETag(t *testing.T) {
+	h := newListHarness(t)
+	a := h.org("a", "topics", "college", "high", "middle", "primary")
+	b := h.org("b", "high")
+	r := h.get("/v1/subjects?limit=5", a)
+	r.page(t)
+	tag := r.header.Get("ETag")
+	if tag == "" || r.header.Get("Cache-Control") != "private" || r.header.Get("Vary") != "Authorization, Accept-Encoding" {
+		t.Fatalf("headers: %v", r.header)
+	}
+	if got := h.calls("a"); got != 1 {
+		t.Errorf("one page billed %d calls", got)
+	}
+	nm := h.get("/v1/subjects?limit=5", a, "If-None-Match", tag)
+	if nm.status != 304 || len(nm.body) != 0 || nm.header.Get("ETag") != tag || nm.header.Get("X-Service-Content-Version") == "" {
+		t.Errorf("304: %d %v %q", nm.status, nm.header, nm.body)
+	}
+	if got := h.calls("a"); got != 2 {
+		t.Errorf("a 304 billed %d calls in all, want 2", got)
+	}
+	if other := h.get("/v1/subjects?limit=5", b).header.Get("ETag"); other == tag {
+		t.Error("another organisation with other grants has the same ETag")
+	}
+	if nm := h.get("/v1/subjects?limit=5&detail=full", a, "If-None-Match", tag); nm.status != 200 {
+		t.Errorf("another detail level answered %d to the standard ETag", nm.status)
+	}
+	gz := h.get("/v1/subjects?limit=100&detail=full", a, "Accept-Encoding", "gzip")
+	if gz.status != 200 || gz.header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("gzip: %d %q", gz.status, gz.header.Get("Content-Encoding"))
+	}
+}
+
+type classEntryT struct {
+	LessonID         string `json:"lessonId"`
+	ClassNum         int    `json:"classNum"`
+	Title            string `json:"title"`
+	Subtitle         string `json:"subtitle"`
+	HasVideo         bool   `json:"hasVideo"`
+	HasNarration     bool   `json:"hasNarration"`
+	HasTranscript    bool   `json:"hasTranscript"`
+	MediaCount       int    `json:"mediaCount"`
+	EstimatedMinutes int    `json:"estimatedMinutes"`
+}
+
+// The class list: class order, a ready-made lessonId of the form
+// <tier>/<slug>/<n>, the availability flags; a walk of 7 visits each once.
+func TestClassList(t *testing.T) {
+	h := newListHarness(t)
+	c := h.content.Load().Corpus
+	tok := h.org("org", "topics", "college", "high", "middle", "primary")
+	for _, sub := range c.Subjects {
+		raws := h.walk("/v1/subjects/"+sub.Slug+"/classes?tier="+sub.Tier, tok, 7)
+		for _, raw := range raws {
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			var e classEntryT
+			if err := dec.Decode(&e); err != nil {
+				t.Fatalf("%s: %v", raw, err)
+			}
+		}
+		rows := decodeRows[classEntryT](t, raws)
+		if len(rows) != len(sub.Lessons) {
+			t.Fatalf("%s: %d rows, want %d", sub.Ref(), len(rows), len(sub.Lessons))
+		}
+		for i, e := range rows {
+			l := sub.Lessons[i]
+			want := classEntryT{LessonID: sub.Tier + "/" + sub.Slug + "/" + strconv.Itoa(i+1), ClassNum: i + 1,
+				Title: l.Title, Subtitle: l.Subtitle, HasVideo: l.HasVideo, HasNarration: l.HasNarration,
+				HasTranscript: l.HasTranscript, MediaCount: len(l.Media), EstimatedMinutes: l.StudyMinutes}
+			if e != want {
+				t.Errorf("%s row %d: got %+v, want %+v", sub.Ref(), i, e, want)
+			}
+		}
+	}
+	if got := h.calls("org"); got < int64(len(c.Subjects)) {
+		t.Errorf("%d calls for at least %d pages", got, len(c.Subjects))
+	}
+}
+
+// An ambiguous slug is 400 AMBIGUOUS_SUBJECT naming the tiers (billed);
+// tier disambiguates; the entitlement refusal is free; an unknown subject
+// is 404 UNKNOWN_SUBJECT (billed).
+func TestClassListRefusals(t *testing.T) {
+	h := newListHarness(t)
+	c := h.content.Load().Corpus
+	var shared string
+	var tiers []string
+	for _, sub := range c.Subjects {
+		if ts := c.SlugTiers(sub.Slug); len(ts) > 1 {
+			shared, tiers = sub.Slug, ts
+			break
+		}
+	}
+	if shared == "" {
+		t.Fatal("the small corpus has no slug in several tiers")
+	}
+	tok := h.org("org", tiers[0])
+	step := func(path string, wantCalls int64) listResp {
+		t.Helper()
+		before := h.calls("org")
+		r := h.get(path, tok)
+		if got := h.calls("org") - before; got != wantCalls {
+			t.Errorf("%s: %d: billed %d calls, want %d", path, r.status, got, wantCalls)
+		}
+		return r
+	}
+	e := step("/v1/subjects/"+shared+"/classes", 1).wantError(t, 400, "AMBIGUOUS_SUBJECT")
+	if !slices.Equal(e.Tiers, tiers) {
+		t.Errorf("tiers %v, want %v", e.Tiers, tiers)
+	}
+	if p := step("/v1/subjects/"+shared+"/classes?tier="+tiers[0], 1).page(t); p.Total != len(c.Subject(tiers[0], shared).Lessons) {
+		t.Errorf("total %d", p.Total)
+	}
+	e = step("/v1/subjects/"+shared+"/classes?tier="+tiers[1], 0).wantError(t, 403, "TIER_NOT_LICENSED")
+	if e.Grant != tiers[1] {
+		t.Errorf("grant %q", e.Grant)
+	}
+	step("/v1/subjects/no-such-subject/classes", 1).wantError(t, 404, "UNKNOWN_SUBJECT")
+	step("/v1/subjects/no-such-subject/classes?tier="+tiers[0], 1).wantError(t, 404, "UNKNOWN_SUBJECT")
+	step("/v1/subjects/"+shared+"/classes?tier="+tiers[0]+"&cursor=bogus", 1).wantError(t, 400, "BAD_REQUEST")
+	step("/v1/subjects/"+shared+"/classes?tier=nope", 0).wantError(t, 400, "BAD_REQUEST")
+
+	r := step("/v1/subjects/"+shared+"/classes?tier="+tiers[0], 1)
+	if again := step("/v1/subjects/"+shared+"/classes?tier="+tiers[0], 1); again.header.Get("ETag") != r.header.Get("ETag") || r.header.Get("ETag") == "" {
+		t.Error("the ETag is not stable")
+	}
+	before := h.calls("org")
+	if nm := h.get("/v1/subjects/"+shared+"/classes?tier="+tiers[0], tok, "If-None-Match", r.header.Get("ETag")); nm.status != 304 || len(nm.body) != 0 {
+		t.Errorf("If-None-Match: %d", nm.status)
+	}
+	if got := h.calls("org") - before; got != 1 {
+		t.Errorf("a 304 billed %d calls, want 1", got)
+	}
+}
+
+// The walk over the deployed-scale corpus: every subject and every class
+// of a large subject exactly once at limit 7.
+func TestListWalkFullCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates the deployed-scale corpus")
+	}
+	h := newListHarnessWith(t, fullContent(t))
+	c := h.content.Load().Corpus
+	tok := h.org("org", "topics", "college", "high", "middle", "primary")
+	rows := decodeRows[subjectRowT](t, h.walk("/v1/subjects", tok, 7))
+	if got, want := refsOf(rows), grantedSubjects(c, []string{"topics", "college", "high", "middle", "primary"}, ""); !slices.Equal(got, want) || len(got) != 125 {
+		t.Errorf("%d subjects, want 125 in listing order", len(got))
+	}
+	biggest := slices.MaxFunc(c.Subjects, func(a, b *corpus.Subject) int { return len(a.Lessons) - len(b.Lessons) })
+	classes := decodeRows[classEntryT](t, h.walk("/v1/subjects/"+biggest.Slug+"/classes?tier="+biggest.Tier, tok, 7))
+	for i, e := range classes {
+		if e.ClassNum != i+1 || e.LessonID != biggest.Lessons[i].ID {
+			t.Fatalf("row %d: %+v", i, e)
+		}
+	}
+	if len(classes) != len(biggest.Lessons) {
+		t.Errorf("%d classes, want %d", len(classes), len(biggest.Lessons))
+	}
+}
+
+// BenchmarkSubjectList serves a page of 25 subjects of the deployed-scale
+// corpus through the whole pipeline in process (token check, gate,
+// billing, rendering), and the rendering alone.
+func BenchmarkSubjectList(b *testing.B) {
+	ct := fullContent(b)
+	b.Run("render", func(b *testing.B) {
+		grants := []string{"topics", "college", "high", "middle", "primary"}
+		for b.Loop() {
+			granted := 0
+			items := make([]json.RawMessage, 0, 25)
+			for i, sub := range ct.Subjects {
+				if licence.Entitled(grants, sub.Tier, sub.Slug) == nil {
+					if granted >= 50 && granted < 75 {
+						items = append(items, ct.rows.subjects[i].full)
+					}
+					granted++
+				}
+			}
+			if _, err := json.Marshal(list{Items: items, Total: granted}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("http", func(b *testing.B) {
+		h := newListHarnessWith(b, ct)
+		tok := h.org("bench", "topics", "college", "high", "middle", "primary")
+		var lat []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			r := h.get("/v1/subjects?limit=25&detail=full&tier=high", tok)
+			lat = append(lat, time.Since(t0))
+			if r.status != 200 {
+				b.Fatalf("%d %s", r.status, r.body)
+			}
+		}
+		reportPercentiles(b, lat)
+	})
+}
+
+// reportPercentiles reports the p50 and p99 of lat.
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	at := func(q float64) float64 {
+		return float64(lat[min(len(lat)-1, int(math.Ceil(q*float64(len(lat))))-1)].Nanoseconds())
+	}
+	b.ReportMetric(at(0.50), "p50-ns")
+	b.ReportMetric(at(0.99), "p99-ns")
+}

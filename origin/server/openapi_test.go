@@ -1,0 +1,650 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/route"
+	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// TestOpenAPI runs the description's scenarios on one harness.
+func TestOpenAPI(t *testing.T) {
+	h := newPrepHarness(t)
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T, *prepHarness)
+	}{
+		{"serve", openapiServe},
+		{"document", openapiDocument},
+		{"responses", openapiResponses},
+		{"corpus reload", openapiReload}, // last: it swaps the corpus
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hh := *h
+			hh.t = t
+			c.fn(t, &hh)
+		})
+	}
+}
+
+// fetchDoc gets the description and decodes it.
+func (h *prepHarness) fetchDoc() (prepResp, map[string]any) {
+	h.t.Helper()
+	r := h.get("/v1/openapi.json", "")
+	prepWant(h.t, r, 200)
+	var doc map[string]any
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		h.t.Fatal(err)
+	}
+	return r, doc
+}
+
+func openapiServe(t *testing.T, h *prepHarness) {
+	tok := h.org("oa-serve", nil, scope.All...)
+	r, doc := h.fetchDoc()
+	version := h.content.Load().ContentVersion
+	tag := r.header.Get("ETag")
+	for name, want := range map[string]string{
+		"Content-Type":              "application/json",
+		"Cache-Control":             "public, max-age=300",
+		"Vary":                      "Accept-Encoding",
+		"X-Service-Content-Version": version,
+		"ETag":                      etag.FromBytes(r.body),
+	} {
+		if got := r.header.Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if r.header.Get("X-Request-Id") == "" {
+		t.Errorf("no X-Request-Id")
+	}
+	info := doc["info"].(map[string]any)
+	if doc["openapi"] != "3.1.0" || info["version"] != "1.0.0" || info["x-content-version"] != version {
+		t.Errorf("openapi %v, info.version %v, x-content-version %v", doc["openapi"], info["version"], info["x-content-version"])
+	}
+
+	// Identical for every caller: a token changes nothing, and nothing is
+	// billed.
+	r2 := h.get("/v1/openapi.json", tok)
+	prepWant(t, r2, 200)
+	if !bytes.Equal(r2.body, r.body) || r2.header.Get("ETag") != tag {
+		t.Errorf("the description differs with a token")
+	}
+
+	nm := h.get("/v1/openapi.json", "", "If-None-Match", tag)
+	prepWant(t, nm, 304)
+	if len(nm.body) != 0 || nm.header.Get("ETag") != tag || nm.header.Get("X-Service-Content-Version") != version ||
+		nm.header.Get("Cache-Control") != "public, max-age=300" {
+		t.Errorf("304: body %d bytes, headers %v", len(nm.body), nm.header)
+	}
+	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", "*"), 304)
+	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", `W/"0000000000000000"`), 200)
+
+	// Compressed per Accept-Encoding; the one validator covers both.
+	gz := h.get("/v1/openapi.json", "", "Accept-Encoding", "gzip")
+	prepWant(t, gz, 200)
+	if gz.header.Get("Content-Encoding") != "gzip" || gz.header.Get("ETag") != tag {
+		t.Fatalf("gzip: Content-Encoding %q, ETag %q", gz.header.Get("Content-Encoding"), gz.header.Get("ETag"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(plain, r.body) {
+		t.Errorf("gzip body does not decompress to the document (%v)", err)
+	}
+	if br := h.get("/v1/openapi.json", "", "Accept-Encoding", "br"); br.header.Get("Content-Encoding") != "br" {
+		t.Errorf("br: Content-Encoding %q", br.header.Get("Content-Encoding"))
+	}
+
+	u := h.usage("oa-serve")
+	for _, m := range meter.Meters {
+		if u.Get(m) != 0 {
+			t.Errorf("the description billed %s: %d", m, u.Get(m))
+		}
+	}
+	// The route takes no parameters; HEAD is 405.
+	prepWant(t, h.get("/v1/openapi.json?x=1", ""), 400)
+	prepWant(t, h.do("HEAD", "/v1/openapi.json", "", nil), 405)
+}
+
+// openapiReload: the description, its ETag and its content-version header
+// move with the corpus.
+func openapiReload(t *testing.T, h *prepHarness) {
+	r1, _ := h.fetchDoc()
+	old := h.content.Load()
+	other := prepContent(t, filepath.Join(t.TempDir(), "corpus2"), 2)
+	if other.ContentVersion == old.ContentVersion {
+		t.Fatalf("seed 2 has the same contentVersion %s", old.ContentVersion)
+	}
+	h.content.Store(other)
+	defer h.content.Store(old)
+	r2, doc := h.fetchDoc()
+	if r2.header.Get("ETag") == r1.header.Get("ETag") || r2.header.Get("X-Service-Content-Version") != other.ContentVersion ||
+		doc["info"].(map[string]any)["x-content-version"] != other.ContentVersion {
+		t.Errorf("after a corpus change: ETag %s (was %s), version %s", r2.header.Get("ETag"), r1.header.Get("ETag"), r2.header.Get("X-Service-Content-Version"))
+	}
+	if r2.header.Get("ETag") != etag.FromBytes(r2.body) {
+		t.Errorf("ETag is not hashed from the bytes")
+	}
+	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", r1.header.Get("ETag")), 200)
+	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", r2.header.Get("ETag")), 304)
+}
+
+// at walks a decoded JSON document along keys.
+func oaAt(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func oaStrs(v any) []string {
+	a, _ := v.([]any)
+	out := make([]string, 0, len(a))
+	for _, x := range a {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+func openapiDocument(t *testing.T, h *prepHarness) {
+	_, doc := h.fetchDoc()
+	c := h.content.Load().Corpus
+	var tiers, tests, sections []string
+	sectionMap := map[string]any{}
+	for _, tr := range c.Tiers {
+		tiers = append(tiers, tr.Name)
+	}
+	for _, ts := range c.Tests {
+		tests = append(tests, ts.ID)
+		var ids []any
+		for _, s := range ts.Sections {
+			ids = append(ids, s.ID)
+			if !slices.Contains(sections, s.ID) {
+				sections = append(sections, s.ID)
+			}
+		}
+		sectionMap[ts.ID] = ids
+	}
+
+	ops := 0
+	for _, p := range oaAt(doc, "paths").(map[string]any) {
+		ops += len(p.(map[string]any))
+	}
+	if ops != len(route.All()) {
+		t.Errorf("%d operations, want one per route (%d)", ops, len(route.All()))
+	}
+	for _, rt := range route.All() {
+		op, _ := oaAt(doc, "paths", rt.Pattern, strings.ToLower(rt.Method)).(map[string]any)
+		if op == nil {
+			t.Errorf("route %d: %s %s is not described", rt.ID, rt.Method, rt.Pattern)
+			continue
+		}
+		if op["operationId"] != rt.OperationID || op["summary"] != rt.Summary {
+			t.Errorf("route %d: operationId %v summary %v", rt.ID, op["operationId"], op["summary"])
+		}
+		cost, _ := op["x-service-cost"].(map[string]any)
+		if cost == nil || cost["typicalBytes"] != float64(rt.Cost.TypicalBytes) || cost["note"] != rt.Cost.Note ||
+			!slices.Equal(oaStrs(cost["meters"]), append([]string{}, rt.Cost.Meters...)) {
+			t.Errorf("route %d: x-service-cost %v", rt.ID, cost)
+		}
+		xs, hasSections := op["x-service-sections"]
+		if isPrep := rt.ID == route.Testprep || rt.ID == route.TestprepItems; isPrep != hasSections {
+			t.Errorf("route %d: x-service-sections present %v", rt.ID, hasSections)
+		} else if isPrep {
+			if b1, _ := json.Marshal(xs); string(b1) != string(oaMust(json.Marshal(sectionMap))) {
+				t.Errorf("route %d: x-service-sections %s", rt.ID, b1)
+			}
+		}
+		sec, _ := op["security"].([]any)
+		switch {
+		case rt.Scope == "":
+			if sec == nil || len(sec) != 0 {
+				t.Errorf("route %d: security %v, want []", rt.ID, op["security"])
+			}
+		default:
+			b, _ := json.Marshal(sec)
+			scheme := "oauth2"
+			if rt.Learner {
+				scheme = "learner"
+			}
+			if want := `[{"` + scheme + `":["` + scope.Full(rt.Scope) + `"]}]`; string(b) != want {
+				t.Errorf("route %d: security %s, want %s", rt.ID, b, want)
+			}
+		}
+		// Parameters and body members: exactly the route's, in order.
+		var names, body []string
+		for _, p := range oaParams(op) {
+			pm := p.(map[string]any)
+			names = append(names, pm["in"].(string)+":"+pm["name"].(string))
+		}
+		members, _ := oaAt(op, "requestBody", "content", "application/json", "schema", "properties").(map[string]any)
+		for name := range members {
+			body = append(body, "body:"+name)
+		}
+		slices.Sort(body)
+		var wantNames, wantBody []string
+		for _, p := range rt.Params {
+			if p.In == route.Body {
+				wantBody = append(wantBody, "body:"+p.Name)
+			} else {
+				wantNames = append(wantNames, p.In.String()+":"+p.Name)
+			}
+		}
+		slices.Sort(wantBody)
+		if !slices.Equal(names, wantNames) || !slices.Equal(body, wantBody) {
+			t.Errorf("route %d: parameters %v %v, want %v %v", rt.ID, names, body, wantNames, wantBody)
+		}
+		// Responses: 200, 304 where an ETag applies, every error status.
+		rs := op["responses"].(map[string]any)
+		if _, ok := rs["200"]; !ok {
+			t.Errorf("route %d: no 200", rt.ID)
+		}
+		if _, ok := rs["304"]; ok != (rt.Validator != route.NoETag) {
+			t.Errorf("route %d: 304 documented %v", rt.ID, ok)
+		}
+		for st, codes := range oaErrorCodes(&rt) {
+			got := oaStrs(oaAt(rs, strconv.Itoa(st), "content", "application/json", "schema", "properties", "error", "properties", "code", "enum"))
+			var want []string
+			for _, c := range codes {
+				want = append(want, string(c))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("route %d: %d codes %v, want %v", rt.ID, st, got, want)
+			}
+		}
+		_, has401 := rs["401"]
+		_, has500 := rs["500"]
+		_, has429 := rs["429"]
+		if has401 != (rt.Scope != "") || !has500 || has429 != rt.Metered {
+			t.Errorf("route %d: 401 %v, 429 %v, 500 %v", rt.ID, has401, has429, has500)
+		}
+		for _, p := range oaParams(op) {
+			pm := p.(map[string]any)
+			enum := oaStrs(oaAt(pm, "schema", "enum"))
+			switch pm["name"] {
+			case "tier":
+				if !slices.Equal(enum, tiers) {
+					t.Errorf("route %d: tier enum %v, corpus %v", rt.ID, enum, tiers)
+				}
+			case "test":
+				if !slices.Equal(enum, tests) {
+					t.Errorf("route %d: test enum %v, corpus %v", rt.ID, enum, tests)
+				}
+			case "section":
+				if !slices.Equal(enum, sections) {
+					t.Errorf("route %d: section enum %v, corpus %v", rt.ID, enum, sections)
+				}
+			}
+		}
+	}
+	for _, m := range []string{"/v1/media/urls:post", "/v1/progress/{tier}/{subjectSlug}/{classNum}:put"} {
+		path, method, _ := strings.Cut(m, ":")
+		if oaAt(doc, "paths", path, method, "requestBody") == nil {
+			t.Errorf("%s has no requestBody", m)
+		}
+	}
+	if b := oaAt(doc, "paths", "/v1/media/urls", "post", "requestBody", "required"); b != true {
+		t.Errorf("mint body required: %v", b)
+	}
+
+	// The error schema: every code, every per-code key.
+	var codes []string
+	for _, c := range apierr.Codes() {
+		codes = append(codes, string(c))
+	}
+	errSchema := oaAt(doc, "components", "schemas", "Error", "properties", "error")
+	if got := oaStrs(oaAt(errSchema, "properties", "code", "enum")); !slices.Equal(got, codes) {
+		t.Errorf("error code enum %v, want apierr.Codes() %v", got, codes)
+	}
+	for _, k := range []string{"code", "message", "requestId", "parameter", "allowed", "received", "min", "max", "grant",
+		"tiers", "allow", "scope", "retryAfterSeconds", "quotaResetsAt", "hint", "exportsUsed", "exportsLimit"} {
+		if oaAt(errSchema, "properties", k) == nil {
+			t.Errorf("error schema lacks %s", k)
+		}
+	}
+	if got := oaStrs(oaAt(doc, "components", "schemas", "TierRow", "properties", "tier", "enum")); !slices.Equal(got, tiers) {
+		t.Errorf("TierRow tier enum %v, corpus %v", got, tiers)
+	}
+	flow := oaAt(doc, "components", "securitySchemes", "oauth2", "flows", "clientCredentials")
+	if oaAt(flow, "tokenUrl") != h.issuer+"/oauth2/token" || len(oaAt(flow, "scopes").(map[string]any)) != len(scope.All) {
+		t.Errorf("clientCredentials flow %v", flow)
+	}
+}
+
+func oaParams(op map[string]any) []any {
+	ps, _ := op["parameters"].([]any)
+	return ps
+}
+
+func oaMust(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Enums come from the loaded corpus, not from the spec's lists: a corpus
+// with two tiers and one test describes exactly those.
+func TestOpenAPIEnumsFromCorpus(t *testing.T) {
+	c := &corpus.Corpus{ContentVersion: "2026-01-02+abc",
+		Tiers: []*corpus.Tier{{Name: "high"}, {Name: "primary"}},
+		Tests: []*corpus.Test{{ID: "act", Sections: []*corpus.Section{{ID: "science"}, {ID: "math"}}}}}
+	d, err := buildOpenAPI(c).render(openapiConf{issuer: "https://auth.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	json.Unmarshal(d.body, &doc)
+	for _, c := range []struct {
+		path []string
+		want []string
+	}{
+		{[]string{"paths", "/v1/subjects", "get"}, []string{"high", "primary"}},
+		{[]string{"paths", "/v1/lessons/{tier}/{subjectSlug}/{classNum}", "get"}, []string{"high", "primary"}},
+		{[]string{"paths", "/v1/testprep/{test}/items", "get"}, []string{"act", "science", "math"}},
+	} {
+		var got []string
+		for _, p := range oaParams(oaAt(doc, c.path...).(map[string]any)) {
+			if n := oaAt(p, "name"); n == "tier" || n == "test" || n == "section" {
+				got = append(got, oaStrs(oaAt(p, "schema", "enum"))...)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%v: enums %v, want %v", c.path, got, c.want)
+		}
+	}
+	if got := oaAt(doc, "paths", "/v1/testprep", "get", "x-service-sections"); oaMust(json.Marshal(got)) == nil ||
+		string(oaMust(json.Marshal(got))) != `{"act":["science","math"]}` {
+		t.Errorf("x-service-sections %v", got)
+	}
+	if oaAt(doc, "info", "x-content-version") != "2026-01-02+abc" {
+		t.Errorf("x-content-version %v", oaAt(doc, "info", "x-content-version"))
+	}
+}
+
+// oaValidator validates response bodies against the description's
+// response schemas (OpenAPI 3.1 schemas are JSON Schema 2020-12).
+type oaValidator struct {
+	doc     map[string]any
+	c       *jsonschema.Compiler
+	schemas map[string]*jsonschema.Schema
+}
+
+const oaDocURL = "https://lectern.test/openapi.json"
+
+func newOAValidator(t *testing.T, body []byte) *oaValidator {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	if err := c.AddResource(oaDocURL, inst); err != nil {
+		t.Fatal(err)
+	}
+	v := &oaValidator{c: c, schemas: map[string]*jsonschema.Schema{}}
+	json.Unmarshal(body, &v.doc)
+	return v
+}
+
+func pointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// check validates one real response of rt: its status must be documented,
+// the API headers it carries must be documented, and its body must fit the
+// documented schema (a 304 has none).
+func (v *oaValidator) check(t *testing.T, rt *route.Route, what string, r prepResp) {
+	t.Helper()
+	method := strings.ToLower(rt.Method)
+	doc := oaAt(v.doc, "paths", rt.Pattern, method, "responses", strconv.Itoa(r.status))
+	if doc == nil {
+		t.Errorf("%s %s (%s): status %d is not documented: %.300s", rt.Method, rt.Pattern, what, r.status, r.body)
+		return
+	}
+	for _, name := range []string{"ETag", "X-Service-Content-Version", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id"} {
+		if r.header.Get(name) != "" && oaAt(doc, "headers", name) == nil {
+			t.Errorf("%s %s (%s): %d carries %s, which is not documented", rt.Method, rt.Pattern, what, r.status, name)
+		}
+	}
+	if r.status == 304 {
+		if len(r.body) != 0 {
+			t.Errorf("%s %s (%s): 304 with a body", rt.Method, rt.Pattern, what)
+		}
+		return
+	}
+	if err := v.validate(t, rt, r.status, r.body); err != nil {
+		t.Errorf("%s %s (%s): %d body does not fit the description:\n%v\nbody: %.500s", rt.Method, rt.Pattern, what, r.status, err, r.body)
+	}
+}
+
+// validate checks body against the schema of rt's response status.
+func (v *oaValidator) validate(t *testing.T, rt *route.Route, status int, body []byte) error {
+	t.Helper()
+	loc := oaDocURL + "#/paths/" + pointerEscape(rt.Pattern) + "/" + strings.ToLower(rt.Method) + "/responses/" + strconv.Itoa(status) + "/content/application~1json/schema"
+	sch := v.schemas[loc]
+	if sch == nil {
+		var err error
+		if sch, err = v.c.Compile(loc); err != nil {
+			t.Fatalf("compile %s: %v", loc, err)
+		}
+		v.schemas[loc] = sch
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(inst)
+}
+
+// example is a valid request of rt over corpus c: path values of the
+// first lesson and test, required parameters, a body where one is taken.
+func oaExample(c *corpus.Corpus, rt *route.Route) (path string, body []byte) {
+	l := c.Lessons[0]
+	sub := l.Subject
+	path = rt.Pattern
+	for name, val := range map[string]string{
+		"{tier}": sub.Tier, "{subjectSlug}": sub.Slug, "{classNum}": strconv.Itoa(l.Number), "{test}": c.Tests[0].ID,
+	} {
+		path = strings.ReplaceAll(path, name, val)
+	}
+	var q []string
+	if p := rt.Param("tier"); p != nil && p.In == route.Query && strings.Contains(rt.Pattern, "{subjectSlug}") {
+		q = append(q, "tier="+sub.Tier)
+	}
+	if p := rt.Param("q"); p != nil {
+		q = append(q, "q="+strings.ToLower(strings.Fields(l.Title)[0]))
+	}
+	if len(q) > 0 {
+		path += "?" + strings.Join(q, "&")
+	}
+	switch rt.ID {
+	case route.MediaURLs:
+		body = oaMust(json.Marshal(map[string]any{"mediaIds": []string{l.Media[0].ID}}))
+	case route.PutProgress:
+		body = []byte("{}")
+	}
+	return path, body
+}
+
+// oaVariants are further valid queries whose answers differ in shape.
+var oaVariants = map[route.ID][]string{
+	route.Subjects:      {"detail=full", "detail=brief&limit=1"},
+	route.Lesson:        {"detail=brief", "detail=full&include=quiz,inlineChecks,interactives,narrationText,videoTranscript,media,workedExample"},
+	route.Transcript:    {"include=markdown"},
+	route.Media:         {"type=video", "limit=1"},
+	route.Classes:       {"limit=1"},
+	route.TestprepItems: {"section=rw&limit=3"},
+}
+
+// openapiResponses validates real responses of every route this server
+// serves — successes, 304s and errors — against the description.
+func openapiResponses(t *testing.T, h *prepHarness) {
+	tok := h.org("oa-valid", nil, scope.All...)
+	reader := h.org("oa-reader", nil, scope.ContentRead)
+	broke := h.org("oa-broke", prepPtr(0), scope.All...)
+	r, _ := h.fetchDoc()
+	v := newOAValidator(t, r.body)
+	c := h.content.Load().Corpus
+
+	// Controls: the validator does refuse what does not fit.
+	for _, bad := range []struct {
+		id     route.ID
+		status int
+		body   string
+	}{
+		{route.Tiers, 200, `{"items":[]}`},
+		{route.TestprepItems, 404, `{"error":{"code":"UNKNOWN_SUBJECT","message":"m","requestId":"r"}}`},
+		{route.TestprepItems, 404, `{"error":{"code":"UNKNOWN_TEST","message":"m","requestId":"r","extra":1}}`},
+		{route.Testprep, 200, `{"items":[],"total":0,"pageNum":1,"totalPages":1,"hasMore":false,"nextCursor":null,"contentVersion":"x","_license":{"lic":"l","tag":"t"}}`},
+	} {
+		if v.validate(t, route.ByID(bad.id), bad.status, []byte(bad.body)) == nil {
+			t.Errorf("route %d %d: %s validated", bad.id, bad.status, bad.body)
+		}
+	}
+	served := 0
+	for i := range route.All() {
+		rt := &route.All()[i]
+		if h.srv.handlers[rt.ID] == nil {
+			t.Logf("route %d (%s) is not served by this build: not validated", rt.ID, rt.OperationID)
+			continue
+		}
+		served++
+		path, body := oaExample(c, rt)
+		ok := h.do(rt.Method, path, tok, body)
+		if ok.status >= 500 {
+			t.Errorf("route %d: %d %s", rt.ID, ok.status, ok.body)
+		}
+		v.check(t, rt, "valid request", ok)
+		if tag := ok.header.Get("ETag"); tag != "" && rt.Method == "GET" {
+			v.check(t, rt, "revalidation", h.do(rt.Method, path, tok, body, "If-None-Match", tag))
+		}
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		for _, q := range oaVariants[rt.ID] {
+			r := h.do(rt.Method, path+sep+q, tok, body)
+			if r.status != 200 {
+				t.Errorf("route %d ?%s: %d %.300s", rt.ID, q, r.status, r.body)
+			}
+			v.check(t, rt, q, r)
+		}
+		v.check(t, rt, "unknown parameter", h.do(rt.Method, path+sep+"bogus=1", tok, body))
+		if rt.Scope != "" {
+			v.check(t, rt, "no token", h.do(rt.Method, path, "", body))
+			v.check(t, rt, "bad token", h.do(rt.Method, path, "not-a-jwt", body))
+			if rt.Scope != scope.ContentRead {
+				v.check(t, rt, "insufficient scope", h.do(rt.Method, path, reader, body))
+			}
+		}
+	}
+	if served == 0 {
+		t.Fatal("no route served")
+	}
+
+	if rt := route.ByID(route.Search); h.srv.handlers[rt.ID] != nil {
+		v.check(t, rt, "unknown subject", h.get("/v1/search?q=a&subject=no-such-subject", tok))
+	}
+	// The test-prep routes' own refusals.
+	items := route.ByID(route.TestprepItems)
+	v.check(t, items, "unknown test", h.get("/v1/testprep/gre/items", tok))
+	v.check(t, items, "unknown section", h.get("/v1/testprep/act/items?section=rw", tok))
+	v.check(t, items, "section not in enum", h.get("/v1/testprep/act/items?section=latin", tok))
+	v.check(t, items, "limit out of range", h.get("/v1/testprep/act/items?limit=101", tok))
+	v.check(t, items, "bad cursor", h.get("/v1/testprep/act/items?cursor=abc", tok))
+	q := h.get("/v1/testprep/act/items", broke)
+	prepWant(t, q, 429)
+	v.check(t, items, "allowance spent", q)
+	// A suspended organisation: the gate's 403.
+	if _, err := h.store.UpdateOrg(context.Background(), "oa-reader", func(o *store.Org) error {
+		o.Status = "suspended"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := h.get("/v1/testprep", reader)
+	prepWant(t, s, 403)
+	v.check(t, route.ByID(route.Testprep), "suspended", s)
+	// An expired licence.
+	if _, err := h.store.UpdateOrg(context.Background(), "oa-reader", func(o *store.Org) error {
+		o.Status, o.RenewsAt = "active", time.Now().Add(-time.Hour)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v.check(t, route.ByID(route.Testprep), "expired", h.get("/v1/testprep", reader))
+}
+
+// redoclyVersion is the pinned @redocly/cli that lints the description.
+const redoclyVersion = "1.34.5"
+
+// TestOpenAPILint runs a real OpenAPI linter, Redocly's recommended
+// ruleset, over the description when CI asks for it
+// (LECTERN_OPENAPI_LINT=1) and Node is present; .ci/run installs the
+// pinned CLI.
+func TestOpenAPILint(t *testing.T) {
+	if os.Getenv("LECTERN_OPENAPI_LINT") != "1" {
+		t.Skip("OpenAPI lint skipped: set LECTERN_OPENAPI_LINT=1 with redocly or npx on PATH (.ci/run does)")
+	}
+	var cmd []string
+	if p, err := exec.LookPath("redocly"); err == nil {
+		cmd = []string{p, "lint"}
+	} else if p, err := exec.LookPath("npx"); err == nil {
+		cmd = []string{p, "--yes", "@redocly/cli@" + redoclyVersion, "lint"}
+	} else {
+		t.Skip("OpenAPI lint skipped: neither redocly nor npx is on PATH")
+	}
+	dir := t.TempDir()
+	ct := prepContent(t, filepath.Join(dir, "corpus"), 1)
+	d, err := ct.openapi.render(openapiConf{issuer: "https://auth.lectern.example", licenseURL: "https://lectern.example/licence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "openapi.json")
+	if err := os.WriteFile(file, d.body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := filepath.Abs(filepath.Join("testdata", "redocly.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], "--format=stylish", "--config="+cfg, file)...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_COLOR=1")
+	out, err := c.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("redocly lint: %v", err)
+	}
+}

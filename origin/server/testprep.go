@@ -1,0 +1,233 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/etag"
+)
+
+// Test prep (spec: Resources, Test prep; routes 14 and 15; Route rules
+// §6). The catalog and every item's JSON are rendered once per Content;
+// a request only slices and wraps them.
+
+// prepIndex is the precomputed test-prep part of a Content.
+type prepIndex struct {
+	catalog []prepTest
+	tests   map[string]*prepItems
+}
+
+// prepItems are one test's rendered items: all of them in catalog order
+// (section by section), and each section's range within them.
+type prepItems struct {
+	all      []json.RawMessage
+	sections map[string][2]int // section id -> [from, to) in all
+}
+
+// prepTest is a row of the catalog (GET /v1/testprep).
+type prepTest struct {
+	ID        string        `json:"id"`
+	Name      string        `json:"name"`
+	ItemCount int           `json:"itemCount"`
+	ItemsURL  string        `json:"itemsUrl"`
+	Sections  []prepSection `json:"sections"`
+}
+
+// prepSection is a section of a catalog row, in the spec's order.
+type prepSection struct {
+	ID        string `json:"id"`
+	Label     string `json:"label"`
+	ItemCount int    `json:"itemCount"`
+	ItemsURL  string `json:"itemsUrl"`
+}
+
+// prepItem is one practice item as GET /v1/testprep/{test}/items answers
+// it. passage is present on reading items only, optionRationales only on
+// items that carry them (one per option).
+type prepItem struct {
+	ID               string   `json:"id"`
+	Section          string   `json:"section"`
+	Domain           string   `json:"domain"`
+	Difficulty       string   `json:"difficulty"`
+	Passage          string   `json:"passage,omitempty"`
+	Prompt           string   `json:"prompt"`
+	Options          []string `json:"options"`
+	AnswerIndex      int      `json:"answerIndex"`
+	Rationale        string   `json:"rationale"`
+	OptionRationales []string `json:"optionRationales,omitempty"`
+}
+
+// buildPrep renders the catalog and the items of c.
+func buildPrep(c *corpus.Corpus) prepIndex {
+	x := prepIndex{catalog: []prepTest{}, tests: map[string]*prepItems{}}
+	for _, t := range c.Tests {
+		row := prepTest{ID: t.ID, Name: t.Name, ItemsURL: "/v1/testprep/" + t.ID + "/items", Sections: []prepSection{}}
+		its := &prepItems{sections: map[string][2]int{}}
+		for _, sec := range t.Sections {
+			from := len(its.all)
+			for _, it := range sec.Items {
+				// Marshalling strings, ints and string slices cannot fail.
+				b, _ := json.Marshal(prepItem{
+					ID: it.ID, Section: sec.ID, Domain: it.Domain, Difficulty: it.Difficulty,
+					Passage: it.Passage, Prompt: it.Prompt, Options: nonNil(it.Options),
+					AnswerIndex: it.AnswerIndex, Rationale: it.Rationale, OptionRationales: it.OptionRationales,
+				})
+				its.all = append(its.all, b)
+			}
+			its.sections[sec.ID] = [2]int{from, len(its.all)}
+			row.Sections = append(row.Sections, prepSection{ID: sec.ID, Label: sec.Label, ItemCount: len(sec.Items),
+				ItemsURL: row.ItemsURL + "?section=" + sec.ID})
+			row.ItemCount += len(sec.Items)
+		}
+		x.catalog = append(x.catalog, row)
+		x.tests[t.ID] = its
+	}
+	return x
+}
+
+// testprep serves GET /v1/testprep: the catalog in one list envelope, one
+// call, with a derived ETag decided before any work.
+func (s *Server) testprep(w http.ResponseWriter, r *http.Request, req *request) error {
+	tag := derivedETag(req)
+	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+		return err
+	}
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return err
+	}
+	if bill.Err != nil {
+		return bill.Err
+	}
+	rows := req.corpus.prep.catalog
+	body, err := json.Marshal(list{Items: rows, Total: len(rows), PageNum: 1, TotalPages: 1,
+		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
+	if err != nil {
+		return err
+	}
+	writeContent(w, r, req, tag, bill, body)
+	return nil
+}
+
+// testprepItems serves GET /v1/testprep/{test}/items (spec: Route rules
+// §6). An unknown test or a section the test lacks bills a call and
+// answers 404. Otherwise the page is sized before anything is billed: it
+// holds what the cursor and limit select, shortened to what is left of
+// the monthly item allowance. Its ETag is derived with that effective
+// size, so a full and a shortened page of one query never share a
+// validator, and the 304 is decided before any work: it bills one call,
+// no items and no lesson read. A page that ships bills one call, one
+// lesson read (not seen by the enumeration alarm) and its items, before
+// they are written; when a concurrent request spent part of the allowance
+// meanwhile, the page is shortened further and its ETag re-derived.
+func (s *Server) testprepItems(w http.ResponseWriter, r *http.Request, req *request) error {
+	ct := req.corpus
+	testID := req.vars.Get("test")
+	t := ct.Test(testID)
+	if t == nil {
+		return s.billCallAnd(r, req, unknownTest(ct.Corpus, testID))
+	}
+	its := ct.prep.tests[t.ID]
+	rows := its.all
+	if sec := req.params.Get("section"); sec != "" {
+		rng, ok := its.sections[sec]
+		if !ok {
+			return s.billCallAnd(r, req, unknownSection(t, sec))
+		}
+		rows = rows[rng[0]:rng[1]]
+	}
+	p, perr := s.openPage(req)
+	if perr != nil {
+		if perr.Code == apierr.CursorExpired {
+			return s.billCallAnd(r, req, perr)
+		}
+		return perr
+	}
+	total := len(rows)
+	from, to := p.bounds(total)
+	want := to - from
+
+	// The remaining allowance, read before anything is billed, sizes the
+	// page the ETag describes.
+	size := want
+	if lim := req.org.Quota.TestprepItems; lim != nil && want > 0 {
+		u, _, err := s.cfg.Meters.Usage(r.Context(), req.org.ID, req.now, ct.ContentVersion)
+		if err != nil {
+			return err
+		}
+		size = int(min(int64(want), max(0, *lim-u.Get(meter.MonthTestprepItems))))
+	}
+	tag := prepETag(req, want, size)
+	check := tag
+	if size == 0 && want > 0 {
+		// Nothing is left, so no page is current, not even for
+		// If-None-Match: *; TestprepPage answers QUOTA_EXCEEDED.
+		check = ""
+	}
+	// A 304 bills one call and no items and no lesson read.
+	if done, err := s.revalidate(w, r, req, check); done || err != nil {
+		return err
+	}
+	bill, err := s.biller.TestprepPage(r.Context(), req.org, req.now, want)
+	if err != nil {
+		return err
+	}
+	if bill.Err != nil {
+		return bill.Err
+	}
+	n := 0
+	if want > 0 {
+		n = int(bill.Granted)
+	}
+	if n != size {
+		tag = prepETag(req, want, n)
+	}
+	body, err := json.Marshal(p.list(s, rows[from:from+n], n, total))
+	if err != nil {
+		return err
+	}
+	writeContent(w, r, req, tag, bill, body)
+	return nil
+}
+
+// prepETag is the derived validator of an items page that would hold
+// want items and holds size: the route's own validator when the page is
+// whole, which the edge can derive too, and one that also names the size
+// when the allowance shortened it (spec: Route rules §6, "the ETag
+// accounts for the shortened size").
+func prepETag(req *request, want, size int) string {
+	if size == want {
+		return derivedETag(req)
+	}
+	return etag.Derive(etag.Input{
+		Version: req.corpus.ContentVersion,
+		Route:   int(req.route.ID),
+		Target:  req.vars.String() + "#" + strconv.Itoa(size),
+		Params:  req.params.Canonical(),
+		Org:     req.org.ID,
+		Grants:  etag.GrantsDigest(req.org.Grants),
+	})
+}
+
+func unknownTest(c *corpus.Corpus, test string) *apierr.Error {
+	ids := make([]string, len(c.Tests))
+	for i, t := range c.Tests {
+		ids[i] = t.ID
+	}
+	if len(test) > 200 {
+		test = test[:200] // decisions: received echoes at most 200 bytes
+	}
+	return &apierr.Error{Code: apierr.UnknownTest, Parameter: "test", Received: test, Allowed: ids,
+		Message: "No test has the id " + strconv.Quote(test) + "; see GET /v1/testprep for the tests."}
+}
+
+// unknownSection lists the test's own sections in allowed (spec: Common
+// parameters, section: "whose body lists that test's sections").
+func unknownSection(t *corpus.Test, section string) *apierr.Error {
+	return &apierr.Error{Code: apierr.UnknownSection, Parameter: "section", Received: section, Allowed: t.SectionIDs(),
+		Message: "The test " + t.ID + " has no section " + strconv.Quote(section) + "."}
+}

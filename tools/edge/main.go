@@ -1,0 +1,248 @@
+// Command edge is the local edge: it serves the edge module
+// (build/worker.wasm, docs/edge.md) under wazero on LECTERN_EDGE_ADDR,
+// in front of the origin at LECTERN_ORIGIN_URL. `make run` starts it beside
+// the origin stack.
+//
+//	go run ./tools/edge [-wasm build/worker.wasm] [-addr 127.0.0.1:8787] ...
+//
+// Settings are environment variables mirrored by flags (-h lists them).
+// Token verification and the secret mean what they mean to the origin
+// (origin/cmd/origin/config.go); both tiers of one deployment need the
+// same LECTERN_SECRET, or, when it is unset, the same var/secret, which
+// the origin creates on its first start.
+//
+// With LECTERN_TEST_CLOCK=1 the edge follows the origin's test clock: it
+// reads GET /admin/v1/clock (LECTERN_ADMIN_ADDR, LECTERN_ADMIN_TOKEN)
+// before every message it gives the module, so tokens expire at the edge
+// when they expire at the origin.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lectern-api/lectern/wasmtest/host"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "edge:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the edge's share of DESIGN.md's operator contract.
+type config struct {
+	Addr      string // LECTERN_EDGE_ADDR
+	OriginURL string // LECTERN_ORIGIN_URL: default http://<LECTERN_ORIGIN_ADDR>
+	IdPAddr   string // LECTERN_IDP_ADDR: for the issuer's default, as at the origin
+	Issuer    string // LECTERN_ISSUER: default http://<IdPAddr>
+	JWKSURL   string // LECTERN_JWKS_URL: default <issuer>/.well-known/jwks.json
+	Audience  string // LECTERN_AUDIENCE
+	Secret    string // LECTERN_SECRET: default the contents of var/secret
+	PublicURL string // LECTERN_PUBLIC_URL: default http://<Addr>; names the resource metadata in challenges
+	Wasm      string // -wasm: the module
+	Instances int    // LECTERN_EDGE_INSTANCES: module instances serving in parallel
+
+	TestClock  bool   // LECTERN_TEST_CLOCK=1
+	AdminAddr  string // LECTERN_ADMIN_ADDR, for the test clock
+	AdminToken string // LECTERN_ADMIN_TOKEN, for the test clock
+}
+
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	var c config
+	var originAddr, testClock, instances string
+	settings := []struct {
+		env, flag, def, usage string
+		dst                   *string
+	}{
+		{"LECTERN_EDGE_ADDR", "addr", "127.0.0.1:8787", "edge address", &c.Addr},
+		{"LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (the default of -origin-url)", &originAddr},
+		{"LECTERN_ORIGIN_URL", "origin-url", "", "origin base URL (default: http://<origin-addr>, i.e. http://127.0.0.1:8080)", &c.OriginURL},
+		{"LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address (the default issuer)", &c.IdPAddr},
+		{"LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>)", &c.Issuer},
+		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of the issuer (default: <issuer>/.well-known/jwks.json)", &c.JWKSURL},
+		{"LECTERN_AUDIENCE", "audience", "lectern-api", "token audience", &c.Audience},
+		{"LECTERN_SECRET", "secret", "", "deployment secret shared with the origin (default: the contents of " + secretFile + ")", &c.Secret},
+		{"LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<addr>)", &c.PublicURL},
+		{"LECTERN_EDGE_WASM", "wasm", "build/worker.wasm", "the edge module (make worker builds it)", &c.Wasm},
+		{"LECTERN_EDGE_INSTANCES", "instances", "", "module instances serving in parallel (default: GOMAXPROCS, at most 4)", &instances},
+		{"LECTERN_TEST_CLOCK", "test-clock", "", "1 follows the origin's admin test clock; never in production", &testClock},
+		{"LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address (for the test clock)", &c.AdminAddr},
+		{"LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (for the test clock)", &c.AdminToken},
+	}
+	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
+	for _, s := range settings {
+		def := s.def
+		if v := getenv(s.env); v != "" {
+			def = v
+		}
+		fs.StringVar(s.dst, s.flag, def, s.usage+" ($"+s.env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.OriginURL == "" {
+		c.OriginURL = "http://" + originAddr
+	}
+	c.OriginURL = strings.TrimSuffix(c.OriginURL, "/")
+	if c.Issuer == "" {
+		c.Issuer = "http://" + c.IdPAddr
+	}
+	if c.JWKSURL == "" {
+		c.JWKSURL = strings.TrimSuffix(c.Issuer, "/") + "/.well-known/jwks.json"
+	}
+	c.Instances = min(runtime.GOMAXPROCS(0), 4)
+	if instances != "" {
+		n, err := strconv.Atoi(instances)
+		if err != nil || n < 1 || n > 256 {
+			return c, fmt.Errorf("instances %q: want an integer from 1 to 256", instances)
+		}
+		c.Instances = n
+	}
+	c.TestClock = testClock == "1"
+	if c.TestClock && c.AdminToken == "" {
+		return c, errors.New("LECTERN_TEST_CLOCK=1 needs LECTERN_ADMIN_TOKEN to read the origin's clock")
+	}
+	return c, nil
+}
+
+// secretFile is where the origin keeps the secret of a dev stack when
+// LECTERN_SECRET is unset (origin/cmd/origin/secret.go). The edge only
+// reads it: the origin creates it.
+const secretFile = "var/secret"
+
+func loadSecret(configured string) (string, error) {
+	if configured == "" {
+		b, err := os.ReadFile(secretFile)
+		if err != nil {
+			return "", fmt.Errorf("LECTERN_SECRET is unset and %s is unreadable (start the origin first: it creates it): %w", secretFile, err)
+		}
+		configured = strings.TrimSpace(string(b))
+	}
+	if len(configured) < 32 {
+		return "", errors.New("LECTERN_SECRET must be at least 32 characters")
+	}
+	return configured, nil
+}
+
+// run serves until ctx is done.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := parseConfig(args, getenv)
+	if err != nil {
+		return err
+	}
+	secret, err := loadSecret(cfg.Secret)
+	if err != nil {
+		return err
+	}
+	wasm, err := os.ReadFile(cfg.Wasm)
+	if err != nil {
+		return fmt.Errorf("read the edge module (make worker builds it): %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	began := time.Now()
+	mod, err := host.Compile(ctx, wasm)
+	if err != nil {
+		return err
+	}
+	defer mod.Close(context.Background())
+	compiled := time.Since(began)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen edge: %w", err)
+	}
+	edgeURL := "http://" + ln.Addr().String()
+	public := cfg.PublicURL
+	if public == "" {
+		public = edgeURL
+	}
+	now := time.Now
+	if cfg.TestClock {
+		now = (&adminClock{url: "http://" + cfg.AdminAddr + "/admin/v1/clock", token: cfg.AdminToken, log: log}).Now
+	}
+	h, err := host.New(ctx, mod, host.Config{
+		Origin: cfg.OriginURL, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
+		Secret: secret, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
+		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer h.Close(context.Background())
+
+	fmt.Fprintf(stdout, "\nLectern edge\n  API (edge)         %s/v1\n  module             %s: %s, %d KB, compiled in %s, %d instance(s)\n  origin             %s\n",
+		edgeURL, cfg.Wasm, mod.Toolchain, (mod.Size+1023)/1024, compiled.Round(time.Millisecond), cfg.Instances, cfg.OriginURL)
+	if cfg.TestClock {
+		fmt.Fprintf(stdout, "  clock              the origin's test clock (http://%s/admin/v1/clock)\n", cfg.AdminAddr)
+	}
+	fmt.Fprintf(stdout, "\nThrough the edge, with a token from the identity provider:\n  curl -s -H \"Authorization: Bearer $TOKEN\" %s/v1/tiers\n", edgeURL)
+
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// adminClock reads the origin's test clock. A failed read keeps the last
+// offset it saw.
+type adminClock struct {
+	url, token string
+	log        *slog.Logger
+	offset     atomic.Int64 // seconds
+}
+
+var clockClient = &http.Client{Timeout: 2 * time.Second}
+
+func (c *adminClock) Now() time.Time {
+	req, _ := http.NewRequest("GET", c.url, nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := clockClient.Do(req)
+	if err == nil {
+		var st struct {
+			OffsetSeconds *int64 `json:"offsetSeconds"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		switch {
+		case err == nil && resp.StatusCode == 200 && st.OffsetSeconds != nil:
+			c.offset.Store(*st.OffsetSeconds)
+		case err == nil:
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+	}
+	if err != nil {
+		c.log.Warn("edge: read the test clock", "err", err)
+	}
+	return time.Now().Add(time.Duration(c.offset.Load()) * time.Second)
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseConfig(t *testing.T) {
+	c, err := parseConfig(nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:8787" || c.OriginURL != "http://127.0.0.1:8080" || c.Issuer != "http://127.0.0.1:9090" ||
+		c.JWKSURL != "http://127.0.0.1:9090/.well-known/jwks.json" || c.Audience != "lectern-api" || c.Wasm != "build/worker.wasm" {
+		t.Errorf("defaults: %+v", c)
+	}
+	c, err = parseConfig([]string{"-origin-url", "http://o.example/", "-instances", "3"},
+		env(map[string]string{"LECTERN_ISSUER": "https://idp.example", "LECTERN_EDGE_ADDR": ":9999"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OriginURL != "http://o.example" || c.Instances != 3 || c.JWKSURL != "https://idp.example/.well-known/jwks.json" || c.Addr != ":9999" {
+		t.Errorf("settings: %+v", c)
+	}
+	for _, bad := range [][]string{{"-instances", "0"}, {"-test-clock", "1"}, {"stray"}} {
+		if _, err := parseConfig(bad, env(nil)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if _, err := loadSecret("short"); err == nil {
+		t.Error("a short secret was accepted")
+	}
+}
+
+// TestRun serves a standard Go build of the module and answers at the
+// edge what needs no origin; the printout names the toolchain and address.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: builds the module")
+	}
+	wasm := filepath.Join(t.TempDir(), "worker.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", wasm, "github.com/lectern-api/lectern/worker/wasm")
+	cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the module: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-wasm", wasm, "-instances", "1"},
+			env(map[string]string{"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters"}), pw)
+		pw.Close()
+	}()
+	var base, printout string
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		line := sc.Text()
+		printout += line + "\n"
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "API (edge)"); ok {
+			base = strings.TrimSuffix(strings.TrimSpace(rest), "/v1")
+		}
+		if strings.Contains(line, "origin ") {
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if base == "" || !strings.Contains(printout, "standard Go") {
+		t.Fatalf("printout:\n%s", printout)
+	}
+	for _, tc := range []struct {
+		path   string
+		status int
+		code   string
+	}{{"/v1/teachers", 404, "NOT_FOUND"}, {"/v1/tiers", 401, "invalid_token"}} {
+		resp, err := http.Get(base + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Error struct{ Code string } }
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || e.Error.Code != tc.code {
+			t.Errorf("GET %s: %d %s, want %d %s", tc.path, resp.StatusCode, e.Error.Code, tc.status, tc.code)
+		}
+		if ch := resp.Header.Get("WWW-Authenticate"); tc.status == 401 && !strings.Contains(ch, base+"/.well-known/oauth-protected-resource") {
+			t.Errorf("challenge %q does not name the edge's resource metadata", ch)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+}

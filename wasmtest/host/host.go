@@ -1,0 +1,610 @@
+// Package host serves HTTP through the edge module (docs/edge.md) under
+// wazero: it compiles the module once, keeps a small pool of configured
+// instances, and for each request drives the module's start/resume loop,
+// performing the subrequests it asks for (JWKS, the origin's gate,
+// forwards) and writing its final answer. The local edge (tools/edge) and
+// wasmtest both run this host, so the module under test is served exactly
+// as `make run` serves it.
+//
+// Each instance is single-threaded: calls into it are serialised, but a
+// request releases its instance while a subrequest is in flight, so one
+// instance serves interleaved requests (its state is kept per handle) and
+// a pool of N serves N calls in parallel. A request stays on the instance
+// it started on; the JWKS, verified-token and per-organisation ETag caches
+// are per instance, so requests bearing one token go to one instance.
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/token"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// Module is the compiled edge module. Compile once, then start any number
+// of Hosts on it.
+type Module struct {
+	rt        wazero.Runtime
+	compiled  wazero.CompiledModule
+	Toolchain string // which toolchain built it, from its custom sections
+	Size      int    // bytes of the .wasm
+}
+
+// Compile compiles a module (the bytes of build/worker.wasm).
+func Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	rt := wazero.NewRuntime(ctx)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate WASI: %w", err)
+	}
+	compiled, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("compile edge module: %w", err)
+	}
+	for _, name := range []string{"alloc", "configure", "start", "resume"} {
+		if _, ok := compiled.ExportedFunctions()[name]; !ok {
+			rt.Close(ctx)
+			return nil, fmt.Errorf("edge module does not export %s (docs/edge.md: Module ABI)", name)
+		}
+	}
+	return &Module{rt: rt, compiled: compiled, Toolchain: Toolchain(wasm), Size: len(wasm)}, nil
+}
+
+// Close releases the runtime and every instance of every Host on it.
+func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
+
+// Config is what a Host needs besides the module.
+type Config struct {
+	// The configuration message of docs/edge.md.
+	Origin           string // origin base URL, e.g. http://127.0.0.1:8080
+	JWKSURL          string
+	Issuer           string
+	Audience         string
+	Secret           string // LECTERN_SECRET, shared with the origin
+	ResourceMetadata string // URL named in 401 challenges
+
+	// Instances is the pool size (default 1).
+	Instances int
+	// Now is the clock given to the guest in every message's "now"
+	// (default time.Now). The test clock of the local stack goes here.
+	Now func() time.Time
+	// Client performs subrequests (default: no redirects, no transparent
+	// decompression: the origin's bytes pass through as they are).
+	Client *http.Client
+	// SubrequestTimeout bounds JWKS and gate calls (default 10 s);
+	// forwards are bounded by the client's request only.
+	SubrequestTimeout time.Duration
+	// Stderr receives the guest's stdout and stderr (default discarded).
+	Stderr io.Writer
+	Logger *slog.Logger
+}
+
+// Host serves HTTP through a pool of module instances.
+type Host struct {
+	mod   *Module
+	cfg   Config
+	next  atomic.Uint64
+	stats struct{ requests, forwards, subrequests, parks, failures atomic.Int64 }
+
+	mu   sync.Mutex // guards pool (an instance is replaced after a trap)
+	pool []*instance
+}
+
+// New instantiates and configures cfg.Instances instances of m.
+func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
+	if cfg.Instances <= 0 {
+		cfg.Instances = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DisableCompression = true
+		t.MaxIdleConnsPerHost = 64
+		t.ResponseHeaderTimeout = 2 * time.Minute
+		cfg.Client = &http.Client{Transport: t,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if cfg.SubrequestTimeout <= 0 {
+		cfg.SubrequestTimeout = 10 * time.Second
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	h := &Host{mod: m, cfg: cfg}
+	for range cfg.Instances {
+		in, err := h.instantiate(ctx)
+		if err != nil {
+			h.Close(ctx)
+			return nil, err
+		}
+		h.pool = append(h.pool, in)
+	}
+	return h, nil
+}
+
+// Close closes the Host's instances (the Module stays compiled).
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var errs []error
+	for _, in := range h.pool {
+		in.mu.Lock()
+		in.kill(errors.New("host closed"))
+		errs = append(errs, in.mod.Close(ctx))
+		in.mu.Unlock()
+	}
+	h.pool = nil
+	return errors.Join(errs...)
+}
+
+// Memory returns the linear memory size, in bytes, of each instance.
+func (h *Host) Memory() []uint64 {
+	h.mu.Lock()
+	pool := append([]*instance(nil), h.pool...)
+	h.mu.Unlock()
+	out := make([]uint64, len(pool))
+	for i, in := range pool {
+		in.mu.Lock()
+		out[i] = uint64(in.mod.Memory().Size())
+		in.mu.Unlock()
+	}
+	return out
+}
+
+// Stats counts what a Host has done since New.
+type Stats struct {
+	Requests    int64 // client requests started
+	Forwards    int64 // client requests sent on to the origin
+	Subrequests int64 // other subrequests: JWKS fetches, gate calls
+	Parks       int64 // requests parked behind another's JWKS fetch
+	Failures    int64 // requests answered 500 by the host itself
+}
+
+// Stats returns the counters.
+func (h *Host) Stats() Stats {
+	return Stats{Requests: h.stats.requests.Load(), Forwards: h.stats.forwards.Load(),
+		Subrequests: h.stats.subrequests.Load(), Parks: h.stats.parks.Load(), Failures: h.stats.failures.Load()}
+}
+
+// configMessage is the message of configure (docs/edge.md).
+type configMessage struct {
+	Origin           string `json:"origin"`
+	JWKSURL          string `json:"jwksUrl"`
+	Issuer           string `json:"issuer"`
+	Audience         string `json:"audience"`
+	Secret           string `json:"secret"`
+	ResourceMetadata string `json:"resourceMetadata"`
+}
+
+func (h *Host) instantiate(ctx context.Context) (*instance, error) {
+	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
+		WithStdout(h.cfg.Stderr).WithStderr(h.cfg.Stderr)
+	mod, err := h.mod.rt.InstantiateModule(ctx, h.mod.compiled, mc)
+	if err != nil {
+		return nil, fmt.Errorf("instantiate edge module: %w", err)
+	}
+	in := &instance{mod: mod, parked: map[int64]chan struct{}{}, woken: map[int64]bool{}, stack: make([]uint64, 2)}
+	in.alloc = mod.ExportedFunction("alloc")
+	in.configure = mod.ExportedFunction("configure")
+	in.start = mod.ExportedFunction("start")
+	in.resume = mod.ExportedFunction("resume")
+	msg, _ := json.Marshal(configMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
+		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata})
+	in.mu.Lock()
+	raw, err := in.call(in.configure, msg)
+	in.mu.Unlock()
+	if err != nil {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("configure edge module: %w", err)
+	}
+	// configure answers a message too; an error there is a bad configuration.
+	var out struct {
+		Kind, Error string
+		Status      int
+		Body        string
+	}
+	if len(raw) > 0 && json.Unmarshal(raw, &out) == nil && (out.Error != "" || out.Status >= 400) {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("configure edge module: %s%s", out.Error, out.Body)
+	}
+	return in, nil
+}
+
+// pick chooses the instance for a new request. Requests with the same
+// Authorization go to the same instance, where that token is already
+// verified and its organisation's ETag inputs are cached (both caches are
+// per instance); the others go round robin.
+func (h *Host) pick(authorization string) *instance {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.pool) == 0 {
+		return nil
+	}
+	if authorization == "" {
+		return h.pool[h.next.Add(1)%uint64(len(h.pool))]
+	}
+	f := fnv.New32a()
+	io.WriteString(f, authorization)
+	return h.pool[f.Sum32()%uint32(len(h.pool))]
+}
+
+// replace swaps a trapped instance for a fresh one; requests still bound
+// to the old one fail.
+func (h *Host) replace(old *instance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, in := range h.pool {
+		if in != old {
+			continue
+		}
+		fresh, err := h.instantiate(context.Background())
+		if err != nil {
+			h.cfg.Logger.Error("edge: replace instance", "err", err)
+			return
+		}
+		h.pool[i] = fresh
+		old.mod.Close(context.Background())
+	}
+}
+
+// instance is one module instance and the host's view of its parked
+// requests. mu serialises every call into it.
+type instance struct {
+	mu                              sync.Mutex
+	mod                             api.Module
+	alloc, configure, start, resume api.Function
+	stack                           []uint64
+	parked                          map[int64]chan struct{} // handle → closed on wake
+	woken                           map[int64]bool          // wakes that came before their park (defensive)
+	dead                            error
+}
+
+// call writes msg into guest memory, calls fn and returns a copy of its
+// output message. in.mu is held.
+func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
+	if in.dead != nil {
+		return nil, in.dead
+	}
+	ctx := context.Background() // a client going away must not abort a guest call halfway
+	in.stack[0] = uint64(len(msg))
+	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
+		return nil, fmt.Errorf("alloc: %w", err)
+	}
+	ptr := uint32(in.stack[0])
+	if ptr == 0 {
+		return nil, fmt.Errorf("alloc refused a message of %d bytes", len(msg))
+	}
+	if !in.mod.Memory().Write(ptr, msg) {
+		return nil, fmt.Errorf("alloc returned %#x, outside memory for %d bytes", ptr, len(msg))
+	}
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(msg))
+	if err := fn.CallWithStack(ctx, in.stack); err != nil {
+		return nil, err
+	}
+	res := in.stack[0]
+	optr, olen := uint32(res>>32), uint32(res)
+	b, ok := in.mod.Memory().Read(optr, olen)
+	if !ok {
+		return nil, fmt.Errorf("output at %#x+%d is outside memory", optr, olen)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// kill marks the instance unusable and releases its parked requests (they
+// fail on their next call). in.mu is held.
+func (in *instance) kill(err error) {
+	if in.dead != nil {
+		return
+	}
+	in.dead = err
+	for hd, ch := range in.parked {
+		close(ch)
+		delete(in.parked, hd)
+	}
+}
+
+// output is any output message of docs/edge.md.
+type output struct {
+	Kind        string      `json:"kind"`
+	Handle      int64       `json:"handle"`
+	Status      int         `json:"status"`
+	Headers     [][2]string `json:"headers"`
+	Body        string      `json:"body"`
+	Passthrough bool        `json:"passthrough"`
+	Method      string      `json:"method"`
+	URL         string      `json:"url"`
+	Forward     bool        `json:"forward"`
+	Wake        []int64     `json:"wake"`
+
+	parked chan struct{} // for kind "park": closed when woken
+}
+
+// do runs one call and handles its wake list and park registration under
+// the instance lock, so a wake can never pass its park.
+func (in *instance) do(fn api.Function, msg any) (*output, error) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	raw, err := in.call(fn, b)
+	if err != nil {
+		in.kill(fmt.Errorf("edge module instance failed: %w", err))
+		return nil, err
+	}
+	out := new(output)
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("edge module output %.200q: %w", raw, err)
+	}
+	for _, hd := range out.Wake {
+		if ch, ok := in.parked[hd]; ok {
+			close(ch)
+			delete(in.parked, hd)
+		} else {
+			in.woken[hd] = true
+		}
+	}
+	if out.Kind == "park" {
+		out.parked = make(chan struct{})
+		if in.woken[out.Handle] {
+			delete(in.woken, out.Handle)
+			close(out.parked)
+		} else {
+			in.parked[out.Handle] = out.parked
+		}
+	}
+	return out, nil
+}
+
+func (in *instance) isDead() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.dead != nil
+}
+
+// unpark forgets a park the host stopped waiting for.
+func (in *instance) unpark(handle int64) {
+	in.mu.Lock()
+	delete(in.parked, handle)
+	in.mu.Unlock()
+}
+
+// The messages the host sends (docs/edge.md).
+type startMessage struct {
+	Method  string      `json:"method"`
+	Path    string      `json:"path"`
+	Query   string      `json:"query"`
+	Headers [][2]string `json:"headers"`
+	Now     int64       `json:"now"`
+}
+
+type resumeMessage struct {
+	Handle  int64       `json:"handle"`
+	Status  int         `json:"status"`
+	Headers [][2]string `json:"headers,omitempty"`
+	Body    *string     `json:"body,omitempty"`
+	Error   string      `json:"error,omitempty"`
+	Now     int64       `json:"now"`
+}
+
+type wakeMessage struct {
+	Handle int64 `json:"handle"`
+	Wake   bool  `json:"wake"`
+	Now    int64 `json:"now"`
+}
+
+// parkTimeout is how long a parked request waits for its wake before
+// resuming anyway: past the guest's own give-up on a stuck fetch.
+const parkTimeout = token.DefaultInFlightTimeout + 5*time.Second
+
+// maxSubrequestBody bounds the JWKS and gate bodies handed to the guest
+// (a larger one is a failed subrequest, status 0); the guest refuses more.
+const maxSubrequestBody = 256 << 10
+
+func (h *Host) now() int64 { return h.cfg.Now().UnixMilli() }
+
+// ServeHTTP answers r through the module.
+func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.stats.requests.Add(1)
+	in := h.pick(r.Header.Get("Authorization"))
+	if in == nil {
+		h.fail(w, errors.New("host closed"))
+		return
+	}
+	hdrs := make([][2]string, 0, len(r.Header)+1)
+	if r.Host != "" {
+		hdrs = append(hdrs, [2]string{"Host", r.Host})
+	}
+	for name, vs := range r.Header {
+		for _, v := range vs {
+			hdrs = append(hdrs, [2]string{name, v})
+		}
+	}
+	out, err := in.do(in.start, startMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+		Headers: hdrs, Now: h.now()})
+	var fwd *http.Response // the origin's answer to the last forward, body unread
+	defer func() {
+		if fwd != nil {
+			fwd.Body.Close()
+		}
+	}()
+	for {
+		if err != nil {
+			if in.isDead() {
+				h.replace(in)
+			}
+			h.fail(w, err)
+			return
+		}
+		switch out.Kind {
+		case "response":
+			if out.Passthrough && fwd == nil {
+				h.fail(w, errors.New("passthrough without a forward"))
+				return
+			}
+			wh := w.Header()
+			for _, kv := range out.Headers {
+				wh.Add(kv[0], kv[1])
+			}
+			w.WriteHeader(out.Status)
+			if out.Passthrough {
+				if _, err := io.Copy(w, fwd.Body); err != nil {
+					h.cfg.Logger.Warn("edge: passthrough body", "err", err)
+				}
+			} else if out.Body != "" {
+				io.WriteString(w, out.Body)
+			}
+			return
+		case "subrequest":
+			if fwd != nil {
+				fwd.Body.Close()
+				fwd = nil
+			}
+			if out.Forward {
+				h.stats.forwards.Add(1)
+			} else {
+				h.stats.subrequests.Add(1)
+			}
+			var msg resumeMessage
+			msg, fwd = h.subrequest(r, out)
+			msg.Handle, msg.Now = out.Handle, h.now()
+			out, err = in.do(in.resume, msg)
+		case "park":
+			h.stats.parks.Add(1)
+			select {
+			case <-out.parked:
+			case <-time.After(parkTimeout):
+				in.unpark(out.Handle)
+			}
+			out, err = in.do(in.resume, wakeMessage{Handle: out.Handle, Wake: true, Now: h.now()})
+		default:
+			err = fmt.Errorf("edge module output of kind %q", out.Kind)
+		}
+	}
+}
+
+// subrequest performs what the guest asked for. For a forward it returns
+// the origin's response too, its body unread: it streams to the client on
+// passthrough and never enters the guest.
+func (h *Host) subrequest(r *http.Request, out *output) (resumeMessage, *http.Response) {
+	failed := func(err error) (resumeMessage, *http.Response) {
+		return resumeMessage{Status: 0, Error: err.Error()}, nil
+	}
+	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	if !out.Forward {
+		ctx, cancel = context.WithTimeout(r.Context(), h.cfg.SubrequestTimeout)
+	}
+	var body io.Reader
+	if out.Forward && r.Body != nil && r.ContentLength != 0 {
+		body = r.Body
+	}
+	req, err := http.NewRequestWithContext(ctx, out.Method, out.URL, body)
+	if err != nil {
+		cancel()
+		return failed(err)
+	}
+	if out.Forward {
+		req.ContentLength = r.ContentLength
+		if body == nil {
+			req.ContentLength = 0
+		}
+	}
+	for _, kv := range out.Headers {
+		switch strings.ToLower(kv[0]) {
+		case "host":
+			req.Host = kv[1]
+		case "content-length", "transfer-encoding", "connection":
+			// Framing is the transport's business.
+		default:
+			req.Header.Add(kv[0], kv[1])
+		}
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		cancel()
+		return failed(err)
+	}
+	msg := resumeMessage{Status: resp.StatusCode, Headers: pairs(resp.Header)}
+	if out.Forward {
+		resp.Body = bodyCloser{resp.Body, cancel}
+		return msg, resp
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxSubrequestBody+1))
+	if err == nil && len(b) > maxSubrequestBody {
+		err = fmt.Errorf("%s %s: body over %d bytes", out.Method, out.URL, maxSubrequestBody)
+	}
+	if err != nil {
+		return failed(err)
+	}
+	s := string(b)
+	msg.Body = &s
+	return msg, nil
+}
+
+type bodyCloser struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b bodyCloser) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// pairs lists a header as [name, value] pairs, Content-Length included.
+func pairs(h http.Header) [][2]string {
+	out := make([][2]string, 0, len(h))
+	for name, vs := range h {
+		for _, v := range vs {
+			out = append(out, [2]string{name, v})
+		}
+	}
+	return out
+}
+
+// fail answers 500 INTERNAL in the API's error body when the host itself
+// fails (a trapped instance, a malformed output): the cause goes to the
+// log, never to the client.
+func (h *Host) fail(w http.ResponseWriter, err error) {
+	var b [12]byte
+	rand.Read(b[:])
+	id := "edge_" + hex.EncodeToString(b[:])
+	h.stats.failures.Add(1)
+	h.cfg.Logger.Error("edge host", "requestId", id, "err", err)
+	body := apierr.New(apierr.Internal, "Internal error at the edge; it is safe to retry once. Quote the requestId if it persists.").AppendJSON(nil, id)
+	wh := w.Header()
+	wh.Set("Content-Type", "application/json")
+	wh.Set("Content-Length", strconv.Itoa(len(body)))
+	wh.Set("X-Request-Id", id)
+	wh.Set("Cache-Control", "private")
+	w.WriteHeader(http.StatusInternalServerError)
+	w.Write(body)
+}

@@ -1,0 +1,469 @@
+package wasmtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/wasmtest/host"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// The suite's fixed settings; every origin it starts shares them.
+const (
+	adminToken = "admin-token-for-wasmtest"
+	secret     = "a-wasmtest-secret-of-at-least-32-characters"
+	audience   = "lectern-api"
+)
+
+// tinygoVersion is the pinned TinyGo (Makefile: TINYGO_VERSION).
+const tinygoVersion = "0.42.0"
+
+// build is one build of the module; every test runs against each.
+type build struct {
+	name string // "go" or "tinygo"
+	path string
+	mod  *host.Module
+	err  error
+}
+
+var (
+	root     string   // the repository
+	tmp      string   // the suite's scratch directory
+	builds   []*build // standard Go always, TinyGo when installed
+	setupErr error    // nothing can run (no module, or the origin does not build): every test fails
+	notes    []string // said once, by TestBuilds
+
+	originBin string
+	corpusDir string
+	content   *corpus.Corpus // the corpus every origin serves
+
+	sharedOnce   sync.Once
+	sharedOrigin *origin
+	sharedErr    error
+)
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		var err error
+		if tmp, err = os.MkdirTemp("", "wasmtest-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		setupErr = setup()
+		code := m.Run()
+		if sharedOrigin != nil {
+			sharedOrigin.stop()
+		}
+		for _, b := range builds {
+			if b.mod != nil {
+				b.mod.Close(context.Background())
+			}
+		}
+		return code
+	}()
+	os.Exit(code)
+}
+
+// setup builds the module (standard Go, and TinyGo when present) and the
+// origin command, and writes the small corpus.
+func setup() error {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root = filepath.Dir(strings.TrimSpace(string(out)))
+	if ms, _ := filepath.Glob(filepath.Join(root, "worker/wasm/*.go")); len(ms) == 0 {
+		return errors.New("worker/wasm has no Go files: there is no edge module to test")
+	}
+
+	std := &build{name: "go", path: filepath.Join(tmp, "worker-go.wasm")}
+	std.err = run(root, []string{"GOOS=wasip1", "GOARCH=wasm"}, "go", "build", "-buildmode=c-shared", "-o", std.path, "./worker/wasm")
+	builds = append(builds, std)
+	if tg := findTinyGo(); tg != "" {
+		b := &build{name: "tinygo", path: filepath.Join(tmp, "worker-tinygo.wasm")}
+		b.err = run(root, nil, tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-o", b.path, "./worker/wasm")
+		builds = append(builds, b)
+	} else {
+		notes = append(notes, "TinyGo not found (PATH, $TINYGO, ~/.cache/lectern/tinygo-"+tinygoVersion+"): the TinyGo build is not tested; tools/tinygo/build.sh installs it")
+	}
+	for _, b := range builds {
+		if b.err != nil {
+			continue
+		}
+		wasm, err := os.ReadFile(b.path)
+		if err != nil {
+			b.err = err
+			continue
+		}
+		b.mod, b.err = host.Compile(context.Background(), wasm)
+	}
+
+	originBin = filepath.Join(tmp, "origin")
+	if err := run(root, nil, "go", "build", "-o", originBin, "./origin/cmd/origin"); err != nil {
+		return err
+	}
+	corpusDir = filepath.Join(tmp, "corpus")
+	if _, err := gen.Write(corpusDir, gen.Options{Seed: 1, Small: true}); err != nil {
+		return err
+	}
+	content, err = corpus.Load(corpusDir)
+	return err
+}
+
+func findTinyGo() string {
+	if p := os.Getenv("TINYGO"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("tinygo"); err == nil {
+		return p
+	}
+	home, _ := os.UserHomeDir()
+	p := filepath.Join(home, ".cache/lectern/tinygo-"+tinygoVersion+"/bin/tinygo")
+	if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return ""
+}
+
+func run(dir string, env []string, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// TestBuilds reports what the suite runs against: it fails when a build
+// of the module fails.
+func TestBuilds(t *testing.T) {
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	for _, n := range notes {
+		t.Log(n)
+	}
+	for _, b := range builds {
+		if b.err != nil {
+			t.Errorf("build %s: %v", b.name, b.err)
+			continue
+		}
+		t.Logf("build %s: %s, %d bytes, %s", b.name, filepath.Base(b.path), b.mod.Size, b.mod.Toolchain)
+		want := "standard Go"
+		if b.name == "tinygo" {
+			want = "TinyGo"
+		}
+		if !strings.HasPrefix(b.mod.Toolchain, want) {
+			t.Errorf("build %s: Toolchain says %q", b.name, b.mod.Toolchain)
+		}
+	}
+}
+
+// forEachBuild runs f as a subtest per build of the module.
+func forEachBuild(t *testing.T, f func(t *testing.T, b *build)) {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			if b.err != nil {
+				t.Skipf("build %s failed (see TestBuilds)", b.name)
+			}
+			f(t, b)
+		})
+	}
+}
+
+// origin is an origin stack running as a child process (the origin
+// command, built once), like `make run` runs it.
+type origin struct {
+	api, idp, admin string // base URLs; the API's without /v1
+	offset          atomic.Int64
+	cmd             *exec.Cmd
+	stderr          *lockedBuffer
+}
+
+// shared returns the origin most tests share. Tests that move its clock
+// start their own.
+func shared(t *testing.T) *origin {
+	t.Helper()
+	sharedOnce.Do(func() { sharedOrigin, sharedErr = launch(filepath.Join(tmp, "shared")) })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return sharedOrigin
+}
+
+// startOrigin starts an origin of the test's own, stopped at cleanup.
+func startOrigin(t *testing.T) *origin {
+	t.Helper()
+	o, err := launch(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.stop)
+	return o
+}
+
+func launch(dir string) (*origin, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(originBin)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LECTERN_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0",
+		"LECTERN_ADMIN_ADDR=127.0.0.1:0", "LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
+		"LECTERN_CORPUS="+corpusDir, "LECTERN_SECRET="+secret, "LECTERN_TEST_CLOCK=1")
+	o := &origin{cmd: cmd, stderr: new(lockedBuffer)}
+	cmd.Stderr = o.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	// The origin prints its bound URLs once it serves (stack.go: demo).
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && (o.api == "" || o.idp == "" || o.admin == "") {
+		line := strings.TrimSpace(sc.Text())
+		for _, f := range []struct {
+			label string
+			dst   *string
+		}{{"API (direct)", &o.api}, {"identity provider", &o.idp}, {"admin API", &o.admin}} {
+			if rest, ok := strings.CutPrefix(line, f.label); ok {
+				*f.dst = strings.TrimSuffix(strings.TrimSpace(rest), "/v1")
+			}
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	if o.api == "" || o.idp == "" || o.admin == "" {
+		o.stop()
+		return nil, fmt.Errorf("the origin did not print its addresses:\n%s", o.stderr)
+	}
+	return o, nil
+}
+
+func (o *origin) stop() {
+	o.cmd.Process.Kill()
+	o.cmd.Wait()
+}
+
+// now is the origin's test clock as the edge sees it: the test moves both.
+func (o *origin) now() time.Time { return time.Now().Add(time.Duration(o.offset.Load())) }
+
+// advance moves the origin's test clock, and so the edge's, forward.
+func (o *origin) advance(t *testing.T, seconds int) {
+	t.Helper()
+	if code, m := o.adminCall(t, "POST", "/admin/v1/clock", fmt.Sprintf(`{"advanceSeconds":%d}`, seconds)); code != 200 {
+		t.Fatalf("advance the clock: %d %v", code, m)
+	}
+	o.offset.Add(int64(seconds) * int64(time.Second))
+}
+
+// adminCall calls the admin API and decodes its JSON answer.
+func (o *origin) adminCall(t *testing.T, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, o.admin+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// org creates an organisation (body is the admin API's JSON) and a client
+// with scopes (suffixes), and returns the client's credentials.
+func (o *origin) org(t *testing.T, body string, scopes ...string) (clientID, clientSecret string) {
+	t.Helper()
+	if code, m := o.adminCall(t, "POST", "/admin/v1/orgs", body); code != 201 {
+		t.Fatalf("create org %s: %d %v", body, code, m)
+	}
+	var org struct{ OrgID string }
+	json.Unmarshal([]byte(body), &org)
+	b, _ := json.Marshal(map[string]any{"scopes": scopes})
+	code, m := o.adminCall(t, "POST", "/admin/v1/orgs/"+org.OrgID+"/clients", string(b))
+	if code != 201 {
+		t.Fatalf("create client: %d %v", code, m)
+	}
+	return m["clientId"].(string), m["clientSecret"].(string)
+}
+
+// token gets a client_credentials token with an unmodified OAuth2 client.
+func (o *origin) token(t *testing.T, clientID, clientSecret string, scopes ...string) string {
+	t.Helper()
+	full := make([]string, len(scopes))
+	for i, s := range scopes {
+		full[i] = "service-api/" + s
+	}
+	cc := clientcredentials.Config{ClientID: clientID, ClientSecret: clientSecret, TokenURL: o.idp + "/oauth2/token", Scopes: full}
+	tok, err := cc.Token(context.Background())
+	if err != nil {
+		t.Fatalf("token: %v", err)
+	}
+	return tok.AccessToken
+}
+
+// calls is the organisation's monthly call meter.
+func (o *origin) calls(t *testing.T, org string) int {
+	t.Helper()
+	code, m := o.adminCall(t, "GET", "/admin/v1/orgs/"+org, "")
+	if code != 200 {
+		t.Fatalf("get org %s: %d %v", org, code, m)
+	}
+	meters, _ := m["meters"].(map[string]any)
+	month, _ := meters["month"].(map[string]any)
+	n, ok := month["calls"].(float64)
+	if !ok {
+		t.Fatalf("org %s has no meters.month.calls: %v", org, m)
+	}
+	return int(n)
+}
+
+// edge is the module served by the wazero host in front of an origin.
+type edge struct {
+	url    string
+	host   *host.Host
+	stderr *lockedBuffer
+}
+
+// edgeConfig is the host configuration for o; tests adjust it.
+func edgeConfig(o *origin) host.Config {
+	return host.Config{
+		Origin: o.api, JWKSURL: o.idp + "/.well-known/jwks.json", Issuer: o.idp, Audience: audience, Secret: secret,
+		// The origin names its own resource metadata in challenges
+		// (LECTERN_PUBLIC_URL unset); the edge is configured alike, so
+		// both tiers' 401s are byte-identical.
+		ResourceMetadata: o.api + "/.well-known/oauth-protected-resource",
+		Instances:        2,
+		Now:              o.now,
+	}
+}
+
+// newEdge serves b in front of o with cfg (edgeConfig(o) when nil).
+func newEdge(t *testing.T, b *build, o *origin, adjust func(*host.Config)) *edge {
+	t.Helper()
+	cfg := edgeConfig(o)
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	e := &edge{stderr: new(lockedBuffer)}
+	cfg.Stderr = e.stderr
+	h, err := host.New(context.Background(), b.mod, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	e.url, e.host = srv.URL, h
+	t.Cleanup(func() {
+		srv.Close()
+		h.Close(context.Background())
+		if t.Failed() && e.stderr.Len() > 0 {
+			t.Logf("guest output:\n%s", e.stderr)
+		}
+	})
+	return e
+}
+
+// answer is a response read in full, its body as sent (not decompressed).
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+var rawClient = &http.Client{
+	Transport:     &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 32},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Timeout:       30 * time.Second,
+}
+
+// do sends method target (path and query) to base with headers given as
+// name, value pairs.
+func do(t testing.TB, base, method, target, body string, hdr ...string) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+target, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	resp, err := rawClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, base+target, err)
+	}
+	defer resp.Body.Close()
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	if a.body, err = io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("%s %s: read body: %v", method, base+target, err)
+	}
+	return a
+}
+
+// code is the error code of an error body, or "".
+func (a answer) code() string {
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	json.Unmarshal(a.body, &e)
+	return e.Error.Code
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# Smoke test of the Cloudflare host: the real edge module (build/worker.wasm)
+# in workerd under `wrangler dev`, offline, in front of a real origin stack.
+#
+#   bash worker/cloudflare/smoke.sh
+#
+# Needs Go, Node 20 + npm and curl. Installs wrangler@4.86.0 into .ci/node
+# (gitignored) when absent, builds the module, starts the origin stack and
+# wrangler dev on fixed local ports (override with SMOKE_ORIGIN_PORT,
+# SMOKE_IDP_PORT, SMOKE_ADMIN_PORT, SMOKE_EDGE_PORT, SMOKE_JWKS_PORT), runs each check
+# (PASS/FAIL), prints timings, and exits non-zero when any check fails.
+# Everything it starts is stopped on exit. SMOKE_KEEP=1 keeps the temp dir;
+# SMOKE_HOLD=1 keeps the stack running after the checks, for poking at.
+# SMOKE_MODULE=path.wasm runs that module instead of building
+# build/worker.wasm (e.g. the standard Go build, `make worker-go`), from a
+# staged copy of the worker, leaving build/ alone.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+
+ORIGIN_PORT=${SMOKE_ORIGIN_PORT:-18080}
+IDP_PORT=${SMOKE_IDP_PORT:-19090}
+ADMIN_PORT=${SMOKE_ADMIN_PORT:-18081}
+EDGE_PORT=${SMOKE_EDGE_PORT:-18787}
+JWKS_PORT=${SMOKE_JWKS_PORT:-19091}
+ORIGIN=http://127.0.0.1:$ORIGIN_PORT
+IDP=http://127.0.0.1:$IDP_PORT
+ADMIN=http://127.0.0.1:$ADMIN_PORT
+EDGE=http://127.0.0.1:$EDGE_PORT
+SECRET=smoke-secret-0123456789abcdef0123456789abcdef
+ADMIN_TOKEN=smoke-admin-token
+WRANGLER_VERSION=4.86.0
+WRANGLER=$ROOT/.ci/node/node_modules/.bin/wrangler
+
+say() { printf '%s\n' "smoke: $*"; }
+now_ms() { date +%s%3N; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/lectern-smoke.XXXXXX")
+PIDS=()
+cleanup() {
+	local rc=$?
+	for pid in "${PIDS[@]}"; do
+		# each child runs in its own process group (setsid): stop the group
+		kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL -- "-$pid" 2>/dev/null || true
+	done
+	if [ "${SMOKE_KEEP:-}" = 1 ]; then say "kept $TMP"; else rm -rf "$TMP"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for port in "$ORIGIN_PORT" "$IDP_PORT" "$ADMIN_PORT" "$EDGE_PORT" "$JWKS_PORT"; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		say "port $port is in use; free it or set SMOKE_*_PORT"
+		exit 2
+	fi
+done
+
+# --- wrangler ----------------------------------------------------------------
+if [ ! -x "$WRANGLER" ] || [ "$("$WRANGLER" --version 2>/dev/null)" != "$WRANGLER_VERSION" ]; then
+	say "installing wrangler@$WRANGLER_VERSION into .ci/node"
+	npm install --no-save --no-audit --no-fund --prefix "$ROOT/.ci/node" "wrangler@$WRANGLER_VERSION" >"$TMP/npm.log" 2>&1 ||
+		{ cat "$TMP/npm.log"; exit 1; }
+fi
+say "wrangler $("$WRANGLER" --version)"
+
+# --- the module --------------------------------------------------------------
+CONFIG=$ROOT/wrangler.toml
+if [ -n "${SMOKE_MODULE:-}" ]; then
+	[ -s "$SMOKE_MODULE" ] || { say "SMOKE_MODULE=$SMOKE_MODULE: no such module"; exit 1; }
+	mkdir -p "$TMP/stage/worker/cloudflare" "$TMP/stage/build"
+	cp worker/cloudflare/worker.mjs "$TMP/stage/worker/cloudflare/"
+	cp wrangler.toml "$TMP/stage/"
+	cp "$SMOKE_MODULE" "$TMP/stage/build/worker.wasm"
+	CONFIG=$TMP/stage/wrangler.toml
+	say "module: $SMOKE_MODULE, $(wc -c <"$SMOKE_MODULE") bytes (staged)"
+else
+	if grep -qE '^worker:' Makefile 2>/dev/null; then
+		say "make worker"
+		make worker
+	else
+		say "building build/worker.wasm (standard Go)"
+		mkdir -p build
+		GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o build/worker.wasm ./worker/wasm
+	fi
+	[ -s build/worker.wasm ] || { say "build/worker.wasm missing after the build"; exit 1; }
+	say "module: build/worker.wasm, $(wc -c <build/worker.wasm) bytes"
+fi
+
+# --- the origin stack --------------------------------------------------------
+say "generating the small corpus"
+go run ./tools/corpusgen -small -out "$TMP/corpus" >"$TMP/corpusgen.log"
+go build -o "$TMP/origin" ./origin/cmd/origin
+LECTERN_DB="$TMP/lectern.db" LECTERN_CORPUS="$TMP/corpus" \
+	LECTERN_ORIGIN_ADDR="127.0.0.1:$ORIGIN_PORT" LECTERN_IDP_ADDR="127.0.0.1:$IDP_PORT" \
+	LECTERN_ADMIN_ADDR="127.0.0.1:$ADMIN_PORT" LECTERN_ADMIN_TOKEN="$ADMIN_TOKEN" \
+	LECTERN_SECRET="$SECRET" LECTERN_PUBLIC_URL="$EDGE" \
+	setsid "$TMP/origin" >"$TMP/origin.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 300); do
+	curl -fs -o /dev/null -H "Authorization: Bearer $ADMIN_TOKEN" "$ADMIN/admin/v1/health" && break
+	kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$TMP/origin.log"; say "origin exited"; exit 1; }
+	sleep 0.1
+done
+curl -fs -o /dev/null -H "Authorization: Bearer $ADMIN_TOKEN" "$ADMIN/admin/v1/health" ||
+	{ cat "$TMP/origin.log"; say "origin not ready"; exit 1; }
+say "origin ready"
+
+# The edge reads the JWKS through a relay that answers 300 ms late, so that
+# requests arriving during the fetch park (docs/edge.md) in every run.
+mkdir -p "$TMP/relay"
+cat >"$TMP/relay/relay.go" <<'GO'
+package main
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"time"
+)
+
+func main() {
+	target, _ := url.Parse(os.Args[2])
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	http.ListenAndServe(os.Args[1], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		proxy.ServeHTTP(w, r)
+	}))
+}
+GO
+(cd "$TMP/relay" && go build -o relay relay.go)
+setsid "$TMP/relay/relay" "127.0.0.1:$JWKS_PORT" "$IDP" >"$TMP/relay.log" 2>&1 &
+PIDS+=($!)
+
+# --- wrangler dev --------------------------------------------------------------
+printf 'LECTERN_SECRET=%s\n' "$SECRET" >"$TMP/dev.vars"
+t0=$(now_ms)
+# Offline: no metrics, no cf-object fetch, no banner (which would check
+# npm for a newer wrangler).
+WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_HIDE_BANNER=true CI=1 \
+	setsid "$WRANGLER" dev --config "$CONFIG" --ip 127.0.0.1 --port "$EDGE_PORT" \
+	--env-file "$TMP/dev.vars" --persist-to "$TMP/wrangler-state" \
+	--inspector-port 0 --show-interactive-dev-session=false \
+	--var "ORIGIN_URL:$ORIGIN" --var "JWKS_URL:http://127.0.0.1:$JWKS_PORT/.well-known/jwks.json" \
+	--var "ISSUER:$IDP" --var "AUDIENCE:lectern-api" \
+	--var "RESOURCE_METADATA:$EDGE/.well-known/oauth-protected-resource" \
+	</dev/null >"$TMP/wrangler.log" 2>&1 &
+PIDS+=($!)
+ready=
+for _ in $(seq 1200); do
+	if grep -q "Ready on" "$TMP/wrangler.log"; then ready=$(now_ms); break; fi
+	kill -0 "${PIDS[-1]}" 2>/dev/null || break
+	sleep 0.05
+done
+[ -n "$ready" ] || { cat "$TMP/wrangler.log"; say "wrangler dev did not become ready"; exit 1; }
+# The first request instantiates and configures the module.
+first=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$EDGE/v1/teachers" || true)
+served=$(now_ms)
+say "wrangler dev ready in $((ready - t0)) ms (first response $((served - t0)) ms after start; first request: ${first#* }s, status ${first%% *})"
+
+# --- checks ------------------------------------------------------------------
+FAILS=0
+pass() { say "PASS $1"; }
+fail() { say "FAIL $1: $2"; FAILS=$((FAILS + 1)); }
+# req NAME CURL-ARGS...: response status in $status, headers in $TMP/h, body in $TMP/b
+req() {
+	status=$(curl -s -m 30 -o "$TMP/b" -D "$TMP/h" -w '%{http_code}' "$@") || status=000
+}
+header() { tr -d '\r' <"$TMP/h" | grep -i "^$1:" | head -1 | cut -d' ' -f2- || true; }
+
+req "$EDGE/v1/teachers"
+if [ "$status" = 404 ] && grep -q '"code":"NOT_FOUND"' "$TMP/b"; then pass "GET /v1/teachers -> 404 NOT_FOUND"
+else fail "GET /v1/teachers" "status $status, body $(head -c 300 "$TMP/b")"; fi
+
+req -I "$EDGE/v1/tiers"
+if [ "$status" = 405 ] && [ "$(header Allow)" = GET ]; then pass "HEAD /v1/tiers -> 405 Allow: GET"
+else fail "HEAD /v1/tiers" "status $status, Allow '$(header Allow)'"; fi
+
+req "$EDGE/v1/tiers"
+www=$(header WWW-Authenticate)
+if [ "$status" = 401 ] && [ -n "$www" ] && grep -q '"code":"invalid_token"' "$TMP/b"; then
+	pass "GET /v1/tiers without a token -> 401 (WWW-Authenticate: $www)"
+	case "$www" in *"resource_metadata=\"$EDGE/.well-known/oauth-protected-resource\""*) ;;
+	*) fail "401 challenge" "resource_metadata does not name $EDGE/.well-known/oauth-protected-resource" ;; esac
+else fail "GET /v1/tiers without a token" "status $status, WWW-Authenticate '$www', body $(head -c 300 "$TMP/b")"; fi
+
+# An organisation with every tier, a client, and a token from the IdP.
+curl -fs -o /dev/null -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+	-d '{"orgId":"smoke","orgName":"Smoke","contentGrants":["topics","college","high","middle","primary"]}' \
+	"$ADMIN/admin/v1/orgs" || { fail "create org" "admin API refused"; }
+client=$(curl -fs -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+	-d '{"scopes":["content.read","media.download"]}' "$ADMIN/admin/v1/orgs/smoke/clients" || true)
+cid=$(sed -n 's/.*"clientId":"\([^"]*\)".*/\1/p' <<<"$client")
+csecret=$(sed -n 's/.*"clientSecret":"\([^"]*\)".*/\1/p' <<<"$client")
+TOKEN=$(curl -fs -u "$cid:$csecret" -d grant_type=client_credentials -d 'scope=service-api/content.read service-api/media.download' \
+	"$IDP/oauth2/token" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p' || true)
+if [ -n "$TOKEN" ]; then pass "token from the identity provider (client $cid)"
+else fail "token" "no access token (client answer: $client)"; fi
+AUTH="Authorization: Bearer $TOKEN"
+
+# The first requests with the token find no keys: one fetches the JWKS and
+# the others park until it wakes them (docs/edge.md). The edge answers
+# each itself (400 for the unknown parameter) once the token verifies.
+burst_args=()
+for i in $(seq 12); do burst_args+=(-o /dev/null "$EDGE/v1/tiers?bogus=$i"); done
+curl -s -m 60 -Z --parallel-immediate --parallel-max 12 -w '%{http_code}\n' -H "$AUTH" "${burst_args[@]}" >"$TMP/burst" || true
+burst=$(sort "$TMP/burst" | uniq -c | tr -s ' ' | sed 's/^ //' | paste -sd, -)
+if [ "$burst" = "12 400" ]; then pass "12 concurrent first requests with the token (JWKS fetch, park, wake) -> 400 each"
+else fail "concurrent first requests" "statuses (count status): $burst"; fi
+
+req -H "$AUTH" "$EDGE/v1/tiers"
+etag=$(header ETag)
+if [ "$status" = 200 ] && grep -q '"data"\|"tiers"\|"tier"' "$TMP/b"; then
+	pass "GET /v1/tiers with a token -> 200 from the origin (ETag $etag, $(wc -c <"$TMP/b") bytes)"
+else fail "GET /v1/tiers with a token" "status $status, Content-Encoding '$(header Content-Encoding)', body $(head -c 300 "$TMP/b" | tr -cd '[:print:]')"; fi
+if tr -d '\r' <"$TMP/h" | grep -qi '^x-lectern-'; then fail "internal headers" "X-Lectern-* reached the client"
+else pass "no X-Lectern-* header reaches the client"; fi
+cp "$TMP/b" "$TMP/edge-tiers"
+req -H "$AUTH" "$ORIGIN/v1/tiers"
+if [ "$status" = 200 ] && cmp -s "$TMP/b" "$TMP/edge-tiers"; then pass "edge and direct bodies are identical"
+else fail "edge/direct parity" "direct status $status, bodies differ"; fi
+
+# A forward carries the client's body: the origin's refusal names a member
+# only the body holds, the same through the edge as direct.
+body='{"mediaIds":["smoke-media"],"smokeMember":1}'
+norm() { sed 's/"requestId":"[^"]*"//' "$TMP/b"; }
+req -X POST -H "$AUTH" -H 'Content-Type: application/json' --data "$body" "$EDGE/v1/media/urls"
+estatus=$status
+norm >"$TMP/edge-post"
+req -X POST -H "$AUTH" -H 'Content-Type: application/json' --data "$body" "$ORIGIN/v1/media/urls"
+norm >"$TMP/direct-post"
+if [ "$estatus" = "$status" ] && cmp -s "$TMP/edge-post" "$TMP/direct-post" && grep -q smokeMember "$TMP/edge-post"; then
+	pass "POST /v1/media/urls forwards the client's body -> $estatus, as direct"
+elif [ "$estatus" = "$status" ] && cmp -s "$TMP/edge-post" "$TMP/direct-post" && grep -q 'does not serve' "$TMP/direct-post"; then
+	say "SKIP POST /v1/media/urls body forwarding: the origin does not serve the route yet (edge and direct agree: $status)"
+else fail "POST /v1/media/urls" "edge $estatus $(head -c 200 "$TMP/edge-post"); direct $status $(head -c 200 "$TMP/direct-post")"; fi
+
+# Content codings: the origin negotiates on the client's Accept-Encoding
+# (the host puts back the one Cloudflare replaces), and the encoded body
+# passes through byte for byte.
+for ae in gzip br identity; do
+	req -H "$AUTH" -H "Accept-Encoding: $ae" "$EDGE/v1/tiers"
+	ce=$(header Content-Encoding)
+	cp "$TMP/b" "$TMP/edge-$ae"
+	req -H "$AUTH" -H "Accept-Encoding: $ae" "$ORIGIN/v1/tiers"
+	want=$(header Content-Encoding)
+	if [ "$ce" = "$want" ] && cmp -s "$TMP/b" "$TMP/edge-$ae"; then
+		pass "Accept-Encoding: $ae -> Content-Encoding '${ce:-none}', the same bytes as direct"
+	else fail "Accept-Encoding: $ae" "edge Content-Encoding '$ce', direct '$want', bodies $(cmp -s "$TMP/b" "$TMP/edge-$ae" && echo equal || echo differ)"; fi
+done
+
+if [ -n "$etag" ]; then
+	req -H "$AUTH" -H "If-None-Match: $etag" "$EDGE/v1/tiers"
+	if [ "$status" = 304 ] && [ "$(header ETag)" = "$etag" ]; then pass "GET /v1/tiers If-None-Match -> 304"
+	else
+		gate=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$ORIGIN/internal/gate" || true)
+		why=""
+		[ "$gate" = 404 ] && why=" (the origin's POST /internal/gate answers 404: not implemented yet)"
+		fail "GET /v1/tiers If-None-Match" "status $status, ETag '$(header ETag)'$why, body $(head -c 300 "$TMP/b")"
+	fi
+else fail "GET /v1/tiers If-None-Match" "no ETag on the 200"; fi
+
+# --- timings -----------------------------------------------------------------
+median() { sort -n | awk '{a[NR]=$1} END {if (NR) printf "%.2f", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2) * 1000}'; }
+lat() { for _ in $(seq 50); do curl -s -m 30 -o /dev/null -w '%{time_total}\n' "$@"; done | median; }
+say "median of 50: edge 404 with a token $(lat -H "$AUTH" "$EDGE/v1/teachers") ms," \
+	"edge 400 after the cached token verifies $(lat -H "$AUTH" "$EDGE/v1/tiers?bogus=1") ms," \
+	"edge 401 without a token $(lat "$EDGE/v1/tiers") ms," \
+	"forwarded 200 $(lat -H "$AUTH" "$EDGE/v1/tiers") ms," \
+	"direct 200 $(lat -H "$AUTH" "$ORIGIN/v1/tiers") ms"
+
+if grep -q "instance retired\|request failed" "$TMP/wrangler.log"; then
+	fail "worker log" "the host logged failures:"
+	grep -A3 "instance retired\|request failed" "$TMP/wrangler.log" | head -20
+fi
+
+grep -o '\[edge host\] module instantiated.*configured in [0-9.]* ms' "$TMP/wrangler.log" | head -1 | sed 's/^/smoke: /' || true
+
+if [ "${SMOKE_HOLD:-}" = 1 ]; then
+	say "holding the stack (SMOKE_HOLD=1): EDGE=$EDGE ORIGIN=$ORIGIN TOKEN=$TOKEN; stop with Ctrl-C"
+	while :; do sleep 1; done
+fi
+
+if [ "$FAILS" -gt 0 ]; then
+	say "$FAILS check(s) FAILED; wrangler log:"
+	tail -40 "$TMP/wrangler.log"
+	exit 1
+fi
+say "all checks passed"

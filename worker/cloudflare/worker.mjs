@@ -1,0 +1,482 @@
+// Lectern's edge on Cloudflare Workers: the host for the edge module
+// (build/worker.wasm, a WASI preview 1 reactor; ABI in docs/edge.md).
+//
+// The module is instantiated once per isolate, lazily on the first request,
+// and configured once from the worker's vars and secret (wrangler.toml).
+// Every request is a small state machine driven by the module's outputs:
+// `response` ends it, `subrequest` is performed with fetch() and answered
+// with `resume`, `park` waits until another request's output names it in
+// `wake`. Each call into the module is synchronous, so calls from requests
+// that interleave at awaits never overlap, which is what the ABI needs.
+
+import wasmModule from "../../build/worker.wasm";
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+// WASI errno values (wasi_snapshot_preview1).
+const ESUCCESS = 0;
+const EBADF = 8;
+const EINVAL = 28;
+const ENOSYS = 52;
+
+// Non-forward subrequests (JWKS, gate) are small; one that hangs would
+// hold parked requests, so it is bounded. Forwards are not (the origin
+// streams exports).
+const SUBREQUEST_TIMEOUT_MS = 10_000;
+
+// A parked request waits for a wake; if none comes (it always should:
+// the fetching request answers within SUBREQUEST_TIMEOUT_MS) it resumes
+// anyway after the guest's own in-flight limit (token.DefaultInFlightTimeout,
+// 30 s) has passed, and the guest decides.
+const PARK_TIMEOUT_MS = 35_000;
+
+// A request takes a handful of steps (JWKS, gate, forward); a guest that
+// asks for more is looping.
+const MAX_STEPS = 32;
+
+/** alloc refused a message (over the module's limit, 1 MiB). */
+class TooLarge extends Error {}
+
+/** Thrown by proc_exit: the instance is finished and must not be reused. */
+class WasiExit extends Error {
+	constructor(code) {
+		super(`edge module exited with code ${code}`);
+		this.code = code;
+	}
+}
+
+// ---------------------------------------------------------------------------
+// WASI preview 1, the few functions a reactor uses.
+
+function wasiImports(getMemory) {
+	const view = () => new DataView(getMemory().buffer);
+	const bytes = (ptr, len) => new Uint8Array(getMemory().buffer, ptr >>> 0, len >>> 0);
+
+	// Lines written to stdout/stderr go to the worker's log, one console
+	// call per line (wrangler tail / wrangler dev show them).
+	const pending = { 1: "", 2: "" };
+	const emit = (fd, text) => {
+		let s = pending[fd] + text;
+		let nl;
+		while ((nl = s.indexOf("\n")) >= 0) {
+			const line = s.slice(0, nl);
+			(fd === 2 ? console.error : console.log)(`[edge] ${line}`);
+			s = s.slice(nl + 1);
+		}
+		pending[fd] = s.length > 4096 ? ((fd === 2 ? console.error : console.log)(`[edge] ${s}`), "") : s;
+	};
+
+	let lastMono = 0n;
+	const impl = {
+		clock_time_get(id, _precision, resultPtr) {
+			let ns;
+			if (id === 0) {
+				// realtime
+				ns = BigInt(Date.now()) * 1_000_000n;
+			} else if (id === 1 || id === 2 || id === 3) {
+				// monotonic (and the cputime clocks, which nothing here needs exactly)
+				ns = BigInt(Math.floor(performance.now() * 1e6));
+				if (ns < lastMono) ns = lastMono;
+				lastMono = ns;
+			} else {
+				return EINVAL;
+			}
+			view().setBigUint64(resultPtr >>> 0, ns, true);
+			return ESUCCESS;
+		},
+		clock_res_get(id, resultPtr) {
+			if (id < 0 || id > 3) return EINVAL;
+			view().setBigUint64(resultPtr >>> 0, 1_000_000n, true); // workerd's clocks move in ms
+			return ESUCCESS;
+		},
+		random_get(ptr, len) {
+			// getRandomValues fills at most 65536 bytes per call.
+			for (let off = 0; off < len; off += 65536) {
+				crypto.getRandomValues(bytes(ptr + off, Math.min(65536, len - off)));
+			}
+			return ESUCCESS;
+		},
+		fd_write(fd, iovs, iovsLen, nwrittenPtr) {
+			if (fd !== 1 && fd !== 2) return EBADF;
+			const dv = view();
+			let n = 0;
+			let text = "";
+			for (let i = 0; i < iovsLen; i++) {
+				const base = dv.getUint32(iovs + i * 8, true);
+				const len = dv.getUint32(iovs + i * 8 + 4, true);
+				text += dec.decode(bytes(base, len), { stream: false });
+				n += len;
+			}
+			emit(fd, text);
+			view().setUint32(nwrittenPtr >>> 0, n, true);
+			return ESUCCESS;
+		},
+		args_sizes_get(argcPtr, bufSizePtr) {
+			const dv = view();
+			dv.setUint32(argcPtr >>> 0, 0, true);
+			dv.setUint32(bufSizePtr >>> 0, 0, true);
+			return ESUCCESS;
+		},
+		args_get() {
+			return ESUCCESS;
+		},
+		environ_sizes_get(countPtr, bufSizePtr) {
+			const dv = view();
+			dv.setUint32(countPtr >>> 0, 0, true);
+			dv.setUint32(bufSizePtr >>> 0, 0, true);
+			return ESUCCESS;
+		},
+		environ_get() {
+			return ESUCCESS;
+		},
+		proc_exit(code) {
+			throw new WasiExit(code);
+		},
+		// No preopened directories: Go's runtime walks fd 3, 4, ... until
+		// EBADF and panics on any other error, so ENOSYS would kill it.
+		fd_prestat_get() {
+			return EBADF;
+		},
+		fd_prestat_dir_name() {
+			return EBADF;
+		},
+		sched_yield() {
+			return ESUCCESS;
+		},
+	};
+	return impl;
+}
+
+/**
+ * The import object for mod: every import it declares, the WASI ones
+ * above implemented and anything else a stub answering ENOSYS (logged on
+ * first use, so a new import shows up in the worker's log).
+ */
+function buildImports(mod, getMemory) {
+	const wasi = wasiImports(getMemory);
+	const imports = {};
+	for (const { module, name, kind } of WebAssembly.Module.imports(mod)) {
+		if (kind !== "function") {
+			throw new Error(`edge module imports ${kind} ${module}.${name}; only functions are provided`);
+		}
+		const ns = (imports[module] ??= {});
+		if (module === "wasi_snapshot_preview1" && wasi[name]) {
+			ns[name] = wasi[name];
+		} else {
+			let logged = false;
+			ns[name] = () => {
+				if (!logged) {
+					logged = true;
+					console.log(`[edge host] ${module}.${name} is not provided; answering ENOSYS (logged once)`);
+				}
+				return ENOSYS;
+			};
+		}
+	}
+	return imports;
+}
+
+// ---------------------------------------------------------------------------
+// The instance: one per isolate, created on the first request.
+
+let instancePromise = null;
+
+function getInstance(env) {
+	instancePromise ??= instantiate(env).catch((err) => {
+		instancePromise = null; // the next request tries again
+		throw err;
+	});
+	return instancePromise;
+}
+
+async function instantiate(env) {
+	const t0 = performance.now();
+	const d0 = Date.now();
+	let memory = null;
+	const imports = buildImports(wasmModule, () => memory);
+	const instance = await WebAssembly.instantiate(wasmModule, imports);
+	memory = instance.exports.memory;
+	for (const name of ["memory", "alloc", "configure", "start", "resume"]) {
+		if (!(name in instance.exports)) throw new Error(`edge module does not export ${name}`);
+	}
+	instance.exports._initialize?.();
+	const t1 = performance.now();
+	const d1 = Date.now();
+	const guest = new Guest(instance);
+	const out = guest.call("configure", configFrom(env));
+	if (!out || out.kind !== "configured") {
+		throw new Error(`edge module refused its configuration: ${out?.error ?? JSON.stringify(out)}`);
+	}
+	const t2 = performance.now();
+	console.log(
+		`[edge host] module instantiated in ${(t1 - t0).toFixed(2)} ms (Date delta ${d1 - d0} ms), ` +
+			`configured in ${(t2 - t1).toFixed(2)} ms; imports: ${WebAssembly.Module.imports(wasmModule)
+				.map((i) => i.name)
+				.join(",")}`,
+	);
+	return guest;
+}
+
+function configFrom(env) {
+	const missing = ["ORIGIN_URL", "JWKS_URL", "ISSUER", "AUDIENCE", "LECTERN_SECRET", "RESOURCE_METADATA"].filter(
+		(k) => !env[k],
+	);
+	if (missing.length) throw new Error(`worker is missing configuration: ${missing.join(", ")} (see wrangler.toml)`);
+	return {
+		origin: env.ORIGIN_URL,
+		jwksUrl: env.JWKS_URL,
+		issuer: env.ISSUER,
+		audience: env.AUDIENCE,
+		secret: env.LECTERN_SECRET,
+		resourceMetadata: env.RESOURCE_METADATA,
+	};
+}
+
+/** The instance and the ABI's calls: JSON in through alloc, JSON out. */
+class Guest {
+	constructor(instance) {
+		this.x = instance.exports;
+		this.broken = null; // the error that made the instance unusable
+		this.parked = new Map(); // handle -> {resolve, reject}
+	}
+
+	call(fn, msg) {
+		if (this.broken) throw this.broken;
+		const input = enc.encode(JSON.stringify(msg));
+		let ptr;
+		try {
+			ptr = this.x.alloc(input.length) >>> 0;
+		} catch (err) {
+			this.retire(err);
+			throw err;
+		}
+		if (ptr === 0) throw new TooLarge(`message of ${input.length} bytes refused by the edge module`);
+		try {
+			// alloc may have grown memory: take the buffer after it.
+			new Uint8Array(this.x.memory.buffer, ptr, input.length).set(input);
+			const r = BigInt.asUintN(64, this.x[fn](ptr, input.length));
+			const outPtr = Number(r >> 32n);
+			const outLen = Number(r & 0xffffffffn);
+			// and after the call, for the same reason; decode copies out.
+			const text = dec.decode(new Uint8Array(this.x.memory.buffer, outPtr, outLen));
+			return JSON.parse(text);
+		} catch (err) {
+			// A trap or proc_exit leaves the instance's state unknown: retire
+			// it, fail the requests parked on it, let the next request start
+			// a fresh one.
+			this.retire(err);
+			throw err;
+		}
+	}
+
+	retire(err) {
+		if (this.broken) return;
+		this.broken = err;
+		if (instancePromise) {
+			instancePromise.then((g) => {
+				if (g === this) instancePromise = null;
+			}, () => {});
+		}
+		for (const { reject } of this.parked.values()) reject(err);
+		this.parked.clear();
+		console.error(`[edge host] instance retired: ${err && err.stack ? err.stack : err}`);
+	}
+
+	/**
+	 * Resolves when an output's `wake` names handle (or after
+	 * PARK_TIMEOUT_MS). The wake comes from another request's call, and
+	 * workerd cancels a request as hung when it awaits only a promise
+	 * another request resolves: a timer of its own keeps it alive (workerd
+	 * then runs the continuation in this request's context).
+	 */
+	async park(handle) {
+		if (this.broken) throw this.broken;
+		if (this.parked.has(handle)) throw new Error(`handle ${handle} parked twice`);
+		let keepAlive, timeout;
+		const woken = new Promise((resolve, reject) => this.parked.set(handle, { resolve, reject }));
+		const expired = new Promise((resolve) => {
+			timeout = setTimeout(resolve, PARK_TIMEOUT_MS);
+		});
+		keepAlive = setInterval(() => {}, 1000);
+		try {
+			await Promise.race([woken, expired]);
+		} finally {
+			clearInterval(keepAlive);
+			clearTimeout(timeout);
+			if (this.parked.get(handle)) {
+				console.warn(`[edge host] handle ${handle} not woken after ${PARK_TIMEOUT_MS} ms; resuming it`);
+				this.parked.delete(handle);
+			}
+		}
+	}
+
+	wake(handles) {
+		for (const h of handles) {
+			const p = this.parked.get(h);
+			if (!p) {
+				console.warn(`[edge host] wake names handle ${h}, which is not parked`);
+				continue;
+			}
+			this.parked.delete(h);
+			p.resolve();
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Requests.
+
+const NULL_BODY_STATUS = new Set([101, 204, 205, 304]);
+
+function startMessage(request) {
+	const url = new URL(request.url);
+	return {
+		method: request.method,
+		path: url.pathname, // escaped, as the URL parser leaves it
+		query: url.search.length > 1 ? url.search.slice(1) : "",
+		headers: clientHeaders(request),
+		now: Date.now(),
+	};
+}
+
+/**
+ * The client's headers as it sent them. Cloudflare (and wrangler dev)
+ * replace Accept-Encoding with "br, gzip" and keep the client's value in
+ * request.cf.clientAcceptEncoding; the origin negotiates the encoding (and
+ * its ETag and Vary) on the client's own, as in direct mode, so it is put
+ * back. The runtime passes the origin's encoded body through as is.
+ */
+function clientHeaders(request) {
+	const original = request.cf?.clientAcceptEncoding;
+	if (typeof original !== "string") return [...request.headers];
+	const out = [];
+	for (const [name, value] of request.headers) {
+		if (name !== "accept-encoding") out.push([name, value]);
+	}
+	if (original !== "") out.push(["accept-encoding", original]);
+	return out;
+}
+
+function headerPairs(headers) {
+	return [...headers];
+}
+
+/** The host's own error, in the API's error body. */
+function hostError(status, message, code = "INTERNAL") {
+	const requestId = crypto.randomUUID();
+	const body = JSON.stringify({ error: { code, message, requestId } });
+	return new Response(body, {
+		status,
+		headers: { "Content-Type": "application/json", "X-Request-Id": requestId, "Cache-Control": "no-store" },
+	});
+}
+
+async function drive(guest, request) {
+	let out;
+	try {
+		out = guest.call("start", startMessage(request));
+	} catch (err) {
+		if (!(err instanceof TooLarge)) throw err;
+		return hostError(400, "The request's headers are too large.", "BAD_REQUEST");
+	}
+	let forwarded = null; // the origin's response to the forward, for passthrough
+	for (let step = 0; step < MAX_STEPS; step++) {
+		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
+		switch (out.kind) {
+			case "response": {
+				if (out.passthrough) {
+					if (!forwarded) throw new Error("passthrough response without a forward");
+					return new Response(NULL_BODY_STATUS.has(forwarded.status) ? null : forwarded.body, {
+						status: forwarded.status,
+						headers: out.headers ?? [],
+					});
+				}
+				if (forwarded && forwarded.body) forwarded.body.cancel().catch(() => {});
+				const body = NULL_BODY_STATUS.has(out.status) || request.method === "HEAD" ? null : (out.body ?? null);
+				return new Response(body, { status: out.status, headers: out.headers ?? [] });
+			}
+			case "subrequest": {
+				const msg = { handle: out.handle };
+				try {
+					if (out.forward) {
+						const hasBody = request.method !== "GET" && request.method !== "HEAD";
+						const resp = await fetch(out.url, {
+							method: out.method,
+							headers: out.headers ?? [],
+							body: hasBody ? request.body : null,
+							redirect: "manual",
+						});
+						forwarded = resp;
+						msg.status = resp.status;
+						msg.headers = headerPairs(resp.headers);
+					} else {
+						const resp = await fetch(out.url, {
+							method: out.method,
+							headers: out.headers ?? [],
+							redirect: "manual",
+							signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS),
+						});
+						msg.status = resp.status;
+						msg.headers = headerPairs(resp.headers);
+						msg.body = await resp.text();
+					}
+				} catch (err) {
+					msg.status = 0;
+					msg.headers = [];
+					msg.error = String(err && err.message ? err.message : err);
+				}
+				msg.now = Date.now();
+				try {
+					out = guest.call("resume", msg);
+				} catch (err) {
+					if (!(err instanceof TooLarge)) throw err;
+					// Still answer the subrequest, so the guest (and anyone
+					// parked on it) moves on.
+					out = guest.call("resume", {
+						handle: msg.handle,
+						status: 0,
+						headers: [],
+						error: "subrequest response too large for the edge module",
+						now: Date.now(),
+					});
+				}
+				break;
+			}
+			case "park": {
+				await guest.park(out.handle);
+				out = guest.call("resume", { handle: out.handle, wake: true, now: Date.now() });
+				break;
+			}
+			case "error":
+				// The module could not read our message: a host bug.
+				throw new Error(`edge module refused a message: ${out.error}`);
+			default:
+				throw new Error(`edge module answered an unknown output kind ${JSON.stringify(out.kind)}`);
+		}
+	}
+	throw new Error(`edge module took more than ${MAX_STEPS} steps on one request`);
+}
+
+export default {
+	async fetch(request, env, ctx) {
+		let guest;
+		try {
+			guest = await getInstance(env);
+		} catch (err) {
+			console.error(`[edge host] cannot start the edge module: ${err && err.stack ? err.stack : err}`);
+			return hostError(500, "The edge is not configured correctly.");
+		}
+		// The guest keeps state per handle and peers may be parked on this
+		// request's JWKS fetch: drive it to its end even if the client goes
+		// away (the runtime cancels a request's tasks on disconnect).
+		const done = drive(guest, request);
+		ctx.waitUntil(done.catch(() => {}));
+		try {
+			return await done;
+		} catch (err) {
+			console.error(`[edge host] request failed: ${err && err.stack ? err.stack : err}`);
+			return hostError(500, "The edge failed to process the request.");
+		}
+	},
+};

@@ -1,0 +1,243 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/token"
+)
+
+// suspend says why authentication must wait for the JWKS.
+type suspend uint8
+
+const (
+	suspendFetch suspend = iota + 1 // this request fetches it
+	suspendPark                     // another request's fetch is in flight
+)
+
+// errSuspended stops front.Run while the request waits for the JWKS; it
+// is never answered.
+var errSuspended = apierr.New(apierr.Internal, "suspended")
+
+// authenticate is the edge's front.Authenticate, the origin's
+// (origin/auth) without I/O: the same refusals for the same tokens, with
+// the JWKS fetch turned into a subrequest and the wait for another
+// request's fetch into a park. A token verified before, and not expired
+// since, is taken from the cache without verifying its signature again.
+func (p *Pipeline) authenticate(st *pending, authorization string, now time.Time) (token.Claims, *apierr.Error, suspend) {
+	raw, reason, ok := token.BearerToken(authorization)
+	if !ok {
+		return token.Claims{}, token.Unauthorized(reason), 0
+	}
+	if c, ok := p.tokens.get(raw, now); ok {
+		return c, nil, 0
+	}
+	// The waits are bounded per request; past the bound the request is
+	// verified with whatever keys there are.
+	canWait := st.rounds < maxRounds
+	// No set yet, or a stale one: fetch first (token.Cache policy).
+	if canWait && p.keys.NeedsRefresh(now, false) && p.keys.BeginRefresh(now) {
+		return token.Claims{}, errSuspended, suspendFetch
+	}
+	if canWait && p.keys.Keys() == nil && p.keys.InFlight(now) {
+		return token.Claims{}, errSuspended, suspendPark
+	}
+	c, f := p.verifier.Verify(raw, p.keys.Keys(), now)
+	if f != nil && f.UnknownKey && canWait {
+		// A kid the set lacks: a fresher set may hold it. Wait for the
+		// fetch in flight, or start one if the rate limit allows.
+		if p.keys.InFlight(now) {
+			return token.Claims{}, errSuspended, suspendPark
+		}
+		if p.keys.NeedsRefresh(now, true) && p.keys.BeginRefresh(now) {
+			return token.Claims{}, errSuspended, suspendFetch
+		}
+	}
+	if f != nil {
+		return token.Claims{}, token.Unauthorized(f.Reason), 0
+	}
+	p.tokens.put(raw, c)
+	return c, nil, 0
+}
+
+// wait turns a suspension into the output that asks the host for the
+// JWKS, or parks the request behind the fetch in flight.
+func (p *Pipeline) wait(st *pending, w suspend, now int64) Output {
+	st.rounds++
+	if w == suspendPark {
+		if !p.keep(st, stageParked, now) {
+			return p.busy(st)
+		}
+		p.parked = append(p.parked, st.handle)
+		return Output{Kind: Park, Handle: st.handle}
+	}
+	if !p.keep(st, stageJWKS, now) {
+		// Nobody will fetch: end the refresh at once so that no request
+		// parks behind it.
+		p.keys.EndRefresh(time.UnixMilli(now), nil, fetchError("edge busy"))
+		out := p.busy(st)
+		out.Wake = p.takeParked()
+		return out
+	}
+	p.fetcher = st.handle
+	return Output{Kind: Subrequest, Handle: st.handle, Method: "GET", URL: p.jwksURL,
+		Headers: []Header{{"Accept", "application/json"}}}
+}
+
+// endFetch ends the JWKS fetch of st with the host's response. A fetch
+// the Cache already presumed lost, and that another request has replaced,
+// is ignored: only the fetch in flight may end it. It reports whether it
+// ended the fetch, and the parked requests are then to be woken.
+func (p *Pipeline) endFetch(st *pending, in ResumeMsg) bool {
+	if p.fetcher != st.handle {
+		return false
+	}
+	p.fetcher = 0
+	var set *token.KeySet
+	var err error
+	switch in.Status {
+	case 200:
+		set, err = token.ParseJWKS(in.Body)
+	case 0:
+		err = fetchError("fetch JWKS: " + in.Error)
+	default:
+		err = fetchError("fetch JWKS: status " + itoa(in.Status))
+	}
+	p.keys.EndRefresh(time.UnixMilli(in.Now), set, err)
+	return true
+}
+
+// takeParked returns the requests parked on the JWKS, which the host is
+// to wake, and forgets them.
+func (p *Pipeline) takeParked() []Handle {
+	var out []Handle
+	for _, h := range p.parked {
+		if st := p.pending[h]; st != nil && st.stage == stageParked {
+			out = append(out, h)
+		}
+	}
+	p.parked = p.parked[:0]
+	return out
+}
+
+// finish wakes the parked requests when no fetch is in flight any more:
+// the fetch they waited for outlived token.DefaultInFlightTimeout and is
+// presumed lost (docs/edge.md: "the guest also gives up on a fetch").
+func (p *Pipeline) finish(out Output, now int64) Output {
+	if len(p.parked) > 0 && !p.keys.InFlight(time.UnixMilli(now)) {
+		out.Wake = append(out.Wake, p.takeParked()...)
+	}
+	return out
+}
+
+type fetchError string
+
+func (e fetchError) Error() string { return string(e) }
+
+// MaxTokens bounds the verified-token cache.
+const MaxTokens = 10000
+
+// tokenCache maps a raw token to its verified claims until it expires. It
+// is bounded; the oldest entry goes first (FIFO, which costs one slot per
+// entry and no bookkeeping on a hit).
+//
+// An entry outlives a key's removal from the JWKS. That grants nothing:
+// everything the edge does not refuse goes to the origin, which verifies
+// the token again.
+type tokenCache struct {
+	m    map[string]token.Claims
+	ring []string
+	head int
+}
+
+func newTokenCache(n int) tokenCache {
+	return tokenCache{m: map[string]token.Claims{}, ring: make([]string, 0, n)}
+}
+
+// get returns the claims of raw while the verifier would still accept
+// them at now (the same leeway on exp, nbf and iat); an entry that no
+// longer holds is dropped, so that a full verification gives the exact
+// refusal.
+func (c *tokenCache) get(raw string, now time.Time) (token.Claims, bool) {
+	cl, ok := c.m[raw]
+	if !ok {
+		return token.Claims{}, false
+	}
+	if !now.Before(cl.Expiry.Add(Leeway)) ||
+		!cl.NotBefore.IsZero() && now.Before(cl.NotBefore.Add(-Leeway)) ||
+		!cl.IssuedAt.IsZero() && now.Before(cl.IssuedAt.Add(-Leeway)) {
+		delete(c.m, raw)
+		return token.Claims{}, false
+	}
+	return cl, true
+}
+
+func (c *tokenCache) put(raw string, cl token.Claims) {
+	if _, ok := c.m[raw]; ok {
+		c.m[raw] = cl
+		return
+	}
+	if len(c.ring) < cap(c.ring) {
+		c.ring = append(c.ring, raw)
+	} else {
+		delete(c.m, c.ring[c.head])
+		c.ring[c.head] = raw
+		c.head = (c.head + 1) % len(c.ring)
+	}
+	c.m[raw] = cl
+}
+
+// MaxOrgs bounds the per-organisation cache.
+const MaxOrgs = 10000
+
+// maxOrgValue bounds each value learnt from the origin's headers.
+const maxOrgValue = 256
+
+// orgEntry is what the edge knows of an organisation's ETag inputs.
+type orgEntry struct {
+	org     string // the organisation id, as the origin names it
+	grants  string // etag.GrantsDigest of its grants
+	version string // X-Service-Content-Version of its latest response
+}
+
+// orgCache holds orgEntry by orgKey, bounded and FIFO like tokenCache.
+type orgCache struct {
+	m    map[string]orgEntry
+	ring []string
+	head int
+}
+
+func newOrgCache(n int) orgCache {
+	return orgCache{m: map[string]orgEntry{}, ring: make([]string, 0, n)}
+}
+
+func (c *orgCache) get(key string) (orgEntry, bool) {
+	e, ok := c.m[key]
+	return e, ok
+}
+
+// put records the origin's answer. A response without a content version
+// (an error past the organisation gate) keeps the version known before:
+// there is one version for the whole corpus.
+func (c *orgCache) put(key, org, grants, version string) {
+	if len(key) > 2*maxOrgValue || len(org) > maxOrgValue || len(grants) > maxOrgValue || len(version) > maxOrgValue {
+		return
+	}
+	old, ok := c.m[key]
+	if version == "" {
+		version = old.version
+	}
+	e := orgEntry{org: org, grants: grants, version: version}
+	if ok {
+		c.m[key] = e
+		return
+	}
+	if len(c.ring) < cap(c.ring) {
+		c.ring = append(c.ring, key)
+	} else {
+		delete(c.m, c.ring[c.head])
+		c.ring[c.head] = key
+		c.head = (c.head + 1) % len(c.ring)
+	}
+	c.m[key] = e
+}

@@ -1,0 +1,337 @@
+package pipeline
+
+import (
+	"errors"
+
+	"github.com/lectern-api/lectern/shared/jsonenc"
+	"github.com/valyala/fastjson"
+)
+
+// The JSON codec of docs/edge.md, which the reactor exports. Decoding is
+// strict about the members it reads (their types, the shape of header
+// pairs) and ignores others.
+
+// MaxMessage bounds every message from the host.
+const MaxMessage = 1 << 20
+
+// maxDepth bounds the nesting of a message: the deepest is a header pair
+// (object, array, array). It keeps fastjson's recursive descent shallow on
+// TinyGo's small stack.
+const maxDepth = 8
+
+var (
+	errMalformed = errors.New("pipeline: malformed message")
+	errTooLarge  = errors.New("pipeline: message too large")
+)
+
+// ParseConfig reads the configure message:
+//
+//	{"origin": "...", "jwksUrl": "...", "issuer": "...", "audience": "...",
+//	 "secret": "...", "resourceMetadata": "..."}
+//
+// Every member but resourceMetadata is required.
+func ParseConfig(b []byte) (Config, error) {
+	var cfg Config
+	var parser fastjson.Parser
+	v, err := parse(&parser, b)
+	if err != nil {
+		return cfg, err
+	}
+	for _, m := range [...]struct {
+		name     string
+		dst      *string
+		required bool
+	}{
+		{"origin", &cfg.Origin, true}, {"jwksUrl", &cfg.JWKSURL, true}, {"issuer", &cfg.Issuer, true},
+		{"audience", &cfg.Audience, true}, {"secret", &cfg.Secret, true},
+		{"resourceMetadata", &cfg.ResourceMetadata, false},
+	} {
+		s, ok := str(v, m.name)
+		if !ok {
+			return cfg, errors.New("pipeline: config member " + m.name + " is not a string")
+		}
+		if s == "" && m.required {
+			return cfg, errors.New("pipeline: config member " + m.name + " is missing")
+		}
+		*m.dst = s
+	}
+	return cfg, nil
+}
+
+// ConfigResult is the output of configure: {"kind":"configured"}, or
+// {"kind":"error","error":"..."}.
+func ConfigResult(err error) []byte {
+	if err == nil {
+		return []byte(`{"kind":"configured"}`)
+	}
+	b := append([]byte(nil), `{"kind":"error","error":`...)
+	b = jsonenc.String(b, err.Error())
+	return append(b, '}')
+}
+
+// HandleStart is Start over JSON: a start message in, an output out. A
+// message it cannot read is answered with 500 INTERNAL.
+func (p *Pipeline) HandleStart(b []byte) []byte {
+	req, err := decodeRequest(&p.parser, b)
+	if err == errTooLarge {
+		out := p.errorResponse(p.newHandle(), p.requestID(""), tooLarge())
+		return out.AppendJSON(nil)
+	}
+	if err != nil {
+		out := p.internal(p.newHandle(), p.requestID(""), "The edge could not read the request.")
+		return out.AppendJSON(nil)
+	}
+	out := p.Start(req)
+	return out.AppendJSON(nil)
+}
+
+// HandleResume is Resume over JSON. A message it cannot read but whose
+// handle it can is a failed subrequest of that handle (status 0); without
+// a handle it is answered with 500 INTERNAL.
+func (p *Pipeline) HandleResume(b []byte) []byte {
+	in, err := decodeResume(&p.parser, b)
+	if err != nil {
+		if in.Handle == 0 {
+			out := p.internal(0, p.requestID(""), "The edge could not read the host's message.")
+			return out.AppendJSON(nil)
+		}
+		in = ResumeMsg{Handle: in.Handle, Now: in.Now, Wake: in.Wake, Error: err.Error()}
+	}
+	out := p.Resume(in)
+	return out.AppendJSON(nil)
+}
+
+func decodeRequest(parser *fastjson.Parser, b []byte) (Request, error) {
+	var r Request
+	v, err := parse(parser, b)
+	if err != nil {
+		return r, err
+	}
+	var ok [3]bool
+	r.Method, ok[0] = str(v, "method")
+	r.Path, ok[1] = str(v, "path")
+	r.Query, ok[2] = str(v, "query")
+	if !ok[0] || !ok[1] || !ok[2] || r.Method == "" || r.Path == "" {
+		return r, errMalformed
+	}
+	if r.Headers, err = headers(v.Get("headers")); err != nil {
+		return r, err
+	}
+	if r.Now, err = integer(v.Get("now")); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// decodeResume reads a resume message. On error the handle, now and wake
+// are still filled in when they could be read.
+func decodeResume(parser *fastjson.Parser, b []byte) (ResumeMsg, error) {
+	var in ResumeMsg
+	v, err := parse(parser, b)
+	if err != nil {
+		return in, err
+	}
+	h, err := integer(v.Get("handle"))
+	if err != nil || h <= 0 || h > 1<<32-1 {
+		return in, errMalformed
+	}
+	in.Handle = Handle(h)
+	if in.Now, err = integer(v.Get("now")); err != nil {
+		return in, err
+	}
+	if w := v.Get("wake"); w != nil {
+		if w.Type() != fastjson.TypeTrue && w.Type() != fastjson.TypeFalse {
+			return in, errMalformed
+		}
+		in.Wake = w.Type() == fastjson.TypeTrue
+	}
+	if s := v.Get("status"); s != nil {
+		n, err := integer(s)
+		if err != nil || n < 0 || n > 999 {
+			return in, errMalformed
+		}
+		in.Status = int(n)
+	}
+	if in.Headers, err = headers(v.Get("headers")); err != nil {
+		return in, err
+	}
+	if len(in.Headers) > MaxHeaders || headerBytes(in.Headers) > MaxHeaderBytes {
+		return in, errTooLarge
+	}
+	if bv := v.Get("body"); bv != nil {
+		bb, err := bv.StringBytes()
+		if err != nil {
+			return in, errMalformed
+		}
+		if len(bb) > MaxBody {
+			return in, errTooLarge
+		}
+		in.Body = append([]byte{}, bb...)
+	}
+	var ok bool
+	if in.Error, ok = str(v, "error"); !ok {
+		return in, errMalformed
+	}
+	return in, nil
+}
+
+// parse parses one bounded JSON object.
+func parse(parser *fastjson.Parser, b []byte) (*fastjson.Value, error) {
+	if len(b) > MaxMessage {
+		return nil, errTooLarge
+	}
+	if !shallow(b) {
+		return nil, errMalformed
+	}
+	v, err := parser.ParseBytes(b)
+	if err != nil || v.Type() != fastjson.TypeObject {
+		return nil, errMalformed
+	}
+	return v, nil
+}
+
+// str reads an optional string member; ok is false when it has another
+// type. The string is copied out of the parser's buffer.
+func str(v *fastjson.Value, name string) (string, bool) {
+	m := v.Get(name)
+	if m == nil {
+		return "", true
+	}
+	b, err := m.StringBytes()
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// integer reads an integer member; absent is 0.
+func integer(v *fastjson.Value) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	n, err := v.Int64()
+	if err != nil {
+		return 0, errMalformed
+	}
+	return n, nil
+}
+
+// headers reads [[name, value], ...]; absent is none.
+func headers(v *fastjson.Value) ([]Header, error) {
+	if v == nil {
+		return nil, nil
+	}
+	arr, err := v.Array()
+	if err != nil {
+		return nil, errMalformed
+	}
+	out := make([]Header, 0, len(arr))
+	for _, e := range arr {
+		pair, err := e.Array()
+		if err != nil || len(pair) != 2 {
+			return nil, errMalformed
+		}
+		name, err1 := pair[0].StringBytes()
+		value, err2 := pair[1].StringBytes()
+		if err1 != nil || err2 != nil || len(name) == 0 {
+			return nil, errMalformed
+		}
+		out = append(out, Header{string(name), string(value)})
+	}
+	return out, nil
+}
+
+// shallow reports whether the brackets of b, outside strings, nest at most
+// maxDepth deep, in one linear pass before the recursive parser runs.
+func shallow(b []byte) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > maxDepth {
+				return false
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return true
+}
+
+// AppendJSON appends the output message of docs/edge.md:
+//
+//	{"kind":"response","handle":1,"status":401,"headers":[[n,v],...],"body":"..."}
+//	{"kind":"response","handle":2,"status":200,"headers":[...],"passthrough":true}
+//	{"kind":"subrequest","handle":3,"method":"GET","url":"...","headers":[...],"forward":false}
+//	{"kind":"park","handle":4}
+//
+// each with "wake":[...] when it wakes parked requests.
+func (o *Output) AppendJSON(dst []byte) []byte {
+	dst = append(dst, '{')
+	dst = jsonenc.Key(dst, "kind")
+	dst = jsonenc.String(dst, o.Kind.String())
+	dst = jsonenc.Key(dst, "handle")
+	dst = jsonenc.Int(dst, int64(o.Handle))
+	switch o.Kind {
+	case Response:
+		dst = jsonenc.Key(dst, "status")
+		dst = jsonenc.Int(dst, int64(o.Status))
+		dst = appendHeaders(dst, o.Headers)
+		if o.Passthrough {
+			dst = jsonenc.Key(dst, "passthrough")
+			dst = jsonenc.Bool(dst, true)
+		} else if o.Body != nil {
+			dst = jsonenc.Key(dst, "body")
+			dst = jsonenc.String(dst, string(o.Body))
+		}
+	case Subrequest:
+		dst = jsonenc.Key(dst, "method")
+		dst = jsonenc.String(dst, o.Method)
+		dst = jsonenc.Key(dst, "url")
+		dst = jsonenc.String(dst, o.URL)
+		dst = appendHeaders(dst, o.Headers)
+		dst = jsonenc.Key(dst, "forward")
+		dst = jsonenc.Bool(dst, o.Forward)
+	}
+	if len(o.Wake) > 0 {
+		dst = jsonenc.Key(dst, "wake")
+		dst = append(dst, '[')
+		for i, h := range o.Wake {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = jsonenc.Int(dst, int64(h))
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
+}
+
+func appendHeaders(dst []byte, h []Header) []byte {
+	dst = jsonenc.Key(dst, "headers")
+	dst = append(dst, '[')
+	for i, kv := range h {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = jsonenc.String(dst, kv.Name)
+		dst = append(dst, ',')
+		dst = jsonenc.String(dst, kv.Value)
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
+}

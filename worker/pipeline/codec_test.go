@@ -1,0 +1,160 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// wireOutput is an output message as a host reads it.
+type wireOutput struct {
+	Kind        string     `json:"kind"`
+	Handle      int64      `json:"handle"`
+	Status      int        `json:"status"`
+	Headers     [][]string `json:"headers"`
+	Body        *string    `json:"body"`
+	Passthrough bool       `json:"passthrough"`
+	Method      string     `json:"method"`
+	URL         string     `json:"url"`
+	Forward     bool       `json:"forward"`
+	Wake        []int64    `json:"wake"`
+}
+
+func decodeOut(t testing.TB, b []byte) wireOutput {
+	t.Helper()
+	var o wireOutput
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&o); err != nil {
+		t.Fatalf("output %s: %v", b, err)
+	}
+	return o
+}
+
+func TestParseConfig(t *testing.T) {
+	good := `{"origin":"http://127.0.0.1:8080","jwksUrl":"http://127.0.0.1:9090/.well-known/jwks.json","issuer":"http://127.0.0.1:9090","audience":"lectern-api","secret":"s3cret","resourceMetadata":"http://127.0.0.1:8787/.well-known/oauth-protected-resource","extra":1}`
+	cfg, err := ParseConfig([]byte(good))
+	want := Config{Origin: "http://127.0.0.1:8080", JWKSURL: "http://127.0.0.1:9090/.well-known/jwks.json", Issuer: "http://127.0.0.1:9090",
+		Audience: "lectern-api", Secret: "s3cret", ResourceMetadata: "http://127.0.0.1:8787/.well-known/oauth-protected-resource"}
+	if err != nil || !reflect.DeepEqual(cfg, want) {
+		t.Errorf("got %+v, %v; want %+v", cfg, err, want)
+	}
+	for _, bad := range []string{``, `[]`, `{"origin":1}`, `{"origin":"x"}`, strings.Replace(good, `"secret":"s3cret"`, `"secret":""`, 1), `{"origin":` + strings.Repeat("[", 20)} {
+		if _, err := ParseConfig([]byte(bad)); err == nil {
+			t.Errorf("ParseConfig(%.40q) succeeded", bad)
+		}
+	}
+	if got := string(ConfigResult(nil)); got != `{"kind":"configured"}` {
+		t.Errorf("ConfigResult(nil) = %s", got)
+	}
+	if got := string(ConfigResult(fmt.Errorf(`bad "x"`))); got != `{"kind":"error","error":"bad \"x\""}` {
+		t.Errorf("ConfigResult(err) = %s", got)
+	}
+}
+
+// The messages of docs/edge.md, end to end through the JSON codec.
+func TestCodecFlow(t *testing.T) {
+	p := newPipeline()
+	tok := sign("k1", t0, nil)
+	start := fmt.Sprintf(`{"method":"GET","path":"/v1/subjects/algebra","query":"tier=high","headers":[["Authorization","Bearer %s"],["Accept-Encoding","gzip"],["X-Request-Id","req-test-0001"]],"now":%d}`, tok, t0ms)
+	o := decodeOut(t, p.HandleStart([]byte(start)))
+	if o.Kind != "subrequest" || o.Method != "GET" || o.URL != testCfg.JWKSURL || o.Forward || o.Handle == 0 {
+		t.Fatalf("start: got %+v, want the JWKS subrequest", o)
+	}
+	h := o.Handle
+	o2 := decodeOut(t, p.HandleStart([]byte(start)))
+	if o2.Kind != "park" || o2.Handle == h {
+		t.Fatalf("second start: got %+v, want park", o2)
+	}
+	resume, _ := json.Marshal(map[string]any{"handle": h, "status": 200, "headers": [][]string{{"Content-Type", "application/json"}},
+		"body": string(jwks("k1")), "now": t0ms + 20})
+	o = decodeOut(t, p.HandleResume(resume))
+	if o.Kind != "subrequest" || !o.Forward || o.URL != "http://origin.test/v1/subjects/algebra?tier=high" ||
+		!reflect.DeepEqual(o.Wake, []int64{o2.Handle}) {
+		t.Fatalf("resume: got %+v, want a forward waking %d", o, o2.Handle)
+	}
+	o3 := decodeOut(t, p.HandleResume([]byte(fmt.Sprintf(`{"handle":%d,"wake":true,"now":%d}`, o2.Handle, t0ms+21))))
+	if o3.Kind != "subrequest" || !o3.Forward {
+		t.Fatalf("wake: got %+v", o3)
+	}
+	o = decodeOut(t, p.HandleResume([]byte(fmt.Sprintf(`{"handle":%d,"status":200,"headers":[["Content-Type","application/json"],["X-Lectern-Org","acme"],["X-Lectern-Grants","00ff"],["X-Service-Content-Version","v1"]],"now":%d}`, h, t0ms+40))))
+	want := wireOutput{Kind: "response", Handle: int64(h), Status: 200, Passthrough: true,
+		Headers: [][]string{{"Content-Type", "application/json"}, {"X-Service-Content-Version", "v1"}}}
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("forward answer: got %+v, want %+v", o, want)
+	}
+	// An error response carries its body as text.
+	o = decodeOut(t, p.HandleStart([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/nope","query":"","headers":[],"now":%d}`, t0ms))))
+	if o.Kind != "response" || o.Status != 404 || o.Body == nil || !strings.Contains(*o.Body, `"NOT_FOUND"`) {
+		t.Errorf("404: got %+v", o)
+	}
+}
+
+func TestCodecMalformed(t *testing.T) {
+	p := newPipeline()
+	for _, m := range []string{``, `nul`, `[]`, `{"method":1}`, `{"method":"GET","path":"/v1/tiers","query":"","headers":[["a"]],"now":1}`,
+		`{"method":"GET","path":"/v1/tiers","query":"","headers":[["a",1]],"now":1}`, `{"method":"GET","path":"/v1/tiers","query":"","now":1.5}`,
+		`{"method":"GET","path":"/v1/tiers","query":""}`, `{"method":"GET","path":"/v1/tiers","query":"","headers":` + strings.Repeat("[", 100) + `}`} {
+		o := decodeOut(t, p.HandleStart([]byte(m)))
+		if o.Kind != "response" || o.Status != 500 {
+			t.Errorf("start %.60q: got %+v, want 500", m, o)
+		}
+	}
+	big := `{"method":"GET","path":"/v1/tiers","query":"","headers":[["X-A","` + strings.Repeat("a", MaxMessage) + `"]],"now":1}`
+	if o := decodeOut(t, p.HandleStart([]byte(big))); o.Status != 400 {
+		t.Errorf("oversized start: got %d, want 400", o.Status)
+	}
+	for _, m := range []string{``, `{}`, `{"handle":0}`, `{"handle":-1}`, `{"handle":"1"}`, `{"handle":1e20}`, `{"handle":12,"status":200,"now":1}`} {
+		o := decodeOut(t, p.HandleResume([]byte(m)))
+		if o.Kind != "response" || o.Status != 500 {
+			t.Errorf("resume %q: got %+v, want 500", m, o)
+		}
+	}
+	// A malformed resume for a forward in flight is that forward failing.
+	s := decodeOut(t, p.HandleStart([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/openapi.json","query":"","now":%d}`, t0ms))))
+	o := decodeOut(t, p.HandleResume([]byte(fmt.Sprintf(`{"handle":%d,"status":"200","now":%d}`, s.Handle, t0ms))))
+	if o.Status != 500 || o.Handle != s.Handle || !strings.Contains(*o.Body, "could not be reached") {
+		t.Errorf("malformed forward answer: got %+v", o)
+	}
+}
+
+// FuzzHandle feeds arbitrary messages to both entry points of one
+// pipeline, which must never panic and must always answer one JSON
+// object of a known kind.
+func FuzzHandle(f *testing.F) {
+	tok := sign("k1", t0, nil)
+	f.Add([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/subjects","query":"limit=5","headers":[["Authorization","Bearer %s"]],"now":%d}`, tok, t0ms)), []byte(`{"handle":1,"status":200,"body":`+string(mustJSON(string(jwks("k1"))))+`,"now":1793534400000}`))
+	f.Add([]byte(`{"method":"HEAD","path":"/v1/tiers","query":"","now":1}`), []byte(`{"handle":1,"wake":true,"now":1}`))
+	f.Add([]byte(`{"method":"GET","path":"/.well-known/oauth-protected-resource","query":"a=%","headers":[["Connection","x"],["x","y"]],"now":9}`), []byte(`{"handle":1,"status":0,"error":"boom","now":10}`))
+	f.Add([]byte(`{"method":"GET","path":"/v1/subjects/a","query":"","headers":[["If-None-Match","*"],["Authorization","Bearer a.b.c"]],"now":1793534400000}`), []byte(`{"handle":2,"status":204,"headers":[["X-Lectern-Org","o"]],"now":1793534400001}`))
+	f.Fuzz(func(t *testing.T, start, resume []byte) {
+		p := newPipeline()
+		installKeys(t, p, t0, "k1")
+		for i := 0; i < 2; i++ {
+			for _, out := range [][]byte{p.HandleStart(start), p.HandleResume(resume)} {
+				var o map[string]any
+				if err := json.Unmarshal(out, &o); err != nil {
+					t.Fatalf("output %q: %v", out, err)
+				}
+				switch o["kind"] {
+				case "response", "subrequest", "park":
+				default:
+					t.Fatalf("output %s: unknown kind", out)
+				}
+			}
+		}
+		if len(p.pending) > 2 {
+			t.Fatalf("%d pending after 2 starts", len(p.pending))
+		}
+	})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,233 @@
+package pipeline
+
+import "slices"
+
+// Handle names one request in flight (docs/edge.md: "state is kept per
+// handle"). Zero is never a request's handle.
+type Handle uint32
+
+// Header is one header field, in the order the sender gave it.
+type Header struct{ Name, Value string }
+
+// Bounds on a request or a subrequest's response (headers and body).
+const (
+	MaxHeaders     = 256
+	MaxHeaderBytes = 256 << 10
+	MaxBody        = 256 << 10 // resume bodies: the JWKS (64 KiB at most) and gate answers
+)
+
+// Request is a new request (docs/edge.md, start). The body never enters
+// the pipeline: the host keeps it and sends it with a forward.
+type Request struct {
+	Method  string
+	Path    string // escaped, without the query
+	Query   string // raw, without '?'
+	Headers []Header
+	Now     int64 // unix milliseconds
+}
+
+// bounded reports whether the request's header fields are within
+// MaxHeaders and MaxHeaderBytes.
+func (r *Request) bounded() bool {
+	return len(r.Headers) <= MaxHeaders && headerBytes(r.Headers) <= MaxHeaderBytes
+}
+
+func headerBytes(h []Header) int {
+	n := 0
+	for _, kv := range h {
+		n += len(kv.Name) + len(kv.Value)
+	}
+	return n
+}
+
+// size is what the request holds, in bytes, for the pending table.
+func (r *Request) size() int {
+	return len(r.Method) + len(r.Path) + len(r.Query) + headerBytes(r.Headers)
+}
+
+// ResumeMsg is the response to a subrequest, or a wake-up (docs/edge.md,
+// resume).
+type ResumeMsg struct {
+	Handle  Handle
+	Status  int // 0: the subrequest failed, and Error says why
+	Headers []Header
+	Body    []byte // JWKS and gate answers only; never a forward's
+	Error   string
+	Wake    bool // the JWKS fetch this request was parked on has ended
+	Now     int64
+}
+
+// Kind is the kind of an Output.
+type Kind uint8
+
+// The kinds of output.
+const (
+	Response   Kind = iota + 1 // the final answer
+	Subrequest                 // perform this request, then Resume
+	Park                       // wait for a wake
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Response:
+		return "response"
+	case Subrequest:
+		return "subrequest"
+	case Park:
+		return "park"
+	}
+	return "invalid"
+}
+
+// Output is what the pipeline asks of the host.
+type Output struct {
+	Kind   Kind
+	Handle Handle
+	// Response: the status and headers, and either Body or, with
+	// Passthrough, the body of the origin's response just resumed.
+	Status      int
+	Headers     []Header // of the response, or of the subrequest
+	Body        []byte   // nil: no body
+	Passthrough bool
+	// Subrequest: with Forward, the client's request to send with its
+	// body, using Headers in place of the client's.
+	Method  string
+	URL     string
+	Forward bool
+	// Wake lists parked requests to resume with Wake set. Any output may
+	// carry it.
+	Wake []Handle
+}
+
+// headerValue is the first value of the field called name, as net/http's
+// Header.Get gives it (field names are case-insensitive).
+func headerValue(h []Header, name string) string {
+	for _, kv := range h {
+		if equalFold(kv.Name, name) {
+			return kv.Value
+		}
+	}
+	return ""
+}
+
+// setHeader replaces every field called name with one holding value.
+func setHeader(h []Header, name, value string) []Header {
+	out := h[:0]
+	for _, kv := range h {
+		if !equalFold(kv.Name, name) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, Header{name, value})
+}
+
+// sortHeaders orders fields by name, stably, as net/http writes them.
+func sortHeaders(h []Header) {
+	slices.SortStableFunc(h, func(a, b Header) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+}
+
+// internal reports whether name is one of the edge protocol's own fields
+// (X-Lectern-*): never taken from a client, never shown to one.
+func internal(name string) bool {
+	return len(name) >= len("X-Lectern-") && equalFold(name[:len("X-Lectern-")], "X-Lectern-")
+}
+
+// hopByHop reports whether name is a hop-by-hop field (RFC 9110 §7.6.1),
+// including any that the message's Connection field names, or Host, which
+// the host sets from the URL.
+func hopByHop(name string, h []Header) bool {
+	for _, n := range [...]string{"Connection", "Keep-Alive", "Transfer-Encoding", "TE", "Upgrade", "Host", "Trailer"} {
+		if equalFold(name, n) {
+			return true
+		}
+	}
+	if len(name) >= len("Proxy-") && equalFold(name[:len("Proxy-")], "Proxy-") {
+		return true
+	}
+	for _, kv := range h {
+		if equalFold(kv.Name, "Connection") && listHas(kv.Value, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// listHas reports whether the comma-separated list holds name.
+func listHas(list, name string) bool {
+	for len(list) > 0 {
+		var elem string
+		if i := indexByte(list, ','); i >= 0 {
+			elem, list = list[:i], list[i+1:]
+		} else {
+			elem, list = list, ""
+		}
+		if equalFold(trimOWS(elem), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// responseHeaders are the fields of an origin response fit for the
+// client: no X-Lectern-* and no hop-by-hop fields. An answer the edge
+// writes itself (own) also loses the framing and Date fields, which the
+// host writes for the body it sends.
+func responseHeaders(h []Header, own bool) []Header {
+	out := make([]Header, 0, len(h)+1)
+	for _, kv := range h {
+		if internal(kv.Name) || hopByHop(kv.Name, h) {
+			continue
+		}
+		if own && (equalFold(kv.Name, "Content-Length") || equalFold(kv.Name, "Date")) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}

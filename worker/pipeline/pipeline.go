@@ -1,0 +1,461 @@
+package pipeline
+
+import (
+	"crypto/rand"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/front"
+	"github.com/lectern-api/lectern/shared/route"
+	"github.com/lectern-api/lectern/shared/token"
+	"github.com/valyala/fastjson"
+)
+
+// Realm is the realm of the Bearer challenges, the origin's.
+const Realm = "lectern"
+
+// Leeway is the clock skew allowed on exp, nbf and iat, the origin's.
+const Leeway = 30 * time.Second
+
+// Bounds on what the pipeline holds. Every one is far above what a real
+// request needs; they keep a broken or hostile host or client from
+// costing more than a fixed amount of memory.
+const (
+	MaxPending      = 4096     // requests waiting on a subrequest
+	MaxPendingBytes = 32 << 20 // their retained headers, in bytes
+	maxRounds       = 3        // JWKS waits (fetch or park) of one request
+)
+
+// protectedResource is the one path outside /v1 that the origin answers
+// (RFC 9728 metadata); the edge forwards it untouched.
+const protectedResource = "/.well-known/oauth-protected-resource"
+
+// Config configures a Pipeline (docs/edge.md, configure).
+type Config struct {
+	Origin           string // the origin's base URL, e.g. http://127.0.0.1:8080
+	JWKSURL          string // the identity provider's JWKS
+	Issuer           string // iss every token must carry
+	Audience         string // aud every token must hold
+	Secret           string // LECTERN_SECRET; only edgesig.Key(Secret) is kept
+	ResourceMetadata string // URL named in every 401 challenge
+	// Random, when set, replaces crypto/rand as the source of request
+	// ids. Tests use it; the reactor leaves it nil (WASI random_get backs
+	// crypto/rand in both toolchains).
+	Random io.Reader
+}
+
+// Pipeline is one edge instance's state: the JWKS, the verified-token
+// cache, the per-organisation ETag inputs and the requests in flight.
+type Pipeline struct {
+	origin           string
+	jwksURL          string
+	resourceMetadata string
+	key              []byte
+	verifier         token.Verifier
+	random           io.Reader
+
+	keys    token.Cache
+	fetcher Handle   // the request whose JWKS subrequest is in flight; 0 if none
+	parked  []Handle // requests waiting for that fetch
+	tokens  tokenCache
+	orgs    orgCache
+	parser  fastjson.Parser // for the JSON codec
+
+	pending      map[Handle]*pending
+	pendingBytes int
+	next         Handle
+}
+
+// New returns a Pipeline for cfg.
+func New(cfg Config) *Pipeline {
+	r := cfg.Random
+	if r == nil {
+		r = rand.Reader
+	}
+	return &Pipeline{
+		origin:           strings.TrimRight(cfg.Origin, "/"),
+		jwksURL:          cfg.JWKSURL,
+		resourceMetadata: cfg.ResourceMetadata,
+		key:              edgesig.Key([]byte(cfg.Secret)),
+		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: Leeway},
+		random:           r,
+		tokens:           newTokenCache(MaxTokens),
+		orgs:             newOrgCache(MaxOrgs),
+		pending:          map[Handle]*pending{},
+	}
+}
+
+// stage is where a pending request waits.
+type stage uint8
+
+const (
+	stageJWKS    stage = iota + 1 // its JWKS subrequest is out
+	stageParked                   // waiting for another request's JWKS fetch
+	stageGate                     // its gate subrequest is out
+	stageForward                  // it has been forwarded to the origin
+)
+
+// pending is a request waiting on a subrequest.
+type pending struct {
+	handle Handle
+	stage  stage
+	id     string // X-Request-Id
+	req    Request
+	size   int    // bytes of req counted in pendingBytes
+	rounds int    // JWKS waits so far
+	orgKey string // per-organisation cache key, once authenticated
+	since  int64  // unix ms of the last output for it
+}
+
+// Start runs a new request through the pipeline.
+func (p *Pipeline) Start(req Request) Output {
+	h := p.newHandle()
+	id := p.requestID(headerValue(req.Headers, "X-Request-Id"))
+	if req.Now <= 0 {
+		return p.internal(h, id, "The edge received a request without a clock reading.")
+	}
+	if !req.bounded() {
+		return p.errorResponse(h, id, tooLarge())
+	}
+	st := &pending{handle: h, id: id, req: req}
+	return p.finish(p.run(st, req.Now), req.Now)
+}
+
+// Resume continues the request in.Handle with the response to its
+// subrequest, or wakes it (in.Wake) after a JWKS fetch it was parked on.
+// An unknown handle, or a message that does not fit the handle's stage,
+// is answered with 500 INTERNAL, never a panic.
+func (p *Pipeline) Resume(in ResumeMsg) Output {
+	st := p.pending[in.Handle]
+	if st == nil {
+		return p.internal(in.Handle, p.requestID(""), "The edge has no request with this handle.")
+	}
+	now := in.Now
+	if now <= 0 {
+		p.drop(st)
+		return p.internal(st.handle, st.id, "The edge received a response without a clock reading.")
+	}
+	if in.Wake != (st.stage == stageParked) {
+		p.drop(st)
+		return p.internal(st.handle, st.id, "The edge received a message that does not fit the request's state.")
+	}
+	if in.Status != 0 && (in.Status < 100 || in.Status > 599) {
+		in.Status = 0 // not an HTTP status: the subrequest failed
+	}
+	var out Output
+	switch st.stage {
+	case stageJWKS:
+		ended := p.endFetch(st, in)
+		out = p.run(st, now)
+		if ended {
+			out.Wake = append(out.Wake, p.takeParked()...)
+		}
+	case stageParked:
+		out = p.run(st, now)
+	case stageGate:
+		out = p.gateDone(st, in)
+	case stageForward:
+		out = p.forwardDone(st, in)
+	}
+	return p.finish(out, now)
+}
+
+// run passes st through the front and decides what follows: an error
+// answered here, a JWKS wait, a gate call or a forward. It is run again
+// from the top after a JWKS wait; routing and validation are cheap and
+// deterministic, and a verified token is then found in the cache.
+func (p *Pipeline) run(st *pending, now int64) Output {
+	if st.req.Path == protectedResource {
+		return p.forward(st, now)
+	}
+	var wait suspend
+	passed, ferr := front.Run(front.Request{
+		Method:        st.req.Method,
+		Path:          st.req.Path,
+		RawQuery:      st.req.Query,
+		Authorization: headerValue(st.req.Headers, "Authorization"),
+	}, func(authorization string) (token.Claims, *apierr.Error) {
+		c, e, w := p.authenticate(st, authorization, time.UnixMilli(now))
+		wait = w
+		return c, e
+	})
+	switch {
+	case wait != 0:
+		return p.wait(st, wait, now)
+	case ferr != nil:
+		p.drop(st)
+		return p.errorResponse(st.handle, st.id, ferr)
+	}
+	st.orgKey = orgKey(passed.Claims)
+	if tag, ok := p.candidate(st, passed); ok && etag.Match(headerValue(st.req.Headers, "If-None-Match"), tag) {
+		return p.gate(st, now)
+	}
+	return p.forward(st, now)
+}
+
+// candidate is the ETag the origin would give the request, from the
+// organisation's cached version and grants digest (docs/edge.md, Origin
+// protocol); ok is false when there is nothing to compare.
+func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
+	if st.req.Method != "GET" || passed.Route.Validator != route.Derived || st.orgKey == "" ||
+		headerValue(st.req.Headers, "If-None-Match") == "" {
+		return "", false
+	}
+	o, ok := p.orgs.get(st.orgKey)
+	if !ok || o.version == "" || o.grants == "" {
+		return "", false
+	}
+	return etag.Derive(etag.Input{
+		Version: o.version,
+		Route:   int(passed.Route.ID),
+		Target:  passed.Vars.String(),
+		Params:  passed.Params.Canonical(),
+		Org:     o.org,
+		Grants:  o.grants,
+	}), true
+}
+
+// orgKey is the per-organisation cache key of a token: its org claim, or
+// else its client (whose organisation the origin looks up). The prefixes
+// keep an organisation id and a client id from colliding.
+func orgKey(c token.Claims) string {
+	switch {
+	case c.Org != "":
+		return "o:" + c.Org
+	case c.ClientID != "":
+		return "c:" + c.ClientID
+	}
+	return ""
+}
+
+// target is the request target the origin sees: path, then ?query when
+// there is one, as net/url's RequestURI writes it.
+func (r *Request) target() string {
+	if r.Query == "" {
+		return r.Path
+	}
+	return r.Path + "?" + r.Query
+}
+
+// gate asks the origin whether the conditional request is a 304.
+func (p *Pipeline) gate(st *pending, now int64) Output {
+	target := st.req.target()
+	h := []Header{
+		{"Authorization", headerValue(st.req.Headers, "Authorization")},
+		{"If-None-Match", headerValue(st.req.Headers, "If-None-Match")},
+		{"X-Request-Id", st.id},
+		{"X-Lectern-Target", target},
+		{edgesig.Header, edgesig.Sign(p.key, edgesig.Gate, "POST", target, st.id, now/1000)},
+	}
+	if !p.keep(st, stageGate, now) {
+		return p.busy(st)
+	}
+	return Output{Kind: Subrequest, Handle: st.handle, Method: "POST", URL: p.origin + "/internal/gate", Headers: h}
+}
+
+// gateDone reads the gate's answer: 204 is a 304, 412 a forward, any other
+// status the origin's own answer.
+func (p *Pipeline) gateDone(st *pending, in ResumeMsg) Output {
+	p.learn(st.orgKey, in.Headers)
+	switch in.Status {
+	case 0:
+		p.drop(st)
+		return p.unreachable(st)
+	case 412:
+		return p.forward(st, in.Now)
+	case 204:
+		p.drop(st)
+		h := responseHeaders(in.Headers, true)
+		h = setHeader(h, "X-Request-Id", st.id)
+		sortHeaders(h)
+		return Output{Kind: Response, Handle: st.handle, Status: 304, Headers: h}
+	}
+	p.drop(st)
+	h := responseHeaders(in.Headers, true)
+	h = setHeader(h, "Content-Length", itoa(len(in.Body)))
+	sortHeaders(h)
+	return Output{Kind: Response, Handle: st.handle, Status: in.Status, Headers: h, Body: in.Body}
+}
+
+// forward sends the client's request to the origin, signed.
+func (p *Pipeline) forward(st *pending, now int64) Output {
+	target := st.req.target()
+	h := make([]Header, 0, len(st.req.Headers)+2)
+	for _, kv := range st.req.Headers {
+		if hopByHop(kv.Name, st.req.Headers) || internal(kv.Name) || equalFold(kv.Name, "X-Request-Id") {
+			continue
+		}
+		h = append(h, kv)
+	}
+	h = append(h, Header{"X-Request-Id", st.id},
+		Header{edgesig.Header, edgesig.Sign(p.key, edgesig.Forward, st.req.Method, target, st.id, now/1000)})
+	url := p.origin + target
+	method := st.req.Method
+	st.req.Headers = nil // not needed again; free them
+	if !p.keep(st, stageForward, now) {
+		return p.busy(st)
+	}
+	return Output{Kind: Subrequest, Handle: st.handle, Method: method, URL: url, Headers: h, Forward: true}
+}
+
+// forwardDone answers the client with the origin's response.
+func (p *Pipeline) forwardDone(st *pending, in ResumeMsg) Output {
+	p.drop(st)
+	if in.Status == 0 {
+		return p.unreachable(st)
+	}
+	p.learn(st.orgKey, in.Headers)
+	return Output{Kind: Response, Handle: st.handle, Status: in.Status, Headers: responseHeaders(in.Headers, false), Passthrough: true}
+}
+
+// learn keeps what the origin told an edge-signed request about the
+// organisation: its id, grants digest and content version.
+func (p *Pipeline) learn(key string, h []Header) {
+	if key == "" {
+		return
+	}
+	org, grants := headerValue(h, "X-Lectern-Org"), headerValue(h, "X-Lectern-Grants")
+	if org == "" || grants == "" {
+		return
+	}
+	p.orgs.put(key, org, grants, headerValue(h, "X-Service-Content-Version"))
+}
+
+// unreachable is the answer when a subrequest to the origin failed. The
+// spec has no 502; INTERNAL says what the client may do: retry once.
+func (p *Pipeline) unreachable(st *pending) Output {
+	return p.errorResponse(st.handle, st.id, apierr.New(apierr.Internal,
+		"The origin could not be reached; it is safe to retry once. Quote the requestId if it persists."))
+}
+
+// tooLarge refuses a request whose header fields exceed MaxHeaders or
+// MaxHeaderBytes. The spec has no 431; the client's fault is a 400.
+func tooLarge() *apierr.Error {
+	return &apierr.Error{Code: apierr.BadRequest, Parameter: "headers", Message: "The request's header fields are too large."}
+}
+
+// busy is the answer when the pending table is full.
+func (p *Pipeline) busy(st *pending) Output {
+	return p.internal(st.handle, st.id, "The edge has too many requests in flight; it is safe to retry once.")
+}
+
+// internal is a 500 INTERNAL answered by the edge itself.
+func (p *Pipeline) internal(h Handle, id, message string) Output {
+	return p.errorResponse(h, id, apierr.New(apierr.Internal, message+" Quote the requestId if it persists."))
+}
+
+// errorResponse is the origin's error response for e (origin/server
+// writeError): the same status, headers and body.
+func (p *Pipeline) errorResponse(h Handle, id string, e *apierr.Error) Output {
+	body := e.AppendJSON(nil, id)
+	hs := make([]Header, 0, 8)
+	hs = append(hs,
+		Header{"X-Request-Id", id},
+		Header{"Cache-Control", "private"},
+		Header{"Vary", "Authorization, Accept-Encoding"},
+	)
+	for _, kv := range e.Headers() {
+		hs = append(hs, Header{kv.Name, kv.Value})
+	}
+	if c := token.ChallengeFor(e, Realm, p.resourceMetadata); c != "" {
+		hs = append(hs, Header{"Www-Authenticate", c})
+	}
+	hs = append(hs, Header{"Content-Type", "application/json"}, Header{"Content-Length", itoa(len(body))})
+	sortHeaders(hs)
+	return Output{Kind: Response, Handle: h, Status: e.Status(), Headers: hs, Body: body}
+}
+
+// newHandle returns an unused non-zero handle.
+func (p *Pipeline) newHandle() Handle {
+	for {
+		p.next++
+		if p.next != 0 && p.pending[p.next] == nil {
+			return p.next
+		}
+	}
+}
+
+// keep records st as waiting at stage; false when the table is full even
+// after dropping requests stuck for longer than staleAfter.
+func (p *Pipeline) keep(st *pending, s stage, now int64) bool {
+	st.stage, st.since = s, now
+	size := st.req.size()
+	if cur := p.pending[st.handle]; cur == st {
+		p.pendingBytes += size - st.size
+		st.size = size
+		return true
+	}
+	if len(p.pending) >= MaxPending || p.pendingBytes+size > MaxPendingBytes {
+		p.sweep(now)
+		if len(p.pending) >= MaxPending || p.pendingBytes+size > MaxPendingBytes {
+			return false
+		}
+	}
+	st.size = size
+	p.pending[st.handle] = st
+	p.pendingBytes += size
+	return true
+}
+
+// staleAfter is how long a request may wait before a full table drops
+// it: a host must answer every subrequest, so such a request is lost.
+const staleAfter = 10 * 60 * 1000 // ms
+
+func (p *Pipeline) sweep(now int64) {
+	for _, st := range p.pending {
+		if now-st.since > staleAfter {
+			p.drop(st)
+		}
+	}
+}
+
+func (p *Pipeline) drop(st *pending) {
+	if p.pending[st.handle] == st {
+		delete(p.pending, st.handle)
+		p.pendingBytes -= st.size
+		st.size = 0
+	}
+}
+
+// requestID keeps a well-formed incoming X-Request-Id (8–64 of
+// [A-Za-z0-9._-], the origin's rule) and otherwise makes one in the
+// origin's format.
+func (p *Pipeline) requestID(in string) string {
+	if n := len(in); n >= 8 && n <= 64 {
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			c := in[i]
+			ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		}
+		if ok {
+			return in
+		}
+	}
+	const hex = "0123456789abcdef"
+	var b [12]byte
+	io.ReadFull(p.random, b[:]) // on failure the zero bytes still make a valid id
+	out := make([]byte, 0, 4+2*len(b))
+	out = append(out, "req_"...)
+	for _, c := range b {
+		out = append(out, hex[c>>4], hex[c&0xf])
+	}
+	return string(out)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,102 @@
+//go:build wasip1
+
+package main
+
+import (
+	"errors"
+	"unsafe"
+
+	"github.com/lectern-api/lectern/worker/pipeline"
+)
+
+// The reactor's state: the pipeline, the buffers the host writes messages
+// into, and the last output, which the host reads before its next call.
+// A reactor's exports are its only entry points, so package state is
+// where it lives.
+var (
+	edge   *pipeline.Pipeline
+	inputs = map[uint32][]byte{} // by address: kept alive until consumed
+	output []byte
+)
+
+// alloc returns a buffer of size bytes for the host to write a message
+// into. The buffer lives until the next configure, start or resume call,
+// which consumes it; 0 means the size is refused (over
+// pipeline.MaxMessage).
+//
+//go:wasmexport alloc
+func alloc(size uint32) uint32 {
+	if size > pipeline.MaxMessage {
+		return 0
+	}
+	b := make([]byte, max(size, 1))
+	ptr := uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	inputs[ptr] = b
+	return ptr
+}
+
+// input returns the message at ptr, which alloc handed out, and lets go
+// of every buffer: each is valid until the next consuming call.
+func input(ptr, size uint32) ([]byte, bool) {
+	b, ok := inputs[ptr]
+	clear(inputs)
+	if !ok || int(size) > len(b) {
+		return nil, false
+	}
+	return b[:size], true
+}
+
+// result keeps out alive until the next call and returns ptr<<32 | len.
+func result(out []byte) uint64 {
+	output = out
+	if len(out) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(out))))<<32 | uint64(len(out))
+}
+
+var (
+	errNoBuffer     = errors.New("wasm: message not in a buffer from alloc")
+	errUnconfigured = errors.New("wasm: configure first")
+)
+
+// configure sets the pipeline up; it answers {"kind":"configured"} or
+// {"kind":"error","error":"..."}.
+//
+//go:wasmexport configure
+func configure(ptr, size uint32) uint64 {
+	b, ok := input(ptr, size)
+	if !ok {
+		return result(pipeline.ConfigResult(errNoBuffer))
+	}
+	cfg, err := pipeline.ParseConfig(b)
+	if err != nil {
+		return result(pipeline.ConfigResult(err))
+	}
+	edge = pipeline.New(cfg)
+	return result(pipeline.ConfigResult(nil))
+}
+
+//go:wasmexport start
+func start(ptr, size uint32) uint64 {
+	b, ok := input(ptr, size)
+	if !ok {
+		return result(pipeline.ConfigResult(errNoBuffer))
+	}
+	if edge == nil {
+		return result(pipeline.ConfigResult(errUnconfigured))
+	}
+	return result(edge.HandleStart(b))
+}
+
+//go:wasmexport resume
+func resume(ptr, size uint32) uint64 {
+	b, ok := input(ptr, size)
+	if !ok {
+		return result(pipeline.ConfigResult(errNoBuffer))
+	}
+	if edge == nil {
+		return result(pipeline.ConfigResult(errUnconfigured))
+	}
+	return result(edge.HandleResume(b))
+}
