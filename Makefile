@@ -69,7 +69,8 @@ check: test ## test, build shared/ for wasip1, and insist that go.mod is tidy
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
 	$(GO) mod tidy -diff
 
-bench: ## benchmarks, as ratios measured in one run: durable meter increments (group commit vs one txn each)
+bench: ## benchmarks as ratios measured in one run: content API, edge, worker CPU, module (tools/bench, flags in BENCHFLAGS), then durable meter increments
+	$(GO) run ./tools/bench $(BENCHFLAGS)
 	$(GO) run ./tools/meterbench
 
 corpus: ## generate the full deterministic corpus into $(CORPUS)

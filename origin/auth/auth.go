@@ -32,7 +32,16 @@ type Authenticator struct {
 	mu    sync.Mutex
 	cache token.Cache
 	done  chan struct{} // closed when the fetch in flight ends
+
+	// verified holds tokens already verified, until they expire: a token
+	// is immutable, so its verdict does not change before exp, and an
+	// EdDSA verification costs far more than the request it guards.
+	vmu      sync.Mutex
+	verified map[string]token.Claims
 }
+
+// maxVerified bounds the verified-token cache; when full it is emptied.
+const maxVerified = 10000
 
 // Config configures an Authenticator.
 type Config struct {
@@ -52,6 +61,9 @@ func New(cfg Config) *Authenticator {
 	if cfg.Leeway == 0 {
 		cfg.Leeway = 30 * time.Second
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Authenticator{
 		verifier: token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway},
 		jwksURL:  cfg.JWKSURL,
@@ -67,6 +79,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if !ok {
 		return token.Claims{}, token.Unauthorized(reason)
 	}
+	now := a.now()
+	a.vmu.Lock()
+	c, hit := a.verified[raw]
+	a.vmu.Unlock()
+	if hit && now.Before(c.Expiry.Add(a.verifier.Leeway)) {
+		return c, nil
+	}
 	keys, wait := a.keys(ctx, false)
 	claims, f := a.verifier.Verify(raw, keys, a.now())
 	if f != nil && f.UnknownKey {
@@ -81,6 +100,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if f != nil {
 		return token.Claims{}, token.Unauthorized(f.Reason)
 	}
+	a.vmu.Lock()
+	if a.verified == nil || len(a.verified) >= maxVerified {
+		a.verified = make(map[string]token.Claims)
+	}
+	a.verified[raw] = claims
+	a.vmu.Unlock()
 	return claims, nil
 }
 

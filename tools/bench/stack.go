@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/server"
+	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/scope"
+)
+
+// audience is the token audience of the bench stack, as the origin's default.
+const audience = "lectern-api"
+
+// benchOrg is the organisation every request is made for: granted every
+// tier, no caps, no quotas (licence.NewOrg's plan defaults).
+const benchOrg = "bench"
+
+// stack is the origin wired in process as origin/cmd/origin wires it
+// (stack.go there), on loopback listeners, with a SQLite database in a
+// temporary directory: the public API, the identity provider, meters.
+type stack struct {
+	OriginURL, IdPURL string
+	Secret            string // LECTERN_SECRET shared with the edge
+	API               *server.Server
+	Content           *server.Content
+
+	store   *sqlitestore.Store
+	closers []func() error
+	servers []*http.Server
+}
+
+// startStack serves c from a new stack whose database lives in dir.
+func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Logger) (_ *stack, err error) {
+	st := &stack{Secret: "bench-" + rand.Text() + rand.Text()}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	originLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen origin: %w", err)
+	}
+	st.closers = append(st.closers, func() error { originLn.Close(); return nil })
+	idpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen identity provider: %w", err)
+	}
+	st.closers = append(st.closers, func() error { idpLn.Close(); return nil })
+	st.OriginURL = "http://" + originLn.Addr().String()
+	st.IdPURL = "http://" + idpLn.Addr().String()
+
+	if st.Content, err = server.Build(c); err != nil {
+		return nil, fmt.Errorf("build content: %w", err)
+	}
+	db := filepath.Join(dir, "lectern.db")
+	s, err := sqlitestore.New(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	st.closers = append(st.closers, s.Close)
+	st.store = s
+	m, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open meters: %w", err)
+	}
+	st.closers = append(st.closers, m.Close)
+
+	provider, err := idp.New(ctx, idp.Config{Issuer: st.IdPURL, Audience: audience, Store: s, Now: time.Now, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	secret := []byte(st.Secret)
+	content := st.Content
+	st.API = server.New(server.Config{
+		Store:                s,
+		Auth:                 auth.New(auth.Config{Issuer: st.IdPURL, Audience: audience, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Now: time.Now}),
+		Content:              func() *server.Content { return content },
+		Now:                  time.Now,
+		Logger:               log,
+		Resource:             st.OriginURL,
+		AuthorizationServers: []string{st.IdPURL},
+		ResourceMetadataURL:  st.OriginURL + "/.well-known/oauth-protected-resource",
+		LicenseURL:           "https://lectern.example/licence",
+		Meters:               m,
+		TagKey:               subkey(secret, "tag"),
+		CursorKey:            subkey(secret, "cursor"),
+		EdgeKey:              edgesig.Key(secret),
+	})
+	st.serve(originLn, st.API, log)
+	st.serve(idpLn, provider.Handler(), log)
+
+	now := time.Now()
+	o := licence.NewOrg(now)
+	o.ID, o.Name, o.Grants = benchOrg, "Bench Organisation", append([]string(nil), id.Tiers...)
+	if err := s.CreateOrg(ctx, o); err != nil {
+		return nil, fmt.Errorf("create org: %w", err)
+	}
+	return st, nil
+}
+
+// serve serves h on ln until Close.
+func (st *stack) serve(ln net.Listener, h http.Handler, log *slog.Logger) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	st.servers = append(st.servers, srv)
+	go srv.Serve(ln)
+}
+
+// Close stops the servers, then the stores.
+func (st *stack) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, srv := range st.servers {
+		errs = append(errs, srv.Shutdown(ctx))
+	}
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		errs = append(errs, st.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// tokens registers a client of the bench org and returns n access tokens
+// the identity provider issued to it (client_credentials, content.read).
+// Each is a distinct token, so requests bearing them spread over the edge
+// host's instances as distinct clients' would.
+func (st *stack) tokens(ctx context.Context, n int) ([]string, error) {
+	// Registered as the admin API registers clients.
+	clientID, secret, err := idp.CreateClient(ctx, st.store, time.Now(), benchOrg, []string{scope.ContentRead},
+		[]string{"client_credentials"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, n)
+	for range n {
+		form := url.Values{"grant_type": {"client_credentials"}, "scope": {scope.Full(scope.ContentRead)}}
+		req, err := http.NewRequestWithContext(ctx, "POST", st.IdPURL+"/oauth2/token", strings.NewReader(form.Encode()))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(clientID, secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("token: %w", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("token: %w", err)
+		}
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
+			return nil, fmt.Errorf("token: status %d: %.300s", resp.StatusCode, body)
+		}
+		out = append(out, tok.AccessToken)
+	}
+	return out, nil
+}
+
+// subkey derives an independent key for one purpose from the secret, as
+// origin/cmd/origin does.
+func subkey(secret []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("lectern/" + purpose))
+	return m.Sum(nil)
+}
