@@ -1,52 +1,11 @@
 package encoding
 
 import (
-	"bufio"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/lectern-api/lectern/shared/internal/vectors"
 )
-
-// vector is one line of a testdata vector file: fields separated by "----",
-// each trimmed; the last field is the expectation.
-type vector struct {
-	line   int
-	fields []string
-}
-
-// readVectors reads a vector file: one case per line, "input ---- expected";
-// blank lines, "#" and lines starting with "# " are comments.
-func readVectors(t testing.TB, path string) []vector {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var vs []vector
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" || line == "#" || strings.HasPrefix(line, "# ") {
-			continue
-		}
-		fields := strings.Split(line, "----")
-		if len(fields) != 2 {
-			t.Fatalf("%s:%d: got %d fields, want 2: %q", path, n, len(fields), line)
-		}
-		for i := range fields {
-			fields[i] = strings.TrimSpace(fields[i])
-		}
-		vs = append(vs, vector{line: n, fields: fields})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) == 0 {
-		t.Fatalf("%s: no vectors", path)
-	}
-	return vs
-}
 
 func name(c Coding) string {
 	if c == Identity {
@@ -56,9 +15,9 @@ func name(c Coding) string {
 }
 
 func TestNegotiateVectors(t *testing.T) {
-	for _, v := range readVectors(t, "testdata/negotiate.txt") {
-		if got := name(Negotiate(v.fields[0])); got != v.fields[1] {
-			t.Errorf("negotiate.txt:%d: Negotiate(%q) = %s, want %s", v.line, v.fields[0], got, v.fields[1])
+	for _, v := range vectors.Read(t, "testdata/negotiate.txt", 2) {
+		if got := name(Negotiate(v.Fields[0])); got != v.Fields[1] {
+			t.Errorf("negotiate.txt:%d: Negotiate(%q) = %s, want %s", v.Line, v.Fields[0], got, v.Fields[1])
 		}
 	}
 }
@@ -134,8 +93,8 @@ func TestParseQ(t *testing.T) {
 }
 
 func FuzzNegotiate(f *testing.F) {
-	for _, v := range readVectors(f, "testdata/negotiate.txt") {
-		f.Add(v.fields[0])
+	for _, v := range vectors.Read(f, "testdata/negotiate.txt", 2) {
+		f.Add(v.Fields[0])
 	}
 	f.Fuzz(func(t *testing.T, h string) {
 		c := Negotiate(h)

@@ -1,55 +1,14 @@
 package etag
 
 import (
-	"bufio"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lectern-api/lectern/shared/internal/vectors"
 )
-
-// vector is one line of a testdata vector file: fields separated by "----",
-// each trimmed; the last field is the expectation.
-type vector struct {
-	line   int
-	fields []string
-}
-
-// readVectors reads a vector file: one case per line, "input ---- expected";
-// blank lines, "#" and lines starting with "# " are comments.
-func readVectors(t testing.TB, path string, nfields int) []vector {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var vs []vector
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" || line == "#" || strings.HasPrefix(line, "# ") {
-			continue
-		}
-		fields := strings.Split(line, "----")
-		if len(fields) != nfields {
-			t.Fatalf("%s:%d: got %d fields, want %d: %q", path, n, len(fields), nfields, line)
-		}
-		for i := range fields {
-			fields[i] = strings.TrimSpace(fields[i])
-		}
-		vs = append(vs, vector{line: n, fields: fields})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) == 0 {
-		t.Fatalf("%s: no vectors", path)
-	}
-	return vs
-}
 
 var weakShape = regexp.MustCompile(`^W/"[0-9a-f]{16}"$`)
 
@@ -63,26 +22,26 @@ var base = Input{
 }
 
 func TestDeriveVectors(t *testing.T) {
-	for _, v := range readVectors(t, "testdata/derive.txt", 7) {
-		route, err := strconv.Atoi(v.fields[1])
+	for _, v := range vectors.Read(t, "testdata/derive.txt", 7) {
+		route, err := strconv.Atoi(v.Fields[1])
 		if err != nil {
-			t.Fatalf("derive.txt:%d: route %q: %v", v.line, v.fields[1], err)
+			t.Fatalf("derive.txt:%d: route %q: %v", v.Line, v.Fields[1], err)
 		}
-		in := Input{Version: v.fields[0], Route: route, Target: v.fields[2], Params: v.fields[3], Org: v.fields[4], Grants: v.fields[5]}
-		if got, want := Derive(in), v.fields[6]; got != want {
-			t.Errorf("derive.txt:%d: Derive(%+v) = %s, want %s", v.line, in, got, want)
+		in := Input{Version: v.Fields[0], Route: route, Target: v.Fields[2], Params: v.Fields[3], Org: v.Fields[4], Grants: v.Fields[5]}
+		if got, want := Derive(in), v.Fields[6]; got != want {
+			t.Errorf("derive.txt:%d: Derive(%+v) = %s, want %s", v.Line, in, got, want)
 		}
 	}
 }
 
 func TestGrantsDigestVectors(t *testing.T) {
-	for _, v := range readVectors(t, "testdata/grants.txt", 2) {
+	for _, v := range vectors.Read(t, "testdata/grants.txt", 2) {
 		var grants []string
-		if v.fields[0] != "" {
-			grants = strings.Split(v.fields[0], ",")
+		if v.Fields[0] != "" {
+			grants = strings.Split(v.Fields[0], ",")
 		}
-		if got, want := GrantsDigest(grants), v.fields[1]; got != want {
-			t.Errorf("grants.txt:%d: GrantsDigest(%q) = %s, want %s", v.line, grants, got, want)
+		if got, want := GrantsDigest(grants), v.Fields[1]; got != want {
+			t.Errorf("grants.txt:%d: GrantsDigest(%q) = %s, want %s", v.Line, grants, got, want)
 		}
 	}
 }
@@ -185,13 +144,13 @@ func TestFromBytes(t *testing.T) {
 }
 
 func TestMatchVectors(t *testing.T) {
-	for _, v := range readVectors(t, "testdata/match.txt", 3) {
-		header, current, want := v.fields[0], v.fields[1], v.fields[2]
+	for _, v := range vectors.Read(t, "testdata/match.txt", 3) {
+		header, current, want := v.Fields[0], v.Fields[1], v.Fields[2]
 		if want != "match" && want != "nomatch" {
-			t.Fatalf("match.txt:%d: expectation %q, want match or nomatch", v.line, want)
+			t.Fatalf("match.txt:%d: expectation %q, want match or nomatch", v.Line, want)
 		}
 		if got := Match(header, current); got != (want == "match") {
-			t.Errorf("match.txt:%d: Match(%q, %q) = %v, want %s", v.line, header, current, got, want)
+			t.Errorf("match.txt:%d: Match(%q, %q) = %v, want %s", v.Line, header, current, got, want)
 		}
 	}
 }
@@ -249,8 +208,8 @@ func TestMatchHostileInput(t *testing.T) {
 }
 
 func FuzzMatch(f *testing.F) {
-	for _, v := range readVectors(f, "testdata/match.txt", 3) {
-		f.Add(v.fields[0], v.fields[1])
+	for _, v := range vectors.Read(f, "testdata/match.txt", 3) {
+		f.Add(v.Fields[0], v.Fields[1])
 	}
 	f.Add("*", Derive(base))
 	f.Fuzz(func(t *testing.T, header, current string) {

@@ -1,55 +1,13 @@
 package id
 
 import (
-	"bufio"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/internal/vectors"
 )
-
-// vector is one line of a testdata vector file: fields separated by "----",
-// each trimmed; the last field is the expectation.
-type vector struct {
-	line   int
-	fields []string
-}
-
-// readVectors reads a vector file: one case per line, "input ---- expected";
-// blank lines, "#" and lines starting with "# " are comments.
-func readVectors(t testing.TB, path string) []vector {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var vs []vector
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" || line == "#" || strings.HasPrefix(line, "# ") {
-			continue
-		}
-		fields := strings.Split(line, "----")
-		if len(fields) < 2 {
-			t.Fatalf("%s:%d: no ---- separator in %q", path, n, line)
-		}
-		for i := range fields {
-			fields[i] = strings.TrimSpace(fields[i])
-		}
-		vs = append(vs, vector{line: n, fields: fields})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) == 0 {
-		t.Fatalf("%s: no vectors", path)
-	}
-	return vs
-}
 
 // checkExpect compares err with an expectation "ok" or
 // "<code> <parameter> [<received>]".
@@ -191,29 +149,29 @@ func TestAllowedIsACopy(t *testing.T) {
 }
 
 func TestParseLessonVectors(t *testing.T) {
-	for _, v := range readVectors(t, "testdata/lessonid.txt") {
-		in, want := v.fields[0], v.fields[1]
+	for _, v := range vectors.Read(t, "testdata/lessonid.txt", 2) {
+		in, want := v.Fields[0], v.Fields[1]
 		l, err := ParseLesson(in)
-		checkExpect(t, "lessonid.txt:"+itoa(v.line), in, err, want)
+		checkExpect(t, "lessonid.txt:"+itoa(v.Line), in, err, want)
 		if err == nil {
 			if got := l.String(); got != in {
-				t.Errorf("lessonid.txt:%d: ParseLesson(%q).String() = %q, want the input", v.line, in, got)
+				t.Errorf("lessonid.txt:%d: ParseLesson(%q).String() = %q, want the input", v.Line, in, got)
 			}
 			if l2, err := LessonFromPath(l.Tier, l.Slug, itoa(l.Class)); err != nil || l2 != l {
-				t.Errorf("lessonid.txt:%d: LessonFromPath on %q's segments = %+v, %v; want %+v", v.line, in, l2, err, l)
+				t.Errorf("lessonid.txt:%d: LessonFromPath on %q's segments = %+v, %v; want %+v", v.Line, in, l2, err, l)
 			}
 		}
 	}
 }
 
 func TestParseMediaVectors(t *testing.T) {
-	for _, v := range readVectors(t, "testdata/mediaid.txt") {
-		in, want := v.fields[0], v.fields[1]
+	for _, v := range vectors.Read(t, "testdata/mediaid.txt", 2) {
+		in, want := v.Fields[0], v.Fields[1]
 		m, err := ParseMedia(in)
-		checkExpect(t, "mediaid.txt:"+itoa(v.line), in, err, want)
+		checkExpect(t, "mediaid.txt:"+itoa(v.Line), in, err, want)
 		if err == nil {
 			if got := m.String(); got != in {
-				t.Errorf("mediaid.txt:%d: ParseMedia(%q).String() = %q, want the input", v.line, in, got)
+				t.Errorf("mediaid.txt:%d: ParseMedia(%q).String() = %q, want the input", v.Line, in, got)
 			}
 		}
 	}
@@ -299,8 +257,8 @@ func itoa(n int) string {
 }
 
 func FuzzParseLesson(f *testing.F) {
-	for _, v := range readVectors(f, "testdata/lessonid.txt") {
-		f.Add(v.fields[0])
+	for _, v := range vectors.Read(f, "testdata/lessonid.txt", 2) {
+		f.Add(v.Fields[0])
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		l, err := ParseLesson(s)
@@ -323,8 +281,8 @@ func FuzzParseLesson(f *testing.F) {
 }
 
 func FuzzParseMedia(f *testing.F) {
-	for _, v := range readVectors(f, "testdata/mediaid.txt") {
-		f.Add(v.fields[0])
+	for _, v := range vectors.Read(f, "testdata/mediaid.txt", 2) {
+		f.Add(v.Fields[0])
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		m, err := ParseMedia(s)

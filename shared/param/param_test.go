@@ -1,12 +1,11 @@
 package param
 
 import (
-	"bufio"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/internal/vectors"
 	"github.com/lectern-api/lectern/shared/route"
 )
 
@@ -19,22 +18,9 @@ func body(e *apierr.Error) string { return string(e.AppendJSON(nil, "req-1")) }
 //
 // An empty query is written as "-". The same file drives the edge tests.
 func TestQueryVectors(t *testing.T) {
-	f, err := os.Open("testdata/query.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	n := 0
-	for line := 1; s.Scan(); line++ {
-		text := s.Text()
-		if strings.TrimSpace(text) == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		in, want, ok := strings.Cut(text, " ---- ")
-		if !ok {
-			t.Fatalf("line %d: no ' ---- ' separator", line)
-		}
+	vs := vectors.Read(t, "testdata/query.txt", 2)
+	for _, v := range vs {
+		in, want := v.Fields[0], v.Fields[1]
 		idText, query, _ := strings.Cut(in, " ")
 		if query == "-" {
 			query = ""
@@ -45,25 +31,25 @@ func TestQueryVectors(t *testing.T) {
 		}
 		r := route.ByID(route.ID(id))
 		if r == nil {
-			t.Fatalf("line %d: no route %q", line, idText)
+			t.Fatalf("query.txt:%d: no route %q", v.Line, idText)
 		}
-		v, e := Parse(r, query)
+		pv, e := Parse(r, query)
 		var got string
 		if e != nil {
 			got = strings.Replace(body(e), `,"requestId":"req-1"`, "", 1)
 			if e.Status() != 400 {
-				t.Errorf("line %d: status %d, want 400", line, e.Status())
+				t.Errorf("query.txt:%d: status %d, want 400", v.Line, e.Status())
 			}
 		} else {
-			got = "ok " + v.Canonical()
+			// Fields are trimmed, so an empty canonical form reads "ok".
+			got = strings.TrimSuffix("ok "+pv.Canonical(), " ")
 		}
 		if got != want {
-			t.Errorf("line %d: route %d %q\n got: %s\nwant: %s", line, id, query, got, want)
+			t.Errorf("query.txt:%d: route %d %q\n got: %s\nwant: %s", v.Line, id, query, got, want)
 		}
-		n++
 	}
-	if n < 40 {
-		t.Errorf("only %d vectors", n)
+	if len(vs) < 40 {
+		t.Errorf("only %d vectors", len(vs))
 	}
 }
 

@@ -3,6 +3,7 @@ package token
 import (
 	"encoding/base64"
 
+	"github.com/lectern-api/lectern/shared/jsoncheck"
 	"github.com/valyala/fastjson"
 )
 
@@ -49,7 +50,7 @@ var parsers fastjson.ParserPool
 // encoding/json keeps the last, so a document is validated first and
 // duplicates are refused (RFC 7515 §5.2 allows either answer).
 func parseObject(p *fastjson.Parser, b []byte) (*fastjson.Object, bool) {
-	if !shallow(b) || fastjson.ValidateBytes(b) != nil {
+	if !jsoncheck.Shallow(b, maxDepth) || fastjson.ValidateBytes(b) != nil {
 		return nil, false
 	}
 	v, err := p.ParseBytes(b)
@@ -61,36 +62,6 @@ func parseObject(p *fastjson.Parser, b []byte) (*fastjson.Object, bool) {
 		return nil, false
 	}
 	return o, true
-}
-
-// shallow reports whether the brackets of b, outside strings, nest at most
-// maxDepth deep. It runs in linear time before any recursive parser sees b.
-func shallow(b []byte) bool {
-	depth := 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > maxDepth {
-				return false
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return true
 }
 
 // uniqueNames reports whether no member name of o repeats, comparing names

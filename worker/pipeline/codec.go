@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 
+	"github.com/lectern-api/lectern/shared/jsoncheck"
 	"github.com/lectern-api/lectern/shared/jsonenc"
 	"github.com/valyala/fastjson"
 )
@@ -180,7 +181,7 @@ func parse(parser *fastjson.Parser, b []byte) (*fastjson.Value, error) {
 	if len(b) > MaxMessage {
 		return nil, errTooLarge
 	}
-	if !shallow(b) {
+	if !jsoncheck.Shallow(b, maxDepth) {
 		return nil, errMalformed
 	}
 	v, err := parser.ParseBytes(b)
@@ -239,36 +240,6 @@ func headers(v *fastjson.Value) ([]Header, error) {
 		out = append(out, Header{string(name), string(value)})
 	}
 	return out, nil
-}
-
-// shallow reports whether the brackets of b, outside strings, nest at most
-// maxDepth deep, in one linear pass before the recursive parser runs.
-func shallow(b []byte) bool {
-	depth := 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > maxDepth {
-				return false
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return true
 }
 
 // AppendJSON appends the output message of docs/edge.md:

@@ -48,6 +48,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/lectern-api/lectern/origin/internal/pgmig"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 )
@@ -106,9 +107,9 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, conn); err != nil {
+	if err := pgmig.Apply(ctx, conn, migrations, "migrations", "meter_migrations", migrationLock); err != nil {
 		conn.Close(context.Background())
-		return nil, err
+		return nil, fmt.Errorf("migrate meters: %w", err)
 	}
 	s := &Store{pool: p}
 	if opts.NoGroupCommit {

@@ -28,6 +28,7 @@ package sqlitemeter
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"errors"
 	"fmt"
 	"os"
@@ -37,12 +38,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/internal/sqlitemig"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 var _ meter.Store = (*Store)(nil)
+
+// migrations are applied by Open and recorded in meter_migrations, the
+// meters' own record, apart from the store's schema_migrations.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
 
 // ErrClosed is returned by Apply after Close.
 var ErrClosed = batch.ErrClosed
@@ -99,9 +107,9 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
-	if err := migrate(ctx, db); err != nil {
+	if err := sqlitemig.Apply(ctx, db, migrations, "migrations", "meter_migrations"); err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("migrate meters: %w", err)
 	}
 	rdb, err := open(ctx, dsn(path, append(pragmas, readPragmas...)))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lectern-api/lectern/origin/internal/pgmig"
 	"github.com/lectern-api/lectern/origin/store"
 )
 
@@ -47,9 +48,9 @@ func New(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := pgmig.Apply(ctx, pool, migrations, "migrations", "schema_migrations", migrationLock); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	return &Store{pool: pool}, nil
 }

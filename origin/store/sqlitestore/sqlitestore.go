@@ -13,6 +13,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,12 +23,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/internal/sqlitemig"
 	"github.com/lectern-api/lectern/origin/store"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
 var _ store.Store = (*Store)(nil)
+
+// migrations are applied by Open and recorded in schema_migrations.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
 
 // Store is a store.Store backed by one SQLite file.
 type Store struct {
@@ -54,9 +61,9 @@ func New(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	if err := migrate(ctx, db); err != nil {
+	if err := sqlitemig.Apply(ctx, db, migrations, "migrations", "schema_migrations"); err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	rdb, err := open(ctx, dsn(path, append(pragmas, readPragmas...)))
 	if err != nil {
