@@ -851,6 +851,47 @@ func (s *Server) findLesson(r *http.Request, req *request, lid id.Lesson) (*less
 // has returned.
 var lessonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
+// putLessonBuf returns body's buffer, taken from lessonBufs as bp, to the
+// pool unless it grew too large to keep.
+func putLessonBuf(bp *[]byte, body []byte) {
+	if cap(body) <= 1<<20 {
+		*bp = body[:0]
+		lessonBufs.Put(bp)
+	}
+}
+
+// lessonRead is a lesson found, its validator and the bill of its read.
+type lessonRead struct {
+	doc  *lessonDoc
+	tag  string
+	bill meter.Bill
+}
+
+// readLesson runs the steps every lesson route shares once its target is
+// resolved: existence (404), the ETag (a 304 bills one call and no lesson
+// read) and billing the read (429). ok is false when the request is
+// answered, with a 304 or with err.
+func (s *Server) readLesson(w http.ResponseWriter, r *http.Request, req *request, lid id.Lesson) (rd lessonRead, ok bool, err error) {
+	d, err := s.findLesson(r, req, lid)
+	if err != nil {
+		return rd, false, err
+	}
+	// The target is the path's values, as the edge derives its candidate
+	// (docs/edge.md); they name the lesson canonically.
+	tag := derivedETag(req)
+	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+		return rd, false, err
+	}
+	bill, err := s.billLessonRead(r, req, d.lesson)
+	if err != nil {
+		return rd, false, err
+	}
+	if bill.Err != nil {
+		return rd, false, bill.Err
+	}
+	return lessonRead{doc: d, tag: tag, bill: bill}, true, nil
+}
+
 // serveLessonDoc runs the lesson, transcript and quiz routes, which
 // differ only in how they render.
 // With gz, the answer is the precompressed standard lesson (appendGzipStd).
@@ -859,37 +900,21 @@ func (s *Server) serveLessonDoc(w http.ResponseWriter, r *http.Request, req *req
 	if err != nil {
 		return err
 	}
-	d, err := s.findLesson(r, req, lid)
-	if err != nil {
+	rd, ok, err := s.readLesson(w, r, req, lid)
+	if !ok {
 		return err
-	}
-	// The target is the path's values, as the edge derives its candidate
-	// (docs/edge.md); they name the lesson canonically.
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
-		return err
-	}
-	bill, err := s.billLessonRead(r, req, d.lesson)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
 	}
 	bp := lessonBufs.Get().(*[]byte)
 	var body []byte
 	if gz {
 		var tail [256]byte
-		body = appendGzipStd((*bp)[:0], d, s.lessonLicense(tail[:0], req))
-		writeGzipped(w, req, tag, bill, body)
+		body = appendGzipStd((*bp)[:0], rd.doc, s.lessonLicense(tail[:0], req))
+		writeGzipped(w, req, rd.tag, rd.bill, body)
 	} else {
-		body = render((*bp)[:0], d)
-		writeContent(w, r, req, tag, bill, body)
+		body = render((*bp)[:0], rd.doc)
+		writeContent(w, r, req, rd.tag, rd.bill, body)
 	}
-	if cap(body) <= 1<<20 {
-		*bp = body[:0]
-		lessonBufs.Put(bp)
-	}
+	putLessonBuf(bp, body)
 	return nil
 }
 
@@ -981,21 +1006,11 @@ func (s *Server) lessonMedia(w http.ResponseWriter, r *http.Request, req *reques
 	if perr != nil {
 		return s.billCallAnd(r, req, perr)
 	}
-	d, err := s.findLesson(r, req, lid)
-	if err != nil {
+	rd, ok, err := s.readLesson(w, r, req, lid)
+	if !ok {
 		return err
 	}
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
-		return err
-	}
-	bill, err := s.billLessonRead(r, req, d.lesson)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
-	}
+	d := rd.doc
 	typ := req.params.Get("type")
 	total := 0
 	for _, a := range d.assets {
@@ -1040,10 +1055,7 @@ func (s *Server) lessonMedia(w http.ResponseWriter, r *http.Request, req *reques
 	body = append(body, `,"tag":`...)
 	body = jsonenc.String(body, l.License.Tag)
 	body = append(body, "}}"...)
-	writeContent(w, r, req, tag, bill, body)
-	if cap(body) <= 1<<20 {
-		*bp = body[:0]
-		lessonBufs.Put(bp)
-	}
+	writeContent(w, r, req, rd.tag, rd.bill, body)
+	putLessonBuf(bp, body)
 	return nil
 }

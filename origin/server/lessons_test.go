@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,261 +15,22 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
-	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/lectern-api/lectern/shared/token"
 	"github.com/lectern-api/lectern/tools/corpusgen/gen"
-	"golang.org/x/oauth2/clientcredentials"
 )
-
-// lessonHarness is the origin wired as origin/cmd/origin wires it (SQLite
-// store and meters, the dev identity provider, token authentication) over
-// real listeners, with the small generated corpus.
-type lessonHarness struct {
-	t       *testing.T
-	api     string
-	issuer  string
-	store   store.Store
-	meters  meter.Store
-	content atomic.Pointer[Content]
-	client  *http.Client // no transparent gzip: the test sees the wire
-}
-
-var (
-	lessonContentMu    sync.Mutex
-	lessonContentCache = map[string]*Content{}
-)
-
-// lessonContent is the small corpus generated with date, built. A Content
-// is read-only, so one is shared by every test of the process; its files
-// are removed once loaded.
-func lessonContent(t *testing.T, date string) *Content {
-	t.Helper()
-	lessonContentMu.Lock()
-	defer lessonContentMu.Unlock()
-	if ct := lessonContentCache[date]; ct != nil {
-		return ct
-	}
-	dir, err := os.MkdirTemp("", "lectern-lessons-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if _, err := gen.Write(dir, gen.Options{Seed: 1, Date: date, Small: true}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := corpus.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lessonContentCache[date] = ct
-	return ct
-}
-
-func newLessonHarness(t *testing.T) *lessonHarness {
-	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	h := &lessonHarness{t: t, client: &http.Client{Transport: &http.Transport{DisableCompression: true}}}
-	h.content.Store(lessonContent(t, ""))
-	db := filepath.Join(dir, "lectern.db")
-	st, err := sqlitestore.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ms.Close() })
-	h.store, h.meters = st, ms
-
-	idpSrv := httptest.NewUnstartedServer(nil)
-	h.issuer = "http://" + idpSrv.Listener.Addr().String()
-	provider, err := idp.New(ctx, idp.Config{Issuer: h.issuer, Audience: "lectern-api", Store: st, Now: time.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idpSrv.Config.Handler = provider.Handler()
-	idpSrv.Start()
-	t.Cleanup(idpSrv.Close)
-
-	apiSrv := httptest.NewUnstartedServer(nil)
-	base := "http://" + apiSrv.Listener.Addr().String()
-	apiSrv.Config.Handler = New(Config{
-		Store:                st,
-		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
-		Content:              h.content.Load,
-		Now:                  time.Now,
-		Resource:             base,
-		AuthorizationServers: []string{h.issuer},
-		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
-		LicenseURL:           "https://lectern.example/licence",
-		Meters:               ms,
-		TagKey:               []byte("lesson-harness-tag-key-0123456789abcdef"),
-		CursorKey:            []byte("lesson-harness-cursor-key-0123456789ab"),
-	})
-	apiSrv.Start()
-	t.Cleanup(apiSrv.Close)
-	h.api = base
-	return h
-}
-
-// corpus is the corpus being served.
-func (h *lessonHarness) corpus() *corpus.Corpus { return h.content.Load().Corpus }
-
-// org creates an organisation with grants and returns a content.read
-// token of its client.
-func (h *lessonHarness) org(orgID string, grants ...string) string {
-	h.t.Helper()
-	ctx := context.Background()
-	o := licence.NewOrg(time.Now())
-	o.ID, o.Name, o.Grants = orgID, "Org "+orgID, grants
-	if err := h.store.CreateOrg(ctx, o); err != nil {
-		h.t.Fatal(err)
-	}
-	id, secret, err := idp.CreateClient(ctx, h.store, time.Now(), orgID, []string{"content.read"}, nil, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: h.issuer + "/oauth2/token",
-		Scopes: []string{scope.Full("content.read")}}
-	tok, err := cc.Token(ctx)
-	if err != nil {
-		h.t.Fatalf("token: %v", err)
-	}
-	return tok.AccessToken
-}
-
-// lessonUsage is what the meters hold for an organisation now.
-type lessonUsage struct {
-	calls, lessonReads int64
-	distinct           int // distinct lessons read today (the enumeration alarm)
-}
-
-func (h *lessonHarness) usage(orgID string) lessonUsage {
-	h.t.Helper()
-	u, n, err := h.meters.Usage(context.Background(), orgID, time.Now(), h.content.Load().ContentVersion)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return lessonUsage{u.Get(meter.MonthCalls), u.Get(meter.HourLessonReads), n}
-}
-
-// billed checks the meters moved by exactly calls and lesson reads since
-// before.
-func (h *lessonHarness) billed(orgID string, before lessonUsage, calls, reads int64) lessonUsage {
-	h.t.Helper()
-	now := h.usage(orgID)
-	if got := now.calls - before.calls; got != calls {
-		h.t.Errorf("calls billed: got %d, want %d", got, calls)
-	}
-	if got := now.lessonReads - before.lessonReads; got != reads {
-		h.t.Errorf("lesson reads billed: got %d, want %d", got, reads)
-	}
-	return now
-}
-
-type lessonResp struct {
-	status int
-	header http.Header
-	body   []byte // as sent on the wire
-}
-
-// get sends a GET with tok and header pairs.
-func (h *lessonHarness) get(path, tok string, hdr ...string) lessonResp {
-	h.t.Helper()
-	req, err := http.NewRequest("GET", h.api+path, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return lessonResp{resp.StatusCode, resp.Header, body}
-}
-
-// ok gets path, wants 200 with an identity JSON body, and decodes it.
-func (h *lessonHarness) ok(path, tok string) map[string]any {
-	h.t.Helper()
-	r := h.get(path, tok)
-	if r.status != 200 {
-		h.t.Fatalf("GET %s: got %d %s, want 200", path, r.status, r.body)
-	}
-	return lessonJSON(h.t, r.body)
-}
-
-func lessonJSON(t *testing.T, b []byte) map[string]any {
-	t.Helper()
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
-		t.Fatalf("not a JSON object: %v: %.300s", err, b)
-	}
-	return m
-}
-
-// lessonErr is the error member of an error body.
-type lessonErr struct {
-	Code      string   `json:"code"`
-	Message   string   `json:"message"`
-	RequestID string   `json:"requestId"`
-	Parameter string   `json:"parameter"`
-	Allowed   []string `json:"allowed"`
-	Received  any      `json:"received"`
-	Min, Max  *int64
-	Grant     string `json:"grant"`
-}
-
-// fails gets path and wants the error status and code.
-func (h *lessonHarness) fails(path, tok string, status int, code string) lessonErr {
-	h.t.Helper()
-	r := h.get(path, tok)
-	var e struct{ Error lessonErr }
-	if err := json.Unmarshal(r.body, &e); err != nil || r.status != status || e.Error.Code != code {
-		h.t.Fatalf("GET %s: got %d %s, want %d %s", path, r.status, r.body, status, code)
-	}
-	if e.Error.RequestID == "" || e.Error.RequestID != r.header.Get("X-Request-Id") {
-		h.t.Errorf("GET %s: requestId %q, X-Request-Id %q", path, e.Error.RequestID, r.header.Get("X-Request-Id"))
-	}
-	return e.Error
-}
 
 // findLessonWhere returns the first lesson of the corpus that satisfies f.
 func findLessonWhere(t *testing.T, c *corpus.Corpus, what string, f func(*corpus.Lesson) bool) *corpus.Lesson {
@@ -321,7 +81,7 @@ var includeSections = []string{"quiz", "inlineChecks", "interactives", "narratio
 // spec: Resources, Lesson (the detail table); Common parameters, detail:
 // "changes how much, never which fields exist"; Route rules §3.
 func TestLessonDetailLevels(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	tok := h.org("detail", "topics", "college", "high", "middle", "primary")
 	long := findLessonWhere(t, h.corpus(), "a card body over the cap", func(l *corpus.Lesson) bool {
 		return anyCard(l, func(c *corpus.Card) bool { return utf8.RuneCountInString(c.Body) > capBody+200 })
@@ -455,7 +215,7 @@ func TestLessonDetailLevels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := lessonJSON(t, appendLessonDoc(nil, sd, lessonStandard, 0, []byte("}"))); m["truncated"] != false {
+	if m := jsonObject(t, appendLessonDoc(nil, sd, lessonStandard, 0, []byte("}"))); m["truncated"] != false {
 		t.Errorf("standard: truncated %v with nothing over a cap", m["truncated"])
 	}
 
@@ -498,7 +258,7 @@ func TestCapLessonText(t *testing.T) {
 // The precompressed standard lesson is a valid gzip member whose content
 // is the identity body, whatever the licence envelope appended to it.
 func TestLessonGzipStd(t *testing.T) {
-	ct := lessonContent(t, "")
+	ct := smallContent(t, "")
 	for _, d := range ct.lessons.docs {
 		for _, tail := range []string{"}", `,"_license":{"lic":"lic_x_ecla1","tag":"t1AAAAAAAAAAAAAAAA"}}`} {
 			want := appendLessonDoc(nil, d, lessonStandard, 0, append(slices.Clone(ct.lessons.version), tail...))
@@ -518,7 +278,7 @@ func TestLessonGzipStd(t *testing.T) {
 // any level; any other value is 400 listing all seven; markdown is 400 on
 // the lesson route. The list is order-insensitive.
 func TestLessonIncludeSections(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	tok := h.org("include", "topics", "college", "high", "middle", "primary")
 	c := h.corpus()
 	l := findLessonWhere(t, c, "every kind of section", func(l *corpus.Lesson) bool {
@@ -638,7 +398,7 @@ func TestLessonIncludeSections(t *testing.T) {
 
 // spec: Resources, Transcript; Route table 7; Route rules §2.
 func TestLessonTranscript(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	tok := h.org("transcript", "topics", "college", "high", "middle", "primary")
 	c := h.corpus()
 	checked := map[string]bool{}
@@ -723,7 +483,7 @@ func TestLessonTranscript(t *testing.T) {
 	empty := findLessonWhere(t, c, "no transcript", func(l *corpus.Lesson) bool { return !l.HasTranscript })
 	before := h.usage("transcript")
 	r := h.get(lessonPathOf(empty)+"/transcript?include=markdown", tok, "Accept-Encoding", "gzip")
-	m := lessonJSON(t, r.body)
+	m := jsonObject(t, r.body)
 	if r.status != 200 || len(objects(t, m["items"])) != 0 || m["markdown"] != "" || m["lessonId"] != empty.ID {
 		t.Errorf("%s: got %d %s, want 200 with items [] and markdown \"\"", empty.ID, r.status, r.body)
 	}
@@ -740,7 +500,7 @@ func TestLessonTranscript(t *testing.T) {
 
 // spec: Resources, Quiz document; Route table 8.
 func TestLessonQuiz(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	tok := h.org("quiz", "topics", "college", "high", "middle", "primary")
 	l := findLessonWhere(t, h.corpus(), "a quiz and inline checks", func(l *corpus.Lesson) bool {
 		return len(l.Quiz) > 0 && len(l.InlineChecks) > 0
@@ -805,7 +565,7 @@ type mediaPage struct {
 // spec: Route table 9; Media asset; List envelope; Common parameters,
 // type and cursor; States and transitions, pagination cursor.
 func TestLessonMediaList(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	tok := h.org("media", "topics", "college", "high", "middle", "primary")
 	l := findLessonWhere(t, h.corpus(), "video, audio and images", func(l *corpus.Lesson) bool {
 		return l.HasVideo && l.HasNarration && len(l.Media) > 20
@@ -893,7 +653,7 @@ func TestLessonMediaList(t *testing.T) {
 	}
 
 	// The corpus moves: the cursor expires (CURSOR_EXPIRED, the call only).
-	h.content.Store(lessonContent(t, "2026-12-01"))
+	h.content.Store(smallContent(t, "2026-12-01"))
 	before = h.usage("media")
 	h.fails(base+"?type=audio&cursor="+url.QueryEscape(cur), tok, 400, "CURSOR_EXPIRED")
 	h.billed("media", before, 1, 0)
@@ -904,7 +664,7 @@ func TestLessonMediaList(t *testing.T) {
 // spec: Errors (BAD_LESSON_ID, LESSON_NOT_FOUND, TIER_NOT_LICENSED,
 // CONTENT_NOT_GRANTED) and Limits, "Effects of refusals".
 func TestLessonRefusalsAndBilling(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	c := h.corpus()
 	sub := c.Subject("high", "algebra")
 	other := c.Subject("high", "biology")
@@ -969,7 +729,7 @@ func TestLessonRefusalsAndBilling(t *testing.T) {
 // spec: Conditional requests; Meters (a 304 is one call, not a lesson
 // read); Transport (headers).
 func TestLessonConditional(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	tok := h.org("etag", "topics", "college", "high", "middle", "primary")
 	tok2 := h.org("etag-two", "topics", "college", "high", "middle", "primary")
 	l := findLessonWhere(t, h.corpus(), "a transcript", func(l *corpus.Lesson) bool { return l.HasTranscript })
@@ -1025,7 +785,7 @@ func TestLessonConditional(t *testing.T) {
 		t.Errorf("brief, standard, full and include=quiz share ETags: %v", tags)
 	}
 	old := h.get(p, tok).header.Get("ETag")
-	h.content.Store(lessonContent(t, "2026-12-01"))
+	h.content.Store(smallContent(t, "2026-12-01"))
 	if r := h.get(p, tok, "If-None-Match", old); r.status != 200 || r.header.Get("ETag") == old {
 		t.Errorf("after a corpus rebuild: %d, ETag %q (was %q)", r.status, r.header.Get("ETag"), old)
 	}
@@ -1039,7 +799,7 @@ func TestLessonConditional(t *testing.T) {
 // spec: Transport: gzip and br bodies decode to the identity body; br only
 // when named; under 384 bytes nothing is compressed.
 func TestLessonCompression(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	tok := h.org("gzip", "topics", "college", "high", "middle", "primary")
 	l := h.corpus().Lessons[0]
 	for _, suffix := range []string{"", "?detail=full", "/transcript?include=markdown", "/quiz", "/media"} {
@@ -1091,7 +851,7 @@ func TestLessonCompression(t *testing.T) {
 // spec: States and transitions, enumeration alarm; Authentication §8;
 // Route rules §8.
 func TestLessonEnumerationAlarm(t *testing.T) {
-	h := newLessonHarness(t)
+	h := newHarness(t)
 	c := h.corpus()
 	sub := c.Subject("topics", "photography")
 	if sub == nil {
@@ -1192,22 +952,10 @@ func lessonBenchRequest(b *testing.B, ct *Content, path, query string) *request 
 // small one.
 func lessonBenchContent(b *testing.B) *Content {
 	b.Helper()
-	dir := os.Getenv("LECTERN_BENCH_CORPUS")
-	if dir == "" {
-		dir = filepath.Join(b.TempDir(), "corpus")
-		if _, err := gen.Write(dir, gen.Options{Seed: 1, Small: true}); err != nil {
-			b.Fatal(err)
-		}
+	if dir := os.Getenv("LECTERN_BENCH_CORPUS"); dir != "" {
+		return loadContent(b, dir)
 	}
-	c, err := corpus.Load(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ct, err := Build(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ct
+	return buildContent(b, filepath.Join(b.TempDir(), "corpus"), gen.Options{Seed: 1, Small: true})
 }
 
 // discardWriter is a ResponseWriter that keeps nothing.

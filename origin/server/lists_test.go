@@ -2,229 +2,27 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
-	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/lectern-api/lectern/tools/corpusgen/gen"
-	"golang.org/x/oauth2/clientcredentials"
 )
 
-// listHarness is the origin wired as origin/cmd/origin wires it (SQLite
-// store and meters, the dev identity provider, token authentication) over
-// real listeners, serving a generated corpus that the test can swap as a
-// reload would.
-type listHarness struct {
-	t       testing.TB
-	api     string
-	issuer  string
-	store   store.Store
-	meters  meter.Store
-	server  *Server
-	content atomic.Pointer[Content]
-}
-
-// listContent generates the corpus of seed into dir (small unless full)
-// and builds it.
-func listContent(t testing.TB, dir string, seed int64, full bool) *Content {
-	t.Helper()
-	if _, err := gen.Write(dir, gen.Options{Seed: seed, Small: !full}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := corpus.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ct
-}
-
-func newListHarness(t testing.TB) *listHarness {
-	t.Helper()
-	return newListHarnessWith(t, listContent(t, filepath.Join(t.TempDir(), "corpus"), 1, false))
-}
-
-func newListHarnessWith(t testing.TB, ct *Content) *listHarness {
-	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	h := &listHarness{t: t}
-	h.content.Store(ct)
-	db := filepath.Join(dir, "lectern.db")
-	st, err := sqlitestore.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ms.Close() })
-	h.store, h.meters = st, ms
-
-	idpSrv := httptest.NewUnstartedServer(nil)
-	h.issuer = "http://" + idpSrv.Listener.Addr().String()
-	provider, err := idp.New(ctx, idp.Config{Issuer: h.issuer, Audience: "lectern-api", Store: st, Now: time.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idpSrv.Config.Handler = provider.Handler()
-	idpSrv.Start()
-	t.Cleanup(idpSrv.Close)
-
-	apiSrv := httptest.NewUnstartedServer(nil)
-	base := "http://" + apiSrv.Listener.Addr().String()
-	h.server = New(Config{
-		Store:                st,
-		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
-		Content:              h.content.Load,
-		Now:                  time.Now,
-		Resource:             base,
-		AuthorizationServers: []string{h.issuer},
-		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
-		LicenseURL:           "https://lectern.example/licence",
-		Meters:               ms,
-		TagKey:               []byte("list-harness-tag-key-0123456789abcdef"),
-		CursorKey:            []byte("list-harness-cursor-key-0123456789ab"),
-	})
-	apiSrv.Config.Handler = h.server
-	apiSrv.Start()
-	t.Cleanup(apiSrv.Close)
-	h.api = base
-	return h
-}
-
-// org creates an organisation with grants and returns a content.read
-// token of its client.
-func (h *listHarness) org(orgID string, grants ...string) string {
-	h.t.Helper()
-	ctx := context.Background()
-	o := licence.NewOrg(time.Now())
-	o.ID, o.Name, o.Grants = orgID, "Org "+orgID, grants
-	if err := h.store.CreateOrg(ctx, o); err != nil {
-		h.t.Fatal(err)
-	}
-	id, secret, err := idp.CreateClient(ctx, h.store, time.Now(), orgID, []string{scope.ContentRead}, []string{"client_credentials"}, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: h.issuer + "/oauth2/token",
-		Scopes: []string{scope.Full(scope.ContentRead)}}
-	tok, err := cc.Token(ctx)
-	if err != nil {
-		h.t.Fatalf("token: %v", err)
-	}
-	return tok.AccessToken
-}
-
-// calls is the organisation's monthly call meter.
-func (h *listHarness) calls(orgID string) int64 {
-	h.t.Helper()
-	u, _, err := h.meters.Usage(context.Background(), orgID, time.Now(), h.content.Load().ContentVersion)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return u.Get(meter.MonthCalls)
-}
-
-type listResp struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// get sends a GET without compression unless hdr (name/value pairs) asks
-// for it, so body is the bytes on the wire.
-func (h *listHarness) get(path, tok string, hdr ...string) listResp {
-	h.t.Helper()
-	req, err := http.NewRequest("GET", h.api+path, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Accept-Encoding", "identity")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return listResp{status: resp.StatusCode, header: resp.Header, body: b}
-}
-
-// listError is the error body's members these tests read.
-type listError struct {
-	Code      string   `json:"code"`
-	Parameter string   `json:"parameter"`
-	Received  any      `json:"received"`
-	Min       *int     `json:"min"`
-	Max       *int     `json:"max"`
-	Tiers     []string `json:"tiers"`
-	Grant     string   `json:"grant"`
-	RequestID string   `json:"requestId"`
-}
-
-// wantError checks r is the error status with code, and returns its body.
-func (r listResp) wantError(t testing.TB, status int, code string) listError {
-	t.Helper()
-	var e struct{ Error listError }
-	if err := json.Unmarshal(r.body, &e); err != nil {
-		t.Fatalf("status %d: not the error body: %s", r.status, r.body)
-	}
-	if r.status != status || e.Error.Code != code {
-		t.Fatalf("got %d %s, want %d %s: %s", r.status, e.Error.Code, status, code, r.body)
-	}
-	if e.Error.RequestID == "" || e.Error.RequestID != r.header.Get("X-Request-Id") {
-		t.Errorf("requestId %q, X-Request-Id %q", e.Error.RequestID, r.header.Get("X-Request-Id"))
-	}
-	return e.Error
-}
-
 // listPage is the list envelope with raw rows, decoded strictly.
-type listPage struct {
-	Items          []json.RawMessage `json:"items"`
-	Total          int               `json:"total"`
-	PageNum        int               `json:"pageNum"`
-	TotalPages     int               `json:"totalPages"`
-	HasMore        bool              `json:"hasMore"`
-	NextCursor     *string           `json:"nextCursor"`
-	ContentVersion string            `json:"contentVersion"`
-	License        *envelope         `json:"_license"`
-}
+type listPage = pageOf[json.RawMessage]
 
 // page checks r is a 200 list envelope with every member present (a
 // missing items key would read as an empty page) and decodes it.
-func (r listResp) page(t testing.TB) listPage {
+func (r resp) page(t testing.TB) listPage {
 	t.Helper()
 	if r.status != 200 {
 		t.Fatalf("status %d, want 200: %s", r.status, r.body)
@@ -241,12 +39,7 @@ func (r listResp) page(t testing.TB) listPage {
 	if s := string(raw["items"]); s == "null" {
 		t.Fatalf("items is null: %s", r.body)
 	}
-	var p listPage
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		t.Fatalf("page: %v: %s", err, r.body)
-	}
+	p := strictPage[json.RawMessage](t, r)
 	if p.ContentVersion == "" || p.License == nil || p.License.Lic == "" || p.License.Tag == "" {
 		t.Errorf("contentVersion/_license missing: %s", r.body)
 	}
@@ -258,7 +51,7 @@ func (r listResp) page(t testing.TB) listPage {
 
 // walk follows nextCursor from path (which has a query) until hasMore is
 // false, checking the envelope of every page, and returns every row.
-func (h *listHarness) walk(path, tok string, limit int) []json.RawMessage {
+func (h *harness) walk(path, tok string, limit int) []json.RawMessage {
 	h.t.Helper()
 	sep := "&"
 	if !strings.Contains(path, "?") {
@@ -354,7 +147,7 @@ func refsOf(rows []subjectRowT) []string {
 // order, and a walk of 7 a page visits every row once (spec: List
 // envelope, route 3).
 func TestSubjectListGrantedWalk(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	all := h.org("all", "topics", "college", "high", "middle", "primary")
 	high := h.org("high", "high", "primary/phonics")
@@ -385,7 +178,7 @@ func TestSubjectListGrantedWalk(t *testing.T) {
 // every page holds only that tier, and an ungranted tier is an empty page
 // whose items key is still present.
 func TestSubjectListTierFilter(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	tok := h.org("org", "high", "primary/phonics")
 	for _, tier := range []string{"high", "primary", "college"} {
@@ -410,7 +203,7 @@ func TestSubjectListTierFilter(t *testing.T) {
 // standard carry the same members with those null (detail changes how
 // much, never which fields exist). The class list is never inlined.
 func TestSubjectListDetail(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	tok := h.org("org", "topics", "college", "high", "middle", "primary")
 	byLevel := map[string][]json.RawMessage{}
@@ -474,7 +267,7 @@ func TestSubjectListDetail(t *testing.T) {
 // limit out of range is 400 BAD_REQUEST with parameter, received, min and
 // max, never clamped, and not billed; on every list route.
 func TestListLimitBounds(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	tok := h.org("org", "topics", "college", "high", "middle", "primary")
 	sub := h.content.Load().Subjects[0]
 	for _, path := range []string{"/v1/subjects?", "/v1/subjects/" + sub.Slug + "/classes?tier=" + sub.Tier + "&", "/v1/search?q=the&"} {
@@ -501,7 +294,7 @@ func TestListLimitBounds(t *testing.T) {
 // cursor; after the content version moves it is 400 CURSOR_EXPIRED. Both
 // bill the call only.
 func TestListCursorBinding(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load()
 	a := h.org("a", "topics", "college", "high", "middle", "primary")
 	b := h.org("b", "topics", "college", "high", "middle", "primary")
@@ -538,7 +331,7 @@ func TestListCursorBinding(t *testing.T) {
 	p := h.get("/v1/subjects?limit=2", a).page(t)
 	sp := h.get("/v1/search?q=the&limit=2", a).page(t)
 	cp := h.get(classes+"&limit=2", a).page(t)
-	h.content.Store(listContent(t, filepath.Join(t.TempDir(), "corpus"), 2, false)) // a reload
+	h.content.Store(buildContent(t, filepath.Join(t.TempDir(), "corpus"), gen.Options{Seed: 2, Small: true})) // a reload
 	if h.content.Load().ContentVersion == c.ContentVersion {
 		t.Fatal("the reload did not move the content version")
 	}
@@ -561,7 +354,7 @@ func TestListCursorBinding(t *testing.T) {
 // Each page bills one call, a 304 too; the 304 is empty and carries the
 // validator and the content version; the validator depends on the grants.
 func TestSubjectListBillingAndETag(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	a := h.org("a", "topics", "college", "high", "middle", "primary")
 	b := h.org("b", "high")
 	r := h.get("/v1/subjects?limit=5", a)
@@ -607,7 +400,7 @@ type classEntryT struct {
 // The class list: class order, a ready-made lessonId of the form
 // <tier>/<slug>/<n>, the availability flags; a walk of 7 visits each once.
 func TestClassList(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	tok := h.org("org", "topics", "college", "high", "middle", "primary")
 	for _, sub := range c.Subjects {
@@ -643,7 +436,7 @@ func TestClassList(t *testing.T) {
 // tier disambiguates; the entitlement refusal is free; an unknown subject
 // is 404 UNKNOWN_SUBJECT (billed).
 func TestClassListRefusals(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	var shared string
 	var tiers []string
@@ -657,7 +450,7 @@ func TestClassListRefusals(t *testing.T) {
 		t.Fatal("the small corpus has no slug in several tiers")
 	}
 	tok := h.org("org", tiers[0])
-	step := func(path string, wantCalls int64) listResp {
+	step := func(path string, wantCalls int64) resp {
 		t.Helper()
 		before := h.calls("org")
 		r := h.get(path, tok)
@@ -701,7 +494,7 @@ func TestListWalkFullCorpus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates the deployed-scale corpus")
 	}
-	h := newListHarnessWith(t, fullContent(t))
+	h := newHarnessWith(t, fullContent(t))
 	c := h.content.Load().Corpus
 	tok := h.org("org", "topics", "college", "high", "middle", "primary")
 	rows := decodeRows[subjectRowT](t, h.walk("/v1/subjects", tok, 7))
@@ -744,7 +537,7 @@ func BenchmarkSubjectList(b *testing.B) {
 		}
 	})
 	b.Run("http", func(b *testing.B) {
-		h := newListHarnessWith(b, ct)
+		h := newHarnessWith(b, ct)
 		tok := h.org("bench", "topics", "college", "high", "middle", "primary")
 		var lat []time.Duration
 		for b.Loop() {

@@ -22,15 +22,16 @@ import (
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestOpenAPI runs the description's scenarios on one harness.
 func TestOpenAPI(t *testing.T) {
-	h := newPrepHarness(t)
+	h := newHarness(t)
 	for _, c := range []struct {
 		name string
-		fn   func(*testing.T, *prepHarness)
+		fn   func(*testing.T, *harness)
 	}{
 		{"serve", openapiServe},
 		{"document", openapiDocument},
@@ -46,10 +47,10 @@ func TestOpenAPI(t *testing.T) {
 }
 
 // fetchDoc gets the description and decodes it.
-func (h *prepHarness) fetchDoc() (prepResp, map[string]any) {
+func (h *harness) fetchDoc() (resp, map[string]any) {
 	h.t.Helper()
 	r := h.get("/v1/openapi.json", "")
-	prepWant(h.t, r, 200)
+	wantStatus(h.t, r, 200)
 	var doc map[string]any
 	if err := json.Unmarshal(r.body, &doc); err != nil {
 		h.t.Fatal(err)
@@ -57,8 +58,8 @@ func (h *prepHarness) fetchDoc() (prepResp, map[string]any) {
 	return r, doc
 }
 
-func openapiServe(t *testing.T, h *prepHarness) {
-	tok := h.org("oa-serve", nil, scope.All...)
+func openapiServe(t *testing.T, h *harness) {
+	tok := h.scopedOrg("oa-serve", nil, scope.All...)
 	r, doc := h.fetchDoc()
 	version := h.content.Load().ContentVersion
 	tag := r.header.Get("ETag")
@@ -84,23 +85,23 @@ func openapiServe(t *testing.T, h *prepHarness) {
 	// Identical for every caller: a token changes nothing, and nothing is
 	// billed.
 	r2 := h.get("/v1/openapi.json", tok)
-	prepWant(t, r2, 200)
+	wantStatus(t, r2, 200)
 	if !bytes.Equal(r2.body, r.body) || r2.header.Get("ETag") != tag {
 		t.Errorf("the description differs with a token")
 	}
 
 	nm := h.get("/v1/openapi.json", "", "If-None-Match", tag)
-	prepWant(t, nm, 304)
+	wantStatus(t, nm, 304)
 	if len(nm.body) != 0 || nm.header.Get("ETag") != tag || nm.header.Get("X-Service-Content-Version") != version ||
 		nm.header.Get("Cache-Control") != "public, max-age=300" {
 		t.Errorf("304: body %d bytes, headers %v", len(nm.body), nm.header)
 	}
-	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", "*"), 304)
-	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", `W/"0000000000000000"`), 200)
+	wantStatus(t, h.get("/v1/openapi.json", "", "If-None-Match", "*"), 304)
+	wantStatus(t, h.get("/v1/openapi.json", "", "If-None-Match", `W/"0000000000000000"`), 200)
 
 	// Compressed per Accept-Encoding; the one validator covers both.
 	gz := h.get("/v1/openapi.json", "", "Accept-Encoding", "gzip")
-	prepWant(t, gz, 200)
+	wantStatus(t, gz, 200)
 	if gz.header.Get("Content-Encoding") != "gzip" || gz.header.Get("ETag") != tag {
 		t.Fatalf("gzip: Content-Encoding %q, ETag %q", gz.header.Get("Content-Encoding"), gz.header.Get("ETag"))
 	}
@@ -123,16 +124,16 @@ func openapiServe(t *testing.T, h *prepHarness) {
 		}
 	}
 	// The route takes no parameters; HEAD is 405.
-	prepWant(t, h.get("/v1/openapi.json?x=1", ""), 400)
-	prepWant(t, h.do("HEAD", "/v1/openapi.json", "", nil), 405)
+	wantStatus(t, h.get("/v1/openapi.json?x=1", ""), 400)
+	wantStatus(t, h.do("HEAD", "/v1/openapi.json", "", nil), 405)
 }
 
 // openapiReload: the description, its ETag and its content-version header
 // move with the corpus.
-func openapiReload(t *testing.T, h *prepHarness) {
+func openapiReload(t *testing.T, h *harness) {
 	r1, _ := h.fetchDoc()
 	old := h.content.Load()
-	other := prepContent(t, filepath.Join(t.TempDir(), "corpus2"), 2)
+	other := buildContent(t, filepath.Join(t.TempDir(), "corpus2"), gen.Options{Seed: 2, Small: true})
 	if other.ContentVersion == old.ContentVersion {
 		t.Fatalf("seed 2 has the same contentVersion %s", old.ContentVersion)
 	}
@@ -146,8 +147,8 @@ func openapiReload(t *testing.T, h *prepHarness) {
 	if r2.header.Get("ETag") != etag.FromBytes(r2.body) {
 		t.Errorf("ETag is not hashed from the bytes")
 	}
-	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", r1.header.Get("ETag")), 200)
-	prepWant(t, h.get("/v1/openapi.json", "", "If-None-Match", r2.header.Get("ETag")), 304)
+	wantStatus(t, h.get("/v1/openapi.json", "", "If-None-Match", r1.header.Get("ETag")), 200)
+	wantStatus(t, h.get("/v1/openapi.json", "", "If-None-Match", r2.header.Get("ETag")), 304)
 }
 
 // at walks a decoded JSON document along keys.
@@ -172,7 +173,7 @@ func oaStrs(v any) []string {
 	return out
 }
 
-func openapiDocument(t *testing.T, h *prepHarness) {
+func openapiDocument(t *testing.T, h *harness) {
 	_, doc := h.fetchDoc()
 	c := h.content.Load().Corpus
 	var tiers, tests, sections []string
@@ -422,7 +423,7 @@ func pointerEscape(s string) string {
 // check validates one real response of rt: its status must be documented,
 // the API headers it carries must be documented, and its body must fit the
 // documented schema (a 304 has none).
-func (v *oaValidator) check(t *testing.T, rt *route.Route, what string, r prepResp) {
+func (v *oaValidator) check(t *testing.T, rt *route.Route, what string, r resp) {
 	t.Helper()
 	method := strings.ToLower(rt.Method)
 	doc := oaAt(v.doc, "paths", rt.Pattern, method, "responses", strconv.Itoa(r.status))
@@ -507,10 +508,10 @@ var oaVariants = map[route.ID][]string{
 
 // openapiResponses validates real responses of every route this server
 // serves — successes, 304s and errors — against the description.
-func openapiResponses(t *testing.T, h *prepHarness) {
-	tok := h.org("oa-valid", nil, scope.All...)
-	reader := h.org("oa-reader", nil, scope.ContentRead)
-	broke := h.org("oa-broke", prepPtr(0), scope.All...)
+func openapiResponses(t *testing.T, h *harness) {
+	tok := h.scopedOrg("oa-valid", nil, scope.All...)
+	reader := h.scopedOrg("oa-reader", nil, scope.ContentRead)
+	broke := h.scopedOrg("oa-broke", prepPtr(0), scope.All...)
 	r, _ := h.fetchDoc()
 	v := newOAValidator(t, r.body)
 	c := h.content.Load().Corpus
@@ -582,7 +583,7 @@ func openapiResponses(t *testing.T, h *prepHarness) {
 	v.check(t, items, "limit out of range", h.get("/v1/testprep/act/items?limit=101", tok))
 	v.check(t, items, "bad cursor", h.get("/v1/testprep/act/items?cursor=abc", tok))
 	q := h.get("/v1/testprep/act/items", broke)
-	prepWant(t, q, 429)
+	wantStatus(t, q, 429)
 	v.check(t, items, "allowance spent", q)
 	// A suspended organisation: the gate's 403.
 	if _, err := h.store.UpdateOrg(context.Background(), "oa-reader", func(o *store.Org) error {
@@ -592,7 +593,7 @@ func openapiResponses(t *testing.T, h *prepHarness) {
 		t.Fatal(err)
 	}
 	s := h.get("/v1/testprep", reader)
-	prepWant(t, s, 403)
+	wantStatus(t, s, 403)
 	v.check(t, route.ByID(route.Testprep), "suspended", s)
 	// An expired licence.
 	if _, err := h.store.UpdateOrg(context.Background(), "oa-reader", func(o *store.Org) error {
@@ -624,7 +625,7 @@ func TestOpenAPILint(t *testing.T) {
 		t.Skip("OpenAPI lint skipped: neither redocly nor npx is on PATH")
 	}
 	dir := t.TempDir()
-	ct := prepContent(t, filepath.Join(dir, "corpus"), 1)
+	ct := buildContent(t, filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true})
 	d, err := ct.openapi.render(openapiConf{issuer: "https://auth.lectern.example", licenseURL: "https://lectern.example/licence"})
 	if err != nil {
 		t.Fatal(err)

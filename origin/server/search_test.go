@@ -15,6 +15,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // searchHitT is a search hit as these tests read it.
@@ -169,7 +170,7 @@ func checkIndex(t *testing.T, ct *Content, qs []string, grantSets [][]string) {
 // The index answers what the naive scan answers, on the small corpus and,
 // unless -short, on the deployed-scale one.
 func TestSearchIndexMatchesReference(t *testing.T) {
-	ct := listContent(t, filepath.Join(t.TempDir(), "corpus"), 1, false)
+	ct := buildContent(t, filepath.Join(t.TempDir(), "corpus"), gen.Options{Seed: 1, Small: true})
 	checkIndex(t, ct, indexQueries(ct.Corpus, 300, 1), [][]string{allTierGrants, {"high", "primary/phonics"}, {}})
 	if testing.Short() {
 		return
@@ -194,7 +195,7 @@ func TestFold(t *testing.T) {
 }
 
 // searchPage decodes a search page strictly: the hit shape is fixed.
-func searchPage(t testing.TB, r listResp) (listPage, []searchHitT) {
+func searchPage(t testing.TB, r resp) (listPage, []searchHitT) {
 	t.Helper()
 	p := r.page(t)
 	hits := make([]searchHitT, len(p.Items))
@@ -211,7 +212,7 @@ func searchPage(t testing.TB, r listResp) (listPage, []searchHitT) {
 	return p, hits
 }
 
-func (h *listHarness) searchWalk(query url.Values, tok string, limit int) []searchHitT {
+func (h *harness) searchWalk(query url.Values, tok string, limit int) []searchHitT {
 	h.t.Helper()
 	return decodeRows[searchHitT](h.t, h.walk("/v1/search?"+query.Encode(), tok, limit))
 }
@@ -232,7 +233,7 @@ func equalHits(t *testing.T, what, q string, got, want []searchHitT) {
 // searched, ignoring case, and the hit names the field, its card and the
 // text; card bodies are not searched (spec: Route rules §1).
 func TestSearchFields(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	tok := h.org("org", allTierGrants...)
 	found := map[string]bool{}
@@ -298,7 +299,7 @@ func TestSearchFields(t *testing.T) {
 // granted hits only, and a walk of 7 a page is the reference exactly,
 // stable across pages.
 func TestSearchGrantsBeforePagination(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	wide := h.org("wide", allTierGrants...)
 	narrowGrants := []string{"high/" + c.Tier("high").Subjects[0].Slug, "primary"}
@@ -328,7 +329,7 @@ func TestSearchGrantsBeforePagination(t *testing.T) {
 // unknown subject is 404 UNKNOWN_SUBJECT (billed); an ungranted one is
 // filtered out like the rest.
 func TestSearchFilters(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	c := h.content.Load().Corpus
 	tok := h.org("org", allTierGrants...)
 	var shared string
@@ -376,7 +377,7 @@ func TestSearchFilters(t *testing.T) {
 // q is required, at most 200 characters (Unicode code points), and
 // refused unbilled beyond that.
 func TestSearchQueryLength(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	tok := h.org("org", allTierGrants...)
 	for _, q := range []string{strings.Repeat("a", 200), strings.Repeat("é", 200)} {
 		if p, _ := searchPage(t, h.get("/v1/search?q="+url.QueryEscape(q), tok)); p.Total != 0 {
@@ -404,7 +405,7 @@ func TestSearchQueryLength(t *testing.T) {
 // validator moves with the query, the organisation and the content
 // version.
 func TestSearchNotModified(t *testing.T) {
-	h := newListHarness(t)
+	h := newHarness(t)
 	tok := h.org("org", allTierGrants...)
 	other := h.org("other", "high")
 	r := h.get("/v1/search?q=the&limit=5", tok)
@@ -431,7 +432,7 @@ func TestSearchNotModified(t *testing.T) {
 			t.Errorf("%s: %d with another request's ETag", tc.path, got.status)
 		}
 	}
-	h.content.Store(listContent(t, filepath.Join(t.TempDir(), "corpus"), 2, false))
+	h.content.Store(buildContent(t, filepath.Join(t.TempDir(), "corpus"), gen.Options{Seed: 2, Small: true}))
 	if got := h.get("/v1/search?q=the&limit=5", tok, "If-None-Match", tag); got.status != 200 || got.header.Get("ETag") == tag {
 		t.Errorf("after a reload: %d, ETag %s", got.status, got.header.Get("ETag"))
 	}
@@ -504,7 +505,7 @@ var (
 // test binary (it lives in memory; its directory may go).
 func fullContent(t testing.TB) *Content {
 	t.Helper()
-	fullOnce.Do(func() { full = listContent(t, filepath.Join(t.TempDir(), "full"), 1, true) })
+	fullOnce.Do(func() { full = buildContent(t, filepath.Join(t.TempDir(), "full"), gen.Options{Seed: 1}) })
 	if full == nil {
 		t.Fatal("the full corpus failed to build")
 	}

@@ -4,240 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/idp"
-	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	shid "github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
-	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/oauth2/clientcredentials"
 )
-
-// prepHarness is the origin wired as origin/cmd/origin wires it — SQLite
-// store and meters, the dev identity provider, token authentication —
-// over real listeners, with a small generated corpus.
-type prepHarness struct {
-	t       *testing.T
-	api     string // the API's base URL
-	issuer  string
-	store   store.Store
-	meters  meter.Store
-	content *atomic.Pointer[Content] // shared by the copies subtests get
-	srv     *Server
-}
-
-// prepContent generates the small corpus of seed into dir and builds it.
-func prepContent(t *testing.T, dir string, seed int64) *Content {
-	t.Helper()
-	if _, err := gen.Write(dir, gen.Options{Seed: seed, Small: true}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := corpus.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ct
-}
-
-func newPrepHarness(t *testing.T) *prepHarness {
-	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	h := &prepHarness{t: t, content: new(atomic.Pointer[Content])}
-	h.content.Store(prepContent(t, filepath.Join(dir, "corpus"), 1))
-	db := filepath.Join(dir, "lectern.db")
-	st, err := sqlitestore.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ms.Close() })
-	h.store, h.meters = st, ms
-
-	idpSrv := httptest.NewUnstartedServer(nil)
-	h.issuer = "http://" + idpSrv.Listener.Addr().String()
-	provider, err := idp.New(ctx, idp.Config{Issuer: h.issuer, Audience: "lectern-api", Store: st, Now: time.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idpSrv.Config.Handler = provider.Handler()
-	idpSrv.Start()
-	t.Cleanup(idpSrv.Close)
-
-	apiSrv := httptest.NewUnstartedServer(nil)
-	base := "http://" + apiSrv.Listener.Addr().String()
-	h.srv = New(Config{
-		Store:                st,
-		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
-		Content:              h.content.Load,
-		Now:                  time.Now,
-		Resource:             base,
-		AuthorizationServers: []string{h.issuer},
-		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
-		LicenseURL:           "https://lectern.example/licence",
-		Meters:               ms,
-		TagKey:               []byte("prep-harness-tag-key-0123456789abcdef"),
-		CursorKey:            []byte("prep-harness-cursor-key-0123456789ab"),
-	})
-	apiSrv.Config.Handler = h.srv
-	apiSrv.Start()
-	t.Cleanup(apiSrv.Close)
-	h.api = base
-	return h
-}
-
-// org creates an organisation granted every tier, with a test-prep item
-// allowance (nil: no cap), and returns a token of its client with scopes.
-func (h *prepHarness) org(orgID string, items *int64, scopes ...string) string {
-	h.t.Helper()
-	ctx := context.Background()
-	o := licence.NewOrg(time.Now())
-	o.ID, o.Name, o.Grants = orgID, "Org "+orgID, slices.Clone(shid.Tiers)
-	o.Quota.TestprepItems = items
-	if err := h.store.CreateOrg(ctx, o); err != nil {
-		h.t.Fatal(err)
-	}
-	// The client is stored directly with bcrypt's minimum cost: the
-	// identity provider's default cost takes seconds under -race.
-	id, secret := "lc_test_"+orgID, "secret-of-"+orgID
-	hash, err := bcrypt.GenerateFromPassword([]byte(secret), bcrypt.MinCost)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := h.store.CreateClient(ctx, &store.Client{ID: id, OrgID: orgID, SecretHash: hash, Scopes: scopes,
-		GrantTypes: []string{"client_credentials"}, CreatedAt: time.Now()}); err != nil {
-		h.t.Fatal(err)
-	}
-	full := make([]string, len(scopes))
-	for i, s := range scopes {
-		full[i] = scope.Full(s)
-	}
-	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: h.issuer + "/oauth2/token", Scopes: full}
-	tok, err := cc.Token(ctx)
-	if err != nil {
-		h.t.Fatalf("token: %v", err)
-	}
-	return tok.AccessToken
-}
-
-// usage reads an organisation's meters now.
-func (h *prepHarness) usage(orgID string) meter.Counters {
-	h.t.Helper()
-	u, _, err := h.meters.Usage(context.Background(), orgID, time.Now(), h.content.Load().ContentVersion)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return u
-}
-
-type prepResp struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// do sends a request; hdr holds header name/value pairs. The transport
-// is asked for no compression unless hdr sets Accept-Encoding, so body is
-// the bytes on the wire.
-func (h *prepHarness) do(method, path, tok string, body []byte, hdr ...string) prepResp {
-	h.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, h.api+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	req.Header.Set("Accept-Encoding", "identity")
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return prepResp{status: resp.StatusCode, header: resp.Header, body: b}
-}
-
-func (h *prepHarness) get(path, tok string, hdr ...string) prepResp {
-	h.t.Helper()
-	return h.do("GET", path, tok, nil, hdr...)
-}
-
-// prepError is the error body's members these tests read.
-type prepError struct {
-	Code          string   `json:"code"`
-	Parameter     string   `json:"parameter"`
-	Allowed       []string `json:"allowed"`
-	Received      any      `json:"received"`
-	Scope         string   `json:"scope"`
-	QuotaResetsAt string   `json:"quotaResetsAt"`
-	RequestID     string   `json:"requestId"`
-}
-
-func (r prepResp) err(t *testing.T) prepError {
-	t.Helper()
-	var e struct{ Error prepError }
-	if err := json.Unmarshal(r.body, &e); err != nil {
-		t.Fatalf("status %d: not the error body: %s", r.status, r.body)
-	}
-	if e.Error.RequestID == "" || e.Error.RequestID != r.header.Get("X-Request-Id") {
-		t.Errorf("requestId %q, X-Request-Id %q", e.Error.RequestID, r.header.Get("X-Request-Id"))
-	}
-	return e.Error
-}
-
-func prepWant(t *testing.T, r prepResp, status int) {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
-	}
-}
 
 // TestTestprep runs the test-prep scenarios on one harness (each with its
 // own organisations): starting the identity provider costs a bcrypt hash
 // at the default cost.
 func TestTestprep(t *testing.T) {
-	h := newPrepHarness(t)
+	h := newHarness(t)
 	for _, c := range []struct {
 		name string
-		fn   func(*testing.T, *prepHarness)
+		fn   func(*testing.T, *harness)
 	}{
 		{"catalog", prepCatalog},
 		{"refusals", prepItemsRefusals},
@@ -254,36 +38,21 @@ func TestTestprep(t *testing.T) {
 	}
 }
 
-type prepPage struct {
-	Items          []prepItem `json:"items"`
-	Total          int        `json:"total"`
-	PageNum        int        `json:"pageNum"`
-	TotalPages     int        `json:"totalPages"`
-	HasMore        bool       `json:"hasMore"`
-	NextCursor     *string    `json:"nextCursor"`
-	ContentVersion string     `json:"contentVersion"`
-	License        *envelope  `json:"_license"`
-}
+type prepPage = pageOf[prepItem]
 
-func (r prepResp) page(t *testing.T) prepPage {
+func (r resp) itemPage(t testing.TB) prepPage {
 	t.Helper()
-	var p prepPage
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		t.Fatalf("page: %v: %s", err, r.body)
-	}
-	return p
+	return strictPage[prepItem](t, r)
 }
 
 func prepPtr(n int64) *int64 { return &n }
 
-func prepCatalog(t *testing.T, h *prepHarness) {
-	tok := h.org("cat", nil, scope.ContentRead)
+func prepCatalog(t *testing.T, h *harness) {
+	tok := h.scopedOrg("cat", nil, scope.ContentRead)
 	c := h.content.Load()
 
 	r := h.get("/v1/testprep", tok)
-	prepWant(t, r, 200)
+	wantStatus(t, r, 200)
 	var got struct {
 		Items          []prepTest `json:"items"`
 		Total          int        `json:"total"`
@@ -329,7 +98,7 @@ func prepCatalog(t *testing.T, h *prepHarness) {
 		t.Fatalf("ETag %q, X-Service-Content-Version %q", tag, r.header.Get("X-Service-Content-Version"))
 	}
 	nm := h.get("/v1/testprep", tok, "If-None-Match", tag)
-	prepWant(t, nm, 304)
+	wantStatus(t, nm, 304)
 	if len(nm.body) != 0 || nm.header.Get("ETag") != tag {
 		t.Errorf("304: body %q, ETag %q", nm.body, nm.header.Get("ETag"))
 	}
@@ -339,27 +108,27 @@ func prepCatalog(t *testing.T, h *prepHarness) {
 			u.Get(meter.MonthCalls), u.Get(meter.HourLessonReads), u.Get(meter.MonthTestprepItems))
 	}
 	// The catalog takes no parameters.
-	prepWant(t, h.get("/v1/testprep?limit=5", tok), 400)
+	wantStatus(t, h.get("/v1/testprep?limit=5", tok), 400)
 }
 
-func prepItemsRefusals(t *testing.T, h *prepHarness) {
-	tok := h.org("ref", nil, scope.ContentRead, scope.TestprepRead)
-	reader := h.org("reader", nil, scope.ContentRead)
+func prepItemsRefusals(t *testing.T, h *harness) {
+	tok := h.scopedOrg("ref", nil, scope.ContentRead, scope.TestprepRead)
+	reader := h.scopedOrg("reader", nil, scope.ContentRead)
 
 	r := h.get("/v1/testprep/gre/items", tok)
-	prepWant(t, r, 404)
-	if e := r.err(t); e.Code != "UNKNOWN_TEST" || e.Parameter != "test" || e.Received != "gre" ||
+	wantStatus(t, r, 404)
+	if e := r.errorBody(t); e.Code != "UNKNOWN_TEST" || e.Parameter != "test" || e.Received != "gre" ||
 		!slices.Equal(e.Allowed, []string{"digital-sat", "act", "psat-nmsqt", "caaspp"}) {
 		t.Errorf("unknown test: %+v", e)
 	}
 	r = h.get("/v1/testprep/digital-sat/items?section=science", tok)
-	prepWant(t, r, 404)
-	if e := r.err(t); e.Code != "UNKNOWN_SECTION" || e.Parameter != "section" || !slices.Equal(e.Allowed, []string{"rw", "math"}) {
+	wantStatus(t, r, 404)
+	if e := r.errorBody(t); e.Code != "UNKNOWN_SECTION" || e.Parameter != "section" || !slices.Equal(e.Allowed, []string{"rw", "math"}) {
 		t.Errorf("unknown section: %+v", e)
 	}
 	r = h.get("/v1/testprep/caaspp/items?section=english", tok)
-	prepWant(t, r, 404)
-	if e := r.err(t); !slices.Equal(e.Allowed, []string{"ela", "math", "science"}) {
+	wantStatus(t, r, 404)
+	if e := r.errorBody(t); !slices.Equal(e.Allowed, []string{"ela", "math", "science"}) {
 		t.Errorf("caaspp sections: %v", e.Allowed)
 	}
 	// Each 404 passed the gate: one call each, no items, no lesson read.
@@ -370,18 +139,18 @@ func prepItemsRefusals(t *testing.T, h *prepHarness) {
 
 	// Refusals before the gate are free.
 	r = h.get("/v1/testprep/act/items?section=chemistry", tok)
-	prepWant(t, r, 400)
-	if e := r.err(t); e.Code != "BAD_REQUEST" || e.Parameter != "section" {
+	wantStatus(t, r, 400)
+	if e := r.errorBody(t); e.Code != "BAD_REQUEST" || e.Parameter != "section" {
 		t.Errorf("section not in the enum: %+v", e)
 	}
-	prepWant(t, h.get("/v1/testprep/act/items?limit=0", tok), 400)
-	prepWant(t, h.get("/v1/testprep/act/items?cursor=garbage", tok), 400)
+	wantStatus(t, h.get("/v1/testprep/act/items?limit=0", tok), 400)
+	wantStatus(t, h.get("/v1/testprep/act/items?cursor=garbage", tok), 400)
 	r = h.get("/v1/testprep/act/items", reader)
-	prepWant(t, r, 403)
-	if e := r.err(t); e.Code != "insufficient_scope" || e.Scope != "service-api/testprep.read" {
+	wantStatus(t, r, 403)
+	if e := r.errorBody(t); e.Code != "insufficient_scope" || e.Scope != "service-api/testprep.read" {
 		t.Errorf("content.read only: %+v", e)
 	}
-	prepWant(t, h.get("/v1/testprep/act/items", ""), 401)
+	wantStatus(t, h.get("/v1/testprep/act/items", ""), 401)
 	if u := h.usage("ref"); u.Get(meter.MonthCalls) != 3 {
 		t.Errorf("free refusals billed: calls %d", u.Get(meter.MonthCalls))
 	}
@@ -391,13 +160,13 @@ func prepItemsRefusals(t *testing.T, h *prepHarness) {
 }
 
 // walk follows nextCursor from path until hasMore is false.
-func (h *prepHarness) walk(path, tok string) (items []prepItem, pages int) {
+func (h *harness) walkItems(path, tok string) (items []prepItem, pages int) {
 	h.t.Helper()
 	next := path
 	for {
 		r := h.get(next, tok)
-		prepWant(h.t, r, 200)
-		p := r.page(h.t)
+		wantStatus(h.t, r, 200)
+		p := r.itemPage(h.t)
 		items = append(items, p.Items...)
 		pages++
 		if !p.HasMore {
@@ -417,15 +186,15 @@ func (h *prepHarness) walk(path, tok string) (items []prepItem, pages int) {
 	}
 }
 
-func prepItemsWalk(t *testing.T, h *prepHarness) {
-	tok := h.org("walk", nil, scope.TestprepRead)
+func prepItemsWalk(t *testing.T, h *harness) {
+	tok := h.scopedOrg("walk", nil, scope.TestprepRead)
 	c := h.content.Load()
 	act := c.Test("act")
 
 	// One section: its items in file order.
 	r := h.get("/v1/testprep/act/items?section=math&limit=100", tok)
-	prepWant(t, r, 200)
-	p := r.page(t)
+	wantStatus(t, r, 200)
+	p := r.itemPage(t)
 	math := act.Section("math").Items
 	if p.Total != len(math) || len(p.Items) != len(math) || p.HasMore || p.ContentVersion != c.ContentVersion || p.License == nil {
 		t.Fatalf("section page: total %d, %d items, hasMore %v", p.Total, len(p.Items), p.HasMore)
@@ -446,7 +215,7 @@ func prepItemsWalk(t *testing.T, h *prepHarness) {
 		all = append(all, s.Items...)
 	}
 	before := h.usage("walk")
-	items, pages := h.walk("/v1/testprep/act/items?limit=7", tok)
+	items, pages := h.walkItems("/v1/testprep/act/items?limit=7", tok)
 	if len(items) != len(all) {
 		t.Fatalf("walk: %d items, want %d", len(items), len(all))
 	}
@@ -472,7 +241,7 @@ func prepItemsWalk(t *testing.T, h *prepHarness) {
 	// Reading items carry a passage; some items carry per-option
 	// rationales, one per option; absent members are left out.
 	r = h.get("/v1/testprep/act/items?section=reading&limit=100", tok)
-	prepWant(t, r, 200)
+	wantStatus(t, r, 200)
 	var raw struct{ Items []map[string]json.RawMessage }
 	json.Unmarshal(r.body, &raw)
 	withRationales := 0
@@ -495,15 +264,15 @@ func prepItemsWalk(t *testing.T, h *prepHarness) {
 	}
 }
 
-func prepItemsAllowance(t *testing.T, h *prepHarness) {
-	tok := h.org("quota", prepPtr(25), scope.TestprepRead)
+func prepItemsAllowance(t *testing.T, h *harness) {
+	tok := h.scopedOrg("quota", prepPtr(25), scope.TestprepRead)
 	const first = "/v1/testprep/digital-sat/items?section=rw&limit=10"
 
 	items := func() int64 { u := h.usage("quota"); return u.Get(meter.MonthTestprepItems) }
 	r := h.get(first, tok)
-	prepWant(t, r, 200)
+	wantStatus(t, r, 200)
 	full := r.header.Get("ETag")
-	p := r.page(t)
+	p := r.itemPage(t)
 	if len(p.Items) != 10 || items() != 10 || !p.HasMore {
 		t.Fatalf("first page: %d items, %d billed", len(p.Items), items())
 	}
@@ -514,7 +283,7 @@ func prepItemsAllowance(t *testing.T, h *prepHarness) {
 	// An unchanged page answers 304: one call, no items, no lesson read.
 	u0 := h.usage("quota")
 	nm := h.get(first, tok, "If-None-Match", full)
-	prepWant(t, nm, 304)
+	wantStatus(t, nm, 304)
 	u1 := h.usage("quota")
 	if d := u1.Get(meter.MonthCalls) - u0.Get(meter.MonthCalls); d != 1 {
 		t.Errorf("304 billed %d calls", d)
@@ -524,17 +293,17 @@ func prepItemsAllowance(t *testing.T, h *prepHarness) {
 	}
 
 	r = h.get(first+"&cursor="+*p.NextCursor, tok)
-	prepWant(t, r, 200)
-	if n := len(r.page(t).Items); n != 10 || items() != 20 {
+	wantStatus(t, r, 200)
+	if n := len(r.itemPage(t).Items); n != 10 || items() != 20 {
 		t.Fatalf("second page: %d items, %d billed", n, items())
 	}
 
 	// 5 left: the same first query is shortened to 5, with another ETag,
 	// so the full page's validator no longer matches.
 	r = h.get(first, tok, "If-None-Match", full)
-	prepWant(t, r, 200)
+	wantStatus(t, r, 200)
 	short := r.header.Get("ETag")
-	sp := r.page(t)
+	sp := r.itemPage(t)
 	if len(sp.Items) != 5 || items() != 25 {
 		t.Fatalf("shortened page: %d items, %d billed; want 5, 25", len(sp.Items), items())
 	}
@@ -548,7 +317,7 @@ func prepItemsAllowance(t *testing.T, h *prepHarness) {
 	// Nothing left: 429 QUOTA_EXCEEDED, not a 304 and not an empty page.
 	for _, c := range []struct {
 		name string
-		r    prepResp
+		r    resp
 	}{
 		{"next page", h.get(first+"&cursor="+*sp.NextCursor, tok)},
 		{"revalidation", h.get(first, tok, "If-None-Match", short)},
@@ -558,7 +327,7 @@ func prepItemsAllowance(t *testing.T, h *prepHarness) {
 			t.Errorf("%s: status %d, want 429", c.name, c.r.status)
 			continue
 		}
-		if e := c.r.err(t); e.Code != "QUOTA_EXCEEDED" || e.QuotaResetsAt == "" || c.r.header.Get("Retry-After") == "" {
+		if e := c.r.errorBody(t); e.Code != "QUOTA_EXCEEDED" || e.QuotaResetsAt == "" || c.r.header.Get("Retry-After") == "" {
 			t.Errorf("%s: %+v, Retry-After %q", c.name, e, c.r.header.Get("Retry-After"))
 		}
 	}
@@ -568,17 +337,17 @@ func prepItemsAllowance(t *testing.T, h *prepHarness) {
 }
 
 // A shortened page's cursor continues after the items actually returned.
-func prepItemsShortenedCursor(t *testing.T, h *prepHarness) {
-	tok := h.org("short", prepPtr(13), scope.TestprepRead)
+func prepItemsShortenedCursor(t *testing.T, h *harness) {
+	tok := h.scopedOrg("short", prepPtr(13), scope.TestprepRead)
 	const path = "/v1/testprep/act/items?section=science&limit=10"
 	src := h.content.Load().Test("act").Section("science").Items
 
 	r := h.get(path, tok)
-	prepWant(t, r, 200)
-	p := r.page(t)
+	wantStatus(t, r, 200)
+	p := r.itemPage(t)
 	r = h.get(path+"&cursor="+*p.NextCursor, tok)
-	prepWant(t, r, 200)
-	p = r.page(t)
+	wantStatus(t, r, 200)
+	p = r.itemPage(t)
 	if len(p.Items) != 3 || p.Items[0].ID != src[10].ID || p.Items[2].ID != src[12].ID {
 		t.Fatalf("shortened second page: %d items from %s", len(p.Items), p.Items[0].ID)
 	}
@@ -593,8 +362,8 @@ func prepItemsShortenedCursor(t *testing.T, h *prepHarness) {
 		t.Fatal(err)
 	}
 	r = h.get(path+"&cursor="+*p.NextCursor, tok)
-	prepWant(t, r, 200)
-	p = r.page(t)
+	wantStatus(t, r, 200)
+	p = r.itemPage(t)
 	if len(p.Items) != 7 || p.Items[0].ID != src[13].ID || p.HasMore {
 		t.Fatalf("after the cap: %d items from %s, hasMore %v", len(p.Items), p.Items[0].ID, p.HasMore)
 	}
@@ -604,11 +373,11 @@ func prepItemsShortenedCursor(t *testing.T, h *prepHarness) {
 }
 
 // The page an ETag describes has the size a fresh request would get.
-func prepItemsETag(t *testing.T, h *prepHarness) {
-	tok := h.org("tags", nil, scope.TestprepRead)
+func prepItemsETag(t *testing.T, h *harness) {
+	tok := h.scopedOrg("tags", nil, scope.TestprepRead)
 	get := func(q string) string {
 		r := h.get("/v1/testprep/act/items"+q, tok)
-		prepWant(t, r, 200)
+		wantStatus(t, r, 200)
 		return r.header.Get("ETag")
 	}
 	a, b, c := get(""), get("?limit=25"), get("?section=math")
@@ -621,5 +390,5 @@ func prepItemsETag(t *testing.T, h *prepHarness) {
 	if get("?limit=24") == a {
 		t.Errorf("limit did not move the ETag")
 	}
-	prepWant(t, h.get("/v1/testprep/act/items?limit="+strconv.Itoa(25), tok, "If-None-Match", a), 304)
+	wantStatus(t, h.get("/v1/testprep/act/items?limit="+strconv.Itoa(25), tok, "If-None-Match", a), 304)
 }

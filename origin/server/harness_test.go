@@ -1,0 +1,402 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	shid "github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// harness is the origin wired as origin/cmd/origin wires it (SQLite store
+// and meters, the dev identity provider, token authentication) over real
+// listeners, serving a generated corpus that a test can swap as a reload
+// would.
+type harness struct {
+	t       testing.TB
+	api     string // the API's base URL
+	issuer  string
+	store   store.Store
+	meters  meter.Store
+	srv     *Server
+	content *atomic.Pointer[Content] // shared by the copies subtests get
+	client  *http.Client             // no transparent gzip: the test sees the wire
+}
+
+// buildContent generates the corpus of o into dir and builds it.
+func buildContent(t testing.TB, dir string, o gen.Options) *Content {
+	t.Helper()
+	if _, err := gen.Write(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	return loadContent(t, dir)
+}
+
+// loadContent loads the corpus in dir and builds it.
+func loadContent(t testing.TB, dir string) *Content {
+	t.Helper()
+	c, err := corpus.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct
+}
+
+var (
+	smallContentMu    sync.Mutex
+	smallContentCache = map[string]*Content{}
+)
+
+// smallContent is the small corpus of seed 1 generated with date, built.
+// A Content is read-only, so one is shared by every test of the process;
+// its files are removed once loaded.
+func smallContent(t testing.TB, date string) *Content {
+	t.Helper()
+	smallContentMu.Lock()
+	defer smallContentMu.Unlock()
+	if ct := smallContentCache[date]; ct != nil {
+		return ct
+	}
+	dir, err := os.MkdirTemp("", "lectern-small-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ct := buildContent(t, dir, gen.Options{Seed: 1, Date: date, Small: true})
+	smallContentCache[date] = ct
+	return ct
+}
+
+// newHarness serves the small corpus.
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	return newHarnessWith(t, smallContent(t, ""))
+}
+
+func newHarnessWith(t testing.TB, ct *Content) *harness {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	tr := &http.Transport{DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	h := &harness{t: t, content: new(atomic.Pointer[Content]), client: &http.Client{Transport: tr}}
+	h.content.Store(ct)
+	db := filepath.Join(dir, "lectern.db")
+	st, err := sqlitestore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	h.store, h.meters = st, ms
+
+	idpSrv := httptest.NewUnstartedServer(nil)
+	h.issuer = "http://" + idpSrv.Listener.Addr().String()
+	provider, err := idp.New(ctx, idp.Config{Issuer: h.issuer, Audience: "lectern-api", Store: st, Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idpSrv.Config.Handler = provider.Handler()
+	idpSrv.Start()
+	t.Cleanup(idpSrv.Close)
+
+	apiSrv := httptest.NewUnstartedServer(nil)
+	base := "http://" + apiSrv.Listener.Addr().String()
+	h.srv = New(Config{
+		Store:                st,
+		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
+		Content:              h.content.Load,
+		Now:                  time.Now,
+		Resource:             base,
+		AuthorizationServers: []string{h.issuer},
+		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
+		LicenseURL:           "https://lectern.example/licence",
+		Meters:               ms,
+		TagKey:               []byte("test-harness-tag-key-0123456789abcdef"),
+		CursorKey:            []byte("test-harness-cursor-key-0123456789ab"),
+	})
+	apiSrv.Config.Handler = h.srv
+	apiSrv.Start()
+	t.Cleanup(apiSrv.Close)
+	h.api = base
+	return h
+}
+
+// corpus is the corpus being served.
+func (h *harness) corpus() *corpus.Corpus { return h.content.Load().Corpus }
+
+// org creates an organisation with grants and returns a content.read
+// token of its client.
+func (h *harness) org(orgID string, grants ...string) string {
+	h.t.Helper()
+	h.createOrg(orgID, grants, nil)
+	return h.token(orgID, scope.ContentRead)
+}
+
+// scopedOrg creates an organisation granted every tier, with a test-prep
+// item allowance (nil: no cap), and returns a token of its client with
+// scopes.
+func (h *harness) scopedOrg(orgID string, items *int64, scopes ...string) string {
+	h.t.Helper()
+	h.createOrg(orgID, slices.Clone(shid.Tiers), items)
+	return h.token(orgID, scopes...)
+}
+
+func (h *harness) createOrg(orgID string, grants []string, items *int64) {
+	h.t.Helper()
+	o := licence.NewOrg(time.Now())
+	o.ID, o.Name, o.Grants = orgID, "Org "+orgID, grants
+	o.Quota.TestprepItems = items
+	if err := h.store.CreateOrg(context.Background(), o); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// token creates the organisation's client with scopes and returns a token
+// the identity provider issues it.
+func (h *harness) token(orgID string, scopes ...string) string {
+	h.t.Helper()
+	ctx := context.Background()
+	// The client is stored directly with bcrypt's minimum cost: the
+	// identity provider's default cost takes seconds under -race.
+	id, secret := "lc_test_"+orgID, "secret-of-"+orgID
+	hash, err := bcrypt.GenerateFromPassword([]byte(secret), bcrypt.MinCost)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.store.CreateClient(ctx, &store.Client{ID: id, OrgID: orgID, SecretHash: hash, Scopes: scopes,
+		GrantTypes: []string{"client_credentials"}, CreatedAt: time.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	full := make([]string, len(scopes))
+	for i, s := range scopes {
+		full[i] = scope.Full(s)
+	}
+	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: h.issuer + "/oauth2/token", Scopes: full}
+	tok, err := cc.Token(ctx)
+	if err != nil {
+		h.t.Fatalf("token: %v", err)
+	}
+	return tok.AccessToken
+}
+
+// usage is what the meters hold for an organisation now.
+type usage struct {
+	meter.Counters
+	distinct int // distinct lessons read today (the enumeration alarm)
+}
+
+func (h *harness) usage(orgID string) usage {
+	h.t.Helper()
+	u, n, err := h.meters.Usage(context.Background(), orgID, time.Now(), h.content.Load().ContentVersion)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return usage{u, n}
+}
+
+// calls is the organisation's monthly call meter.
+func (h *harness) calls(orgID string) int64 {
+	h.t.Helper()
+	u := h.usage(orgID)
+	return u.Get(meter.MonthCalls)
+}
+
+// billed checks the meters moved by exactly calls and lesson reads since
+// before.
+func (h *harness) billed(orgID string, before usage, calls, reads int64) usage {
+	h.t.Helper()
+	now := h.usage(orgID)
+	if got := now.Get(meter.MonthCalls) - before.Get(meter.MonthCalls); got != calls {
+		h.t.Errorf("calls billed: got %d, want %d", got, calls)
+	}
+	if got := now.Get(meter.HourLessonReads) - before.Get(meter.HourLessonReads); got != reads {
+		h.t.Errorf("lesson reads billed: got %d, want %d", got, reads)
+	}
+	return now
+}
+
+// resp is an answer as sent on the wire.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request with tok (none if empty); hdr holds header
+// name/value pairs. Nothing asks for compression unless hdr sets
+// Accept-Encoding, so body is the bytes on the wire.
+func (h *harness) do(method, path, tok string, body []byte, hdr ...string) resp {
+	h.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, h.api+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// get sends a GET with tok and header pairs.
+func (h *harness) get(path, tok string, hdr ...string) resp {
+	h.t.Helper()
+	return h.do("GET", path, tok, nil, hdr...)
+}
+
+// ok gets path, wants 200 with an identity JSON body, and decodes it.
+func (h *harness) ok(path, tok string) map[string]any {
+	h.t.Helper()
+	r := h.get(path, tok)
+	if r.status != 200 {
+		h.t.Fatalf("GET %s: got %d %s, want 200", path, r.status, r.body)
+	}
+	return jsonObject(h.t, r.body)
+}
+
+// fails gets path and wants the error status and code.
+func (h *harness) fails(path, tok string, status int, code string) apiError {
+	h.t.Helper()
+	r := h.get(path, tok)
+	var e struct{ Error apiError }
+	if err := json.Unmarshal(r.body, &e); err != nil || r.status != status || e.Error.Code != code {
+		h.t.Fatalf("GET %s: got %d %s, want %d %s", path, r.status, r.body, status, code)
+	}
+	if e.Error.RequestID == "" || e.Error.RequestID != r.header.Get("X-Request-Id") {
+		h.t.Errorf("GET %s: requestId %q, X-Request-Id %q", path, e.Error.RequestID, r.header.Get("X-Request-Id"))
+	}
+	return e.Error
+}
+
+// jsonObject decodes b, a JSON object, keeping numbers as json.Number.
+func jsonObject(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("not a JSON object: %v: %.300s", err, b)
+	}
+	return m
+}
+
+// apiError is the error member of an error body.
+type apiError struct {
+	Code          string   `json:"code"`
+	Message       string   `json:"message"`
+	RequestID     string   `json:"requestId"`
+	Parameter     string   `json:"parameter"`
+	Allowed       []string `json:"allowed"`
+	Received      any      `json:"received"`
+	Min           *int64   `json:"min"`
+	Max           *int64   `json:"max"`
+	Tiers         []string `json:"tiers"`
+	Grant         string   `json:"grant"`
+	Scope         string   `json:"scope"`
+	QuotaResetsAt string   `json:"quotaResetsAt"`
+}
+
+// wantStatus checks r has status.
+func wantStatus(t testing.TB, r resp, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
+	}
+}
+
+// errorBody decodes r's error member and checks its requestId is the
+// X-Request-Id header.
+func (r resp) errorBody(t testing.TB) apiError {
+	t.Helper()
+	var e struct{ Error apiError }
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("status %d: not the error body: %s", r.status, r.body)
+	}
+	if e.Error.RequestID == "" || e.Error.RequestID != r.header.Get("X-Request-Id") {
+		t.Errorf("requestId %q, X-Request-Id %q", e.Error.RequestID, r.header.Get("X-Request-Id"))
+	}
+	return e.Error
+}
+
+// wantError checks r is the error status with code, and returns its body.
+func (r resp) wantError(t testing.TB, status int, code string) apiError {
+	t.Helper()
+	e := r.errorBody(t)
+	if r.status != status || e.Code != code {
+		t.Fatalf("got %d %s, want %d %s: %s", r.status, e.Code, status, code, r.body)
+	}
+	return e
+}
+
+// pageOf is the list envelope with rows of T.
+type pageOf[T any] struct {
+	Items          []T       `json:"items"`
+	Total          int       `json:"total"`
+	PageNum        int       `json:"pageNum"`
+	TotalPages     int       `json:"totalPages"`
+	HasMore        bool      `json:"hasMore"`
+	NextCursor     *string   `json:"nextCursor"`
+	ContentVersion string    `json:"contentVersion"`
+	License        *envelope `json:"_license"`
+}
+
+// strictPage decodes r's body as a page, refusing unknown members.
+func strictPage[T any](t testing.TB, r resp) pageOf[T] {
+	t.Helper()
+	var p pageOf[T]
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("page: %v: %s", err, r.body)
+	}
+	return p
+}
