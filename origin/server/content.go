@@ -7,6 +7,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 )
@@ -65,16 +66,9 @@ type tierRow struct {
 // in canonical order, each with its count of granted subjects; a tier
 // that is absent is not licensed.
 func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request) error {
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+	tag, bill, done, err := s.oneCall(w, r, req)
+	if done || err != nil {
 		return err
-	}
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
 	}
 	rows := []tierRow{}
 	for _, t := range req.corpus.Tiers {
@@ -202,16 +196,9 @@ func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request) e
 	if sub == nil {
 		return s.billCallAnd(r, req, unknownSubject(req.vars.Get("subjectSlug")))
 	}
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+	tag, bill, done, err := s.oneCall(w, r, req)
+	if done || err != nil {
 		return err
-	}
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
 	}
 	body, err := json.Marshal(subjectDetail{subjectRow: newSubjectRow(sub),
 		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
@@ -226,14 +213,35 @@ func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request) e
 // Effects of refusals: a bad id bills the call only) and answers with e,
 // or with the 429 when the call itself is refused.
 func (s *Server) billCallAnd(r *http.Request, req *request, e *apierr.Error) error {
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
+	if _, err := s.call(r, req); err != nil {
 		return err
 	}
-	if bill.Err != nil {
-		return bill.Err
-	}
 	return e
+}
+
+// call bills one call; a 429 refusing it is returned as the error.
+func (s *Server) call(r *http.Request, req *request) (meter.Bill, error) {
+	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	if err != nil {
+		return bill, err
+	}
+	if bill.Err != nil {
+		return bill, bill.Err
+	}
+	return bill, nil
+}
+
+// oneCall starts a route that bills one call whatever it answers: its
+// derived validator, the 304 decided before any work (spec: Conditional
+// requests §5), then the call. done reports that the request has been
+// answered (the 304, or a gate call's 204 or 412).
+func (s *Server) oneCall(w http.ResponseWriter, r *http.Request, req *request) (tag string, bill meter.Bill, done bool, err error) {
+	tag = derivedETag(req)
+	if done, err = s.revalidate(w, r, req, tag); done || err != nil {
+		return tag, bill, done, err
+	}
+	bill, err = s.call(r, req)
+	return tag, bill, false, err
 }
 
 func nonNil(s []string) []string {

@@ -78,12 +78,9 @@ func (s *Server) revalidate(w http.ResponseWriter, r *http.Request, req *request
 		}
 		return false, nil
 	}
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
+	bill, err := s.call(r, req)
 	if err != nil {
 		return true, err
-	}
-	if bill.Err != nil {
-		return true, bill.Err
 	}
 	req.answered = true
 	writeNotModified(w, req, tag, bill)

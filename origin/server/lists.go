@@ -79,16 +79,9 @@ func (s *Server) subjects(w http.ResponseWriter, r *http.Request, req *request) 
 	if perr != nil {
 		return s.billCallAnd(r, req, perr)
 	}
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+	tag, bill, done, err := s.oneCall(w, r, req)
+	if done || err != nil {
 		return err
-	}
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
 	}
 	tier := req.params.Get("tier")
 	granted := make([]int, 0, len(req.corpus.Subjects))
@@ -133,16 +126,9 @@ func (s *Server) classes(w http.ResponseWriter, r *http.Request, req *request) e
 	if sub == nil {
 		return s.billCallAnd(r, req, unknownSubject(slug))
 	}
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+	tag, bill, done, err := s.oneCall(w, r, req)
+	if done || err != nil {
 		return err
-	}
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
 	}
 	from, to := p.bounds(len(sub.Lessons))
 	items := make([]json.RawMessage, 0, to-from)

@@ -639,16 +639,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req *request) er
 	if serr != nil {
 		return s.billCallAnd(r, req, serr)
 	}
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+	tag, bill, done, err := s.oneCall(w, r, req)
+	if done || err != nil {
 		return err
-	}
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
 	}
 	ix := req.corpus.search
 	q := req.params.Get("q")

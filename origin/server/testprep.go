@@ -92,16 +92,9 @@ func buildPrep(c *corpus.Corpus) prepIndex {
 // testprep serves GET /v1/testprep: the catalog in one list envelope, one
 // call, with a derived ETag decided before any work.
 func (s *Server) testprep(w http.ResponseWriter, r *http.Request, req *request) error {
-	tag := derivedETag(req)
-	if done, err := s.revalidate(w, r, req, tag); done || err != nil {
+	tag, bill, done, err := s.oneCall(w, r, req)
+	if done || err != nil {
 		return err
-	}
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
-		return err
-	}
-	if bill.Err != nil {
-		return bill.Err
 	}
 	rows := req.corpus.prep.catalog
 	body, err := json.Marshal(list{Items: rows, Total: len(rows), PageNum: 1, TotalPages: 1,
