@@ -86,16 +86,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if hit && now.Before(c.Expiry.Add(a.verifier.Leeway)) {
 		return c, nil
 	}
-	keys, wait := a.keys(ctx, false)
-	claims, f := a.verifier.Verify(raw, keys, a.now())
+	claims, f := a.verifier.Verify(raw, a.keys(ctx, false), now)
 	if f != nil && f.UnknownKey {
 		// A fresher JWKS may hold the kid: rotate-aware, single-flight and
 		// rate-limited by the shared Cache policy.
-		if wait != nil {
-			<-wait
-		}
-		keys, _ = a.keys(ctx, true)
-		claims, f = a.verifier.Verify(raw, keys, a.now())
+		claims, f = a.verifier.Verify(raw, a.keys(ctx, true), a.now())
 	}
 	if f != nil {
 		return token.Claims{}, token.Unauthorized(f.Reason)
@@ -109,30 +104,27 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	return claims, nil
 }
 
-// keys returns the current key set, fetching a new one first when the
-// policy says so. When another request's fetch is in flight it returns
-// the channel that closes when that fetch ends.
-func (a *Authenticator) keys(ctx context.Context, unknownKid bool) (*token.KeySet, <-chan struct{}) {
+// keys returns the key set to verify with, fetching a new one first when
+// the policy says so. A caller that has no set yet, or whose token names
+// a kid the set lacks (unknownKid), waits for a fetch in flight instead
+// of verifying against a set it already knows to be wanting.
+func (a *Authenticator) keys(ctx context.Context, unknownKid bool) *token.KeySet {
 	now := a.now()
 	a.mu.Lock()
-	if !a.cache.NeedsRefresh(now, unknownKid) {
-		defer a.mu.Unlock()
-		return a.cache.Keys(), nil
-	}
-	if !a.cache.BeginRefresh(now) {
-		defer a.mu.Unlock()
-		if a.cache.InFlight(now) && a.cache.Keys() == nil {
-			// Nothing to verify with yet: wait for the first fetch.
-			done := a.done
-			a.mu.Unlock()
-			select {
-			case <-done:
-			case <-ctx.Done():
-			}
-			a.mu.Lock()
-			return a.cache.Keys(), nil
+	if a.cache.InFlight(now) && (unknownKid || a.cache.Keys() == nil) {
+		done := a.done
+		a.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
 		}
-		return a.cache.Keys(), a.done
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.cache.Keys()
+	}
+	if !a.cache.NeedsRefresh(now, unknownKid) || !a.cache.BeginRefresh(now) {
+		defer a.mu.Unlock()
+		return a.cache.Keys()
 	}
 	done := make(chan struct{})
 	a.done = done
@@ -141,11 +133,10 @@ func (a *Authenticator) keys(ctx context.Context, unknownKid bool) (*token.KeySe
 	set, err := a.fetch(ctx)
 
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.cache.EndRefresh(a.now(), set, err)
-	keys := a.cache.Keys()
 	close(done)
-	a.mu.Unlock()
-	return keys, nil
+	return a.cache.Keys()
 }
 
 func (a *Authenticator) fetch(ctx context.Context) (*token.KeySet, error) {

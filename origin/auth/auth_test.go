@@ -148,3 +148,50 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("token of the rotated key: %v", err)
 	}
 }
+
+// Concurrent first requests all wait for the one JWKS fetch in flight and
+// are accepted: none verifies against the empty set and fails.
+func TestFirstBurst(t *testing.T) {
+	a, ring, fetches, now := setup(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k1", *now, "")); err != nil {
+				t.Errorf("a valid token in the first burst: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("%d JWKS fetches, want 1", n)
+	}
+}
+
+// A token of a key rotated in while a fetch is in flight waits for that
+// fetch rather than failing against the set it already knows lacks it.
+func TestRotationDuringFetch(t *testing.T) {
+	a, ring, fetches, now := setup(t)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k1", *now, "")); err != nil {
+		t.Fatal(err)
+	}
+	ring.add(t, "k2")
+	*now = now.Add(2 * time.Hour) // the set is stale: the next request refreshes it
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k2", *now, "")); err != nil {
+				t.Errorf("a token of the rotated key: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("%d JWKS fetches, want 2", n)
+	}
+}
