@@ -4,9 +4,11 @@
 // default, embedded) and pgstore (PostgreSQL, for scale-out); storetest is
 // the conformance suite both must pass.
 //
-// Every method that returns an organisation reads it afresh: the licence
-// gate calls GetOrg on every request, so a change applies on the next call
-// (spec: Authentication §8).
+// Every method that returns an organisation returns its current state:
+// the licence gate calls GetOrg on every request, so a change applies on
+// the next call (spec: Authentication §8). pgstore reads it afresh;
+// sqlitestore, its database's only writer, caches it and invalidates the
+// copy on every write.
 package store
 
 import (
@@ -54,6 +56,26 @@ type Org struct {
 	// stores save what they are given.
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Clone returns a deep copy of o.
+func (o *Org) Clone() *Org {
+	c := *o
+	c.Grants = append([]string(nil), o.Grants...)
+	if o.Grants != nil && c.Grants == nil {
+		c.Grants = []string{}
+	}
+	c.Quota = Quota{cloneInt(o.Quota.Calls), cloneInt(o.Quota.Downloads), cloneInt(o.Quota.Exports), cloneInt(o.Quota.TestprepItems)}
+	c.RateLimits = RateLimits{cloneInt(o.RateLimits.CallsPerHour), cloneInt(o.RateLimits.LessonReadsPerHour), cloneInt(o.RateLimits.URLMintsPerHour)}
+	return &c
+}
+
+func cloneInt(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // Client is an OAuth client of an organisation. The secret is stored only

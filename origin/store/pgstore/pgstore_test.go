@@ -29,7 +29,7 @@ func TestStore(t *testing.T) {
 		t.Fatalf("LECTERN_TEST_PG: %v", err)
 	}
 	t.Cleanup(admin.Close)
-	storetest.Run(t, func(t *testing.T) storetest.Opener {
+	storetest.Run(t, storetest.Shared, func(t *testing.T) storetest.Opener {
 		schema := newSchema(t, admin)
 		return func(ctx context.Context) (store.Store, error) {
 			return pgstore.New(ctx, withSearchPath(dsn, schema))

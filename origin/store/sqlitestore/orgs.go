@@ -44,6 +44,7 @@ func scanOrg(row scanner) (*store.Org, error) {
 
 // CreateOrg implements store.Store.
 func (s *Store) CreateOrg(ctx context.Context, o *store.Org) error {
+	defer s.orgs.invalidate(o.ID)
 	q := `INSERT INTO orgs (id, ` + orgFields + `) VALUES (?, ` + orgPlaceholders + `)`
 	if _, err := s.db.ExecContext(ctx, q, append([]any{o.ID}, orgArgs(o)...)...); err != nil {
 		return fmt.Errorf("create org %s: %w", o.ID, mapErr(err))
@@ -51,12 +52,19 @@ func (s *Store) CreateOrg(ctx context.Context, o *store.Org) error {
 	return nil
 }
 
-// GetOrg implements store.Store.
+// GetOrg implements store.Store. It answers from the Store's cache when
+// it can (cache.go): every write of the organisation through this Store,
+// the only writer of its file, has invalidated it.
 func (s *Store) GetOrg(ctx context.Context, id string) (*store.Org, error) {
+	o, gen := s.orgs.get(id)
+	if o != nil {
+		return o, nil
+	}
 	o, err := getOrg(ctx, s.rdb, id)
 	if err != nil {
 		return nil, fmt.Errorf("get org %s: %w", id, err)
 	}
+	s.orgs.put(o, gen)
 	return o, nil
 }
 
@@ -74,6 +82,7 @@ func getOrg(ctx context.Context, q querier, id string) (*store.Org, error) {
 // update is lost. fn's error is returned as is, unwrapped; fn cannot
 // rename the organisation (a changed ID is ignored).
 func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) error) (*store.Org, error) {
+	defer s.orgs.invalidate(id)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("update org %s: %w", id, err)
@@ -103,6 +112,7 @@ func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) er
 // DeleteOrg implements store.Store. Its clients go with it (ON DELETE
 // CASCADE).
 func (s *Store) DeleteOrg(ctx context.Context, id string) error {
+	defer s.orgs.invalidate(id)
 	res, err := s.db.ExecContext(ctx, `DELETE FROM orgs WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("delete org %s: %w", id, err)

@@ -38,8 +38,10 @@ var migrations embed.FS
 
 // Store is a store.Store backed by one SQLite file.
 type Store struct {
-	db  *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
-	rdb *sql.DB // read-only connections
+	db   *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
+	rdb  *sql.DB // read-only connections
+	lock *os.File
+	orgs orgCache
 }
 
 // Connection settings, applied by the driver to every new connection.
@@ -56,22 +58,29 @@ func New(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create database directory: %w", err)
 	}
+	lock, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
 	db, err := open(ctx, dsn(path, append(pragmas, writePragmas...), "_txlock=immediate"))
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
 	if err := sqlitemig.Apply(ctx, db, migrations, "migrations", "schema_migrations"); err != nil {
 		db.Close()
+		lock.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	rdb, err := open(ctx, dsn(path, append(pragmas, readPragmas...)))
 	if err != nil {
 		db.Close()
+		lock.Close()
 		return nil, err
 	}
 	rdb.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
-	return &Store{db: db, rdb: rdb}, nil
+	return &Store{db: db, rdb: rdb, lock: lock}, nil
 }
 
 func dsn(path string, pragmas []string, params ...string) string {
@@ -93,9 +102,9 @@ func open(ctx context.Context, dsn string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Close closes both pools.
+// Close closes both pools, then releases the database's lock.
 func (s *Store) Close() error {
-	return errors.Join(s.rdb.Close(), s.db.Close())
+	return errors.Join(s.rdb.Close(), s.db.Close(), s.lock.Close())
 }
 
 // mapErr turns what SQLite reports into the store's sentinels: a missing

@@ -11,7 +11,7 @@ import (
 )
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) storetest.Opener {
+	storetest.Run(t, storetest.Exclusive, func(t *testing.T) storetest.Opener {
 		// A directory that does not exist yet: New creates it.
 		path := filepath.Join(t.TempDir(), "var", "lectern.db")
 		return func(ctx context.Context) (store.Store, error) {

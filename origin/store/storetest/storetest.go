@@ -2,7 +2,7 @@
 // backend runs the same suite from its own tests:
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) storetest.Opener {
+//		storetest.Run(t, storetest.Exclusive, func(t *testing.T) storetest.Opener {
 //			path := filepath.Join(t.TempDir(), "lectern.db")
 //			return func(ctx context.Context) (store.Store, error) {
 //				return sqlitestore.New(ctx, path)
@@ -36,10 +36,22 @@ import (
 // concurrent. The suite closes the stores it opens.
 type Opener func(ctx context.Context) (store.Store, error)
 
+// Kind says how the Stores of one database may coexist.
+type Kind int
+
+const (
+	// Shared: several Stores (origins) may have one database open at once,
+	// and each sees the others' writes on its next read (pgstore).
+	Shared Kind = iota
+	// Exclusive: one Store at a time owns a database; opening another
+	// while it is open fails (sqlitestore, which caches organisations).
+	Exclusive
+)
+
 // Run runs the suite. newDB makes a fresh, empty database for one subtest
 // and returns its Opener; subtests run in parallel, each on its own
 // database.
-func Run(t *testing.T, newDB func(t *testing.T) Opener) {
+func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, open Opener)
@@ -60,7 +72,19 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"AuthCodeConcurrent", testAuthCodeConcurrent},
 		{"AuthCodeExpired", testAuthCodeExpired},
 		{"Reopen", testReopen},
-		{"ConcurrentOpen", testConcurrentOpen},
+		{"ReadsAfterWrites", testReadsAfterWrites},
+		{"ReadsDuringWrites", testReadsDuringWrites},
+	}
+	if kind == Shared {
+		tests = append(tests, struct {
+			name string
+			fn   func(t *testing.T, open Opener)
+		}{"ConcurrentOpen", testConcurrentOpen})
+	} else {
+		tests = append(tests, struct {
+			name string
+			fn   func(t *testing.T, open Opener)
+		}{"ExclusiveOpen", testExclusiveOpen})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -652,4 +676,101 @@ func testConcurrentOpen(t *testing.T, open Opener) {
 	if _, err := ss[1].GetOrg(t.Context(), "acme"); err != nil {
 		t.Errorf("GetOrg from the other store: %v", err)
 	}
+}
+
+// testExclusiveOpen: while a Store has the database open, a second open
+// fails and names the reason; once the first is closed, it succeeds.
+func testExclusiveOpen(t *testing.T, open Opener) {
+	s, stop := openRestartable(t, open)
+	mustCreateOrg(t, s, fullOrg("acme"))
+	if s2, err := open(t.Context()); err == nil {
+		s2.Close()
+		t.Fatal("a second Store opened the database while the first had it open")
+	}
+	stop()
+	s = openStore(t, open)
+	if _, err := s.GetOrg(t.Context(), "acme"); err != nil {
+		t.Errorf("GetOrg after reopening: %v", err)
+	}
+}
+
+// testReadsAfterWrites: a GetOrg after a write returns what the write
+// stored, also when the organisation was read (and possibly cached)
+// before it, and what GetOrg returns is the caller's to change.
+func testReadsAfterWrites(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	mustCreateOrg(t, s, fullOrg("acme"))
+	read := func(what string) *store.Org {
+		t.Helper()
+		o, err := s.GetOrg(ctx, "acme")
+		if err != nil {
+			t.Fatalf("GetOrg %s: %v", what, err)
+		}
+		return o
+	}
+	o := read("after CreateOrg")
+	o.Status, o.Grants[0], *o.Quota.Calls = "mutated", "mutated", -1
+	equal(t, "GetOrg after mutating an earlier result", read("again"), fullOrg("acme"))
+
+	if _, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error { o.Status = "suspended"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("after UpdateOrg").Status; got != "suspended" {
+		t.Errorf("status after UpdateOrg = %q, want suspended", got)
+	}
+	if err := s.DeleteOrg(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetOrg(ctx, "acme"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetOrg after DeleteOrg: %v, want ErrNotFound", err)
+	}
+	again := fullOrg("acme")
+	again.Name = "Acme again"
+	mustCreateOrg(t, s, again)
+	if got := read("after CreateOrg again").Name; got != "Acme again" {
+		t.Errorf("name after re-creating = %q", got)
+	}
+}
+
+// testReadsDuringWrites: readers run while a writer bumps a counter; any
+// GetOrg that starts after an UpdateOrg returned sees that update or a
+// later one.
+func testReadsDuringWrites(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	mustCreateOrg(t, s, fullOrg("acme"))
+	var done atomic.Int64 // the last EclaVersion an UpdateOrg returned
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				floor := done.Load()
+				o, err := s.GetOrg(ctx, "acme")
+				if err != nil {
+					t.Errorf("GetOrg: %v", err)
+					return
+				}
+				if int64(o.EclaVersion) < floor {
+					t.Errorf("GetOrg returned version %d after UpdateOrg returned %d", o.EclaVersion, floor)
+					return
+				}
+			}
+		})
+	}
+	for i := 0; i < 200 && !t.Failed(); i++ {
+		o, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error { o.EclaVersion++; return nil })
+		if err != nil {
+			t.Fatalf("UpdateOrg: %v", err)
+		}
+		done.Store(int64(o.EclaVersion))
+	}
+	close(stop)
+	wg.Wait()
 }

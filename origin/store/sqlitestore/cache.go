@@ -1,0 +1,81 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/lectern-api/lectern/origin/store"
+)
+
+// The licence gate reads the caller's organisation on every request, and
+// parsing and running that SELECT was the largest single cost of a
+// content request. A Store therefore keeps the organisations it has read
+// in memory, and every write of an organisation through it invalidates
+// the cached copy when its transaction ends; the store's guarantee, that
+// a change applies on the next call, holds because the Store is the only
+// writer of its file: New takes an exclusive lock beside the database
+// (path + ".lock") that a second process opening the same file is refused.
+// Several origins share organisations through PostgreSQL (pgstore), which
+// reads afresh.
+
+// orgCache holds organisations read from the database. gen counts
+// invalidations: a read that began before one may not store what it read,
+// as it may predate the write.
+type orgCache struct {
+	mu   sync.RWMutex
+	gen  uint64
+	orgs map[string]*store.Org
+}
+
+// get returns a copy of the cached org and the generation to pass to put
+// after a miss.
+func (c *orgCache) get(id string) (*store.Org, uint64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if o := c.orgs[id]; o != nil {
+		return o.Clone(), c.gen
+	}
+	return nil, c.gen
+}
+
+// put caches o, read from the database, unless an invalidation happened
+// since gen.
+func (c *orgCache) put(o *store.Org, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if c.orgs == nil {
+		c.orgs = map[string]*store.Org{}
+	}
+	c.orgs[o.ID] = o.Clone()
+}
+
+// invalidate drops id; deferred by every write of an organisation, so it
+// runs after the write's transaction ends, whatever its outcome.
+func (c *orgCache) invalidate(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	delete(c.orgs, id)
+}
+
+// lockFile takes the exclusive lock that makes a Store its database's
+// only writer. The lock goes with the process, also on SIGKILL.
+func lockFile(dbPath string) (*os.File, error) {
+	f, err := os.OpenFile(dbPath+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock database: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if err == syscall.EWOULDBLOCK {
+			return nil, fmt.Errorf("lock database: %s is in use by another origin process; several origins share one database through PostgreSQL", dbPath)
+		}
+		return nil, fmt.Errorf("lock database: %w", err)
+	}
+	return f, nil
+}
