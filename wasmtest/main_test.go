@@ -99,7 +99,7 @@ func setup() error {
 	builds = append(builds, std)
 	if tg := findTinyGo(); tg != "" {
 		b := &build{name: "tinygo", path: filepath.Join(tmp, "worker-tinygo.wasm")}
-		b.err = run(root, nil, tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-o", b.path, "./worker/wasm")
+		b.err = run(root, nil, tg, host.TinyGoBuild(b.path, "./worker/wasm")...)
 		builds = append(builds, b)
 	} else {
 		notes = append(notes, "TinyGo not found (PATH, $TINYGO, ~/.cache/lectern/tinygo-"+tinygoVersion+"): the TinyGo build is not tested; tools/tinygo/build.sh installs it")

@@ -1,6 +1,11 @@
 package edgesig
 
-import "testing"
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+)
 
 func TestSignVerify(t *testing.T) {
 	key := Key([]byte("a-test-secret-of-at-least-32-characters"))
@@ -23,5 +28,22 @@ func TestSignVerify(t *testing.T) {
 		if ok {
 			t.Errorf("%s verifies", name)
 		}
+	}
+}
+
+// The signed string is the length-prefixed fields, as the package doc
+// says; a reused Signer signs each request as a fresh one would.
+func TestSignerFormat(t *testing.T) {
+	key := Key([]byte("a-test-secret-of-at-least-32-characters"))
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("2:v14:gate4:POST13:/v1/tiers?x=15:req-110:1790000000"))
+	want := "v1=1790000000." + hex.EncodeToString(m.Sum(nil))
+	s := NewSigner(key)
+	s.Sign(Forward, "GET", "/v1/a-much-longer-target?with=a&query=string", "req-other-id", 1)
+	if got := s.Sign(Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000); got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	if got := Sign(key, Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000); got != want {
+		t.Errorf("Sign: got %s, want %s", got, want)
 	}
 }

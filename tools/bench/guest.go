@@ -19,6 +19,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/wasmtest/host"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -46,7 +47,7 @@ func buildModules(ctx context.Context, root, dir string) (builds []build, note s
 		note = "tinygo: not found, skipped"
 	} else {
 		out := filepath.Join(dir, "worker-tinygo.wasm")
-		if err := runCmd(ctx, root, nil, tg, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-o", out, "./worker/wasm"); err != nil {
+		if err := runCmd(ctx, root, nil, tg, host.TinyGoBuild(out, "./worker/wasm")...); err != nil {
 			return nil, "", err
 		}
 		b, err := os.ReadFile(out)

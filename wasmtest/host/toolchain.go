@@ -49,3 +49,16 @@ func Toolchain(wasm []byte) string {
 		return "TinyGo"
 	}
 }
+
+// TinyGoFlags are the flags of the deployed TinyGo build (the Makefile's
+// TINYGO_FLAGS, which must say the same): a wasip1 reactor without a
+// scheduler (no goroutines: each exported call runs to completion), no
+// debug sections, and -opt=2, which makes every call about a quarter
+// faster than TinyGo's default -opt=z for a module about 30% larger.
+var TinyGoFlags = []string{"-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-opt=2"}
+
+// TinyGoBuild is the argument list of `tinygo` that builds pkg into out
+// with TinyGoFlags.
+func TinyGoBuild(out, pkg string) []string {
+	return append(append([]string{"build"}, TinyGoFlags...), "-o", out, pkg)
+}

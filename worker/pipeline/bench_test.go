@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"bytes"
+	"strconv"
 	"testing"
 )
 
@@ -47,5 +49,32 @@ func BenchmarkHandleStart404(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.HandleStart(msg)
+	}
+}
+
+// BenchmarkGate304 is an edge 304 through the JSON codec, as the module
+// runs it: the conditional request's start (token cached, candidate ETag
+// matches: the gate call) and the gate's 204 resumed into the 304.
+func BenchmarkGate304(b *testing.B) {
+	p := newPipeline()
+	installKeys(b, p, t0, "k1")
+	tok := "Bearer " + sign("k1", t0, nil)
+	learnOrg(b, p, tok, "00ff", version)
+	tag := candidateTag("00ff")
+	start := []byte(`{"method":"GET","path":"/v1/subjects/algebra","query":"tier=high&detail=full","headers":[["Host","127.0.0.1:8787"],["User-Agent","Go-http-client/1.1"],["Authorization",` +
+		strconv.Quote(tok) + `],["If-None-Match",` + strconv.Quote(tag) + `],["Accept-Encoding","gzip"]],"now":` + strconv.FormatInt(t0ms+1000, 10) + `}`)
+	resume := func(handle string) []byte {
+		return []byte(`{"handle":` + handle + `,"status":204,"headers":[["Cache-Control","private"],["Date","Sun, 01 Nov 2026 12:00:01 GMT"],["Etag",` + strconv.Quote(tag) +
+			`],["Ratelimit","\"calls\";r=998;t=2000"],["Ratelimit-Policy","\"calls\";q=1000;w=3600"],["Vary","Authorization, Accept-Encoding"],["X-Lectern-Grants","00ff"],["X-Lectern-Org","acme"],["X-Request-Id","req_0123456789abcdef01234567"],["X-Service-Content-Version","` + version + `"]],"now":` + strconv.FormatInt(t0ms+1010, 10) + `}`)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		out := p.HandleStart(start)
+		i := bytes.Index(out, []byte(`"handle":`))
+		j := bytes.IndexByte(out[i:], ',')
+		res := p.HandleResume(resume(string(out[i+9 : i+j])))
+		if !bytes.Contains(res, []byte(`"status":304`)) {
+			b.Fatalf("%s\n%s", out, res)
+		}
 	}
 }

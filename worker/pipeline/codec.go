@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/lectern-api/lectern/shared/jsoncheck"
 	"github.com/lectern-api/lectern/shared/jsonenc"
@@ -70,8 +71,9 @@ func ConfigResult(err error) []byte {
 	return append(b, '}')
 }
 
-// HandleStart is Start over JSON: a start message in, an output out. A
-// message it cannot read is answered with 500 INTERNAL.
+// HandleStart is Start over JSON: a start message in, an output out,
+// valid until the next HandleStart or HandleResume. A message it cannot
+// read is answered with 500 INTERNAL.
 func (p *Pipeline) HandleStart(b []byte) []byte {
 	req, err := decodeRequest(&p.parser, b)
 	if err == errTooLarge {
@@ -83,10 +85,25 @@ func (p *Pipeline) HandleStart(b []byte) []byte {
 		return out.AppendJSON(nil)
 	}
 	out := p.Start(req)
-	return out.AppendJSON(nil)
+	return p.encode(&out)
 }
 
-// HandleResume is Resume over JSON. A message it cannot read but whose
+// encode writes out into the codec's output buffer: the message returned
+// by HandleStart and HandleResume is valid until the next call of either.
+func (p *Pipeline) encode(out *Output) []byte {
+	b := out.AppendJSON(p.out[:0])
+	p.out = b
+	if cap(b) > maxKeptOutput {
+		p.out = nil // a large body's buffer is not kept for the next call
+	}
+	return b
+}
+
+// maxKeptOutput bounds the output buffer kept between calls.
+const maxKeptOutput = 64 << 10
+
+// HandleResume is Resume over JSON; its output, like HandleStart's, is
+// valid until the next call of either. A message it cannot read but whose
 // handle it can is a failed subrequest of that handle (status 0); without
 // a handle it is answered with 500 INTERNAL.
 func (p *Pipeline) HandleResume(b []byte) []byte {
@@ -99,7 +116,7 @@ func (p *Pipeline) HandleResume(b []byte) []byte {
 		in = ResumeMsg{Handle: in.Handle, Now: in.Now, Wake: in.Wake, Error: err.Error()}
 	}
 	out := p.Resume(in)
-	return out.AppendJSON(nil)
+	return p.encode(&out)
 }
 
 func decodeRequest(parser *fastjson.Parser, b []byte) (Request, error) {
@@ -108,20 +125,79 @@ func decodeRequest(parser *fastjson.Parser, b []byte) (Request, error) {
 	if err != nil {
 		return r, err
 	}
-	var ok [3]bool
-	r.Method, ok[0] = str(v, "method")
-	r.Path, ok[1] = str(v, "path")
-	r.Query, ok[2] = str(v, "query")
-	if !ok[0] || !ok[1] || !ok[2] || r.Method == "" || r.Path == "" {
+	// Every string of the request is copied out of the parser's buffer
+	// into one allocation (the message's length bounds them all).
+	var a arena
+	a.b.Grow(len(b))
+	method, ok0 := a.member(v, "method")
+	path, ok1 := a.member(v, "path")
+	query, ok2 := a.member(v, "query")
+	if !ok0 || !ok1 || !ok2 || method.empty() || path.empty() {
 		return r, errMalformed
 	}
-	if r.Headers, err = headers(v.Get("headers")); err != nil {
+	hs, err := a.headers(v.Get("headers"))
+	if err != nil {
 		return r, err
 	}
 	if r.Now, err = integer(v.Get("now")); err != nil {
 		return r, err
 	}
+	all := a.b.String()
+	r.Method, r.Path, r.Query = method.of(all), path.of(all), query.of(all)
+	r.Headers = make([]Header, len(hs))
+	for i, h := range hs {
+		r.Headers[i] = Header{h[0].of(all), h[1].of(all)}
+	}
 	return r, nil
+}
+
+// arena collects the strings of one message in one buffer; a span is a
+// string's place in it, read back (of) once the buffer is complete.
+type arena struct{ b strings.Builder }
+
+type span struct{ from, to int }
+
+func (s span) empty() bool          { return s.from == s.to }
+func (s span) of(all string) string { return all[s.from:s.to] }
+func (a *arena) add(b []byte) span  { from := a.b.Len(); a.b.Write(b); return span{from, a.b.Len()} }
+
+// member is an optional string member; ok is false when it has another
+// type.
+func (a *arena) member(v *fastjson.Value, name string) (span, bool) {
+	m := v.Get(name)
+	if m == nil {
+		return span{}, true
+	}
+	b, err := m.StringBytes()
+	if err != nil {
+		return span{}, false
+	}
+	return a.add(b), true
+}
+
+// headers reads [[name, value], ...]; absent is none.
+func (a *arena) headers(v *fastjson.Value) ([][2]span, error) {
+	if v == nil {
+		return nil, nil
+	}
+	arr, err := v.Array()
+	if err != nil {
+		return nil, errMalformed
+	}
+	out := make([][2]span, 0, len(arr))
+	for _, e := range arr {
+		pair, err := e.Array()
+		if err != nil || len(pair) != 2 {
+			return nil, errMalformed
+		}
+		name, err1 := pair[0].StringBytes()
+		value, err2 := pair[1].StringBytes()
+		if err1 != nil || err2 != nil || len(name) == 0 {
+			return nil, errMalformed
+		}
+		out = append(out, [2]span{a.add(name), a.add(value)})
+	}
+	return out, nil
 }
 
 // decodeResume reads a resume message. On error the handle, now and wake
@@ -153,8 +229,16 @@ func decodeResume(parser *fastjson.Parser, b []byte) (ResumeMsg, error) {
 		}
 		in.Status = int(n)
 	}
-	if in.Headers, err = headers(v.Get("headers")); err != nil {
+	var a arena
+	a.b.Grow(min(len(b), 4<<10)) // the headers, not the body
+	hs, err := a.headers(v.Get("headers"))
+	if err != nil {
 		return in, err
+	}
+	all := a.b.String()
+	in.Headers = make([]Header, len(hs))
+	for i, h := range hs {
+		in.Headers[i] = Header{h[0].of(all), h[1].of(all)}
 	}
 	if len(in.Headers) > MaxHeaders || headerBytes(in.Headers) > MaxHeaderBytes {
 		return in, errTooLarge
@@ -215,31 +299,6 @@ func integer(v *fastjson.Value) (int64, error) {
 		return 0, errMalformed
 	}
 	return n, nil
-}
-
-// headers reads [[name, value], ...]; absent is none.
-func headers(v *fastjson.Value) ([]Header, error) {
-	if v == nil {
-		return nil, nil
-	}
-	arr, err := v.Array()
-	if err != nil {
-		return nil, errMalformed
-	}
-	out := make([]Header, 0, len(arr))
-	for _, e := range arr {
-		pair, err := e.Array()
-		if err != nil || len(pair) != 2 {
-			return nil, errMalformed
-		}
-		name, err1 := pair[0].StringBytes()
-		value, err2 := pair[1].StringBytes()
-		if err1 != nil || err2 != nil || len(name) == 0 {
-			return nil, errMalformed
-		}
-		out = append(out, Header{string(name), string(value)})
-	}
-	return out, nil
 }
 
 // AppendJSON appends the output message of docs/edge.md:

@@ -133,7 +133,12 @@ func FuzzHandle(f *testing.F) {
 		p := newPipeline()
 		installKeys(t, p, t0, "k1")
 		for i := 0; i < 2; i++ {
-			for _, out := range [][]byte{p.HandleStart(start), p.HandleResume(resume)} {
+			// Each output is read before the next call, which reuses its buffer.
+			for _, call := range []struct {
+				handle func([]byte) []byte
+				msg    []byte
+			}{{p.HandleStart, start}, {p.HandleResume, resume}} {
+				out := call.handle(call.msg)
 				var o map[string]any
 				if err := json.Unmarshal(out, &o); err != nil {
 					t.Fatalf("output %q: %v", out, err)

@@ -106,7 +106,7 @@ func headerMap(t *testing.T, h []Header) map[string]string {
 	return m
 }
 
-func wantKind(t *testing.T, out Output, k Kind) {
+func wantKind(t testing.TB, out Output, k Kind) {
 	t.Helper()
 	if out.Kind != k {
 		t.Fatalf("got output %s (status %d, body %s), want %s", out.Kind, out.Status, out.Body, k)

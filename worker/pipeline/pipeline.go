@@ -54,7 +54,7 @@ type Pipeline struct {
 	origin           string
 	jwksURL          string
 	resourceMetadata string
-	key              []byte
+	signer           *edgesig.Signer
 	verifier         token.Verifier
 	random           io.Reader
 
@@ -64,6 +64,7 @@ type Pipeline struct {
 	tokens  tokenCache
 	orgs    orgCache
 	parser  fastjson.Parser // for the JSON codec
+	out     []byte          // the codec's last output message, reused
 
 	pending      map[Handle]*pending
 	pendingBytes int
@@ -80,7 +81,7 @@ func New(cfg Config) *Pipeline {
 		origin:           strings.TrimRight(cfg.Origin, "/"),
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
-		key:              edgesig.Key([]byte(cfg.Secret)),
+		signer:           edgesig.NewSigner(edgesig.Key([]byte(cfg.Secret))),
 		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: Leeway},
 		random:           r,
 		tokens:           newTokenCache(MaxTokens),
@@ -249,7 +250,7 @@ func (p *Pipeline) gate(st *pending, now int64) Output {
 		{"If-None-Match", headerValue(st.req.Headers, "If-None-Match")},
 		{"X-Request-Id", st.id},
 		{"X-Lectern-Target", target},
-		{edgesig.Header, edgesig.Sign(p.key, edgesig.Gate, "POST", target, st.id, now/1000)},
+		{edgesig.Header, p.signer.Sign(edgesig.Gate, "POST", target, st.id, now/1000)},
 	}
 	if !p.keep(st, stageGate, now) {
 		return p.busy(st)
@@ -292,7 +293,7 @@ func (p *Pipeline) forward(st *pending, now int64) Output {
 		h = append(h, kv)
 	}
 	h = append(h, Header{"X-Request-Id", st.id},
-		Header{edgesig.Header, edgesig.Sign(p.key, edgesig.Forward, st.req.Method, target, st.id, now/1000)})
+		Header{edgesig.Header, p.signer.Sign(edgesig.Forward, st.req.Method, target, st.id, now/1000)})
 	url := p.origin + target
 	method := st.req.Method
 	st.req.Headers = nil // not needed again; free them

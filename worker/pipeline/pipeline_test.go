@@ -265,7 +265,7 @@ func TestTokenCacheBounded(t *testing.T) {
 
 // learnOrg runs one forward of a GET /v1/subjects for acme and answers it
 // with the origin's edge headers.
-func learnOrg(t *testing.T, p *Pipeline, tok string, grants, version string) {
+func learnOrg(t testing.TB, p *Pipeline, tok string, grants, version string) {
 	t.Helper()
 	out := p.Start(get("/v1/subjects", "", t0ms, "Authorization", tok))
 	wantKind(t, out, Subrequest)

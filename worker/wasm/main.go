@@ -4,7 +4,7 @@
 // standard Go and with TinyGo from this one source:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o worker.wasm ./worker/wasm
-//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o worker.wasm ./worker/wasm
+//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o worker.wasm ./worker/wasm
 //
 // It starts no goroutine: -scheduler=none forbids them.
 package main

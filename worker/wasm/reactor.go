@@ -16,8 +16,12 @@ import (
 var (
 	edge   *pipeline.Pipeline
 	inputs = map[uint32][]byte{} // by address: kept alive until consumed
+	spare  []byte                // the last consumed buffer, reused by the next alloc
 	output []byte
 )
+
+// maxSpare bounds the buffer kept for reuse between messages.
+const maxSpare = 64 << 10
 
 // alloc returns a buffer of size bytes for the host to write a message
 // into. The buffer lives until the next configure, start or resume call,
@@ -29,7 +33,12 @@ func alloc(size uint32) uint32 {
 	if size > pipeline.MaxMessage {
 		return 0
 	}
-	b := make([]byte, max(size, 1))
+	var b []byte
+	if len(inputs) == 0 && size > 0 && int(size) <= cap(spare) {
+		b, spare = spare[:size], nil
+	} else {
+		b = make([]byte, max(size, 1))
+	}
 	ptr := uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 	inputs[ptr] = b
 	return ptr
@@ -42,6 +51,11 @@ func input(ptr, size uint32) ([]byte, bool) {
 	clear(inputs)
 	if !ok || int(size) > len(b) {
 		return nil, false
+	}
+	if cap(b) <= maxSpare {
+		// The pipeline copies what it keeps out of a message, so the
+		// buffer is free again once this call returns.
+		spare = b
 	}
 	return b[:size], true
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/wasmtest/host"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -47,7 +48,7 @@ var builds = []build{
 		if bin == "" {
 			return nil
 		}
-		return exec.Command(bin, "build", "-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-o", out, ".")
+		return exec.Command(bin, host.TinyGoBuild(out, ".")...)
 	}},
 }
 
