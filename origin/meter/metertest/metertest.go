@@ -34,13 +34,30 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 )
 
+// Kind says how the Stores of one database may coexist.
+type Kind int
+
+const (
+	// Shared: several Stores (origins) may apply ops to one database at
+	// once (pgmeter).
+	Shared Kind = iota
+	// Exclusive: one Store at a time owns a database (sqlitemeter, which
+	// remembers the counters it committed).
+	Exclusive
+)
+
 // Run runs the suite. open returns a new Store over the database of t:
 // the first call for a given t starts from a fresh, empty database, and
 // later calls with the same t open another Store over that same data, as
 // a restarted or a second origin would. Subtests run in parallel, each on
 // its own database. open should close the Store when t ends (Close may
 // then be called twice); the suite closes some itself.
-func Run(t *testing.T, open func(t *testing.T) meter.Store) {
+//
+// kind says whether several Stores may share one database at once: a
+// Shared backend must keep caps exact across them (TwoStoresOneDatabase);
+// an Exclusive one is its database's only writer, which the backend's own
+// tests show refuses a second Store.
+func Run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, open func(t *testing.T) meter.Store)
@@ -66,9 +83,14 @@ func Run(t *testing.T, open func(t *testing.T) meter.Store) {
 		{"ConcurrentHardCap", testConcurrentHardCap},
 		{"ConcurrentNoLostIncrement", testConcurrentNoLost},
 		{"CancelledAppliesNothing", testCancelled},
-		{"TwoStoresOneDatabase", testTwoStores},
 		{"Reopen", testReopen},
 		{"Close", testClose},
+	}
+	if kind == Shared {
+		tests = append(tests, struct {
+			name string
+			fn   func(t *testing.T, open func(t *testing.T) meter.Store)
+		}{"TwoStoresOneDatabase", testTwoStores})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

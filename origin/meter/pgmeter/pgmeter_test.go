@@ -94,14 +94,14 @@ func opener(opts pgmeter.Options) func(t *testing.T) meter.Store {
 
 func TestMeter(t *testing.T) {
 	baseDSN(t)
-	metertest.Run(t, opener(pgmeter.Options{}))
+	metertest.Run(t, metertest.Shared, opener(pgmeter.Options{}))
 }
 
 // The baseline tools/meterbench measures against is a correct store too,
 // and its many connections contend on row locks as two origins would.
 func TestMeterNoGroupCommit(t *testing.T) {
 	baseDSN(t)
-	metertest.Run(t, opener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
+	metertest.Run(t, metertest.Shared, opener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
 }
 
 // dsnEnv names the database the crash test's child serves.

@@ -3,22 +3,31 @@
 // (meter_counters, meter_reads, and its own migration record
 // meter_migrations) may live in the same file as sqlitestore's.
 //
-// Durability: the database runs in WAL mode with synchronous=FULL, so an
-// op is on disk when Apply returns; nothing acknowledged is lost on
-// SIGKILL or power loss.
+// Durability: the database runs in WAL mode, and this Store's connection
+// with synchronous=NORMAL: when Apply returns, the op's transaction is in
+// the WAL through write(2), so it survives the process being killed
+// (SIGKILL included; metertest's crash test kills a child under load).
+// It is not synced to the disk at each commit but at checkpoints, so an
+// operating-system crash or power loss may lose the last commits since
+// the last checkpoint. Syncing every commit (synchronous=FULL) halved
+// the origin's lesson throughput in make bench (docs/decisions.md,
+// "Meters"); sqlitestore's writes, rare, stay FULL.
 //
 // Group commit: Apply hands its op to one committer goroutine, which
 // drains whatever ops are queued (up to Options.MaxBatch), applies them in
 // order in one BEGIN IMMEDIATE transaction on the single write connection,
 // commits, and only then answers each of them. Concurrent increments thus
-// share one WAL flush.
+// share one transaction.
 //
-// Exactness: every counter and bitset an op needs is read inside that
-// transaction, which holds SQLite's write lock, and the ops are evaluated
-// one after another against what it read; nothing is cached between
-// transactions. So caps are exact under any concurrency, also with
-// several Stores (or processes) on one file: their transactions take
-// turns on the write lock (busy_timeout).
+// Exactness: a Store is its tables' only writer: New takes an exclusive
+// lock beside the database (path + ".meters.lock"), and a second Store on
+// the same file, in this process or another, is refused. Its batches run
+// one after another on one connection, each holding SQLite's write lock,
+// and evaluate their ops in order against the counters as the previous
+// batch committed them. Those the Store has committed it remembers (the
+// memo), so a batch reads from the database only counters and bitsets no
+// earlier batch of this Store touched; a failed commit forgets them all.
+// So caps are exact under any concurrency.
 //
 // Rows: one per org, meter and period (counters of past periods stay;
 // nothing prunes them), and one per org and UTC day holding a bitset of
@@ -38,6 +47,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/internal/filelock"
 	"github.com/lectern-api/lectern/origin/internal/sqlitemig"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
@@ -76,9 +86,10 @@ type Options struct {
 
 // Store is a meter.Store backed by one SQLite file.
 type Store struct {
-	db  *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
-	rdb *sql.DB // read-only connections for Usage
-	c   *batch.Committer
+	db   *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
+	rdb  *sql.DB // read-only connections for Usage
+	c    *batch.Committer
+	lock *os.File
 
 	noGroup   sync.RWMutex // NoGroupCommit: held for reading by Apply, for writing by Close
 	closed    bool
@@ -90,7 +101,7 @@ type Store struct {
 // busy_timeout comes first so the others wait on a locked file too.
 var (
 	pragmas      = []string{"busy_timeout(10000)"}
-	writePragmas = []string{"journal_mode(WAL)", "synchronous(FULL)"}
+	writePragmas = []string{"journal_mode(WAL)", "synchronous(NORMAL)"}
 	readPragmas  = []string{"query_only(1)"}
 )
 
@@ -100,8 +111,16 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create meter database directory: %w", err)
 	}
+	lock, err := filelock.Lock(path + ".meters.lock")
+	if errors.Is(err, filelock.ErrHeld) {
+		return nil, fmt.Errorf("meters of %s are in use by another origin process; several origins share meters through PostgreSQL: %w", path, err)
+	}
+	if err != nil {
+		return nil, err
+	}
 	db, err := open(ctx, dsn(path, append(pragmas, writePragmas...), "_txlock=immediate"))
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
@@ -109,17 +128,20 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 	db.SetConnMaxLifetime(0)
 	if err := sqlitemig.Apply(ctx, db, migrations, "migrations", "meter_migrations"); err != nil {
 		db.Close()
+		lock.Close()
 		return nil, fmt.Errorf("migrate meters: %w", err)
 	}
 	rdb, err := open(ctx, dsn(path, append(pragmas, readPragmas...)))
 	if err != nil {
 		db.Close()
+		lock.Close()
 		return nil, err
 	}
 	rdb.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
-	s := &Store{db: db, rdb: rdb}
+	s := &Store{db: db, rdb: rdb, lock: lock}
 	if !opts.NoGroupCommit {
-		s.c = batch.NewCommitter(writer{db}, opts.MaxBatch)
+		// One committer goroutine runs every batch: the memo needs no lock.
+		s.c = batch.NewCommitter(writer{db: db, memo: newMemo()}, opts.MaxBatch)
 	}
 	return s, nil
 }
@@ -166,7 +188,7 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	// commits or fails on its own, so an error means nothing was applied.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
 	defer cancel()
-	res, err := batch.Commit(tctx, writer{s.db}, []meter.Op{op})
+	res, err := batch.Commit(tctx, writer{db: s.db}, []meter.Op{op})
 	if err != nil {
 		return meter.Result{}, err
 	}
@@ -175,35 +197,63 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 
 // writer is the batch.Backend of the one write connection. Its
 // transactions begin IMMEDIATE, taking the write lock at once; they are
-// not retried: a busy database is waited for (busy_timeout) instead.
-type writer struct{ db *sql.DB }
+// not retried: a busy database is waited for (busy_timeout) instead. memo,
+// when set, is used by one goroutine at a time (the committer's).
+type writer struct {
+	db   *sql.DB
+	memo *memo
+}
 
 func (w writer) Begin(ctx context.Context) (batch.Tx, error) {
 	t, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	return tx{t}, nil
+	return &tx{tx: t, memo: w.memo}, nil
 }
 
 func (writer) Retry(error, int) bool { return false }
 
 // tx is a batch transaction holding the write lock since it began, so
 // reading rows locks them and writing absolute values is exact.
-type tx struct{ tx *sql.Tx }
+type tx struct {
+	tx    *sql.Tx
+	memo  *memo        // nil: read everything
+	state *batch.State // what Load read into, remembered at Commit
+}
 
-func (t tx) Commit(context.Context) error   { return t.tx.Commit() }
-func (t tx) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t *tx) Commit(context.Context) error {
+	if err := t.tx.Commit(); err != nil {
+		if t.memo != nil {
+			t.memo.reset() // the database may hold either outcome now
+		}
+		return err
+	}
+	if t.memo != nil && t.state != nil {
+		t.memo.remember(t.state)
+	}
+	return nil
+}
+
+func (t *tx) Rollback(context.Context) error { return t.tx.Rollback() }
 
 // Load reads every counter in the periods of the batch's ops and the
-// bitset of every day they read a lesson on.
-func (t tx) Load(ctx context.Context, s *batch.State) error {
+// bitset of every day they read a lesson on, except those the memo has.
+func (t *tx) Load(ctx context.Context, s *batch.State) error {
+	t.state = s
 	for _, p := range s.Periods() {
+		if t.memo.load(p, s) {
+			continue
+		}
 		if err := readCounters(ctx, t.tx, p.Org, p.Month, p.Hour, s.Set); err != nil {
 			return err
 		}
 	}
 	for _, d := range s.Days() {
+		if b := t.memo.day(d); b != nil {
+			s.SetDay(d, b)
+			continue
+		}
 		b, err := readBitset(ctx, t.tx, d)
 		if err != nil {
 			return err
@@ -258,24 +308,13 @@ func readBitset(ctx context.Context, db q, d batch.Day) (*batch.Bitset, error) {
 	return b, nil
 }
 
-// Save writes back what the batch changed.
-func (t tx) Save(ctx context.Context, s *batch.State) error {
-	var up *sql.Stmt // prepared at the first changed counter, if any
-	defer func() {
-		if up != nil {
-			up.Close()
-		}
-	}()
+// Save writes back what the batch changed, one row per statement: a
+// statement that may write several rows needs a statement journal, and
+// measured that costs more than parsing one statement per row.
+func (t *tx) Save(ctx context.Context, s *batch.State) error {
 	for k, n := range s.Changed() {
-		if up == nil {
-			var err error
-			up, err = t.tx.PrepareContext(ctx, `INSERT INTO meter_counters (org, period, meter, n) VALUES (?, ?, ?, ?)
-				ON CONFLICT (org, period, meter) DO UPDATE SET n = excluded.n`)
-			if err != nil {
-				return fmt.Errorf("write counters: %w", err)
-			}
-		}
-		if _, err := up.ExecContext(ctx, k.Org, k.Period, k.Meter.String(), n); err != nil {
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO meter_counters (org, period, meter, n) VALUES (?, ?, ?, ?)
+			ON CONFLICT (org, period, meter) DO UPDATE SET n = excluded.n`, k.Org, k.Period, k.Meter.String(), n); err != nil {
 			return fmt.Errorf("write counters: %w", err)
 		}
 	}
@@ -320,7 +359,7 @@ func (s *Store) Close() error {
 		s.noGroup.Lock()
 		s.closed = true
 		s.noGroup.Unlock()
-		s.closeErr = errors.Join(s.rdb.Close(), s.db.Close())
+		s.closeErr = errors.Join(s.rdb.Close(), s.db.Close(), s.lock.Close())
 	})
 	return s.closeErr
 }

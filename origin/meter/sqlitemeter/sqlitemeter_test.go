@@ -32,17 +32,17 @@ func opener(opts sqlitemeter.Options) func(t *testing.T) meter.Store {
 }
 
 func TestMeter(t *testing.T) {
-	metertest.Run(t, opener(sqlitemeter.Options{}))
+	metertest.Run(t, metertest.Exclusive, opener(sqlitemeter.Options{}))
 }
 
 // The baseline tools/meterbench measures against is a correct store too.
 func TestMeterNoGroupCommit(t *testing.T) {
-	metertest.Run(t, opener(sqlitemeter.Options{NoGroupCommit: true}))
+	metertest.Run(t, metertest.Exclusive, opener(sqlitemeter.Options{NoGroupCommit: true}))
 }
 
 // Small batches exercise the batch cap.
 func TestMeterSmallBatches(t *testing.T) {
-	metertest.Run(t, opener(sqlitemeter.Options{MaxBatch: 3}))
+	metertest.Run(t, metertest.Exclusive, opener(sqlitemeter.Options{MaxBatch: 3}))
 }
 
 // dbEnv names the database file the crash test's child serves.
@@ -71,4 +71,26 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatalf("open meter store: %v", err)
 	}
 	metertest.Serve(s)
+}
+
+// A Store is its database's only writer: a second one on the same file is
+// refused while the first is open, and opens once it is closed.
+func TestExclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meter.db")
+	a, err := sqlitemeter.New(t.Context(), path, sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sqlitemeter.New(t.Context(), path, sqlitemeter.Options{}); err == nil {
+		b.Close()
+		t.Fatal("a second Store opened the meters while the first had them open")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := sqlitemeter.New(t.Context(), path, sqlitemeter.Options{})
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	b.Close()
 }

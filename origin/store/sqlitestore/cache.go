@@ -1,11 +1,12 @@
 package sqlitestore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 
+	"github.com/lectern-api/lectern/origin/internal/filelock"
 	"github.com/lectern-api/lectern/origin/store"
 )
 
@@ -64,18 +65,11 @@ func (c *orgCache) invalidate(id string) {
 }
 
 // lockFile takes the exclusive lock that makes a Store its database's
-// only writer. The lock goes with the process, also on SIGKILL.
+// only writer.
 func lockFile(dbPath string) (*os.File, error) {
-	f, err := os.OpenFile(dbPath+".lock", os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock database: %w", err)
+	f, err := filelock.Lock(dbPath + ".lock")
+	if errors.Is(err, filelock.ErrHeld) {
+		return nil, fmt.Errorf("%s is in use by another origin process; several origins share one database through PostgreSQL: %w", dbPath, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if err == syscall.EWOULDBLOCK {
-			return nil, fmt.Errorf("lock database: %s is in use by another origin process; several origins share one database through PostgreSQL", dbPath)
-		}
-		return nil, fmt.Errorf("lock database: %w", err)
-	}
-	return f, nil
+	return f, err
 }

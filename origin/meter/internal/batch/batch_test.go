@@ -16,7 +16,7 @@ import (
 // in memory: what batch does, apart from any SQL, meets the contract.
 func TestMeter(t *testing.T) {
 	var dbs sync.Map // *testing.T → *mem
-	metertest.Run(t, func(t *testing.T) meter.Store {
+	metertest.Run(t, metertest.Shared, func(t *testing.T) meter.Store {
 		db, _ := dbs.LoadOrStore(t, &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]batch.Bitset{}})
 		s := &store{db: db.(*mem)}
 		s.c = batch.NewCommitter(s.db, 3) // small batches exercise the cap

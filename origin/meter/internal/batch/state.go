@@ -63,6 +63,11 @@ type Bitset struct {
 	dirty   bool
 }
 
+// Clone returns a copy of b that shares no memory with it.
+func (b *Bitset) Clone() *Bitset {
+	return &Bitset{Version: b.Version, Bits: append([]byte(nil), b.Bits...), N: b.N}
+}
+
 // set records ordinal i under version, starting afresh when the stored
 // bitset belongs to another version, and reports whether i is new.
 func (b *Bitset) set(version string, i int) bool {
@@ -159,6 +164,13 @@ func (s *State) Stepped() []Key {
 
 // Days are the distinct days whose bitsets the ops may write, sorted.
 func (s *State) Days() []Day { return s.dayKeys }
+
+// Count is the count of k as the ops left it (what was loaded before any
+// op ran).
+func (s *State) Count(k Key) int64 { return s.counts[k] }
+
+// Day is the bitset of d as the ops left it; nil if no op reads on d.
+func (s *State) Day(d Day) *Bitset { return s.days[d] }
 
 // Set records the stored count of k.
 func (s *State) Set(k Key, n int64) { s.counts[k] = n }
