@@ -36,6 +36,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/valyala/fastjson"
 )
 
 // Module is the compiled edge module. Compile once, then start any number
@@ -216,6 +217,7 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata})
 	in.mu.Lock()
 	raw, err := in.call(in.configure, msg)
+	raw = append([]byte(nil), raw...)
 	in.mu.Unlock()
 	if err != nil {
 		mod.Close(ctx)
@@ -276,6 +278,7 @@ func (h *Host) replace(old *instance) {
 type instance struct {
 	mu                              sync.Mutex
 	mod                             api.Module
+	parser                          fastjson.Parser // reads outputs; in.mu is held
 	alloc, configure, start, resume api.Function
 	stack                           []uint64
 	parked                          map[int64]chan struct{} // handle → closed on wake
@@ -283,8 +286,8 @@ type instance struct {
 	dead                            error
 }
 
-// call writes msg into guest memory, calls fn and returns a copy of its
-// output message. in.mu is held.
+// call writes msg into guest memory, calls fn and returns its output
+// message, in guest memory: valid until the next call. in.mu is held.
 func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
 	if in.dead != nil {
 		return nil, in.dead
@@ -311,7 +314,7 @@ func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("output at %#x+%d is outside memory", optr, olen)
 	}
-	return append([]byte(nil), b...), nil
+	return b, nil
 }
 
 // kill marks the instance unusable and releases its parked requests (they
@@ -329,27 +332,24 @@ func (in *instance) kill(err error) {
 
 // output is any output message of docs/edge.md.
 type output struct {
-	Kind        string      `json:"kind"`
-	Handle      int64       `json:"handle"`
-	Status      int         `json:"status"`
-	Headers     [][2]string `json:"headers"`
-	Body        string      `json:"body"`
-	Passthrough bool        `json:"passthrough"`
-	Method      string      `json:"method"`
-	URL         string      `json:"url"`
-	Forward     bool        `json:"forward"`
-	Wake        []int64     `json:"wake"`
+	Kind        string
+	Handle      int64
+	Status      int
+	Headers     [][2]string
+	Body        string
+	Passthrough bool
+	Method      string
+	URL         string
+	Forward     bool
+	Wake        []int64
 
 	parked chan struct{} // for kind "park": closed when woken
 }
 
 // do runs one call and handles its wake list and park registration under
 // the instance lock, so a wake can never pass its park.
-func (in *instance) do(fn api.Function, msg any) (*output, error) {
-	b, err := json.Marshal(msg)
-	if err != nil {
-		return nil, err
-	}
+func (in *instance) do(fn api.Function, msg message) (*output, error) {
+	b := msg.appendJSON(nil)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	raw, err := in.call(fn, b)
@@ -357,8 +357,8 @@ func (in *instance) do(fn api.Function, msg any) (*output, error) {
 		in.kill(fmt.Errorf("edge module instance failed: %w", err))
 		return nil, err
 	}
-	out := new(output)
-	if err := json.Unmarshal(raw, out); err != nil {
+	out, err := parseOutput(&in.parser, raw)
+	if err != nil {
 		return nil, fmt.Errorf("edge module output %.200q: %w", raw, err)
 	}
 	for _, hd := range out.Wake {
@@ -394,28 +394,28 @@ func (in *instance) unpark(handle int64) {
 	in.mu.Unlock()
 }
 
-// The messages the host sends (docs/edge.md).
+// The messages the host sends (docs/edge.md); codec.go writes them.
 type startMessage struct {
-	Method  string      `json:"method"`
-	Path    string      `json:"path"`
-	Query   string      `json:"query"`
-	Headers [][2]string `json:"headers"`
-	Now     int64       `json:"now"`
+	Method  string
+	Path    string
+	Query   string
+	Headers [][2]string
+	Now     int64
 }
 
 type resumeMessage struct {
-	Handle  int64       `json:"handle"`
-	Status  int         `json:"status"`
-	Headers [][2]string `json:"headers,omitempty"`
-	Body    *string     `json:"body,omitempty"`
-	Error   string      `json:"error,omitempty"`
-	Now     int64       `json:"now"`
+	Handle  int64
+	Status  int
+	Headers [][2]string
+	Body    *string
+	Error   string
+	Now     int64
 }
 
 type wakeMessage struct {
-	Handle int64 `json:"handle"`
-	Wake   bool  `json:"wake"`
-	Now    int64 `json:"now"`
+	Handle int64
+	Wake   bool
+	Now    int64
 }
 
 // parkTimeout is how long a parked request waits for its wake before

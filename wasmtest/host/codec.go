@@ -1,0 +1,159 @@
+package host
+
+import (
+	"fmt"
+
+	"github.com/lectern-api/lectern/shared/jsonenc"
+	"github.com/valyala/fastjson"
+)
+
+// The JSON of the messages of docs/edge.md, written and read without
+// reflection: the host's share of an edge request's CPU is mostly these
+// two conversions per module call.
+
+// message is a message the host sends.
+type message interface {
+	appendJSON(dst []byte) []byte
+}
+
+func (m startMessage) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = jsonenc.Key(b, "method")
+	b = jsonenc.String(b, m.Method)
+	b = jsonenc.Key(b, "path")
+	b = jsonenc.String(b, m.Path)
+	b = jsonenc.Key(b, "query")
+	b = jsonenc.String(b, m.Query)
+	b = appendHeaders(b, m.Headers)
+	b = jsonenc.Key(b, "now")
+	b = jsonenc.Int(b, m.Now)
+	return append(b, '}')
+}
+
+func (m resumeMessage) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = jsonenc.Key(b, "handle")
+	b = jsonenc.Int(b, m.Handle)
+	b = jsonenc.Key(b, "status")
+	b = jsonenc.Int(b, int64(m.Status))
+	if len(m.Headers) > 0 {
+		b = appendHeaders(b, m.Headers)
+	}
+	if m.Body != nil {
+		b = jsonenc.Key(b, "body")
+		b = jsonenc.String(b, *m.Body)
+	}
+	if m.Error != "" {
+		b = jsonenc.Key(b, "error")
+		b = jsonenc.String(b, m.Error)
+	}
+	b = jsonenc.Key(b, "now")
+	b = jsonenc.Int(b, m.Now)
+	return append(b, '}')
+}
+
+func (m wakeMessage) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = jsonenc.Key(b, "handle")
+	b = jsonenc.Int(b, m.Handle)
+	b = jsonenc.Key(b, "wake")
+	b = jsonenc.Bool(b, m.Wake)
+	b = jsonenc.Key(b, "now")
+	b = jsonenc.Int(b, m.Now)
+	return append(b, '}')
+}
+
+func appendHeaders(b []byte, h [][2]string) []byte {
+	b = jsonenc.Key(b, "headers")
+	b = append(b, '[')
+	for i, kv := range h {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = jsonenc.String(b, kv[0])
+		b = append(b, ',')
+		b = jsonenc.String(b, kv[1])
+		b = append(b, ']')
+	}
+	return append(b, ']')
+}
+
+// parseOutput reads an output message; its strings are copied out of raw.
+func parseOutput(p *fastjson.Parser, raw []byte) (*output, error) {
+	v, err := p.ParseBytes(raw)
+	if err != nil {
+		return nil, err
+	}
+	o, err := v.Object()
+	if err != nil {
+		return nil, err
+	}
+	out := new(output)
+	o.Visit(func(key []byte, m *fastjson.Value) {
+		if err != nil {
+			return
+		}
+		switch string(key) {
+		case "kind":
+			out.Kind, err = str(m)
+		case "handle":
+			out.Handle, err = m.Int64()
+		case "status":
+			out.Status, err = m.Int()
+		case "headers":
+			out.Headers, err = headers(m)
+		case "body":
+			out.Body, err = str(m)
+		case "passthrough":
+			out.Passthrough, err = m.Bool()
+		case "method":
+			out.Method, err = str(m)
+		case "url":
+			out.URL, err = str(m)
+		case "forward":
+			out.Forward, err = m.Bool()
+		case "wake":
+			var hs []*fastjson.Value
+			if hs, err = m.Array(); err == nil {
+				for _, h := range hs {
+					var n int64
+					if n, err = h.Int64(); err != nil {
+						return
+					}
+					out.Wake = append(out.Wake, n)
+				}
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func str(v *fastjson.Value) (string, error) {
+	b, err := v.StringBytes()
+	return string(b), err
+}
+
+func headers(v *fastjson.Value) ([][2]string, error) {
+	arr, err := v.Array()
+	if err != nil {
+		return nil, err
+	}
+	h := make([][2]string, 0, len(arr))
+	for _, e := range arr {
+		pair, err := e.Array()
+		if err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("header %s is not a [name, value] pair", e)
+		}
+		name, err1 := pair[0].StringBytes()
+		value, err2 := pair[1].StringBytes()
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("header %s is not a [name, value] pair", e)
+		}
+		h = append(h, [2]string{string(name), string(value)})
+	}
+	return h, nil
+}
