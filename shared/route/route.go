@@ -409,12 +409,19 @@ func notFound() *apierr.Error {
 // String is the variables as "name=value" pairs joined by "&", in pattern
 // order: a canonical form of the path's values.
 func (v *Vars) String() string {
-	s := ""
+	n := 0
+	for i := 0; i < v.n; i++ {
+		n += len(v.name[i]) + len(v.val[i]) + 2
+	}
+	var b strings.Builder
+	b.Grow(n)
 	for i := 0; i < v.n; i++ {
 		if i > 0 {
-			s += "&"
+			b.WriteByte('&')
 		}
-		s += v.name[i] + "=" + v.val[i]
+		b.WriteString(v.name[i])
+		b.WriteByte('=')
+		b.WriteString(v.val[i])
 	}
-	return s
+	return b.String()
 }

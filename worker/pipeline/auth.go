@@ -202,16 +202,16 @@ type orgEntry struct {
 
 // orgCache holds orgEntry by orgKey, bounded and FIFO like tokenCache.
 type orgCache struct {
-	m    map[string]orgEntry
-	ring []string
+	m    map[orgKey]orgEntry
+	ring []orgKey
 	head int
 }
 
 func newOrgCache(n int) orgCache {
-	return orgCache{m: map[string]orgEntry{}, ring: make([]string, 0, n)}
+	return orgCache{m: map[orgKey]orgEntry{}, ring: make([]orgKey, 0, n)}
 }
 
-func (c *orgCache) get(key string) (orgEntry, bool) {
+func (c *orgCache) get(key orgKey) (orgEntry, bool) {
 	e, ok := c.m[key]
 	return e, ok
 }
@@ -219,8 +219,8 @@ func (c *orgCache) get(key string) (orgEntry, bool) {
 // put records the origin's answer. A response without a content version
 // (an error past the organisation gate) keeps the version known before:
 // there is one version for the whole corpus.
-func (c *orgCache) put(key, org, grants, version string) {
-	if len(key) > 2*maxOrgValue || len(org) > maxOrgValue || len(grants) > maxOrgValue || len(version) > maxOrgValue {
+func (c *orgCache) put(key orgKey, org, grants, version string) {
+	if len(key.id) > 2*maxOrgValue || len(org) > maxOrgValue || len(grants) > maxOrgValue || len(version) > maxOrgValue {
 		return
 	}
 	old, ok := c.m[key]

@@ -108,7 +108,7 @@ type pending struct {
 	req    Request
 	size   int    // bytes of req counted in pendingBytes
 	rounds int    // JWKS waits so far
-	orgKey string // per-organisation cache key, once authenticated
+	orgKey orgKey // per-organisation cache key, once authenticated
 	since  int64  // unix ms of the last output for it
 }
 
@@ -191,7 +191,7 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 		p.drop(st)
 		return p.errorResponse(st.handle, st.id, ferr)
 	}
-	st.orgKey = orgKey(passed.Claims)
+	st.orgKey = orgKeyOf(passed.Claims)
 	if tag, ok := p.candidate(st, passed); ok && etag.Match(headerValue(st.req.Headers, "If-None-Match"), tag) {
 		return p.gate(st, now)
 	}
@@ -202,7 +202,7 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 // organisation's cached version and grants digest (docs/edge.md, Origin
 // protocol); ok is false when there is nothing to compare.
 func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
-	if st.req.Method != "GET" || passed.Route.Validator != route.Derived || st.orgKey == "" ||
+	if st.req.Method != "GET" || passed.Route.Validator != route.Derived || st.orgKey.id == "" ||
 		headerValue(st.req.Headers, "If-None-Match") == "" {
 		return "", false
 	}
@@ -221,16 +221,21 @@ func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
 }
 
 // orgKey is the per-organisation cache key of a token: its org claim, or
-// else its client (whose organisation the origin looks up). The prefixes
-// keep an organisation id and a client id from colliding.
-func orgKey(c token.Claims) string {
+// else its client (whose organisation the origin looks up); client tells
+// an organisation id and a client id apart. The zero key is none.
+type orgKey struct {
+	client bool
+	id     string
+}
+
+func orgKeyOf(c token.Claims) orgKey {
 	switch {
 	case c.Org != "":
-		return "o:" + c.Org
+		return orgKey{id: c.Org}
 	case c.ClientID != "":
-		return "c:" + c.ClientID
+		return orgKey{client: true, id: c.ClientID}
 	}
-	return ""
+	return orgKey{}
 }
 
 // target is the request target the origin sees: path, then ?query when
@@ -315,8 +320,8 @@ func (p *Pipeline) forwardDone(st *pending, in ResumeMsg) Output {
 
 // learn keeps what the origin told an edge-signed request about the
 // organisation: its id, grants digest and content version.
-func (p *Pipeline) learn(key string, h []Header) {
-	if key == "" {
+func (p *Pipeline) learn(key orgKey, h []Header) {
+	if key.id == "" {
 		return
 	}
 	org, grants := headerValue(h, "X-Lectern-Org"), headerValue(h, "X-Lectern-Grants")

@@ -327,7 +327,7 @@ func TestForwardPassthrough(t *testing.T) {
 	if want, got := wantH, out.Headers; !reflect.DeepEqual(want, got) {
 		t.Errorf("passthrough headers: got %v, want %v", got, want)
 	}
-	if want, got := (orgEntry{org: "acme", grants: "00ff", version: version}), p.orgs.m["o:acme"]; !reflect.DeepEqual(want, got) {
+	if want, got := (orgEntry{org: "acme", grants: "00ff", version: version}), p.orgs.m[orgKey{id: "acme"}]; !reflect.DeepEqual(want, got) {
 		t.Errorf("org cache: got %v, want %v", got, want)
 	}
 	if len(p.pending) != 0 || p.pendingBytes != 0 {
@@ -494,7 +494,7 @@ func TestOrgKeyByClient(t *testing.T) {
 	installKeys(t, p, t0, "k1")
 	tok := "Bearer " + sign("k1", t0, claims{"org": nil})
 	learnOrg(t, p, tok, "00ff", version)
-	if _, ok := p.orgs.m["c:client1"]; !ok {
+	if _, ok := p.orgs.m[orgKey{client: true, id: "client1"}]; !ok {
 		t.Fatalf("org cache %v, want an entry for client1", p.orgs.m)
 	}
 	out := p.Start(get("/v1/subjects/algebra", "tier=high", t0ms, "Authorization", tok, "If-None-Match", candidateTag("00ff")))
