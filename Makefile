@@ -16,7 +16,8 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/encoding:FuzzNegotiate ./shared/etag:FuzzMatch \
 	./shared/param:FuzzParse ./shared/param:FuzzMint \
 	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
-	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString
+	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString \
+	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan
 
 .DEFAULT_GOAL := help
 .PHONY: help run test check bench corpus fuzz

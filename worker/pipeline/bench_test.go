@@ -14,7 +14,8 @@ func BenchmarkStartCachedToken(b *testing.B) {
 	req := get("/v1/subjects", "limit=5", t0ms, "Authorization", "Bearer "+sign("k1", t0, nil), "X-Request-Id", rid)
 	p.Start(req)
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N { // not b.Loop: TinyGo 0.42 lacks it, and these run under TinyGo too
 		out := p.Start(req)
 		if out.Kind != Subrequest {
 			b.Fatal(out.Kind)
@@ -31,7 +32,8 @@ func BenchmarkStartColdToken(b *testing.B) {
 	raw := sign("k1", t0, nil)
 	req := get("/v1/subjects", "limit=5", t0ms, "Authorization", "Bearer "+raw, "X-Request-Id", rid)
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N { // not b.Loop: TinyGo 0.42 lacks it, and these run under TinyGo too
 		delete(p.tokens.m, raw)
 		out := p.Start(req)
 		if out.Kind != Subrequest {
@@ -47,7 +49,8 @@ func BenchmarkHandleStart404(b *testing.B) {
 	p := newPipeline()
 	msg := []byte(`{"method":"GET","path":"/v1/nope","query":"","headers":[["X-Request-Id","req-test-0001"],["Accept","*/*"]],"now":1793534400000}`)
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N { // not b.Loop: TinyGo 0.42 lacks it, and these run under TinyGo too
 		p.HandleStart(msg)
 	}
 }
@@ -68,7 +71,8 @@ func BenchmarkGate304(b *testing.B) {
 			`],["Ratelimit","\"calls\";r=998;t=2000"],["Ratelimit-Policy","\"calls\";q=1000;w=3600"],["Vary","Authorization, Accept-Encoding"],["X-Lectern-Grants","00ff"],["X-Lectern-Org","acme"],["X-Request-Id","req_0123456789abcdef01234567"],["X-Service-Content-Version","` + version + `"]],"now":` + strconv.FormatInt(t0ms+1010, 10) + `}`)
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N { // not b.Loop: TinyGo 0.42 lacks it, and these run under TinyGo too
 		out := p.HandleStart(start)
 		i := bytes.Index(out, []byte(`"handle":`))
 		j := bytes.IndexByte(out[i:], ',')

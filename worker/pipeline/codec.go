@@ -4,9 +4,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/lectern-api/lectern/shared/jsoncheck"
 	"github.com/lectern-api/lectern/shared/jsonenc"
-	"github.com/valyala/fastjson"
 )
 
 // The JSON codec of docs/edge.md, which the reactor exports. Decoding is
@@ -16,9 +14,9 @@ import (
 // MaxMessage bounds every message from the host.
 const MaxMessage = 1 << 20
 
-// maxDepth bounds the nesting of a message: the deepest is a header pair
-// (object, array, array). It keeps fastjson's recursive descent shallow on
-// TinyGo's small stack.
+// maxDepth bounds the nesting of a message: the deepest the codec reads is
+// a header pair (object, array, array). It keeps the scanner's recursion
+// shallow on TinyGo's small stack.
 const maxDepth = 8
 
 var (
@@ -34,28 +32,25 @@ var (
 // Every member but resourceMetadata is required.
 func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
-	var parser fastjson.Parser
-	v, err := parse(&parser, b)
-	if err != nil {
-		return cfg, err
+	if len(b) > MaxMessage {
+		return cfg, errTooLarge
 	}
-	for _, m := range [...]struct {
-		name     string
-		dst      *string
-		required bool
-	}{
-		{"origin", &cfg.Origin, true}, {"jwksUrl", &cfg.JWKSURL, true}, {"issuer", &cfg.Issuer, true},
-		{"audience", &cfg.Audience, true}, {"secret", &cfg.Secret, true},
-		{"resourceMetadata", &cfg.ResourceMetadata, false},
-	} {
-		s, ok := str(v, m.name)
+	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata"}
+	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata}
+	var v [6]raw
+	if !members(b, names, v[:]) {
+		return cfg, errMalformed
+	}
+	for i, name := range names {
+		var a arena
+		sp, ok := a.str(b, v[i])
 		if !ok {
-			return cfg, errors.New("pipeline: config member " + m.name + " is not a string")
+			return cfg, errors.New("pipeline: config member " + name + " is not a string")
 		}
-		if s == "" && m.required {
-			return cfg, errors.New("pipeline: config member " + m.name + " is missing")
+		if sp.empty() && name != "resourceMetadata" {
+			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
-		*m.dst = s
+		*dsts[i] = a.b.String()
 	}
 	return cfg, nil
 }
@@ -75,7 +70,7 @@ func ConfigResult(err error) []byte {
 // valid until the next HandleStart or HandleResume. A message it cannot
 // read is answered with 500 INTERNAL.
 func (p *Pipeline) HandleStart(b []byte) []byte {
-	req, err := decodeRequest(&p.parser, b)
+	req, err := decodeRequest(b)
 	if err == errTooLarge {
 		out := p.errorResponse(p.newHandle(), p.requestID(""), tooLarge())
 		return out.AppendJSON(nil)
@@ -107,7 +102,7 @@ const maxKeptOutput = 64 << 10
 // handle it can is a failed subrequest of that handle (status 0); without
 // a handle it is answered with 500 INTERNAL.
 func (p *Pipeline) HandleResume(b []byte) []byte {
-	in, err := decodeResume(&p.parser, b)
+	in, err := decodeResume(b)
 	if err != nil {
 		if in.Handle == 0 {
 			out := p.internal(0, p.requestID(""), "The edge could not read the host's message.")
@@ -119,31 +114,36 @@ func (p *Pipeline) HandleResume(b []byte) []byte {
 	return p.encode(&out)
 }
 
-func decodeRequest(parser *fastjson.Parser, b []byte) (Request, error) {
+// The members of the start and resume messages, in the order of their
+// raw values in members' vals.
+var (
+	requestMembers = []string{"method", "path", "query", "headers", "now"}
+	resumeMembers  = []string{"handle", "now", "wake", "status", "headers", "body", "error"}
+)
+
+func decodeRequest(b []byte) (Request, error) {
 	var r Request
-	v, err := parse(parser, b)
-	if err != nil {
-		return r, err
+	if len(b) > MaxMessage {
+		return r, errTooLarge
 	}
-	// Every string of the request is copied out of the parser's buffer
-	// into one allocation (the message's length bounds them all).
-	var a arena
-	a.b.Grow(len(b))
-	method, ok0 := a.member(v, "method")
-	path, ok1 := a.member(v, "path")
-	query, ok2 := a.member(v, "query")
-	if !ok0 || !ok1 || !ok2 || method.empty() || path.empty() {
+	var v [5]raw
+	if !members(b, requestMembers, v[:]) {
 		return r, errMalformed
 	}
-	hs, err := a.headers(v.Get("headers"))
-	if err != nil {
-		return r, err
-	}
-	if r.Now, err = integer(v.Get("now")); err != nil {
-		return r, err
+	// Every string of the request goes into one allocation (the message's
+	// length bounds them all).
+	var a arena
+	a.b.Grow(len(b))
+	method, ok0 := a.str(b, v[0])
+	path, ok1 := a.str(b, v[1])
+	query, ok2 := a.str(b, v[2])
+	hs, ok3 := a.headers(b, v[3])
+	now, ok4 := integer(b, v[4])
+	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || method.empty() || path.empty() {
+		return r, errMalformed
 	}
 	all := a.b.String()
-	r.Method, r.Path, r.Query = method.of(all), path.of(all), query.of(all)
+	r.Method, r.Path, r.Query, r.Now = method.of(all), path.of(all), query.of(all), now
 	r.Headers = make([]Header, len(hs))
 	for i, h := range hs {
 		r.Headers[i] = Header{h[0].of(all), h[1].of(all)}
@@ -161,144 +161,62 @@ func (s span) empty() bool          { return s.from == s.to }
 func (s span) of(all string) string { return all[s.from:s.to] }
 func (a *arena) add(b []byte) span  { from := a.b.Len(); a.b.Write(b); return span{from, a.b.Len()} }
 
-// member is an optional string member; ok is false when it has another
-// type.
-func (a *arena) member(v *fastjson.Value, name string) (span, bool) {
-	m := v.Get(name)
-	if m == nil {
-		return span{}, true
-	}
-	b, err := m.StringBytes()
-	if err != nil {
-		return span{}, false
-	}
-	return a.add(b), true
-}
-
-// headers reads [[name, value], ...]; absent is none.
-func (a *arena) headers(v *fastjson.Value) ([][2]span, error) {
-	if v == nil {
-		return nil, nil
-	}
-	arr, err := v.Array()
-	if err != nil {
-		return nil, errMalformed
-	}
-	out := make([][2]span, 0, len(arr))
-	for _, e := range arr {
-		pair, err := e.Array()
-		if err != nil || len(pair) != 2 {
-			return nil, errMalformed
-		}
-		name, err1 := pair[0].StringBytes()
-		value, err2 := pair[1].StringBytes()
-		if err1 != nil || err2 != nil || len(name) == 0 {
-			return nil, errMalformed
-		}
-		out = append(out, [2]span{a.add(name), a.add(value)})
-	}
-	return out, nil
-}
-
 // decodeResume reads a resume message. On error the handle, now and wake
 // are still filled in when they could be read.
-func decodeResume(parser *fastjson.Parser, b []byte) (ResumeMsg, error) {
+func decodeResume(b []byte) (ResumeMsg, error) {
 	var in ResumeMsg
-	v, err := parse(parser, b)
-	if err != nil {
-		return in, err
+	if len(b) > MaxMessage {
+		return in, errTooLarge
 	}
-	h, err := integer(v.Get("handle"))
-	if err != nil || h <= 0 || h > 1<<32-1 {
+	var v [7]raw
+	if !members(b, resumeMembers, v[:]) {
+		return in, errMalformed
+	}
+	h, ok := integer(b, v[0])
+	if !ok || h <= 0 || h > 1<<32-1 {
 		return in, errMalformed
 	}
 	in.Handle = Handle(h)
-	if in.Now, err = integer(v.Get("now")); err != nil {
-		return in, err
+	if in.Now, ok = integer(b, v[1]); !ok {
+		return in, errMalformed
 	}
-	if w := v.Get("wake"); w != nil {
-		if w.Type() != fastjson.TypeTrue && w.Type() != fastjson.TypeFalse {
-			return in, errMalformed
-		}
-		in.Wake = w.Type() == fastjson.TypeTrue
+	if in.Wake, ok = boolean(v[2]); !ok {
+		return in, errMalformed
 	}
-	if s := v.Get("status"); s != nil {
-		n, err := integer(s)
-		if err != nil || n < 0 || n > 999 {
-			return in, errMalformed
-		}
-		in.Status = int(n)
+	status, ok := integer(b, v[3])
+	if !ok || status < 0 || status > 999 {
+		return in, errMalformed
 	}
+	in.Status = int(status)
 	var a arena
-	a.b.Grow(min(len(b), 4<<10)) // the headers, not the body
-	hs, err := a.headers(v.Get("headers"))
-	if err != nil {
-		return in, err
+	a.b.Grow(min(len(b), 4<<10)) // the headers and the error, not the body
+	hs, okh := a.headers(b, v[4])
+	errSpan, oke := a.str(b, v[6])
+	if !okh || !oke {
+		return in, errMalformed
 	}
 	all := a.b.String()
 	in.Headers = make([]Header, len(hs))
 	for i, h := range hs {
 		in.Headers[i] = Header{h[0].of(all), h[1].of(all)}
 	}
+	in.Error = errSpan.of(all)
 	if len(in.Headers) > MaxHeaders || headerBytes(in.Headers) > MaxHeaderBytes {
 		return in, errTooLarge
 	}
-	if bv := v.Get("body"); bv != nil {
-		bb, err := bv.StringBytes()
-		if err != nil {
+	if v[5].present() {
+		if v[5].k != kString {
 			return in, errMalformed
 		}
-		if len(bb) > MaxBody {
+		var body arena
+		body.b.Grow(v[5].to - v[5].from)
+		bs, _ := body.str(b, v[5])
+		if bs.to-bs.from > MaxBody {
 			return in, errTooLarge
 		}
-		in.Body = append([]byte{}, bb...)
-	}
-	var ok bool
-	if in.Error, ok = str(v, "error"); !ok {
-		return in, errMalformed
+		in.Body = []byte(body.b.String())
 	}
 	return in, nil
-}
-
-// parse parses one bounded JSON object.
-func parse(parser *fastjson.Parser, b []byte) (*fastjson.Value, error) {
-	if len(b) > MaxMessage {
-		return nil, errTooLarge
-	}
-	if !jsoncheck.Shallow(b, maxDepth) {
-		return nil, errMalformed
-	}
-	v, err := parser.ParseBytes(b)
-	if err != nil || v.Type() != fastjson.TypeObject {
-		return nil, errMalformed
-	}
-	return v, nil
-}
-
-// str reads an optional string member; ok is false when it has another
-// type. The string is copied out of the parser's buffer.
-func str(v *fastjson.Value, name string) (string, bool) {
-	m := v.Get(name)
-	if m == nil {
-		return "", true
-	}
-	b, err := m.StringBytes()
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
-}
-
-// integer reads an integer member; absent is 0.
-func integer(v *fastjson.Value) (int64, error) {
-	if v == nil {
-		return 0, nil
-	}
-	n, err := v.Int64()
-	if err != nil {
-		return 0, errMalformed
-	}
-	return n, nil
 }
 
 // AppendJSON appends the output message of docs/edge.md:

@@ -12,7 +12,6 @@ import (
 	"github.com/lectern-api/lectern/shared/front"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/token"
-	"github.com/valyala/fastjson"
 )
 
 // Realm is the realm of the Bearer challenges, the origin's.
@@ -63,8 +62,7 @@ type Pipeline struct {
 	parked  []Handle // requests waiting for that fetch
 	tokens  tokenCache
 	orgs    orgCache
-	parser  fastjson.Parser // for the JSON codec
-	out     []byte          // the codec's last output message, reused
+	out     []byte // the codec's last output message, reused
 
 	pending      map[Handle]*pending
 	pendingBytes int

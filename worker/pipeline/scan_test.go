@@ -1,0 +1,82 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/lectern-api/lectern/shared/jsoncheck"
+)
+
+// FuzzScan holds the scanner to encoding/json: it accepts exactly the
+// JSON objects no deeper than maxDepth, finds the first occurrence of each
+// member, and reads strings and integers as encoding/json does.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{
+		`{"method":"GET","path":"/v1/tiers","query":"a=1","headers":[["A","b"],["C","\u00e9\ud83d\ude00\n\"\\\/"]],"now":17}`,
+		`{"handle":3,"status":204,"headers":[],"body":"x\u0000y","error":"","wake":false,"now":-0}`,
+		` { "a" : [ 1.5e3 , null , true , { "b" : [ ] } ] , "method" : "" } `,
+		`{"method":"\ud800\u0041"}`, `{"method":"\udc00"}`, `{"path":1e2}`, `{"now":9223372036854775808}`,
+		`{"now":-9223372036854775808}`, `{"a":[[[[[[[[1]]]]]]]]}`, `{"a":[[[[[[[1]]]]]]]}`, `{}`, `[]`, `{"a":1,}`, `{"a" 1}`,
+		`{"a":"\x01"}`, `{"a":01}`, `{"a":-}`, `{"a":1.}`, `{"a":"\u12"}`, `{"method":"x"} x`,
+	} {
+		f.Add([]byte(s))
+	}
+	names := []string{"method", "path", "query", "headers", "now"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var vals [5]raw
+		ok := members(b, names, vals[:])
+		var m map[string]json.RawMessage
+		want := json.Valid(b) && jsoncheck.Shallow(b, maxDepth) && json.Unmarshal(b, &m) == nil
+		if ok != want {
+			t.Fatalf("members(%q) = %v, encoding/json says %v", b, ok, want)
+		}
+		if !ok {
+			return
+		}
+		for i, name := range names {
+			v := vals[i]
+			// encoding/json keeps the last of repeated names; the scanner
+			// the first: compare only names that occur once.
+			if !v.present() {
+				if _, there := m[name]; there {
+					t.Fatalf("%s: not found in %q", name, b)
+				}
+				continue
+			}
+			got := b[v.from:v.to]
+			if raw, there := m[name]; there && string(raw) != string(got) && count(b, name) == 1 {
+				t.Fatalf("%s: got %q, encoding/json %q", name, got, raw)
+			}
+			if v.k == kString && utf8.Valid(got) {
+				var a arena
+				sp, _ := a.str(b, v)
+				var s string
+				if err := json.Unmarshal(got, &s); err != nil || sp.of(a.b.String()) != s {
+					t.Fatalf("%s: unescaped %q, encoding/json %q (%v)", name, sp.of(a.b.String()), s, err)
+				}
+			}
+			if v.k == kNumber {
+				n, isInt := integer(b, v)
+				var want int64
+				err := json.Unmarshal(got, &want)
+				if isInt != (err == nil) || isInt && n != want {
+					t.Fatalf("%s: integer %q = %d, %v; encoding/json %d, %v", name, got, n, isInt, want, err)
+				}
+			}
+		}
+	})
+}
+
+// count is how many members named name b has at its top level, roughly:
+// occurrences of the quoted name followed by a colon.
+func count(b []byte, name string) int {
+	q := `"` + name + `"`
+	n := 0
+	for i := 0; i+len(q) <= len(b); i++ {
+		if string(b[i:i+len(q)]) == q {
+			n++
+		}
+	}
+	return n
+}
