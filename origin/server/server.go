@@ -130,9 +130,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) error {
 	passed, ferr := front.Run(front.Request{Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery,
 		Authorization: r.Header.Get("Authorization")},
-		func(authorization string) (token.Claims, *apierr.Error) {
+		front.AuthFunc(func(authorization string) (token.Claims, *apierr.Error) {
 			return s.cfg.Auth.Authenticate(r.Context(), authorization)
-		})
+		}))
 	if ferr != nil {
 		return ferr
 	}

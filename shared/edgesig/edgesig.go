@@ -79,13 +79,26 @@ func (s *Signer) mac(purpose, method, target, requestID string, unix int64) []by
 	for _, f := range [...]string{"v1", purpose, method, target, requestID} {
 		b = field(b, f)
 	}
-	var ts [20]byte
-	b = field(b, string(strconv.AppendInt(ts[:0], unix, 10)))
+	b = strconv.AppendInt(b, int64(digits(unix)), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, unix, 10)
 	s.buf = b
 	s.m.Reset()
 	s.m.Write(b)
 	s.sum = s.m.Sum(s.sum[:0])
 	return s.sum
+}
+
+// digits is the length of n in decimal.
+func digits(n int64) int {
+	d, u := 1, uint64(n)
+	if n < 0 {
+		d, u = 2, uint64(-(n+1))+1
+	}
+	for ; u >= 10; u /= 10 {
+		d++
+	}
+	return d
 }
 
 // field appends f length-prefixed: "<len>:<f>".

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"testing"
 )
 
@@ -45,5 +46,13 @@ func TestSignerFormat(t *testing.T) {
 	}
 	if got := Sign(key, Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000); got != want {
 		t.Errorf("Sign: got %s, want %s", got, want)
+	}
+}
+
+func TestDigits(t *testing.T) {
+	for _, n := range []int64{0, 9, 10, 1_790_000_000, -1, -10, 1<<63 - 1, -1 << 63} {
+		if got, want := digits(n), len(strconv.FormatInt(n, 10)); got != want {
+			t.Errorf("digits(%d) = %d, want %d", n, got, want)
+		}
 	}
 }

@@ -29,13 +29,25 @@ type Passed struct {
 	Claims token.Claims // zero on routes without a scope
 }
 
-// Authenticate verifies a bearer token taken from the Authorization
+// Authenticator verifies a bearer token taken from the Authorization
 // header; each tier supplies its own (the origin fetches keys over HTTP,
-// the edge through subrequests), both over shared/token.
-type Authenticate func(authorization string) (token.Claims, *apierr.Error)
+// the edge through subrequests), both over shared/token. An interface
+// rather than a func, so the edge can pass its request state without the
+// closure TinyGo would allocate for every captured variable.
+type Authenticator interface {
+	Authenticate(authorization string) (token.Claims, *apierr.Error)
+}
+
+// AuthFunc is a func as an Authenticator.
+type AuthFunc func(authorization string) (token.Claims, *apierr.Error)
+
+// Authenticate calls f.
+func (f AuthFunc) Authenticate(authorization string) (token.Claims, *apierr.Error) {
+	return f(authorization)
+}
 
 // Run passes req through the front, or returns the error to answer with.
-func Run(req Request, auth Authenticate) (Passed, *apierr.Error) {
+func Run(req Request, auth Authenticator) (Passed, *apierr.Error) {
 	var p Passed
 	rt, vars, err := route.Match(req.Method, req.Path)
 	if err != nil {
@@ -43,7 +55,7 @@ func Run(req Request, auth Authenticate) (Passed, *apierr.Error) {
 	}
 	p.Route, p.Vars = rt, vars
 	if rt.Scope != "" {
-		claims, err := auth(req.Authorization)
+		claims, err := auth.Authenticate(req.Authorization)
 		if err != nil {
 			return p, err
 		}

@@ -11,7 +11,7 @@ import (
 func TestRun(t *testing.T) {
 	machine := token.Claims{Scope: scope.Of(scope.ContentRead, scope.ProgressRead)}
 	learner := token.Claims{Scope: scope.Of(scope.ProgressRead), Learner: "ana"}
-	auth := func(c token.Claims) Authenticate {
+	auth := func(c token.Claims) AuthFunc {
 		return func(h string) (token.Claims, *apierr.Error) {
 			if h != "Bearer good" {
 				return token.Claims{}, token.Unauthorized(token.ReasonMalformed)

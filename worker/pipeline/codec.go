@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"errors"
-	"strings"
+	"unsafe"
 
 	"github.com/lectern-api/lectern/shared/jsonenc"
 )
@@ -50,7 +50,7 @@ func ParseConfig(b []byte) (Config, error) {
 		if sp.empty() && name != "resourceMetadata" {
 			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
-		*dsts[i] = a.b.String()
+		*dsts[i] = a.string()
 	}
 	return cfg, nil
 }
@@ -133,7 +133,7 @@ func decodeRequest(b []byte) (Request, error) {
 	// Every string of the request goes into one allocation (the message's
 	// length bounds them all).
 	var a arena
-	a.b.Grow(len(b))
+	a.grow(len(b))
 	method, ok0 := a.str(b, v[0])
 	path, ok1 := a.str(b, v[1])
 	query, ok2 := a.str(b, v[2])
@@ -142,7 +142,7 @@ func decodeRequest(b []byte) (Request, error) {
 	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || method.empty() || path.empty() {
 		return r, errMalformed
 	}
-	all := a.b.String()
+	all := a.string()
 	r.Method, r.Path, r.Query, r.Now = method.of(all), path.of(all), query.of(all), now
 	r.Headers = make([]Header, len(hs))
 	for i, h := range hs {
@@ -152,14 +152,22 @@ func decodeRequest(b []byte) (Request, error) {
 }
 
 // arena collects the strings of one message in one buffer; a span is a
-// string's place in it, read back (of) once the buffer is complete.
-type arena struct{ b strings.Builder }
+// string's place in it, read back (of) from the arena's string once the
+// buffer is complete. (Not a strings.Builder: TinyGo allocates every
+// Builder on the heap, as it points to itself.)
+type arena struct{ b []byte }
 
 type span struct{ from, to int }
 
 func (s span) empty() bool          { return s.from == s.to }
 func (s span) of(all string) string { return all[s.from:s.to] }
-func (a *arena) add(b []byte) span  { from := a.b.Len(); a.b.Write(b); return span{from, a.b.Len()} }
+
+// grow makes room for n bytes; call it before the first write.
+func (a *arena) grow(n int) { a.b = make([]byte, 0, n) }
+
+// string is the arena's bytes as a string, without a copy: the arena is
+// not written to afterwards.
+func (a *arena) string() string { return unsafe.String(unsafe.SliceData(a.b), len(a.b)) }
 
 // decodeResume reads a resume message. On error the handle, now and wake
 // are still filled in when they could be read.
@@ -189,13 +197,13 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 	}
 	in.Status = int(status)
 	var a arena
-	a.b.Grow(min(len(b), 4<<10)) // the headers and the error, not the body
+	a.grow(min(len(b), 4<<10)) // the headers and the error, not the body
 	hs, okh := a.headers(b, v[4])
 	errSpan, oke := a.str(b, v[6])
 	if !okh || !oke {
 		return in, errMalformed
 	}
-	all := a.b.String()
+	all := a.string()
 	in.Headers = make([]Header, len(hs))
 	for i, h := range hs {
 		in.Headers[i] = Header{h[0].of(all), h[1].of(all)}
@@ -209,12 +217,12 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 			return in, errMalformed
 		}
 		var body arena
-		body.b.Grow(v[5].to - v[5].from)
-		bs, _ := body.str(b, v[5])
-		if bs.to-bs.from > MaxBody {
+		body.grow(v[5].to - v[5].from)
+		body.str(b, v[5])
+		if len(body.b) > MaxBody {
 			return in, errTooLarge
 		}
-		in.Body = []byte(body.b.String())
+		in.Body = body.b
 	}
 	return in, nil
 }

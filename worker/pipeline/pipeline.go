@@ -107,7 +107,12 @@ type pending struct {
 	size   int    // bytes of req counted in pendingBytes
 	rounds int    // JWKS waits so far
 	orgKey orgKey // per-organisation cache key, once authenticated
-	since  int64  // unix ms of the last output for it
+
+	// The front's Authenticator is the request itself (Authenticate).
+	p     *Pipeline
+	now   int64   // unix ms of the run in progress
+	wait  suspend // set by Authenticate when the request must wait for the JWKS
+	since int64   // unix ms of the last output for it
 }
 
 // Start runs a new request through the pipeline.
@@ -171,20 +176,16 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 	if st.req.Path == protectedResource {
 		return p.forward(st, now)
 	}
-	var wait suspend
+	st.p, st.now, st.wait = p, now, 0
 	passed, ferr := front.Run(front.Request{
 		Method:        st.req.Method,
 		Path:          st.req.Path,
 		RawQuery:      st.req.Query,
 		Authorization: headerValue(st.req.Headers, "Authorization"),
-	}, func(authorization string) (token.Claims, *apierr.Error) {
-		c, e, w := p.authenticate(st, authorization, time.UnixMilli(now))
-		wait = w
-		return c, e
-	})
+	}, st)
 	switch {
-	case wait != 0:
-		return p.wait(st, wait, now)
+	case st.wait != 0:
+		return p.wait(st, st.wait, now)
 	case ferr != nil:
 		p.drop(st)
 		return p.errorResponse(st.handle, st.id, ferr)
@@ -194,6 +195,14 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 		return p.gate(st, now)
 	}
 	return p.forward(st, now)
+}
+
+// Authenticate is front.Authenticator for st's run: the pipeline's
+// authenticate, with a wait for the JWKS recorded in st.wait.
+func (st *pending) Authenticate(authorization string) (token.Claims, *apierr.Error) {
+	c, e, w := st.p.authenticate(st, authorization, time.UnixMilli(st.now))
+	st.wait = w
+	return c, e
 }
 
 // candidate is the ETag the origin would give the request, from the

@@ -338,9 +338,9 @@ func (a *arena) str(b []byte, v raw) (span, bool) {
 	if v.k != kString {
 		return span{}, false
 	}
-	from := a.b.Len()
+	from := len(a.b)
 	a.unescape(b[v.from+1 : v.to-1])
-	return span{from, a.b.Len()}, true
+	return span{from, len(a.b)}, true
 }
 
 // unescape appends s, a checked string's contents, with its escapes
@@ -351,22 +351,22 @@ func (a *arena) unescape(s []byte) {
 		for i < len(s) && s[i] != '\\' {
 			i++
 		}
-		a.b.Write(s[:i])
+		a.b = append(a.b, s[:i]...)
 		if i == len(s) {
 			return
 		}
 		s = s[i+1:]
 		switch c := s[0]; c {
 		case 'b':
-			a.b.WriteByte('\b')
+			a.b = append(a.b, '\b')
 		case 'f':
-			a.b.WriteByte('\f')
+			a.b = append(a.b, '\f')
 		case 'n':
-			a.b.WriteByte('\n')
+			a.b = append(a.b, '\n')
 		case 'r':
-			a.b.WriteByte('\r')
+			a.b = append(a.b, '\r')
 		case 't':
-			a.b.WriteByte('\t')
+			a.b = append(a.b, '\t')
 		case 'u':
 			r := hex4(s[1:5])
 			s = s[4:]
@@ -381,10 +381,9 @@ func (a *arena) unescape(s []byte) {
 					r = utf8.RuneError
 				}
 			}
-			var buf [utf8.UTFMax]byte
-			a.b.Write(utf8.AppendRune(buf[:0], r))
+			a.b = utf8.AppendRune(a.b, r)
 		default: // '"', '\\', '/'
-			a.b.WriteByte(c)
+			a.b = append(a.b, c)
 		}
 		s = s[1:]
 	}
