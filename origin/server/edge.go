@@ -51,7 +51,11 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeError(w, r, id, apierr.New(apierr.BadRequest, "X-Lectern-Target is not a /v1 request target."))
 		return
 	}
-	g := r.Clone(r.Context())
+	// A shallow copy: the pipeline reads the gate call's own headers
+	// (Authorization, If-None-Match, Accept-Encoding), which the edge
+	// copied from the client's request, and modifies none.
+	g := new(http.Request)
+	*g = *r
 	g.Method, g.URL, g.RequestURI, g.Body = http.MethodGet, u, target, http.NoBody
 	req := &request{id: id, now: s.cfg.Now(), gate: true, edge: true}
 	if err := s.serve(w, g, req); err != nil {
