@@ -6,9 +6,10 @@
 //
 // Every method that returns an organisation returns its current state:
 // the licence gate calls GetOrg on every request, so a change applies on
-// the next call (spec: Authentication §8). pgstore reads it afresh;
-// sqlitestore, its database's only writer, caches it and invalidates the
-// copy on every write.
+// the next call (spec: Authentication §8), provided every write goes
+// through a Store. pgstore reads it afresh; sqlitestore, which must be its
+// database's only writer (it locks the file against other origins),
+// caches it and invalidates the copy on every write.
 package store
 
 import (

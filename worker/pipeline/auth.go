@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/shared/apierr"
@@ -177,6 +178,9 @@ func (c *tokenCache) put(raw string, cl token.Claims) {
 		c.m[raw] = cl
 		return
 	}
+	// raw is a substring of the whole request message (one buffer): a
+	// copy keeps only the token alive.
+	raw = strings.Clone(raw)
 	if len(c.ring) < cap(c.ring) {
 		c.ring = append(c.ring, raw)
 	} else {
@@ -227,7 +231,13 @@ func (c *orgCache) put(key orgKey, org, grants, version string) {
 	if version == "" {
 		version = old.version
 	}
-	e := orgEntry{org: org, grants: grants, version: version}
+	if ok && old == (orgEntry{org: org, grants: grants, version: version}) {
+		return // what every gate call tells: nothing new
+	}
+	// The values are substrings of a whole response's headers (one
+	// buffer), and the key of a request message: copies keep only them.
+	e := orgEntry{org: strings.Clone(org), grants: strings.Clone(grants), version: strings.Clone(version)}
+	key.id = strings.Clone(key.id)
 	if ok {
 		c.m[key] = e
 		return

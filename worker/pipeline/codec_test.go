@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -162,4 +163,56 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// The caches keep what they need, not the messages it came in: a token
+// cached from a request with a 64 KiB header costs the token, not the
+// header.
+func TestCachesKeepNoMessage(t *testing.T) {
+	p := newPipeline()
+	installKeys(t, p, t0, "k1")
+	cookie := strings.Repeat("c", 64<<10)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	const n = 64
+	for i := range n {
+		tok := sign("k1", t0, claims{"jti": fmt.Sprint("j", i)})
+		msg := fmt.Sprintf(`{"method":"GET","path":"/v1/subjects","query":"limit=0","headers":[["Authorization","Bearer %s"],["Cookie",%q]],"now":%d}`, tok, cookie, t0ms)
+		if o := decodeOut(t, p.HandleStart([]byte(msg))); o.Status != 400 {
+			t.Fatalf("got %+v, want the local 400", o)
+		}
+	}
+	if len(p.tokens.m) != n {
+		t.Fatalf("%d tokens cached, want %d", len(p.tokens.m), n)
+	}
+	// Each forward's answer teaches the org cache (X-Lectern-*), from a
+	// resume message with a 64 KiB header besides.
+	for i := range n {
+		tok := sign("k1", t0, claims{"jti": fmt.Sprint("f", i), "org": fmt.Sprint("org", i)})
+		start := fmt.Sprintf(`{"method":"GET","path":"/v1/tiers","query":"","headers":[["Authorization","Bearer %s"]],"now":%d}`, tok, t0ms)
+		o := decodeOut(t, p.HandleStart([]byte(start)))
+		resume := fmt.Sprintf(`{"handle":%d,"status":200,"headers":[["X-Lectern-Org","org%d"],["X-Lectern-Grants","00ff"],["X-Service-Content-Version","v%d"],["Set-Cookie",%q]],"now":%d}`,
+			o.Handle, i, i, cookie, t0ms+1)
+		if o := decodeOut(t, p.HandleResume([]byte(resume))); o.Status != 200 {
+			t.Fatalf("got %+v, want the forwarded 200", o)
+		}
+	}
+	if len(p.orgs.m) != n {
+		t.Fatalf("%d organisations cached, want %d", len(p.orgs.m), n)
+	}
+	withOrgs := heap()
+	p.orgs = newOrgCache(MaxOrgs)
+	if held := int64(withOrgs) - int64(heap()); held > n*16<<10 { // a kept message would be 64 KiB each
+		t.Errorf("the org cache holds %d KiB for %d organisations: it keeps the messages they came in", held>>10, n)
+	}
+	// What the cache holds: the heap with it, less the heap without it.
+	with := heap()
+	p.tokens = newTokenCache(MaxTokens)
+	if held := int64(with) - int64(heap()); held > n*16<<10 { // a kept message would be 64 KiB each
+		t.Errorf("the token cache holds %d KiB for %d tokens: it keeps the messages they came in", held>>10, n)
+	}
 }

@@ -1,31 +1,26 @@
-// Package filelock makes a process the only owner of an embedded
-// database: an exclusive flock(2) on a file beside it, held until Close
-// or the process's end (SIGKILL included: the kernel drops it).
 package filelock
 
 import (
 	"errors"
 	"fmt"
-	"os"
-	"syscall"
+	"path/filepath"
 )
 
 // ErrHeld is returned when another open file description — another
 // process, or another Store in this one — holds the lock.
 var ErrHeld = errors.New("held by another process")
 
-// Lock takes the lock file path, creating it if missing.
-func Lock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// canonical names the lock file by its directory's real path, so that
+// two spellings of one database (a symlinked directory, a relative path)
+// take the same lock.
+func canonical(path string) (string, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return "", fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("lock %s: %w", path, ErrHeld)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("lock %s: %w", path, err)
 	}
-	return f, nil
+	return filepath.Join(abs, filepath.Base(path)), nil
 }

@@ -165,7 +165,8 @@ func open(ctx context.Context, dsn string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Apply applies op durably: its effects are committed when it returns.
+// Apply applies op: its effects are committed, and survive the process
+// being killed, when it returns (see Durability in the package doc).
 // An error means nothing was applied: a ctx done while the op waits in
 // the queue withdraws it; once its batch is committing, Apply waits for
 // that transaction and reports its outcome.

@@ -17,7 +17,10 @@ import (
 // the cached copy when its transaction ends; the store's guarantee, that
 // a change applies on the next call, holds because the Store is the only
 // writer of its file: New takes an exclusive lock beside the database
-// (path + ".lock") that a second process opening the same file is refused.
+// (path + ".lock") that a second origin opening the same file is refused.
+// The lock is advisory: a write made behind the origin's back (a sqlite3
+// shell, another program) is not seen until the origin restarts. Change
+// organisations through the admin API.
 // Several origins share organisations through PostgreSQL (pgstore), which
 // reads afresh.
 

@@ -39,7 +39,8 @@ type reply struct {
 // Committer batches concurrent ops into one transaction each: one
 // goroutine drains whatever is queued (up to its max), commits it, and
 // only then answers every op of the batch. While a batch commits, the
-// next one queues, so n clients share one disk flush instead of paying n.
+// next one queues, so n clients share one transaction (and, where the
+// backend syncs every commit, one disk flush) instead of paying n.
 type Committer struct {
 	b     Backend // used by the committer's goroutine only
 	max   int
