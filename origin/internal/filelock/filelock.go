@@ -1,8 +1,13 @@
+// Package filelock makes a process the only owner of an embedded
+// database: an exclusive flock(2) on a file beside it, held until Close
+// or the process's end (SIGKILL included: the kernel drops it). The lock
+// is advisory: it keeps out other origins, not a sqlite3 shell.
 package filelock
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -10,17 +15,20 @@ import (
 // process, or another Store in this one — holds the lock.
 var ErrHeld = errors.New("held by another process")
 
-// canonical names the lock file by its directory's real path, so that
-// two spellings of one database (a symlinked directory, a relative path)
-// take the same lock.
-func canonical(path string) (string, error) {
+// open opens (creating) the lock file, named by its directory's real
+// path, so that two spellings of one database (a symlinked directory, a
+// relative path) take the same lock.
+func open(path string) (*os.File, error) {
 	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
-	if err != nil {
-		return "", fmt.Errorf("lock %s: %w", path, err)
+	if err == nil {
+		dir, err = filepath.Abs(dir)
 	}
-	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", fmt.Errorf("lock %s: %w", path, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	return filepath.Join(abs, filepath.Base(path)), nil
+	f, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
 }
