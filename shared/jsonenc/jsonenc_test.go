@@ -53,3 +53,34 @@ func TestOthers(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+// plainNaive is Plain's definition, a byte at a time.
+func plainNaive(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return len(s)
+}
+
+func TestPlain(t *testing.T) {
+	long := "abcdefghijklmnopqrstuvwxyz0123456789"
+	for _, s := range []string{"", "a", long, long + `"`, long + "\\x", long[:8] + "\x1f", long[:15] + "\x7f",
+		long[:16] + "é", "\x00", " ", "~~~~~~~~~\x80", "!#!#!#!#!#!#!#!#!#\"", "        \x20\x1f"} {
+		for i := range len(s) + 1 {
+			if got, want := Plain(s[i:]), plainNaive(s[i:]); got != want {
+				t.Errorf("Plain(%q) = %d, want %d", s[i:], got, want)
+			}
+		}
+	}
+}
+
+func FuzzPlain(f *testing.F) {
+	f.Add("0123456789abcdef\"")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := Plain(s), plainNaive(s); got != want {
+			t.Fatalf("Plain(%q) = %d, want %d", s, got, want)
+		}
+	})
+}

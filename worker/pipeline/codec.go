@@ -38,11 +38,12 @@ func ParseConfig(b []byte) (Config, error) {
 	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata"}
 	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata}
 	var v [6]raw
-	if !members(b, names, v[:]) {
+	escaped, ok := members(b, names, v[:])
+	if !ok {
 		return cfg, errMalformed
 	}
+	a := newArena(b, escaped)
 	for i, name := range names {
-		var a arena
 		sp, ok := a.str(b, v[i])
 		if !ok {
 			return cfg, errors.New("pipeline: config member " + name + " is not a string")
@@ -50,7 +51,7 @@ func ParseConfig(b []byte) (Config, error) {
 		if sp.empty() && name != "resourceMetadata" {
 			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
-		*dsts[i] = a.string()
+		*dsts[i] = sp.of(a.string())
 	}
 	return cfg, nil
 }
@@ -127,13 +128,12 @@ func decodeRequest(b []byte) (Request, error) {
 		return r, errTooLarge
 	}
 	var v [5]raw
-	if !members(b, requestMembers, v[:]) {
+	escaped, ok := members(b, requestMembers, v[:])
+	if !ok {
 		return r, errMalformed
 	}
-	// Every string of the request goes into one allocation (the message's
-	// length bounds them all).
-	var a arena
-	a.grow(len(b))
+	// Every string of the request lies in one allocation.
+	a := newArena(b, escaped)
 	method, ok0 := a.str(b, v[0])
 	path, ok1 := a.str(b, v[1])
 	query, ok2 := a.str(b, v[2])
@@ -151,19 +151,26 @@ func decodeRequest(b []byte) (Request, error) {
 	return r, nil
 }
 
-// arena collects the strings of one message in one buffer; a span is a
-// string's place in it, read back (of) from the arena's string once the
-// buffer is complete. (Not a strings.Builder: TinyGo allocates every
-// Builder on the heap, as it points to itself.)
-type arena struct{ b []byte }
+// arena holds the strings of one message: a copy of the message made in
+// one move, in which each string value is unescaped in place (an escape is
+// longer than what it stands for), so a string is a span of the copy, read
+// back (of) from the arena's string. A message without escapes, the common
+// case, needs no work after the copy. (Not a strings.Builder: TinyGo
+// allocates every Builder on the heap, as it points to itself.)
+type arena struct {
+	b       []byte
+	escaped bool
+}
 
 type span struct{ from, to int }
 
 func (s span) empty() bool          { return s.from == s.to }
 func (s span) of(all string) string { return all[s.from:s.to] }
 
-// grow makes room for n bytes; call it before the first write.
-func (a *arena) grow(n int) { a.b = make([]byte, 0, n) }
+// newArena copies message b; escaped is what members said of it.
+func newArena(b []byte, escaped bool) arena {
+	return arena{append(make([]byte, 0, len(b)), b...), escaped}
+}
 
 // string is the arena's bytes as a string, without a copy: the arena is
 // not written to afterwards.
@@ -177,7 +184,8 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 		return in, errTooLarge
 	}
 	var v [7]raw
-	if !members(b, resumeMembers, v[:]) {
+	escaped, ok := members(b, resumeMembers, v[:])
+	if !ok {
 		return in, errMalformed
 	}
 	h, ok := integer(b, v[0])
@@ -196,8 +204,7 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 		return in, errMalformed
 	}
 	in.Status = int(status)
-	var a arena
-	a.grow(min(len(b), 4<<10)) // the headers and the error, not the body
+	a := newArena(b, escaped)
 	hs, okh := a.headers(b, v[4])
 	errSpan, oke := a.str(b, v[6])
 	if !okh || !oke {
@@ -216,13 +223,11 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 		if v[5].k != kString {
 			return in, errMalformed
 		}
-		var body arena
-		body.grow(v[5].to - v[5].from)
-		body.str(b, v[5])
-		if len(body.b) > MaxBody {
+		sp, _ := a.str(b, v[5])
+		if sp.to-sp.from > MaxBody {
 			return in, errTooLarge
 		}
-		in.Body = body.b
+		in.Body = a.b[sp.from:sp.to:sp.to]
 	}
 	return in, nil
 }

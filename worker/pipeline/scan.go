@@ -1,6 +1,11 @@
 package pipeline
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/lectern-api/lectern/shared/jsonenc"
+)
 
 // A single-pass reader of the host's start and resume messages. It checks
 // the message's JSON syntax in full (nesting at most maxDepth deep, no
@@ -35,8 +40,9 @@ func (r raw) present() bool { return r.k != 0 }
 
 // scanner reads JSON from b at i.
 type scanner struct {
-	b []byte
-	i int
+	b   []byte
+	i   int
+	esc bool // a string so far held an escape
 }
 
 func (s *scanner) ws() {
@@ -52,9 +58,17 @@ func (s *scanner) ws() {
 
 // members reads b as one object and records, for each of names, the
 // value of its first occurrence in vals (like a lookup by name in a
-// parsed object). Other members are checked and skipped.
-func members(b []byte, names []string, vals []raw) bool {
+// parsed object). Other members are checked and skipped. escaped reports
+// whether any string of b holds an escape: when none does, every string
+// is its bytes between the quotes.
+func members(b []byte, names []string, vals []raw) (escaped, ok bool) {
 	s := scanner{b: b}
+	ok = s.members(names, vals)
+	return s.esc, ok
+}
+
+func (s *scanner) members(names []string, vals []raw) bool {
+	b := s.b
 	s.ws()
 	if s.i >= len(b) || b[s.i] != '{' {
 		return false
@@ -196,39 +210,62 @@ func (s *scanner) container(depth int, close byte) bool {
 
 // str checks a string: no raw control characters, valid escapes.
 func (s *scanner) str() bool {
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
+	b, i := s.b, s.i
+	if i >= len(b) || b[i] != '"' {
 		return false
 	}
-	for s.i++; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
+	for i++; i < len(b); i++ {
+		i += plain(b[i:])
+		if i == len(b) {
+			break
+		}
+		switch c := b[i]; {
 		case c == '"':
-			s.i++
+			s.i = i + 1
 			return true
 		case c < 0x20:
 			return false
 		case c == '\\':
-			s.i++
-			if s.i >= len(s.b) {
+			s.esc = true
+			i++
+			if i >= len(b) {
 				return false
 			}
-			switch s.b[s.i] {
+			switch b[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
-				if s.i+4 >= len(s.b) {
+				if i+4 >= len(b) {
 					return false
 				}
-				for _, h := range s.b[s.i+1 : s.i+5] {
+				for _, h := range b[i+1 : i+5] {
 					if hexVal(h) < 0 {
 						return false
 					}
 				}
-				s.i += 4
+				i += 4
 			default:
 				return false
 			}
 		}
 	}
 	return false
+}
+
+// skipStr moves past the string at i, which str has checked.
+func (s *scanner) skipStr() {
+	b, i := s.b, s.i+1
+	for {
+		i += plain(b[i:])
+		switch b[i] {
+		case '"':
+			s.i = i + 1
+			return
+		case '\\':
+			i += 2 // the escaped byte; a \u escape's hex digits are plain
+		default:
+			i++ // a byte of a multi-byte character
+		}
+	}
 }
 
 func (s *scanner) number() bool {
@@ -338,35 +375,44 @@ func (a *arena) str(b []byte, v raw) (span, bool) {
 	if v.k != kString {
 		return span{}, false
 	}
-	from := len(a.b)
-	a.unescape(b[v.from+1 : v.to-1])
-	return span{from, len(a.b)}, true
+	from, to := v.from+1, v.to-1
+	if a.escaped {
+		to = from + unescape(a.b[from:to], b[from:to])
+	}
+	return span{from, to}, true
 }
 
-// unescape appends s, a checked string's contents, with its escapes
-// resolved; a \u escape that is half a surrogate pair becomes U+FFFD.
-func (a *arena) unescape(s []byte) {
+// plain is jsonenc.Plain of b's bytes.
+func plain(b []byte) int { return jsonenc.Plain(unsafe.String(unsafe.SliceData(b), len(b))) }
+
+// unescape writes s, a checked string's contents, into dst with its
+// escapes resolved and returns the length written, which is at most
+// len(s): every escape is longer than what it stands for, so dst may be
+// s's own place in a copy of the message. A \u escape that is half a
+// surrogate pair becomes U+FFFD.
+func unescape(dst, s []byte) int {
+	n := 0
 	for len(s) > 0 {
-		i := 0
+		i := plain(s)
 		for i < len(s) && s[i] != '\\' {
 			i++
 		}
-		a.b = append(a.b, s[:i]...)
+		n += copy(dst[n:], s[:i])
 		if i == len(s) {
-			return
+			return n
 		}
 		s = s[i+1:]
 		switch c := s[0]; c {
 		case 'b':
-			a.b = append(a.b, '\b')
+			dst[n] = '\b'
 		case 'f':
-			a.b = append(a.b, '\f')
+			dst[n] = '\f'
 		case 'n':
-			a.b = append(a.b, '\n')
+			dst[n] = '\n'
 		case 'r':
-			a.b = append(a.b, '\r')
+			dst[n] = '\r'
 		case 't':
-			a.b = append(a.b, '\t')
+			dst[n] = '\t'
 		case 'u':
 			r := hex4(s[1:5])
 			s = s[4:]
@@ -381,12 +427,14 @@ func (a *arena) unescape(s []byte) {
 					r = utf8.RuneError
 				}
 			}
-			a.b = utf8.AppendRune(a.b, r)
+			n += utf8.EncodeRune(dst[n:], r) - 1
 		default: // '"', '\\', '/'
-			a.b = append(a.b, c)
+			dst[n] = c
 		}
+		n++
 		s = s[1:]
 	}
+	return n
 }
 
 func hex4(h []byte) rune {
@@ -428,11 +476,12 @@ func (a *arena) headers(b []byte, v raw) ([][2]span, bool) {
 		var pair [2]span
 		for j := range pair {
 			s.ws()
-			e, _ := s.value(maxDepth) // checked already; strings only
-			if e.k != kString {
+			if s.b[s.i] != '"' { // checked already: strings only
 				return nil, false
 			}
-			pair[j], _ = a.str(b, e)
+			from := s.i
+			s.skipStr()
+			pair[j], _ = a.str(b, raw{kString, from, s.i})
 			s.ws()
 			if want := [2]byte{',', ']'}[j]; s.b[s.i] != want {
 				return nil, false

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
@@ -25,7 +26,7 @@ func FuzzScan(f *testing.F) {
 	names := []string{"method", "path", "query", "headers", "now"}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var vals [5]raw
-		ok := members(b, names, vals[:])
+		escaped, ok := members(b, names, vals[:])
 		var m map[string]json.RawMessage
 		want := json.Valid(b) && jsoncheck.Shallow(b, maxDepth) && json.Unmarshal(b, &m) == nil && m != nil // null decodes to a nil map
 		if ok != want {
@@ -33,6 +34,13 @@ func FuzzScan(f *testing.F) {
 		}
 		if !ok {
 			return
+		}
+		// In valid JSON a backslash is only ever an escape in a string.
+		if escaped != bytes.Contains(b, []byte{'\\'}) {
+			t.Fatalf("members(%q): escaped = %v", b, escaped)
+		}
+		if utf8.Valid(b) { // encoding/json replaces invalid bytes; the codec keeps them
+			checkRequest(t, b, m)
 		}
 		for i, name := range names {
 			v := vals[i]
@@ -49,7 +57,7 @@ func FuzzScan(f *testing.F) {
 				t.Fatalf("%s: got %q, encoding/json %q", name, got, raw)
 			}
 			if v.k == kString && utf8.Valid(got) {
-				var a arena
+				a := newArena(b, escaped)
 				sp, _ := a.str(b, v)
 				var s string
 				if err := json.Unmarshal(got, &s); err != nil || sp.of(a.string()) != s {
@@ -70,6 +78,34 @@ func FuzzScan(f *testing.F) {
 
 // count is how many members named name b has at its top level, roughly:
 // occurrences of the quoted name followed by a colon.
+// checkRequest holds decodeRequest to
+// encoding/json's reading of the members that occur once.
+func checkRequest(t *testing.T, b []byte, m map[string]json.RawMessage) {
+	r, err := decodeRequest(b)
+	if err != nil {
+		return
+	}
+	for name, got := range map[string]string{"method": r.Method, "path": r.Path, "query": r.Query} {
+		var want string
+		if raw, there := m[name]; there && count(b, name) == 1 && (json.Unmarshal(raw, &want) != nil || got != want) {
+			t.Fatalf("%s: decoded %q, encoding/json %q in %q", name, got, want, b)
+		}
+	}
+	raw, there := m["headers"]
+	if !there || count(b, "headers") != 1 {
+		return
+	}
+	var want [][]string
+	if err := json.Unmarshal(raw, &want); err != nil || len(want) != len(r.Headers) {
+		t.Fatalf("headers: decoded %q, encoding/json %q (%v)", r.Headers, want, err)
+	}
+	for i, h := range r.Headers {
+		if len(want[i]) != 2 || want[i][0] != h.Name || want[i][1] != h.Value {
+			t.Fatalf("header %d: decoded %q, encoding/json %q", i, h, want[i])
+		}
+	}
+}
+
 func count(b []byte, name string) int {
 	q := `"` + name + `"`
 	n := 0
