@@ -140,7 +140,10 @@ const MaxTokens = 10000
 
 // tokenCache maps a raw token to its verified claims until it expires. It
 // is bounded; the oldest entry goes first (FIFO, which costs one slot per
-// entry and no bookkeeping on a hit).
+// entry and no bookkeeping on a hit). The ring grows with the entries up
+// to its bound rather than being made whole at once: TinyGo's collector
+// scans every slot of a live slice on each cycle, and 10,000 empty slots
+// made each cycle cost over a millisecond.
 //
 // An entry outlives a key's removal from the JWKS. That grants nothing:
 // everything the edge does not refuse goes to the origin, which verifies
@@ -148,11 +151,12 @@ const MaxTokens = 10000
 type tokenCache struct {
 	m    map[string]token.Claims
 	ring []string
+	max  int
 	head int
 }
 
 func newTokenCache(n int) tokenCache {
-	return tokenCache{m: map[string]token.Claims{}, ring: make([]string, 0, n)}
+	return tokenCache{m: map[string]token.Claims{}, max: n}
 }
 
 // get returns the claims of raw while the verifier would still accept
@@ -181,7 +185,7 @@ func (c *tokenCache) put(raw string, cl token.Claims) {
 	// raw is a substring of the whole request message (one buffer): a
 	// copy keeps only the token alive.
 	raw = strings.Clone(raw)
-	if len(c.ring) < cap(c.ring) {
+	if len(c.ring) < c.max {
 		c.ring = append(c.ring, raw)
 	} else {
 		delete(c.m, c.ring[c.head])
@@ -204,15 +208,17 @@ type orgEntry struct {
 	version string // X-Service-Content-Version of its latest response
 }
 
-// orgCache holds orgEntry by orgKey, bounded and FIFO like tokenCache.
+// orgCache holds orgEntry by orgKey, bounded and FIFO like tokenCache
+// (and its ring grows the same way).
 type orgCache struct {
 	m    map[orgKey]orgEntry
 	ring []orgKey
+	max  int
 	head int
 }
 
 func newOrgCache(n int) orgCache {
-	return orgCache{m: map[orgKey]orgEntry{}, ring: make([]orgKey, 0, n)}
+	return orgCache{m: map[orgKey]orgEntry{}, max: n}
 }
 
 func (c *orgCache) get(key orgKey) (orgEntry, bool) {
@@ -242,7 +248,7 @@ func (c *orgCache) put(key orgKey, org, grants, version string) {
 		c.m[key] = e
 		return
 	}
-	if len(c.ring) < cap(c.ring) {
+	if len(c.ring) < c.max {
 		c.ring = append(c.ring, key)
 	} else {
 		delete(c.m, c.ring[c.head])

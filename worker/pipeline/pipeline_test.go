@@ -261,6 +261,20 @@ func TestTokenCacheBounded(t *testing.T) {
 	if want, got := []string{"c", "d", "e"}, got; !reflect.DeepEqual(want, got) {
 		t.Errorf("kept: got %v, want %v", got, want)
 	}
+	if len(c.ring) != 3 {
+		t.Errorf("ring of %d, want 3", len(c.ring))
+	}
+}
+
+// TestCachesGrow: the bounded caches take room as entries come, not all
+// at once: TinyGo's collector scans every slot of a live slice each cycle.
+func TestCachesGrow(t *testing.T) {
+	tc, oc := newTokenCache(MaxTokens), newOrgCache(MaxOrgs)
+	tc.put("a", claimsExpiring(t0.Add(time.Hour)))
+	oc.put(orgKey{id: "k"}, "acme", "00ff", version)
+	if cap(tc.ring) > 8 || cap(oc.ring) > 8 {
+		t.Errorf("one entry each: rings of capacity %d and %d", cap(tc.ring), cap(oc.ring))
+	}
 }
 
 // learnOrg runs one forward of a GET /v1/subjects for acme and answers it
