@@ -260,6 +260,38 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 	defer stopBase()
 	plain := func(int) http.Header { return http.Header{"User-Agent": {"lectern-bench"}} }
 	targets := []*target{{id: "a", name: "baseline: bare net/http handler, 200-byte body", url: baseURL + "/", header: plain, want: 200}}
+	if o.sections["edge"] {
+		// The ceiling of (f)'s design on this machine: two bare net/http
+		// hops, the first making one subrequest to the second per request,
+		// as the edge makes one gate call, with nothing else done.
+		hopURL, stopHop, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusNoContent)
+		}), log)
+		if err != nil {
+			return nil, err
+		}
+		defer stopHop()
+		sub := &http.Client{Transport: newTransport(64)}
+		twoURL, stopTwo, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, hopURL+"/", http.NoBody)
+			req.Header.Set("X-Target", r.URL.RequestURI())
+			resp, err := sub.Do(req)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			w.Header().Set("ETag", `W/"x"`)
+			w.WriteHeader(http.StatusNotModified)
+		}), log)
+		if err != nil {
+			return nil, err
+		}
+		defer stopTwo()
+		targets = append(targets, &target{id: "a2", name: "reference: two bare net/http hops, one subrequest each, 304", url: twoURL + "/", header: plain, want: 304})
+	}
 
 	var lessonPath, etag, searchPath string
 	if o.sections["content"] || o.sections["edge"] {
@@ -602,6 +634,20 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 			{name: "cold token (one EdDSA verification), local 400", want: 400, guest: cold, fetch: sg.fetch,
 				next: func(int) startMessage { return msg("/v1/subjects", "limit=0", "Authorization", "Bearer "+sg.token()) }},
 		}
+		// The same 304 with module calls back to back: the gate's first
+		// answer replayed, so no origin work runs between the calls and
+		// evicts the module's code and data from the CPU's caches. Not
+		// the goal's measure (the edge always waits on the origin between
+		// its calls); it shows how much of that one is cold caches.
+		var replay *resumeMessage
+		flows = append(flows, &flow{name: "edge 304 back to back (gate answer replayed, warm caches), cached token", want: 304,
+			guest: warm, next: flows[1].next, fetch: func(out *output) resumeMessage {
+				if replay == nil {
+					m := counting(out)
+					replay = &m
+				}
+				return *replay
+			}})
 		for i, f := range flows {
 			if err := f.run(dur); err != nil {
 				return nil, fmt.Errorf("(g) %s: %w", b.name, err)
