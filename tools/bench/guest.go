@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -135,33 +136,42 @@ func instantiate(ctx context.Context, rt wazero.Runtime, compiled wazero.Compile
 	return g, took, nil
 }
 
+// cost is the time a request spent inside the module: the CPU time of the
+// calling thread (threadCPU; zero where the clock is missing) and the
+// wall-clock time, which also counts any time the thread was not running.
+type cost struct{ cpu, wall time.Duration }
+
+func (c cost) plus(d cost) cost { return cost{c.cpu + d.cpu, c.wall + d.wall} }
+
 // call writes msg into the guest, calls fn and decodes its output. spent
 // is the time inside the module: alloc, the copy in, the call and the
 // copy out; decoding the output is the host's work and is not counted.
-func (g *guest) call(fn api.Function, msg []byte) (out *output, spent time.Duration, err error) {
+// The caller keeps its goroutine on one thread (flow.run), so that the
+// thread's CPU clock is the module's.
+func (g *guest) call(fn api.Function, msg []byte) (out *output, spent cost, err error) {
 	ctx := context.Background()
-	t0 := time.Now()
+	t0, c0 := time.Now(), threadCPU()
 	g.stack[0] = uint64(len(msg))
 	if err := g.alloc.CallWithStack(ctx, g.stack); err != nil {
-		return nil, 0, fmt.Errorf("alloc: %w", err)
+		return nil, cost{}, fmt.Errorf("alloc: %w", err)
 	}
 	ptr := uint32(g.stack[0])
 	if ptr == 0 || !g.mod.Memory().Write(ptr, msg) {
-		return nil, 0, fmt.Errorf("alloc: no room for %d bytes", len(msg))
+		return nil, cost{}, fmt.Errorf("alloc: no room for %d bytes", len(msg))
 	}
 	g.stack[0], g.stack[1] = uint64(ptr), uint64(len(msg))
 	if err := fn.CallWithStack(ctx, g.stack); err != nil {
-		return nil, 0, err
+		return nil, cost{}, err
 	}
+	spent = cost{threadCPU() - c0, time.Since(t0)}
 	b, ok := g.mod.Memory().Read(uint32(g.stack[0]>>32), uint32(g.stack[0]))
 	if !ok {
-		return nil, 0, errors.New("output outside memory")
+		return nil, cost{}, errors.New("output outside memory")
 	}
 	b = append([]byte(nil), b...)
-	spent = time.Since(t0)
 	out = new(output)
 	if err := json.Unmarshal(b, out); err != nil {
-		return nil, 0, fmt.Errorf("output %.200q: %w", b, err)
+		return nil, cost{}, fmt.Errorf("output %.200q: %w", b, err)
 	}
 	return out, spent, nil
 }
@@ -225,7 +235,7 @@ type fetcher func(out *output) resumeMessage
 // exchange drives one request through g to its final response, performing
 // subrequests with fetch; it returns the response, the time spent inside
 // the module and the number of module calls.
-func (g *guest) exchange(req startMessage, fetch fetcher) (*output, time.Duration, int, error) {
+func (g *guest) exchange(req startMessage, fetch fetcher) (*output, cost, int, error) {
 	msg, _ := json.Marshal(req)
 	out, total, err := g.call(g.start, msg)
 	calls := 1
@@ -233,16 +243,16 @@ func (g *guest) exchange(req startMessage, fetch fetcher) (*output, time.Duratio
 		rm := fetch(out)
 		rm.Handle, rm.Now = out.Handle, time.Now().UnixMilli()
 		msg, _ = json.Marshal(rm)
-		var spent time.Duration
+		var spent cost
 		out, spent, err = g.call(g.resume, msg)
-		total += spent
+		total = total.plus(spent)
 		calls++
 	}
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, cost{}, 0, err
 	}
 	if out.Kind != "response" {
-		return nil, 0, 0, fmt.Errorf("%s %s: output of kind %q", req.Method, req.Path, out.Kind)
+		return nil, cost{}, 0, fmt.Errorf("%s %s: output of kind %q", req.Method, req.Path, out.Kind)
 	}
 	return out, total, calls, nil
 }
@@ -295,7 +305,8 @@ type flow struct {
 	next   func(i int) startMessage // the i-th request
 	guest  *guest
 	fetch  fetcher
-	spent  []time.Duration
+	cpu    []time.Duration // per request
+	wall   []time.Duration
 	calls  int // module calls per request (start + resumes)
 	before func() error
 }
@@ -308,6 +319,8 @@ func (f *flow) run(dur time.Duration) error {
 			return err
 		}
 	}
+	runtime.LockOSThread() // the thread's CPU clock is then this goroutine's
+	defer runtime.UnlockOSThread()
 	deadline := time.Now().Add(dur)
 	for i := 0; i < 50 || time.Now().Before(deadline); i++ {
 		out, spent, calls, err := f.guest.exchange(f.next(i), f.fetch)
@@ -317,7 +330,7 @@ func (f *flow) run(dur time.Duration) error {
 		if out.Status != f.want {
 			return fmt.Errorf("%s: status %d, want %d: %.300s", f.name, out.Status, f.want, out.Body)
 		}
-		f.spent = append(f.spent, spent)
+		f.cpu, f.wall = append(f.cpu, spent.cpu), append(f.wall, spent.wall)
 		f.calls = calls
 	}
 	return nil

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package main
+
+import "time"
+
+// haveThreadCPU: no thread CPU clock is read here; (g) reports wall-clock
+// time instead.
+const haveThreadCPU = false
+
+func threadCPU() time.Duration { return 0 }
