@@ -144,8 +144,9 @@ type cost struct{ cpu, wall time.Duration }
 func (c cost) plus(d cost) cost { return cost{c.cpu + d.cpu, c.wall + d.wall} }
 
 // call writes msg into the guest, calls fn and decodes its output. spent
-// is the time inside the module: alloc, the copy in, the call and the
-// copy out; decoding the output is the host's work and is not counted.
+// is the time of alloc, the copy in and the call; copying and decoding
+// the output are the host's work and are not counted (the copy allocates
+// on the Go heap, where an assist to the host's collector could land).
 // The caller keeps its goroutine on one thread (flow.run), so that the
 // thread's CPU clock is the module's.
 func (g *guest) call(fn api.Function, msg []byte) (out *output, spent cost, err error) {
