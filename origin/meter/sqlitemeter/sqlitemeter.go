@@ -314,14 +314,13 @@ func readBitset(ctx context.Context, db q, d batch.Day) (*batch.Bitset, error) {
 // measured that costs more than parsing one statement per row.
 func (t *tx) Save(ctx context.Context, s *batch.State) error {
 	for k, n := range s.Changed() {
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO meter_counters (org, period, meter, n) VALUES (?, ?, ?, ?)
-			ON CONFLICT (org, period, meter) DO UPDATE SET n = excluded.n`, k.Org, k.Period, k.Meter.String(), n); err != nil {
+		if _, err := t.tx.ExecContext(ctx, `REPLACE INTO meter_counters (org, period, meter, n) VALUES (?, ?, ?, ?)`,
+			k.Org, k.Period, k.Meter.String(), n); err != nil {
 			return fmt.Errorf("write counters: %w", err)
 		}
 	}
 	for d, b := range s.ChangedDays() {
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO meter_reads (org, day, version, bits, n) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (org, day) DO UPDATE SET version = excluded.version, bits = excluded.bits, n = excluded.n`,
+		if _, err := t.tx.ExecContext(ctx, `REPLACE INTO meter_reads (org, day, version, bits, n) VALUES (?, ?, ?, ?, ?)`,
 			d.Org, d.Date, b.Version, b.Bits, b.N); err != nil {
 			return fmt.Errorf("write lessons read: %w", err)
 		}
