@@ -20,3 +20,6 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// threadCPUClock is threadCPU for wasmtest/host.Config.ThreadCPU.
+func threadCPUClock() func() time.Duration { return threadCPU }

@@ -9,3 +9,6 @@ import "time"
 const haveThreadCPU = false
 
 func threadCPU() time.Duration { return 0 }
+
+// threadCPUClock is nil: the host then counts no module CPU.
+func threadCPUClock() func() time.Duration { return nil }

@@ -346,7 +346,7 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 				Issuer: st.IdPURL, Audience: audience, Secret: st.Secret,
 				ResourceMetadata: edgeURL + "/.well-known/oauth-protected-resource",
 				Instances:        min(runtime.GOMAXPROCS(0), 4), // tools/edge's default
-				Logger:           log})
+				Logger:           log, ThreadCPU: threadCPUClock()})
 			if err != nil {
 				ln.Close()
 				return nil, err
@@ -456,6 +456,9 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 					s := e.h.Stats()
 					n, fwd, sub := s.Requests-e.before.Requests, s.Forwards-e.before.Forwards, s.Subrequests-e.before.Subrequests
 					r.detail += fmt.Sprintf("; %d requests, %d gate calls, %d forwards", n, sub, fwd)
+					if cpu := s.ModuleCPU - e.before.ModuleCPU; cpu > 0 && n > 0 {
+						r.detail += fmt.Sprintf("; module CPU %.1f µs/req (thread CPU time under this load)", float64(cpu)/float64(n)/1e3)
+					}
 					if fwd > 0 || s.Failures > 0 {
 						r.verdict = "MISS (not gated)"
 					}

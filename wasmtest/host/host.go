@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +96,11 @@ type Config struct {
 	SubrequestTimeout time.Duration
 	// Stderr receives the guest's stdout and stderr (default discarded).
 	Stderr io.Writer
-	Logger *slog.Logger
+	// ThreadCPU, when set, reads the calling thread's CPU clock; the Host
+	// then counts the CPU time of its module calls in Stats (tools/bench
+	// sets it; each call then costs two clock reads).
+	ThreadCPU func() time.Duration
+	Logger    *slog.Logger
 }
 
 // Host serves HTTP through a pool of module instances.
@@ -103,7 +108,10 @@ type Host struct {
 	mod   *Module
 	cfg   Config
 	next  atomic.Uint64
-	stats struct{ requests, forwards, subrequests, parks, failures atomic.Int64 }
+	stats struct {
+		requests, forwards, subrequests, parks, failures atomic.Int64
+		moduleCPU                                        atomic.Int64 // ns
+	}
 
 	mu   sync.Mutex // guards pool (an instance is replaced after a trap)
 	pool []*instance
@@ -182,12 +190,16 @@ type Stats struct {
 	Subrequests int64 // other subrequests: JWKS fetches, gate calls
 	Parks       int64 // requests parked behind another's JWKS fetch
 	Failures    int64 // requests answered 500 by the host itself
+	// ModuleCPU is the CPU time spent in module calls (alloc, the copy
+	// in, start or resume), counted only when Config.ThreadCPU is set.
+	ModuleCPU time.Duration
 }
 
 // Stats returns the counters.
 func (h *Host) Stats() Stats {
 	return Stats{Requests: h.stats.requests.Load(), Forwards: h.stats.forwards.Load(),
-		Subrequests: h.stats.subrequests.Load(), Parks: h.stats.parks.Load(), Failures: h.stats.failures.Load()}
+		Subrequests: h.stats.subrequests.Load(), Parks: h.stats.parks.Load(), Failures: h.stats.failures.Load(),
+		ModuleCPU: time.Duration(h.stats.moduleCPU.Load())}
 }
 
 // configMessage is the message of configure (docs/edge.md).
@@ -208,7 +220,8 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("instantiate edge module: %w", err)
 	}
-	in := &instance{mod: mod, parked: map[int64]chan struct{}{}, woken: map[int64]bool{}, stack: make([]uint64, 2)}
+	in := &instance{mod: mod, parked: map[int64]chan struct{}{}, woken: map[int64]bool{}, stack: make([]uint64, 2),
+		clock: h.cfg.ThreadCPU, cpu: &h.stats.moduleCPU}
 	in.alloc = mod.ExportedFunction("alloc")
 	in.configure = mod.ExportedFunction("configure")
 	in.start = mod.ExportedFunction("start")
@@ -284,6 +297,8 @@ type instance struct {
 	parked                          map[int64]chan struct{} // handle → closed on wake
 	woken                           map[int64]bool          // wakes that came before their park (defensive)
 	dead                            error
+	clock                           func() time.Duration // Config.ThreadCPU
+	cpu                             *atomic.Int64        // the Host's count of module CPU, in ns
 }
 
 // call writes msg into guest memory, calls fn and returns its output
@@ -293,6 +308,11 @@ func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
 		return nil, in.dead
 	}
 	ctx := context.Background() // a client going away must not abort a guest call halfway
+	if in.clock != nil {
+		runtime.LockOSThread() // the thread's clock is then this call's
+		defer runtime.UnlockOSThread()
+		defer func(c0 time.Duration) { in.cpu.Add(int64(in.clock() - c0)) }(in.clock())
+	}
 	in.stack[0] = uint64(len(msg))
 	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
 		return nil, fmt.Errorf("alloc: %w", err)

@@ -1,0 +1,34 @@
+package wasmtest
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/wasmtest/host"
+)
+
+// TestModuleCPU: with Config.ThreadCPU set, the host adds up the clock's
+// advance over each module call (what tools/bench reports as module CPU
+// under load); without it, it counts nothing.
+func TestModuleCPU(t *testing.T) {
+	forEachBuild(t, func(t *testing.T, b *build) {
+		o := shared(t)
+		var reads atomic.Int64 // a clock that advances 1 µs on each reading
+		clock := func() time.Duration { return time.Duration(reads.Add(1)) * time.Microsecond }
+		e := newEdge(t, b, o, func(c *host.Config) { c.ThreadCPU = clock })
+		before := e.host.Stats()
+		// An unknown route is answered by the module in one call.
+		if r := do(t, e.url, "GET", "/v1/nope", ""); r.status != 404 {
+			t.Fatalf("GET /v1/nope: %d", r.status)
+		}
+		if got := e.host.Stats().ModuleCPU - before.ModuleCPU; got != time.Microsecond {
+			t.Errorf("one module call counted %v, want 1µs (two readings, 1 µs apart)", got)
+		}
+		plain := newEdge(t, b, o, nil)
+		do(t, plain.url, "GET", "/v1/nope", "")
+		if got := plain.host.Stats().ModuleCPU; got != 0 {
+			t.Errorf("without ThreadCPU: ModuleCPU %v", got)
+		}
+	})
+}
