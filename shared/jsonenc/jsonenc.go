@@ -18,9 +18,8 @@ func String(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if n := Plain(s[i:]); n > 0 {
-			i += n
-			if i == len(s) {
+		if s[i] < utf8.RuneSelf {
+			if i += Plain(s[i:]); i == len(s) {
 				break
 			}
 		}

@@ -190,8 +190,9 @@ type Stats struct {
 	Subrequests int64 // other subrequests: JWKS fetches, gate calls
 	Parks       int64 // requests parked behind another's JWKS fetch
 	Failures    int64 // requests answered 500 by the host itself
-	// ModuleCPU is the CPU time spent in module calls (alloc, the copy
-	// in, start or resume), counted only when Config.ThreadCPU is set.
+	// ModuleCPU is the CPU time spent in module calls (configure, and for
+	// each message alloc, the copy in and start or resume), counted only
+	// when Config.ThreadCPU is set.
 	ModuleCPU time.Duration
 }
 

@@ -186,13 +186,25 @@ func (c *tokenCache) put(raw string, cl token.Claims) {
 	// copy keeps only the token alive.
 	raw = strings.Clone(raw)
 	if len(c.ring) < c.max {
-		c.ring = append(c.ring, raw)
+		c.ring = append(growRing(c.ring, c.max), raw)
 	} else {
 		delete(c.m, c.ring[c.head])
 		c.ring[c.head] = raw
 		c.head = (c.head + 1) % len(c.ring)
 	}
 	c.m[raw] = cl
+}
+
+// growRing makes room for one more entry in a ring of at most max: it
+// doubles, but never past max (append would round 10,000 up to 16,384
+// under TinyGo).
+func growRing[T any](r []T, max int) []T {
+	if len(r) < cap(r) {
+		return r
+	}
+	grown := make([]T, len(r), min(2*cap(r)+8, max))
+	copy(grown, r)
+	return grown
 }
 
 // MaxOrgs bounds the per-organisation cache.
@@ -249,7 +261,7 @@ func (c *orgCache) put(key orgKey, org, grants, version string) {
 		return
 	}
 	if len(c.ring) < c.max {
-		c.ring = append(c.ring, key)
+		c.ring = append(growRing(c.ring, c.max), key)
 	} else {
 		delete(c.m, c.ring[c.head])
 		c.ring[c.head] = key

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -274,6 +275,15 @@ func TestCachesGrow(t *testing.T) {
 	oc.put(orgKey{id: "k"}, "acme", "00ff", version)
 	if cap(tc.ring) > 8 || cap(oc.ring) > 8 {
 		t.Errorf("one entry each: rings of capacity %d and %d", cap(tc.ring), cap(oc.ring))
+	}
+	// Full, a ring is exactly its bound.
+	const n = 1000
+	full := newTokenCache(n)
+	for i := range n + 10 {
+		full.put(strconv.Itoa(i), claimsExpiring(t0.Add(time.Hour)))
+	}
+	if len(full.ring) != n || cap(full.ring) != n || len(full.m) != n {
+		t.Errorf("%d entries in a cache of %d: ring %d/%d, map %d", n+10, n, len(full.ring), cap(full.ring), len(full.m))
 	}
 }
 

@@ -215,9 +215,11 @@ func (s *scanner) str() bool {
 		return false
 	}
 	for i++; i < len(b); i++ {
-		i += plain(b[i:])
-		if i == len(b) {
-			break
+		if b[i] < utf8.RuneSelf { // past a multi-byte character, a byte at a time
+			i += plain(b[i:])
+			if i == len(b) {
+				break
+			}
 		}
 		switch c := b[i]; {
 		case c == '"':
@@ -255,7 +257,9 @@ func (s *scanner) str() bool {
 func (s *scanner) skipStr() {
 	b, i := s.b, s.i+1
 	for {
-		i += plain(b[i:])
+		if b[i] < utf8.RuneSelf {
+			i += plain(b[i:])
+		}
 		switch b[i] {
 		case '"':
 			s.i = i + 1

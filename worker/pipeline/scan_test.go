@@ -76,10 +76,8 @@ func FuzzScan(f *testing.F) {
 	})
 }
 
-// count is how many members named name b has at its top level, roughly:
-// occurrences of the quoted name followed by a colon.
-// checkRequest holds decodeRequest to
-// encoding/json's reading of the members that occur once.
+// checkRequest holds decodeRequest to encoding/json's reading of the
+// members that occur once.
 func checkRequest(t *testing.T, b []byte, m map[string]json.RawMessage) {
 	r, err := decodeRequest(b)
 	if err != nil {
@@ -106,6 +104,60 @@ func checkRequest(t *testing.T, b []byte, m map[string]json.RawMessage) {
 	}
 }
 
+// FuzzDecode holds decodeResume and ParseConfig to encoding/json: the
+// headers, body and error of a resume, every member of a configuration.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"handle":3,"status":200,"headers":[["A","\u00e9\ud83d\ude00"],["B","\\\"x"]],"body":"a\"b\\c\u0000\ud800\ud800\udc00\udc00","error":"e\n"}`,
+		`{"handle":3,"status":204,"headers":[["Etag","W/\"0\""],["A","é€😀"]],"body":"","error":""}`,
+		`{"origin":"a\"b","jwksUrl":"\u00e9\ud83d\ude00","issuer":"x\\y","audience":"\/","secret":"\ud800z","resourceMetadata":""}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !utf8.Valid(b) || json.Unmarshal(b, new(map[string]json.RawMessage)) != nil {
+			return // encoding/json replaces invalid bytes; the codec keeps them
+		}
+		var m map[string]json.RawMessage
+		json.Unmarshal(b, &m)
+		once := func(name string) (json.RawMessage, bool) {
+			raw, there := m[name]
+			return raw, there && count(b, name) == 1
+		}
+		if in, err := decodeResume(b); err == nil {
+			var body, errText string
+			if raw, ok := once("body"); ok && (json.Unmarshal(raw, &body) != nil || string(in.Body) != body) {
+				t.Fatalf("body %q, encoding/json %q in %q", in.Body, body, b)
+			}
+			if raw, ok := once("error"); ok && (json.Unmarshal(raw, &errText) != nil || in.Error != errText) {
+				t.Fatalf("error %q, encoding/json %q in %q", in.Error, errText, b)
+			}
+			var hs [][]string
+			if raw, ok := once("headers"); ok {
+				if json.Unmarshal(raw, &hs) != nil || len(hs) != len(in.Headers) {
+					t.Fatalf("headers %q, encoding/json %q in %q", in.Headers, hs, b)
+				}
+				for i, h := range in.Headers {
+					if len(hs[i]) != 2 || hs[i][0] != h.Name || hs[i][1] != h.Value {
+						t.Fatalf("header %d %q, encoding/json %q in %q", i, h, hs[i], b)
+					}
+				}
+			}
+		}
+		if cfg, err := ParseConfig(b); err == nil {
+			for name, got := range map[string]string{"origin": cfg.Origin, "jwksUrl": cfg.JWKSURL, "issuer": cfg.Issuer,
+				"audience": cfg.Audience, "secret": cfg.Secret, "resourceMetadata": cfg.ResourceMetadata} {
+				var want string
+				if raw, ok := once(name); ok && (json.Unmarshal(raw, &want) != nil || got != want) {
+					t.Fatalf("%s: %q, encoding/json %q in %q", name, got, want, b)
+				}
+			}
+		}
+	})
+}
+
+// count is how many members named name b has at its top level, roughly:
+// occurrences of the quoted name followed by a colon.
 func count(b []byte, name string) int {
 	q := `"` + name + `"`
 	n := 0
