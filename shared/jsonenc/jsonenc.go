@@ -79,6 +79,24 @@ func Strings(dst []byte, ss []string) []byte {
 	return append(dst, ']')
 }
 
+// Pairs appends the array of string pairs [[a,b],...] that kv reads from
+// items (the header lists of the edge's messages).
+func Pairs[T any](dst []byte, items []T, kv func(T) (string, string)) []byte {
+	dst = append(dst, '[')
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		a, b := kv(it)
+		dst = append(dst, '[')
+		dst = String(dst, a)
+		dst = append(dst, ',')
+		dst = String(dst, b)
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
+}
+
 // Int appends n as a JSON number.
 func Int(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
 

@@ -84,3 +84,13 @@ func FuzzPlain(f *testing.F) {
 		}
 	})
 }
+
+func TestPairs(t *testing.T) {
+	got := Pairs(nil, [][2]string{{"A", `q"`}, {"B", ""}}, func(kv [2]string) (string, string) { return kv[0], kv[1] })
+	if want := `[["A","q\""],["B",""]]`; string(got) != want {
+		t.Errorf("Pairs = %s, want %s", got, want)
+	}
+	if got := Pairs(nil, []int(nil), func(int) (string, string) { return "", "" }); string(got) != "[]" {
+		t.Errorf("no pairs: %s", got)
+	}
+}

@@ -65,18 +65,7 @@ func (m wakeMessage) appendJSON(b []byte) []byte {
 
 func appendHeaders(b []byte, h [][2]string) []byte {
 	b = jsonenc.Key(b, "headers")
-	b = append(b, '[')
-	for i, kv := range h {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '[')
-		b = jsonenc.String(b, kv[0])
-		b = append(b, ',')
-		b = jsonenc.String(b, kv[1])
-		b = append(b, ']')
-	}
-	return append(b, ']')
+	return jsonenc.Pairs(b, h, func(kv [2]string) (string, string) { return kv[0], kv[1] })
 }
 
 // parseOutput reads an output message; its strings are copied out of raw.

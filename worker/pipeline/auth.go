@@ -138,26 +138,57 @@ func (e fetchError) Error() string { return string(e) }
 // MaxTokens bounds the verified-token cache.
 const MaxTokens = 10000
 
-// tokenCache maps a raw token to its verified claims until it expires. It
-// is bounded; the oldest entry goes first (FIFO, which costs one slot per
-// entry and no bookkeeping on a hit). The ring grows with the entries up
-// to its bound rather than being made whole at once: TinyGo's collector
-// scans every slot of a live slice on each cycle, and 10,000 empty slots
-// made each cycle cost over a millisecond.
-//
-// An entry outlives a key's removal from the JWKS. That grants nothing:
-// everything the edge does not refuse goes to the origin, which verifies
-// the token again.
-type tokenCache struct {
-	m    map[string]token.Claims
-	ring []string
+// fifo is a map bounded to max entries, the oldest evicted first (one
+// ring slot per entry and no bookkeeping on a hit). The ring grows with
+// the entries up to max rather than being made whole at once: TinyGo's
+// collector scans every slot of a live slice on each cycle, and 10,000
+// empty slots made each cycle cost over a millisecond.
+type fifo[K comparable, V any] struct {
+	m    map[K]V
+	ring []K
 	max  int
 	head int
 }
 
-func newTokenCache(n int) tokenCache {
-	return tokenCache{m: map[string]token.Claims{}, max: n}
+func newFIFO[K comparable, V any](max int) fifo[K, V] { return fifo[K, V]{m: map[K]V{}, max: max} }
+
+// set adds k or replaces its value, evicting the oldest entry when full.
+// The map keeps the k given last, so a caller copies a k that points into
+// a message.
+func (f *fifo[K, V]) set(k K, v V) {
+	if _, ok := f.m[k]; !ok {
+		if len(f.ring) < f.max {
+			f.ring = append(growRing(f.ring, f.max), k)
+		} else {
+			delete(f.m, f.ring[f.head])
+			f.ring[f.head] = k
+			f.head = (f.head + 1) % len(f.ring)
+		}
+	}
+	f.m[k] = v
 }
+
+// growRing makes room for one more entry in a ring of at most max: it
+// doubles, but never past max (append would round 10,000 up to 16,384
+// under TinyGo).
+func growRing[T any](r []T, max int) []T {
+	if len(r) < cap(r) {
+		return r
+	}
+	grown := make([]T, len(r), min(2*cap(r)+8, max))
+	copy(grown, r)
+	return grown
+}
+
+// tokenCache maps a raw token to its verified claims until it expires,
+// bounded (a fifo).
+//
+// An entry outlives a key's removal from the JWKS. That grants nothing:
+// everything the edge does not refuse goes to the origin, which verifies
+// the token again.
+type tokenCache struct{ fifo[string, token.Claims] }
+
+func newTokenCache(n int) tokenCache { return tokenCache{newFIFO[string, token.Claims](n)} }
 
 // get returns the claims of raw while the verifier would still accept
 // them at now (the same leeway on exp, nbf and iat); an entry that no
@@ -177,35 +208,9 @@ func (c *tokenCache) get(raw string, now time.Time) (token.Claims, bool) {
 	return cl, true
 }
 
-func (c *tokenCache) put(raw string, cl token.Claims) {
-	if _, ok := c.m[raw]; ok {
-		c.m[raw] = cl
-		return
-	}
-	// raw is a substring of the whole request message (one buffer): a
-	// copy keeps only the token alive.
-	raw = strings.Clone(raw)
-	if len(c.ring) < c.max {
-		c.ring = append(growRing(c.ring, c.max), raw)
-	} else {
-		delete(c.m, c.ring[c.head])
-		c.ring[c.head] = raw
-		c.head = (c.head + 1) % len(c.ring)
-	}
-	c.m[raw] = cl
-}
-
-// growRing makes room for one more entry in a ring of at most max: it
-// doubles, but never past max (append would round 10,000 up to 16,384
-// under TinyGo).
-func growRing[T any](r []T, max int) []T {
-	if len(r) < cap(r) {
-		return r
-	}
-	grown := make([]T, len(r), min(2*cap(r)+8, max))
-	copy(grown, r)
-	return grown
-}
+// put caches raw's claims. raw is a substring of the whole request
+// message (one buffer): a copy keeps only the token alive.
+func (c *tokenCache) put(raw string, cl token.Claims) { c.set(strings.Clone(raw), cl) }
 
 // MaxOrgs bounds the per-organisation cache.
 const MaxOrgs = 10000
@@ -220,18 +225,10 @@ type orgEntry struct {
 	version string // X-Service-Content-Version of its latest response
 }
 
-// orgCache holds orgEntry by orgKey, bounded and FIFO like tokenCache
-// (and its ring grows the same way).
-type orgCache struct {
-	m    map[orgKey]orgEntry
-	ring []orgKey
-	max  int
-	head int
-}
+// orgCache holds orgEntry by orgKey, bounded (a fifo).
+type orgCache struct{ fifo[orgKey, orgEntry] }
 
-func newOrgCache(n int) orgCache {
-	return orgCache{m: map[orgKey]orgEntry{}, max: n}
-}
+func newOrgCache(n int) orgCache { return orgCache{newFIFO[orgKey, orgEntry](n)} }
 
 func (c *orgCache) get(key orgKey) (orgEntry, bool) {
 	e, ok := c.m[key]
@@ -254,18 +251,6 @@ func (c *orgCache) put(key orgKey, org, grants, version string) {
 	}
 	// The values are substrings of a whole response's headers (one
 	// buffer), and the key of a request message: copies keep only them.
-	e := orgEntry{org: strings.Clone(org), grants: strings.Clone(grants), version: strings.Clone(version)}
 	key.id = strings.Clone(key.id)
-	if ok {
-		c.m[key] = e
-		return
-	}
-	if len(c.ring) < c.max {
-		c.ring = append(growRing(c.ring, c.max), key)
-	} else {
-		delete(c.m, c.ring[c.head])
-		c.ring[c.head] = key
-		c.head = (c.head + 1) % len(c.ring)
-	}
-	c.m[key] = e
+	c.set(key, orgEntry{org: strings.Clone(org), grants: strings.Clone(grants), version: strings.Clone(version)})
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"errors"
-	"unsafe"
 
 	"github.com/lectern-api/lectern/shared/jsonenc"
 )
@@ -32,26 +31,22 @@ var (
 // Every member but resourceMetadata is required.
 func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
-	if len(b) > MaxMessage {
-		return cfg, errTooLarge
-	}
 	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata"}
 	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata}
 	var v [6]raw
-	escaped, ok := members(b, names, v[:])
-	if !ok {
-		return cfg, errMalformed
+	a, err := open(b, names, v[:])
+	if err != nil {
+		return cfg, err
 	}
-	a := newArena(b, escaped)
 	for i, name := range names {
-		sp, ok := a.str(b, v[i])
+		s, ok := a.str(b, v[i])
 		if !ok {
 			return cfg, errors.New("pipeline: config member " + name + " is not a string")
 		}
-		if sp.empty() && name != "resourceMetadata" {
+		if s == "" && name != "resourceMetadata" {
 			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
-		*dsts[i] = sp.of(a.string())
+		*dsts[i] = s
 	}
 	return cfg, nil
 }
@@ -124,69 +119,55 @@ var (
 
 func decodeRequest(b []byte) (Request, error) {
 	var r Request
-	if len(b) > MaxMessage {
-		return r, errTooLarge
-	}
 	var v [5]raw
-	escaped, ok := members(b, requestMembers, v[:])
-	if !ok {
-		return r, errMalformed
+	a, err := open(b, requestMembers, v[:]) // every string of the request in one allocation
+	if err != nil {
+		return r, err
 	}
-	// Every string of the request lies in one allocation.
-	a := newArena(b, escaped)
-	method, ok0 := a.str(b, v[0])
-	path, ok1 := a.str(b, v[1])
-	query, ok2 := a.str(b, v[2])
-	hs, ok3 := a.headers(b, v[3])
-	now, ok4 := integer(b, v[4])
-	if !ok0 || !ok1 || !ok2 || !ok3 || !ok4 || method.empty() || path.empty() {
-		return r, errMalformed
-	}
-	all := a.string()
-	r.Method, r.Path, r.Query, r.Now = method.of(all), path.of(all), query.of(all), now
-	r.Headers = make([]Header, len(hs))
-	for i, h := range hs {
-		r.Headers[i] = Header{h[0].of(all), h[1].of(all)}
+	var ok [5]bool
+	r.Method, ok[0] = a.str(b, v[0])
+	r.Path, ok[1] = a.str(b, v[1])
+	r.Query, ok[2] = a.str(b, v[2])
+	r.Headers, ok[3] = a.headers(b, v[3])
+	r.Now, ok[4] = integer(b, v[4])
+	if ok != [5]bool{true, true, true, true, true} || r.Method == "" || r.Path == "" {
+		return Request{}, errMalformed
 	}
 	return r, nil
 }
 
+// open checks message b (its size and syntax), finds the values of names
+// in vals (members) and copies b into an arena for its strings.
+func open(b []byte, names []string, vals []raw) (arena, error) {
+	if len(b) > MaxMessage {
+		return arena{}, errTooLarge
+	}
+	escaped, ok := members(b, names, vals)
+	if !ok {
+		return arena{}, errMalformed
+	}
+	return arena{append(make([]byte, 0, len(b)), b...), escaped}, nil
+}
+
 // arena holds the strings of one message: a copy of the message made in
 // one move, in which each string value is unescaped in place (an escape is
-// longer than what it stands for), so a string is a span of the copy, read
-// back (of) from the arena's string. A message without escapes, the common
-// case, needs no work after the copy. (Not a strings.Builder: TinyGo
-// allocates every Builder on the heap, as it points to itself.)
+// longer than what it stands for) and then read as a string of those bytes,
+// which are not written again. A message without escapes, the common case,
+// needs no work after the copy. (Not a strings.Builder: TinyGo allocates
+// every Builder on the heap, as it points to itself.)
 type arena struct {
 	b       []byte
-	escaped bool
+	escaped bool // what members said of the message
 }
-
-type span struct{ from, to int }
-
-func (s span) empty() bool          { return s.from == s.to }
-func (s span) of(all string) string { return all[s.from:s.to] }
-
-// newArena copies message b; escaped is what members said of it.
-func newArena(b []byte, escaped bool) arena {
-	return arena{append(make([]byte, 0, len(b)), b...), escaped}
-}
-
-// string is the arena's bytes as a string, without a copy: the arena is
-// not written to afterwards.
-func (a *arena) string() string { return unsafe.String(unsafe.SliceData(a.b), len(a.b)) }
 
 // decodeResume reads a resume message. On error the handle, now and wake
 // are still filled in when they could be read.
 func decodeResume(b []byte) (ResumeMsg, error) {
 	var in ResumeMsg
-	if len(b) > MaxMessage {
-		return in, errTooLarge
-	}
 	var v [7]raw
-	escaped, ok := members(b, resumeMembers, v[:])
-	if !ok {
-		return in, errMalformed
+	a, err := open(b, resumeMembers, v[:])
+	if err != nil {
+		return in, err
 	}
 	h, ok := integer(b, v[0])
 	if !ok || h <= 0 || h > 1<<32-1 {
@@ -204,18 +185,12 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 		return in, errMalformed
 	}
 	in.Status = int(status)
-	a := newArena(b, escaped)
 	hs, okh := a.headers(b, v[4])
-	errSpan, oke := a.str(b, v[6])
+	errText, oke := a.str(b, v[6])
 	if !okh || !oke {
 		return in, errMalformed
 	}
-	all := a.string()
-	in.Headers = make([]Header, len(hs))
-	for i, h := range hs {
-		in.Headers[i] = Header{h[0].of(all), h[1].of(all)}
-	}
-	in.Error = errSpan.of(all)
+	in.Headers, in.Error = hs, errText
 	if len(in.Headers) > MaxHeaders || headerBytes(in.Headers) > MaxHeaderBytes {
 		return in, errTooLarge
 	}
@@ -223,11 +198,11 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 		if v[5].k != kString {
 			return in, errMalformed
 		}
-		sp, _ := a.str(b, v[5])
-		if sp.to-sp.from > MaxBody {
+		from, to := a.unescape(b, v[5])
+		if to-from > MaxBody {
 			return in, errTooLarge
 		}
-		in.Body = a.b[sp.from:sp.to:sp.to]
+		in.Body = a.b[from:to:to]
 	}
 	return in, nil
 }
@@ -283,16 +258,5 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 
 func appendHeaders(dst []byte, h []Header) []byte {
 	dst = jsonenc.Key(dst, "headers")
-	dst = append(dst, '[')
-	for i, kv := range h {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, '[')
-		dst = jsonenc.String(dst, kv.Name)
-		dst = append(dst, ',')
-		dst = jsonenc.String(dst, kv.Value)
-		dst = append(dst, ']')
-	}
-	return append(dst, ']')
+	return jsonenc.Pairs(dst, h, func(h Header) (string, string) { return h.Name, h.Value })
 }

@@ -371,19 +371,29 @@ func integer(b []byte, v raw) (int64, bool) {
 	return int64(n), true
 }
 
-// str appends the unescaped string v to a; absent is empty.
-func (a *arena) str(b []byte, v raw) (span, bool) {
+// str is the string v, unescaped in the arena; absent is empty.
+func (a *arena) str(b []byte, v raw) (string, bool) {
 	if !v.present() {
-		return span{}, true
+		return "", true
 	}
 	if v.k != kString {
-		return span{}, false
+		return "", false
 	}
-	from, to := v.from+1, v.to-1
+	from, to := a.unescape(b, v)
+	if from == to {
+		return "", true
+	}
+	return unsafe.String(&a.b[from], to-from), true
+}
+
+// unescape resolves the escapes of string v in place in the arena and
+// returns where its contents lie there.
+func (a *arena) unescape(b []byte, v raw) (from, to int) {
+	from, to = v.from+1, v.to-1
 	if a.escaped {
 		to = from + unescape(a.b[from:to], b[from:to])
 	}
-	return span{from, to}, true
+	return from, to
 }
 
 // plain is jsonenc.Plain of b's bytes.
@@ -456,9 +466,9 @@ func decodeSurrogates(hi, lo rune) rune {
 	return utf8.RuneError
 }
 
-// headers appends the [[name, value], ...] pairs of v to a; absent is
-// none. A name may not be empty.
-func (a *arena) headers(b []byte, v raw) ([][2]span, bool) {
+// headers reads the [[name, value], ...] pairs of v, their strings from
+// the arena; absent is none. A name may not be empty.
+func (a *arena) headers(b []byte, v raw) ([]Header, bool) {
 	if !v.present() {
 		return nil, true
 	}
@@ -466,7 +476,7 @@ func (a *arena) headers(b []byte, v raw) ([][2]span, bool) {
 		return nil, false
 	}
 	s := scanner{b: b[:v.to], i: v.from + 1}
-	out := make([][2]span, 0, 16) // the common case in one allocation
+	out := make([]Header, 0, 16) // the common case in one allocation
 	s.ws()
 	if s.b[s.i] == ']' {
 		return out, true
@@ -477,7 +487,7 @@ func (a *arena) headers(b []byte, v raw) ([][2]span, bool) {
 			return nil, false
 		}
 		s.i++
-		var pair [2]span
+		var pair [2]string
 		for j := range pair {
 			s.ws()
 			if s.b[s.i] != '"' { // checked already: strings only
@@ -492,10 +502,10 @@ func (a *arena) headers(b []byte, v raw) ([][2]span, bool) {
 			}
 			s.i++
 		}
-		if pair[0].empty() {
+		if pair[0] == "" {
 			return nil, false
 		}
-		out = append(out, pair)
+		out = append(out, Header{pair[0], pair[1]})
 		s.ws()
 		if s.b[s.i] == ']' {
 			return out, true
