@@ -2,8 +2,10 @@ package batch_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,4 +129,43 @@ func (s *store) Usage(ctx context.Context, org string, now time.Time, version st
 func (s *store) Close() error {
 	s.c.Close()
 	return nil
+}
+
+// counting counts a backend's transactions.
+type counting struct {
+	*mem
+	begun atomic.Int32
+}
+
+func (c *counting) Begin(ctx context.Context) (batch.Tx, error) {
+	c.begun.Add(1)
+	return c.mem.Begin(ctx)
+}
+
+// TestReadyOpsJoinTheBatch: ops of goroutines that are ready to run when
+// the committer takes an op share its transaction. On one processor the
+// first Apply wakes the committer ahead of the other two callers; only
+// its yields let them queue their ops before it commits.
+func TestReadyOpsJoinTheBatch(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	db := &counting{mem: &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]batch.Bitset{}}}
+	c := batch.NewCommitter(db, 0)
+	defer c.Close()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	op := meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if _, err := c.Apply(context.Background(), op); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := db.begun.Load(); n != 1 {
+		t.Errorf("3 ops of ready goroutines took %d transactions, want 1", n)
+	}
+	if got := db.counts[batch.Key{Org: "acme", Meter: meter.MonthCalls, Period: meter.MonthCalls.Period(now)}]; got != 3 {
+		t.Errorf("calls = %d, want 3", got)
+	}
 }

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +16,14 @@ var ErrClosed = errors.New("meter store closed")
 // DefaultMaxBatch is the default cap on the ops committed in one
 // transaction.
 const DefaultMaxBatch = 256
+
+// yields is how many times the committer lets the goroutines that are
+// ready to run go first before it closes a batch, so that those about to
+// queue an op join it. A busy origin's ops arrive spread out: without
+// this, make bench's edge 304s (16 clients, 2 cores) were committed about
+// 1.07 ops a transaction, with it about 2.1, for about 15% more 304s a
+// second. On an idle machine nothing else is ready and it costs nothing.
+const yields = 4
 
 // A request's states: queued until the committer takes it into a batch,
 // or cancelled by its caller first. The one compare-and-swap that leaves
@@ -105,19 +114,7 @@ func (c *Committer) run() {
 	batch := make([]*request, 0, c.max)
 	ops := make([]meter.Op, 0, c.max)
 	for r := range c.queue {
-		batch = append(batch[:0], r)
-	fill:
-		for len(batch) < c.max {
-			select {
-			case r, ok := <-c.queue:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch = c.fill(append(batch[:0], r))
 		live := batch[:0]
 		for _, r := range batch {
 			if r.state.CompareAndSwap(queued, taken) {
@@ -142,6 +139,29 @@ func (c *Committer) run() {
 			}
 		}
 		clear(batch) // drop references to answered requests
+	}
+}
+
+// fill adds to batch the ops queued, up to the cap, yielding to other
+// goroutines in between (yields) while there is room.
+func (c *Committer) fill(batch []*request) []*request {
+	for y := 0; ; y++ {
+		for len(batch) < c.max {
+			select {
+			case r, ok := <-c.queue:
+				if !ok {
+					return batch
+				}
+				batch = append(batch, r)
+				continue
+			default:
+			}
+			break
+		}
+		if y == yields || len(batch) == c.max {
+			return batch
+		}
+		runtime.Gosched()
 	}
 }
 
