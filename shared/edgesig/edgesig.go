@@ -63,13 +63,18 @@ func NewSigner(key []byte) *Signer {
 
 // Sign returns the header value for a request at unix seconds.
 func (s *Signer) Sign(purpose, method, target, requestID string, unix int64) string {
-	sum := s.mac(purpose, method, target, requestID, unix)
-	b := append(s.buf[:0], "v1="...)
-	b = strconv.AppendInt(b, unix, 10)
-	b = append(b, '.')
-	b = hex.AppendEncode(b, sum)
+	b := s.Append(s.buf[:0], purpose, method, target, requestID, unix)
 	s.buf = b
 	return string(b)
+}
+
+// Append appends Sign's header value to dst.
+func (s *Signer) Append(dst []byte, purpose, method, target, requestID string, unix int64) []byte {
+	sum := s.mac(purpose, method, target, requestID, unix)
+	dst = append(dst, "v1="...)
+	dst = strconv.AppendInt(dst, unix, 10)
+	dst = append(dst, '.')
+	return hex.AppendEncode(dst, sum)
 }
 
 // mac is the HMAC of the length-prefixed fields; the result is valid

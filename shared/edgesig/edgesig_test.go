@@ -47,6 +47,9 @@ func TestSignerFormat(t *testing.T) {
 	if got := Sign(key, Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000); got != want {
 		t.Errorf("Sign: got %s, want %s", got, want)
 	}
+	if got := string(s.Append([]byte("x"), Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000)); got != "x"+want {
+		t.Errorf("Append: got %s, want x%s", got, want)
+	}
 }
 
 func TestDigits(t *testing.T) {

@@ -42,6 +42,12 @@ const hexDigits = "0123456789abcdef"
 // Derive returns the weak ETag of a response with inputs in. Each field is
 // length-prefixed, so no two different inputs hash the same bytes.
 func Derive(in Input) string {
+	var b [20]byte
+	return string(AppendDerive(b[:0], in))
+}
+
+// AppendDerive appends Derive's tag to dst.
+func AppendDerive(dst []byte, in Input) []byte {
 	var d xxhash.Digest
 	d.Reset()
 	d.WriteString(domain)
@@ -53,7 +59,7 @@ func Derive(in Input) string {
 		d.Write(n[:])
 		d.WriteString(s)
 	}
-	return weak(d.Sum64())
+	return appendWeak(dst, d.Sum64())
 }
 
 // FromBytes returns the weak ETag of route 1 (GET /v1/openapi.json), which
@@ -83,10 +89,13 @@ func GrantsDigest(grants []string) string {
 // weak formats h as W/"<16 lowercase hex>".
 func weak(h uint64) string {
 	var b [20]byte
-	buf := append(b[:0], 'W', '/', '"')
-	buf = appendHex(buf, h)
-	buf = append(buf, '"')
-	return string(buf)
+	return string(appendWeak(b[:0], h))
+}
+
+func appendWeak(dst []byte, h uint64) []byte {
+	dst = append(dst, 'W', '/', '"')
+	dst = appendHex(dst, h)
+	return append(dst, '"')
 }
 
 func appendHex(dst []byte, h uint64) []byte {

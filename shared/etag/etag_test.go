@@ -31,6 +31,9 @@ func TestDeriveVectors(t *testing.T) {
 		if got, want := Derive(in), v.Fields[6]; got != want {
 			t.Errorf("derive.txt:%d: Derive(%+v) = %s, want %s", v.Line, in, got, want)
 		}
+		if got, want := string(AppendDerive([]byte("x"), in)), "x"+v.Fields[6]; got != want {
+			t.Errorf("derive.txt:%d: AppendDerive(x, %+v) = %s, want %s", v.Line, in, got, want)
+		}
 	}
 }
 

@@ -224,14 +224,19 @@ func (v *Values) Includes(section string) bool { return member(v.include, sectio
 // made explicit,
 // include sorted, values percent-encoded; parameters that do not change
 // the answer (route.Param.NoETag) are left out.
-func (v *Values) Canonical() string { return v.canonical(false) }
+func (v *Values) Canonical() string { return string(v.appendCanonical(nil, false)) }
+
+// AppendCanonical appends Canonical's form of the query to dst.
+func (v *Values) AppendCanonical(dst []byte) []byte { return v.appendCanonical(dst, false) }
 
 // Binding is the canonical query without cursor and limit: what a cursor is
 // bound to, so that a walk may change its page size but not its set.
-func (v *Values) Binding() string { return v.canonical(true) }
+func (v *Values) Binding() string { return string(v.appendCanonical(nil, true)) }
 
-func (v *Values) canonical(binding bool) string {
-	var b []byte
+// appendCanonical appends the canonical query to b: the route's query
+// parameters in table order, given or defaulted, percent-encoded.
+func (v *Values) appendCanonical(b []byte, binding bool) []byte {
+	start := len(b)
 	for i := range v.r.Params {
 		p := &v.r.Params[i]
 		if p.In != route.Query || p.NoETag {
@@ -247,14 +252,14 @@ func (v *Values) canonical(binding bool) string {
 		if val == "" {
 			continue // neither given nor defaulted
 		}
-		if len(b) > 0 {
+		if len(b) > start {
 			b = append(b, '&')
 		}
 		b = append(b, p.Name...)
 		b = append(b, '=')
 		b = escape(b, val)
 	}
-	return string(b)
+	return b
 }
 
 func member(set []string, s string) bool {

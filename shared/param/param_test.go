@@ -43,6 +43,9 @@ func TestQueryVectors(t *testing.T) {
 		} else {
 			// Fields are trimmed, so an empty canonical form reads "ok".
 			got = strings.TrimSuffix("ok "+pv.Canonical(), " ")
+			if a := string(pv.AppendCanonical([]byte("x&"))); a != "x&"+pv.Canonical() {
+				t.Errorf("query.txt:%d: AppendCanonical(x&) = %q, want x& then %q", v.Line, a, pv.Canonical())
+			}
 		}
 		if got != want {
 			t.Errorf("query.txt:%d: route %d %q\n got: %s\nwant: %s", v.Line, id, query, got, want)

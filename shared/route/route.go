@@ -413,15 +413,18 @@ func (v *Vars) String() string {
 	for i := 0; i < v.n; i++ {
 		n += len(v.name[i]) + len(v.val[i]) + 2
 	}
-	var b strings.Builder
-	b.Grow(n)
+	return string(v.Append(make([]byte, 0, n)))
+}
+
+// Append appends String's form of the variables to dst.
+func (v *Vars) Append(dst []byte) []byte {
 	for i := 0; i < v.n; i++ {
 		if i > 0 {
-			b.WriteByte('&')
+			dst = append(dst, '&')
 		}
-		b.WriteString(v.name[i])
-		b.WriteByte('=')
-		b.WriteString(v.val[i])
+		dst = append(dst, v.name[i]...)
+		dst = append(dst, '=')
+		dst = append(dst, v.val[i]...)
 	}
-	return b.String()
+	return dst
 }

@@ -199,6 +199,9 @@ func TestMatch(t *testing.T) {
 			if g := strings.Join(got, ","); g != tt.vars {
 				t.Errorf("vars: got %q, want %q", g, tt.vars)
 			}
+			if s, a := vars.String(), string(vars.Append([]byte("x"))); s != strings.ReplaceAll(tt.vars, ",", "&") || a != "x"+s {
+				t.Errorf("String() = %q, Append(x) = %q; want %q", s, a, strings.ReplaceAll(tt.vars, ",", "&"))
+			}
 		})
 	}
 }

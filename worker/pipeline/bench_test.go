@@ -82,3 +82,36 @@ func BenchmarkGate304(b *testing.B) {
 		}
 	}
 }
+
+// TestGate304Allocations holds the allocations of an edge 304 (start and
+// resume through the JSON codec) to what they are: under TinyGo each one
+// is a search of the heap, and they bring the next collection closer.
+func TestGate304Allocations(t *testing.T) {
+	p := newPipeline()
+	installKeys(t, p, t0, "k1")
+	tok := "Bearer " + sign("k1", t0, nil)
+	learnOrg(t, p, tok, "00ff", version)
+	tag := candidateTag("00ff")
+	start := []byte(`{"method":"GET","path":"/v1/subjects/algebra","query":"tier=high&detail=full","headers":[["Host","127.0.0.1:8787"],["Authorization",` +
+		strconv.Quote(tok) + `],["If-None-Match",` + strconv.Quote(tag) + `],["Accept-Encoding","gzip"]],"now":` + strconv.FormatInt(t0ms+1000, 10) + `}`)
+	// Handles are given out in turn: the resume messages of the next ones.
+	const runs = 50
+	var resumes [][]byte
+	for h := p.next + 1; len(resumes) <= runs; h++ {
+		resumes = append(resumes, []byte(`{"handle":`+strconv.Itoa(int(h))+`,"status":204,"headers":[["Cache-Control","private"],["Etag",`+strconv.Quote(tag)+
+			`],["Vary","Authorization, Accept-Encoding"],["X-Lectern-Grants","00ff"],["X-Lectern-Org","acme"],["X-Service-Content-Version","`+version+`"]],"now":`+strconv.FormatInt(t0ms+1010, 10)+`}`))
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		p.HandleStart(start)
+		if out := p.HandleResume(resumes[i]); !bytes.Contains(out, []byte(`"status":304`)) {
+			t.Fatalf("%s", out)
+		}
+		i++
+	})
+	// The start's message copy and headers, its pending request, the
+	// resume's message copy and headers.
+	if allocs > 5 {
+		t.Errorf("%.1f allocations per edge 304, want at most 5", allocs)
+	}
+}

@@ -68,11 +68,11 @@ func ConfigResult(err error) []byte {
 func (p *Pipeline) HandleStart(b []byte) []byte {
 	req, err := decodeRequest(b)
 	if err == errTooLarge {
-		out := p.errorResponse(p.newHandle(), p.requestID(""), tooLarge())
+		out := p.errorResponse(p.newHandle(), p.requestID("", nil), tooLarge())
 		return out.AppendJSON(nil)
 	}
 	if err != nil {
-		out := p.internal(p.newHandle(), p.requestID(""), "The edge could not read the request.")
+		out := p.internal(p.newHandle(), p.requestID("", nil), "The edge could not read the request.")
 		return out.AppendJSON(nil)
 	}
 	out := p.Start(req)
@@ -101,7 +101,7 @@ func (p *Pipeline) HandleResume(b []byte) []byte {
 	in, err := decodeResume(b)
 	if err != nil {
 		if in.Handle == 0 {
-			out := p.internal(0, p.requestID(""), "The edge could not read the host's message.")
+			out := p.internal(0, p.requestID("", nil), "The edge could not read the host's message.")
 			return out.AppendJSON(nil)
 		}
 		in = ResumeMsg{Handle: in.Handle, Now: in.Now, Wake: in.Wake, Error: err.Error()}

@@ -179,14 +179,29 @@ func listHas(list, name string) bool {
 // responseHeaders are the fields of an origin response fit for the
 // client: no X-Lectern-* and no hop-by-hop fields. An answer the edge
 // writes itself (own) also loses the framing and Date fields, which the
-// host writes for the body it sends.
+// host writes for the body it sends. h is reused.
 func responseHeaders(h []Header, own bool) []Header {
-	out := make([]Header, 0, len(h)+1)
+	if own {
+		return filterHeaders(h, func(name string) bool {
+			return internal(name) || equalFold(name, "Content-Length") || equalFold(name, "Date")
+		})
+	}
+	return filterHeaders(h, internal)
+}
+
+// filterHeaders drops from h the hop-by-hop fields and those drop names,
+// in place: no field's fate depends on another's, unless a Connection
+// field names some, and then the result is a new slice.
+func filterHeaders(h []Header, drop func(name string) bool) []Header {
+	out := h[:0]
 	for _, kv := range h {
-		if internal(kv.Name) || hopByHop(kv.Name, h) {
-			continue
+		if equalFold(kv.Name, "Connection") {
+			out = make([]Header, 0, len(h)+2)
+			break
 		}
-		if own && (equalFold(kv.Name, "Content-Length") || equalFold(kv.Name, "Date")) {
+	}
+	for _, kv := range h {
+		if hopByHop(kv.Name, h) || drop(kv.Name) {
 			continue
 		}
 		out = append(out, kv)

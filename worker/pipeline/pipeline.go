@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
@@ -62,7 +63,10 @@ type Pipeline struct {
 	parked  []Handle // requests waiting for that fetch
 	tokens  tokenCache
 	orgs    orgCache
-	out     []byte // the codec's last output message, reused
+	out     []byte   // the codec's last output message, reused
+	scratch []byte   // candidate's working bytes, reused
+	rnd     [12]byte // the random bytes of a request id
+	gateURL string
 
 	pending      map[Handle]*pending
 	pendingBytes int
@@ -77,6 +81,7 @@ func New(cfg Config) *Pipeline {
 	}
 	return &Pipeline{
 		origin:           strings.TrimRight(cfg.Origin, "/"),
+		gateURL:          strings.TrimRight(cfg.Origin, "/") + "/internal/gate",
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
 		signer:           edgesig.NewSigner(edgesig.Key([]byte(cfg.Secret))),
@@ -113,19 +118,51 @@ type pending struct {
 	now   int64   // unix ms of the run in progress
 	wait  suspend // set by Authenticate when the request must wait for the JWKS
 	since int64   // unix ms of the last output for it
+
+	sub  [5]Header // the gate subrequest's fields
+	text text      // the strings made for it: request id, target, signature
+}
+
+// text is where a pending request keeps the strings made for it, in the
+// same allocation as the request: each is appended to the free space and
+// never written again, and one that does not fit goes to the heap. (Under
+// TinyGo every allocation costs a search of the heap and brings the next
+// collection closer; a gated 304 made about twenty.)
+type text struct {
+	n int
+	b [192]byte
+}
+
+// free is the room left, for appending to; nil t has none.
+func (t *text) free() []byte {
+	if t == nil {
+		return nil
+	}
+	return t.b[t.n:t.n:len(t.b)]
+}
+
+// keep returns b, appended to t.free(), as a string: held in t if it fit,
+// else in the array append moved it to. Neither is written again.
+func (t *text) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if t != nil && t.n < len(t.b) && unsafe.SliceData(b) == &t.b[t.n] {
+		t.n += len(b)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // Start runs a new request through the pipeline.
 func (p *Pipeline) Start(req Request) Output {
-	h := p.newHandle()
-	id := p.requestID(headerValue(req.Headers, "X-Request-Id"))
+	st := &pending{handle: p.newHandle(), req: req}
+	st.id = p.requestID(headerValue(req.Headers, "X-Request-Id"), &st.text)
 	if req.Now <= 0 {
-		return p.internal(h, id, "The edge received a request without a clock reading.")
+		return p.internal(st.handle, st.id, "The edge received a request without a clock reading.")
 	}
 	if !req.bounded() {
-		return p.errorResponse(h, id, tooLarge())
+		return p.errorResponse(st.handle, st.id, tooLarge())
 	}
-	st := &pending{handle: h, id: id, req: req}
 	return p.finish(p.run(st, req.Now), req.Now)
 }
 
@@ -136,7 +173,7 @@ func (p *Pipeline) Start(req Request) Output {
 func (p *Pipeline) Resume(in ResumeMsg) Output {
 	st := p.pending[in.Handle]
 	if st == nil {
-		return p.internal(in.Handle, p.requestID(""), "The edge has no request with this handle.")
+		return p.internal(in.Handle, p.requestID("", nil), "The edge has no request with this handle.")
 	}
 	now := in.Now
 	if now <= 0 {
@@ -207,7 +244,8 @@ func (st *pending) Authenticate(authorization string) (token.Claims, *apierr.Err
 
 // candidate is the ETag the origin would give the request, from the
 // organisation's cached version and grants digest (docs/edge.md, Origin
-// protocol); ok is false when there is nothing to compare.
+// protocol); ok is false when there is nothing to compare. The tag is
+// valid until the next call.
 func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
 	if st.req.Method != "GET" || passed.Route.Validator != route.Derived || st.orgKey.id == "" ||
 		headerValue(st.req.Headers, "If-None-Match") == "" {
@@ -217,15 +255,27 @@ func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
 	if !ok || o.version == "" || o.grants == "" {
 		return "", false
 	}
-	return etag.Derive(etag.Input{
+	// The target, the canonical query and the tag, one after another in
+	// the scratch bytes; each is read as a string of bytes not written
+	// again while it is read (an append that grows b leaves them behind).
+	b := passed.Vars.Append(p.scratch[:0])
+	nt := len(b)
+	b = passed.Params.AppendCanonical(b)
+	nq := len(b)
+	b = etag.AppendDerive(b, etag.Input{
 		Version: o.version,
 		Route:   int(passed.Route.ID),
-		Target:  passed.Vars.String(),
-		Params:  passed.Params.Canonical(),
+		Target:  view(b[:nt]),
+		Params:  view(b[nt:nq]),
 		Org:     o.org,
 		Grants:  o.grants,
-	}), true
+	})
+	p.scratch = b
+	return view(b[nq:]), true
 }
+
+// view is b as a string, for bytes not written while it is in use.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // orgKey is the per-organisation cache key of a token: its org claim, or
 // else its client (whose organisation the origin looks up); client tells
@@ -246,28 +296,31 @@ func orgKeyOf(c token.Claims) orgKey {
 }
 
 // target is the request target the origin sees: path, then ?query when
-// there is one, as net/url's RequestURI writes it.
-func (r *Request) target() string {
-	if r.Query == "" {
-		return r.Path
+// there is one, as net/url's RequestURI writes it; kept in st's text.
+func (st *pending) target() string {
+	if st.req.Query == "" {
+		return st.req.Path
 	}
-	return r.Path + "?" + r.Query
+	b := append(st.text.free(), st.req.Path...)
+	b = append(b, '?')
+	return st.text.keep(append(b, st.req.Query...))
 }
 
 // gate asks the origin whether the conditional request is a 304.
 func (p *Pipeline) gate(st *pending, now int64) Output {
-	target := st.req.target()
-	h := []Header{
-		{"Authorization", headerValue(st.req.Headers, "Authorization")},
-		{"If-None-Match", headerValue(st.req.Headers, "If-None-Match")},
-		{"X-Request-Id", st.id},
-		{"X-Lectern-Target", target},
-		{edgesig.Header, p.signer.Sign(edgesig.Gate, "POST", target, st.id, now/1000)},
-	}
+	target := st.target()
+	sig := st.text.keep(p.signer.Append(st.text.free(), edgesig.Gate, "POST", target, st.id, now/1000))
+	h := append(st.sub[:0],
+		Header{"Authorization", headerValue(st.req.Headers, "Authorization")},
+		Header{"If-None-Match", headerValue(st.req.Headers, "If-None-Match")},
+		Header{"X-Request-Id", st.id},
+		Header{"X-Lectern-Target", target},
+		Header{edgesig.Header, sig},
+	)
 	if !p.keep(st, stageGate, now) {
 		return p.busy(st)
 	}
-	return Output{Kind: Subrequest, Handle: st.handle, Method: "POST", URL: p.origin + "/internal/gate", Headers: h}
+	return Output{Kind: Subrequest, Handle: st.handle, Method: "POST", URL: p.gateURL, Headers: h}
 }
 
 // gateDone reads the gate's answer: 204 is a 304, 412 a forward, any other
@@ -296,17 +349,11 @@ func (p *Pipeline) gateDone(st *pending, in ResumeMsg) Output {
 
 // forward sends the client's request to the origin, signed.
 func (p *Pipeline) forward(st *pending, now int64) Output {
-	target := st.req.target()
-	h := make([]Header, 0, len(st.req.Headers)+2)
-	for _, kv := range st.req.Headers {
-		if hopByHop(kv.Name, st.req.Headers) || internal(kv.Name) || equalFold(kv.Name, "X-Request-Id") {
-			continue
-		}
-		h = append(h, kv)
-	}
-	h = append(h, Header{"X-Request-Id", st.id},
-		Header{edgesig.Header, p.signer.Sign(edgesig.Forward, st.req.Method, target, st.id, now/1000)})
-	url := p.origin + target
+	target := st.target()
+	sig := st.text.keep(p.signer.Append(st.text.free(), edgesig.Forward, st.req.Method, target, st.id, now/1000))
+	h := filterHeaders(st.req.Headers, func(name string) bool { return internal(name) || equalFold(name, "X-Request-Id") })
+	h = append(h, Header{"X-Request-Id", st.id}, Header{edgesig.Header, sig})
+	url := st.text.keep(append(append(st.text.free(), p.origin...), target...))
 	method := st.req.Method
 	st.req.Headers = nil // not needed again; free them
 	if !p.keep(st, stageForward, now) {
@@ -436,8 +483,8 @@ func (p *Pipeline) drop(st *pending) {
 
 // requestID keeps a well-formed incoming X-Request-Id (8–64 of
 // [A-Za-z0-9._-], the origin's rule) and otherwise makes one in the
-// origin's format.
-func (p *Pipeline) requestID(in string) string {
+// origin's format, kept in t (nil: on the heap).
+func (p *Pipeline) requestID(in string, t *text) string {
 	if n := len(in); n >= 8 && n <= 64 {
 		ok := true
 		for i := 0; i < n && ok; i++ {
@@ -449,14 +496,13 @@ func (p *Pipeline) requestID(in string) string {
 		}
 	}
 	const hex = "0123456789abcdef"
-	var b [12]byte
-	io.ReadFull(p.random, b[:]) // on failure the zero bytes still make a valid id
-	out := make([]byte, 0, 4+2*len(b))
-	out = append(out, "req_"...)
-	for _, c := range b {
+	clear(p.rnd[:])
+	io.ReadFull(p.random, p.rnd[:]) // on failure the zero bytes still make a valid id
+	out := append(t.free(), "req_"...)
+	for _, c := range p.rnd {
 		out = append(out, hex[c>>4], hex[c&0xf])
 	}
-	return string(out)
+	return t.keep(out)
 }
 
 func itoa(n int) string {

@@ -556,3 +556,19 @@ func TestHeadersBounded(t *testing.T) {
 		t.Errorf("got %d %s", out.Status, out.Body)
 	}
 }
+
+// TestFilterHeaders: fields are filtered in place, except when a
+// Connection field names others, wherever it stands.
+func TestFilterHeaders(t *testing.T) {
+	never := func(string) bool { return false }
+	for _, tc := range []struct{ in, want []Header }{
+		{[]Header{{"A", "1"}, {"Host", "x"}, {"B", "2"}}, []Header{{"A", "1"}, {"B", "2"}}},
+		{[]Header{{"Connection", "X-Foo"}, {"A", "1"}, {"X-Foo", "hop"}, {"B", "2"}}, []Header{{"A", "1"}, {"B", "2"}}},
+		{[]Header{{"A", "1"}, {"X-Foo", "hop"}, {"connection", "close, x-foo"}}, []Header{{"A", "1"}}},
+	} {
+		in := slices.Clone(tc.in)
+		if got := filterHeaders(in, never); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("filterHeaders(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
