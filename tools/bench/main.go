@@ -29,7 +29,7 @@
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module] [-cpuprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -78,6 +78,7 @@ type options struct {
 	query    string
 	corpus   string
 	profile  string
+	memprof  string
 }
 
 var allSections = []string{"content", "edge", "worker", "module"}
@@ -92,6 +93,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.query, "q", "photosynthesis", "the search term of (d)")
 	fs.StringVar(&o.corpus, "corpus", "", "serve this corpus directory instead of generating the full one")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (client, edge and origin) to this file")
+	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -131,6 +133,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if o.memprof != "" {
+		f, err := os.Create(o.memprof)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}()
 	}
 	if o.profile != "" {
 		f, err := os.Create(o.profile)
