@@ -153,7 +153,8 @@ func (t *text) keep(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-// Start runs a new request through the pipeline.
+// Start runs a new request through the pipeline. It keeps req's header
+// fields until the request ends, and does not write to them.
 func (p *Pipeline) Start(req Request) Output {
 	st := &pending{handle: p.newHandle(), req: req}
 	st.id = p.requestID(headerValue(req.Headers, "X-Request-Id"), &st.text)
@@ -169,7 +170,8 @@ func (p *Pipeline) Start(req Request) Output {
 // Resume continues the request in.Handle with the response to its
 // subrequest, or wakes it (in.Wake) after a JWKS fetch it was parked on.
 // An unknown handle, or a message that does not fit the handle's stage,
-// is answered with 500 INTERNAL, never a panic.
+// is answered with 500 INTERNAL, never a panic. The output's header
+// fields are in.Headers' array, reused: the caller gives it up.
 func (p *Pipeline) Resume(in ResumeMsg) Output {
 	st := p.pending[in.Handle]
 	if st == nil {
@@ -351,7 +353,9 @@ func (p *Pipeline) gateDone(st *pending, in ResumeMsg) Output {
 func (p *Pipeline) forward(st *pending, now int64) Output {
 	target := st.target()
 	sig := st.text.keep(p.signer.Append(st.text.free(), edgesig.Forward, st.req.Method, target, st.id, now/1000))
-	h := filterHeaders(st.req.Headers, func(name string) bool { return internal(name) || equalFold(name, "X-Request-Id") })
+	// A copy: the client's fields are the caller's (Start).
+	h := append(make([]Header, 0, len(st.req.Headers)+2), st.req.Headers...)
+	h = filterHeaders(h, func(name string) bool { return internal(name) || equalFold(name, "X-Request-Id") })
 	h = append(h, Header{"X-Request-Id", st.id}, Header{edgesig.Header, sig})
 	url := st.text.keep(append(append(st.text.free(), p.origin...), target...))
 	method := st.req.Method

@@ -318,8 +318,12 @@ func TestForwardPassthrough(t *testing.T) {
 		{"X-Lectern-Edge", "forged"}, {"x-lectern-org", "forged"}, {"X-Request-Id", "bad id"},
 		{"Accept-Encoding", "gzip"},
 	}}
+	sent := slices.Clone(req.Headers)
 	out := p.Start(req)
 	wantKind(t, out, Subrequest)
+	if !reflect.DeepEqual(req.Headers, sent) {
+		t.Errorf("Start wrote to the caller's fields: %v", req.Headers)
+	}
 	if !out.Forward || out.Method != "POST" || out.URL != "http://origin.test/v1/media/urls" {
 		t.Errorf("got %s %s forward=%v", out.Method, out.URL, out.Forward)
 	}
