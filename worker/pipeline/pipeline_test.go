@@ -576,3 +576,16 @@ func TestFilterHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestStartKeepsCallersFields: a forward's fields are a copy; the
+// caller's, without a Connection field too, are as they were.
+func TestStartKeepsCallersFields(t *testing.T) {
+	p := newPipeline()
+	installKeys(t, p, t0, "k1")
+	req := get("/v1/subjects", "limit=5", t0ms, "Host", "edge.test", "X-Request-Id", "bad id", "Authorization", "Bearer "+sign("k1", t0, nil), "Accept", "*/*")
+	sent := slices.Clone(req.Headers)
+	wantKind(t, p.Start(req), Subrequest)
+	if !reflect.DeepEqual(req.Headers, sent) {
+		t.Errorf("Start wrote to the caller's fields:\n got %v\nwant %v", req.Headers, sent)
+	}
+}
