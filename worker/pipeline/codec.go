@@ -34,7 +34,7 @@ func ParseConfig(b []byte) (Config, error) {
 	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata"}
 	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata}
 	var v [6]raw
-	a, err := open(b, names, v[:])
+	a, err := open(b, names, v[:], false)
 	if err != nil {
 		return cfg, err
 	}
@@ -94,7 +94,8 @@ func (p *Pipeline) encode(out *Output) []byte {
 const maxKeptOutput = 64 << 10
 
 // HandleResume is Resume over JSON; its output, like HandleStart's, is
-// valid until the next call of either. A message it cannot read but whose
+// valid until the next call of either. It decodes b in place: b is the
+// codec's until the call returns, and its bytes are changed. A message it cannot read but whose
 // handle it can is a failed subrequest of that handle (status 0); without
 // a handle it is answered with 500 INTERNAL.
 func (p *Pipeline) HandleResume(b []byte) []byte {
@@ -120,7 +121,7 @@ var (
 func decodeRequest(b []byte) (Request, error) {
 	var r Request
 	var v [5]raw
-	a, err := open(b, requestMembers, v[:]) // every string of the request in one allocation
+	a, err := open(b, requestMembers, v[:], false) // every string of the request in one allocation
 	if err != nil {
 		return r, err
 	}
@@ -137,14 +138,19 @@ func decodeRequest(b []byte) (Request, error) {
 }
 
 // open checks message b (its size and syntax), finds the values of names
-// in vals (members) and copies b into an arena for its strings.
-func open(b []byte, names []string, vals []raw) (arena, error) {
+// in vals (members) and copies b into an arena for its strings; or, when
+// inPlace, makes b itself the arena: its strings are then unescaped in b
+// and live only as long as the caller leaves b alone.
+func open(b []byte, names []string, vals []raw, inPlace bool) (arena, error) {
 	if len(b) > MaxMessage {
 		return arena{}, errTooLarge
 	}
 	escaped, ok := members(b, names, vals)
 	if !ok {
 		return arena{}, errMalformed
+	}
+	if inPlace {
+		return arena{b, escaped}, nil
 	}
 	return arena{append(make([]byte, 0, len(b)), b...), escaped}, nil
 }
@@ -160,12 +166,14 @@ type arena struct {
 	escaped bool // what members said of the message
 }
 
-// decodeResume reads a resume message. On error the handle, now and wake
-// are still filled in when they could be read.
+// decodeResume reads a resume message, whose strings are b's bytes,
+// unescaped in place: nothing of a resume outlives its call (what the
+// caches keep they copy), so it needs no copy. On error the handle, now
+// and wake are still filled in when they could be read.
 func decodeResume(b []byte) (ResumeMsg, error) {
 	var in ResumeMsg
 	var v [7]raw
-	a, err := open(b, resumeMembers, v[:])
+	a, err := open(b, resumeMembers, v[:], true)
 	if err != nil {
 		return in, err
 	}

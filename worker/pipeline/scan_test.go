@@ -57,7 +57,7 @@ func FuzzScan(f *testing.F) {
 				t.Fatalf("%s: got %q, encoding/json %q", name, got, raw)
 			}
 			if v.k == kString && utf8.Valid(got) {
-				a, _ := open(b, names, make([]raw, len(names)))
+				a, _ := open(b, names, make([]raw, len(names)), false)
 				str, _ := a.str(b, v)
 				var s string
 				if err := json.Unmarshal(got, &s); err != nil || str != s {
@@ -124,7 +124,7 @@ func FuzzDecode(f *testing.F) {
 			raw, there := m[name]
 			return raw, there && count(b, name) == 1
 		}
-		if in, err := decodeResume(b); err == nil {
+		if in, err := decodeResume(bytes.Clone(b)); err == nil { // decoded in place
 			var body, errText string
 			if raw, ok := once("body"); ok && (json.Unmarshal(raw, &body) != nil || string(in.Body) != body) {
 				t.Fatalf("body %q, encoding/json %q in %q", in.Body, body, b)
