@@ -95,9 +95,9 @@ const maxKeptOutput = 64 << 10
 
 // HandleResume is Resume over JSON; its output, like HandleStart's, is
 // valid until the next call of either. It decodes b in place: b is the
-// codec's until the call returns, and its bytes are changed. A message it cannot read but whose
-// handle it can is a failed subrequest of that handle (status 0); without
-// a handle it is answered with 500 INTERNAL.
+// codec's until the call returns, and its bytes are changed. A message it
+// cannot read but whose handle it can is a failed subrequest of that
+// handle (status 0); without a handle it is answered with 500 INTERNAL.
 func (p *Pipeline) HandleResume(b []byte) []byte {
 	in, err := decodeResume(b)
 	if err != nil {
@@ -156,10 +156,11 @@ func open(b []byte, names []string, vals []raw, inPlace bool) (arena, error) {
 }
 
 // arena holds the strings of one message: a copy of the message made in
-// one move, in which each string value is unescaped in place (an escape is
-// longer than what it stands for) and then read as a string of those bytes,
-// which are not written again. A message without escapes, the common case,
-// needs no work after the copy. (Not a strings.Builder: TinyGo allocates
+// one move (or, for a resume, the message itself), in which each string
+// value is unescaped in place (an escape is longer than what it stands
+// for) and then read as a string of those bytes, which are not written
+// again. A message without escapes, the common case, needs no work after
+// the copy. (Not a strings.Builder: TinyGo allocates
 // every Builder on the heap, as it points to itself.)
 type arena struct {
 	b       []byte

@@ -79,9 +79,10 @@ func New(cfg Config) *Pipeline {
 	if r == nil {
 		r = rand.Reader
 	}
+	origin := strings.TrimRight(cfg.Origin, "/")
 	return &Pipeline{
-		origin:           strings.TrimRight(cfg.Origin, "/"),
-		gateURL:          strings.TrimRight(cfg.Origin, "/") + "/internal/gate",
+		origin:           origin,
+		gateURL:          origin + "/internal/gate",
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
 		signer:           edgesig.NewSigner(edgesig.Key([]byte(cfg.Secret))),
@@ -150,7 +151,7 @@ func (t *text) keep(b []byte) string {
 	if t != nil && t.n < len(t.b) && unsafe.SliceData(b) == &t.b[t.n] {
 		t.n += len(b)
 	}
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return view(b)
 }
 
 // Start runs a new request through the pipeline. It keeps req's header
