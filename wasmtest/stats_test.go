@@ -10,7 +10,8 @@ import (
 
 // TestModuleCPU: with Config.ThreadCPU set, the host adds up the clock's
 // advance over each module call (what tools/bench reports as module CPU
-// under load); without it, it counts nothing.
+// under load), or over one call in Config.ThreadCPUEvery, scaled; without
+// it, it counts nothing.
 func TestModuleCPU(t *testing.T) {
 	forEachBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
@@ -24,6 +25,17 @@ func TestModuleCPU(t *testing.T) {
 		}
 		if got := e.host.Stats().ModuleCPU - before.ModuleCPU; got != time.Microsecond {
 			t.Errorf("one module call counted %v, want 1µs (two readings, 1 µs apart)", got)
+		}
+		// Sampled: one call in 3 is clocked and counted three times
+		// (configure was the instance's first call).
+		sampled := newEdge(t, b, o, func(c *host.Config) { c.ThreadCPU, c.ThreadCPUEvery, c.Instances = clock, 3, 1 })
+		before = sampled.host.Stats()
+		for i := range 7 {
+			do(t, sampled.url, "GET", "/v1/nope", "")
+			want := time.Duration((i+2)/3*3) * time.Microsecond
+			if got := sampled.host.Stats().ModuleCPU - before.ModuleCPU; got != want {
+				t.Fatalf("after %d requests, one call in 3 clocked: ModuleCPU %v, want %v", i+1, got, want)
+			}
 		}
 		plain := newEdge(t, b, o, nil)
 		do(t, plain.url, "GET", "/v1/nope", "")
