@@ -13,7 +13,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"strconv"
 	"strings"
 )
@@ -37,8 +36,12 @@ func Key(secret []byte) []byte {
 	return m.Sum(nil)
 }
 
+// mac is what Verify checks, computed by crypto/hmac (Signer has its own
+// HMAC, padded, which this keeps honest).
 func mac(key []byte, purpose, method, target, requestID string, unix int64) []byte {
-	return NewSigner(key).mac(purpose, method, target, requestID, unix)
+	m := hmac.New(sha256.New, key)
+	m.Write(signed(nil, purpose, method, target, requestID, unix))
+	return m.Sum(nil)
 }
 
 // Sign returns the header value for a request at unix seconds.
@@ -51,14 +54,14 @@ func Sign(key []byte, purpose, method, target, requestID string, unix int64) str
 // concurrent use: the edge's pipeline, which signs every request it
 // passes on, is single-threaded.
 type Signer struct {
-	m   hash.Hash
+	mac padded
 	buf []byte
-	sum []byte
+	sum [sha256.Size]byte
 }
 
 // NewSigner returns a Signer of key (see Key).
 func NewSigner(key []byte) *Signer {
-	return &Signer{m: hmac.New(sha256.New, key)}
+	return &Signer{mac: newPadded(key)}
 }
 
 // Sign returns the header value for a request at unix seconds.
@@ -70,28 +73,22 @@ func (s *Signer) Sign(purpose, method, target, requestID string, unix int64) str
 
 // Append appends Sign's header value to dst.
 func (s *Signer) Append(dst []byte, purpose, method, target, requestID string, unix int64) []byte {
-	sum := s.mac(purpose, method, target, requestID, unix)
+	s.buf = signed(s.buf[:0], purpose, method, target, requestID, unix)
+	s.mac.sum(s.buf, &s.sum)
 	dst = append(dst, "v1="...)
 	dst = strconv.AppendInt(dst, unix, 10)
 	dst = append(dst, '.')
-	return hex.AppendEncode(dst, sum)
+	return hex.AppendEncode(dst, s.sum[:])
 }
 
-// mac is the HMAC of the length-prefixed fields; the result is valid
-// until the next call.
-func (s *Signer) mac(purpose, method, target, requestID string, unix int64) []byte {
-	b := s.buf[:0]
+// signed appends to b what is signed: the length-prefixed fields.
+func signed(b []byte, purpose, method, target, requestID string, unix int64) []byte {
 	for _, f := range [...]string{"v1", purpose, method, target, requestID} {
 		b = field(b, f)
 	}
 	b = strconv.AppendInt(b, int64(digits(unix)), 10)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, unix, 10)
-	s.buf = b
-	s.m.Reset()
-	s.m.Write(b)
-	s.sum = s.m.Sum(s.sum[:0])
-	return s.sum
+	return strconv.AppendInt(b, unix, 10)
 }
 
 // digits is the length of n in decimal.
