@@ -34,7 +34,7 @@ func ParseConfig(b []byte) (Config, error) {
 	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata"}
 	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata}
 	var v [6]raw
-	a, err := open(b, names, v[:], false)
+	a, err := open(b, names, v[:], false, nil)
 	if err != nil {
 		return cfg, err
 	}
@@ -66,7 +66,8 @@ func ConfigResult(err error) []byte {
 // valid until the next HandleStart or HandleResume. A message it cannot
 // read is answered with 500 INTERNAL.
 func (p *Pipeline) HandleStart(b []byte) []byte {
-	req, err := decodeRequest(b)
+	st := p.reuse()
+	req, err := decodeRequest(b, st)
 	if err == errTooLarge {
 		out := p.errorResponse(p.newHandle(), p.requestID("", nil), tooLarge())
 		return out.AppendJSON(nil)
@@ -75,8 +76,13 @@ func (p *Pipeline) HandleStart(b []byte) []byte {
 		out := p.internal(p.newHandle(), p.requestID("", nil), "The edge could not read the request.")
 		return out.AppendJSON(nil)
 	}
-	out := p.Start(req)
-	return p.encode(&out)
+	out := p.start(st, req)
+	b = p.encode(&out)
+	if p.pending[st.handle] != st {
+		p.dropped = append(p.dropped, st) // answered at once
+	}
+	p.recycle()
+	return b
 }
 
 // encode writes out into the codec's output buffer: the message returned
@@ -90,8 +96,12 @@ func (p *Pipeline) encode(out *Output) []byte {
 	return b
 }
 
-// maxKeptOutput bounds the output buffer kept between calls.
-const maxKeptOutput = 64 << 10
+// maxKeptOutput bounds the output buffer kept between calls, and
+// maxKeptHeaders the header array kept for the next resume.
+const (
+	maxKeptOutput  = 64 << 10
+	maxKeptHeaders = 64
+)
 
 // HandleResume is Resume over JSON; its output, like HandleStart's, is
 // valid until the next call of either. It decodes b in place: b is the
@@ -99,7 +109,10 @@ const maxKeptOutput = 64 << 10
 // cannot read but whose handle it can is a failed subrequest of that
 // handle (status 0); without a handle it is answered with 500 INTERNAL.
 func (p *Pipeline) HandleResume(b []byte) []byte {
-	in, err := decodeResume(b)
+	in, err := decodeResume(b, p.resumeHeaders[:0])
+	if cap(in.Headers) <= maxKeptHeaders {
+		p.resumeHeaders = in.Headers[:0]
+	}
 	if err != nil {
 		if in.Handle == 0 {
 			out := p.internal(0, p.requestID("", nil), "The edge could not read the host's message.")
@@ -108,7 +121,9 @@ func (p *Pipeline) HandleResume(b []byte) []byte {
 		in = ResumeMsg{Handle: in.Handle, Now: in.Now, Wake: in.Wake, Error: err.Error()}
 	}
 	out := p.Resume(in)
-	return p.encode(&out)
+	b = p.encode(&out)
+	p.recycle()
+	return b
 }
 
 // The members of the start and resume messages, in the order of their
@@ -118,10 +133,18 @@ var (
 	resumeMembers  = []string{"handle", "now", "wake", "status", "headers", "body", "error"}
 )
 
-func decodeRequest(b []byte) (Request, error) {
+// decodeRequest reads a start message. Its strings are in a copy of b,
+// and its header fields in an array: st's (a pending request of the codec
+// kept for reuse), or new ones when st is nil.
+func decodeRequest(b []byte, st *pending) (Request, error) {
 	var r Request
 	var v [5]raw
-	a, err := open(b, requestMembers, v[:], false) // every string of the request in one allocation
+	var buf []byte
+	var fields []Header
+	if st != nil {
+		buf, fields = st.arena, st.fields
+	}
+	a, err := open(b, requestMembers, v[:], false, buf) // every string of the request in one allocation, or none
 	if err != nil {
 		return r, err
 	}
@@ -129,7 +152,10 @@ func decodeRequest(b []byte) (Request, error) {
 	r.Method, ok[0] = a.str(b, v[0])
 	r.Path, ok[1] = a.str(b, v[1])
 	r.Query, ok[2] = a.str(b, v[2])
-	r.Headers, ok[3] = a.headers(b, v[3])
+	r.Headers, ok[3] = a.headers(fields, b, v[3])
+	if st != nil {
+		st.arena, st.fields = a.b, r.Headers
+	}
 	r.Now, ok[4] = integer(b, v[4])
 	if ok != [5]bool{true, true, true, true, true} || r.Method == "" || r.Path == "" {
 		return Request{}, errMalformed
@@ -138,10 +164,11 @@ func decodeRequest(b []byte) (Request, error) {
 }
 
 // open checks message b (its size and syntax), finds the values of names
-// in vals (members) and copies b into an arena for its strings; or, when
-// inPlace, makes b itself the arena: its strings are then unescaped in b
-// and live only as long as the caller leaves b alone.
-func open(b []byte, names []string, vals []raw, inPlace bool) (arena, error) {
+// in vals (members) and copies b into an arena for its strings, buf's
+// array when it has room; or, when inPlace, makes b itself the arena: its
+// strings are then unescaped in b and live only as long as the caller
+// leaves b alone.
+func open(b []byte, names []string, vals []raw, inPlace bool, buf []byte) (arena, error) {
 	if len(b) > MaxMessage {
 		return arena{}, errTooLarge
 	}
@@ -152,7 +179,10 @@ func open(b []byte, names []string, vals []raw, inPlace bool) (arena, error) {
 	if inPlace {
 		return arena{b, escaped}, nil
 	}
-	return arena{append(make([]byte, 0, len(b)), b...), escaped}, nil
+	if cap(buf) < len(b) {
+		buf = make([]byte, 0, len(b))
+	}
+	return arena{append(buf[:0], b...), escaped}, nil
 }
 
 // arena holds the strings of one message: a copy of the message made in
@@ -168,13 +198,14 @@ type arena struct {
 }
 
 // decodeResume reads a resume message, whose strings are b's bytes,
-// unescaped in place: nothing of a resume outlives its call (what the
-// caches keep they copy), so it needs no copy. On error the handle, now
-// and wake are still filled in when they could be read.
-func decodeResume(b []byte) (ResumeMsg, error) {
+// unescaped in place, and whose header fields are appended to dst:
+// nothing of a resume outlives its call (what the caches keep they copy),
+// so it needs no copy. On error the handle, now and wake are still filled
+// in when they could be read.
+func decodeResume(b []byte, dst []Header) (ResumeMsg, error) {
 	var in ResumeMsg
 	var v [7]raw
-	a, err := open(b, resumeMembers, v[:], true)
+	a, err := open(b, resumeMembers, v[:], true, nil)
 	if err != nil {
 		return in, err
 	}
@@ -194,7 +225,7 @@ func decodeResume(b []byte) (ResumeMsg, error) {
 		return in, errMalformed
 	}
 	in.Status = int(status)
-	hs, okh := a.headers(b, v[4])
+	hs, okh := a.headers(dst, b, v[4])
 	errText, oke := a.str(b, v[6])
 	if !okh || !oke {
 		return in, errMalformed

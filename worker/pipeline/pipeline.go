@@ -63,14 +63,19 @@ type Pipeline struct {
 	parked  []Handle // requests waiting for that fetch
 	tokens  tokenCache
 	orgs    orgCache
-	out     []byte   // the codec's last output message, reused
-	scratch []byte   // candidate's working bytes, reused
-	rnd     [12]byte // the random bytes of a request id
-	gateURL string
+	out     []byte // the codec's last output message, reused
+	// resumeHeaders is the array of the last resume's header fields,
+	// reused: they and the output made of them live until the next call.
+	resumeHeaders []Header
+	scratch       []byte   // candidate's working bytes, reused
+	rnd           [12]byte // the random bytes of a request id
+	gateURL       string
 
 	pending      map[Handle]*pending
 	pendingBytes int
 	next         Handle
+	free         []*pending // ended requests of the codec, for reuse
+	dropped      []*pending // those that ended in the current codec call
 }
 
 // New returns a Pipeline for cfg.
@@ -122,6 +127,13 @@ type pending struct {
 
 	sub  [5]Header // the gate subrequest's fields
 	text text      // the strings made for it: request id, target, signature
+
+	// A request the codec started (HandleStart) is reused once it ends,
+	// with its message's copy (arena) and the array of its header fields:
+	// an edge 304 then allocates nothing (see recycle).
+	pooled bool
+	arena  []byte
+	fields []Header
 }
 
 // text is where a pending request keeps the strings made for it, in the
@@ -157,7 +169,12 @@ func (t *text) keep(b []byte) string {
 // Start runs a new request through the pipeline. It keeps req's header
 // fields until the request ends, and does not write to them.
 func (p *Pipeline) Start(req Request) Output {
-	st := &pending{handle: p.newHandle(), req: req}
+	return p.start(&pending{}, req)
+}
+
+// start is Start with st, a pending request not in use.
+func (p *Pipeline) start(st *pending, req Request) Output {
+	st.handle, st.req = p.newHandle(), req
 	st.id = p.requestID(headerValue(req.Headers, "X-Request-Id"), &st.text)
 	if req.Now <= 0 {
 		return p.internal(st.handle, st.id, "The edge received a request without a clock reading.")
@@ -483,7 +500,50 @@ func (p *Pipeline) drop(st *pending) {
 		delete(p.pending, st.handle)
 		p.pendingBytes -= st.size
 		st.size = 0
+		if st.pooled {
+			p.dropped = append(p.dropped, st)
+		}
 	}
+}
+
+// Bounds on what the codec keeps for reuse: ended requests, and the size
+// of a message copy kept with one.
+const (
+	maxFree      = 64
+	maxKeptArena = 8 << 10
+)
+
+// reuse returns an ended request of the codec's, or a new one, for
+// HandleStart.
+func (p *Pipeline) reuse() *pending {
+	if n := len(p.free); n > 0 {
+		st := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		return st
+	}
+	return &pending{pooled: true}
+}
+
+// recycle makes the requests that ended in this codec call reusable. It
+// runs after the call's output is written, which is the last use of
+// their strings; and a request is reused only if it is not waiting
+// again (drop, then keep, in the same call).
+func (p *Pipeline) recycle() {
+	for i, st := range p.dropped {
+		p.dropped[i] = nil
+		if st.handle == 0 || p.pending[st.handle] == st || len(p.free) == maxFree {
+			continue // recycled already (listed twice), waiting again, or enough kept
+		}
+		arena, fields := st.arena[:0], st.fields[:0]
+		if cap(arena) > maxKeptArena {
+			arena = nil
+		}
+		clear(fields[:cap(fields)])
+		*st = pending{pooled: true, arena: arena, fields: fields}
+		p.free = append(p.free, st)
+	}
+	p.dropped = p.dropped[:0]
 }
 
 // requestID keeps a well-formed incoming X-Request-Id (8–64 of

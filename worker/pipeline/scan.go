@@ -466,17 +466,20 @@ func decodeSurrogates(hi, lo rune) rune {
 	return utf8.RuneError
 }
 
-// headers reads the [[name, value], ...] pairs of v, their strings from
-// the arena; absent is none. A name may not be empty.
-func (a *arena) headers(b []byte, v raw) ([]Header, bool) {
+// headers appends to dst[:0] the [[name, value], ...] pairs of v, their
+// strings from the arena; absent is none. A name may not be empty.
+func (a *arena) headers(dst []Header, b []byte, v raw) ([]Header, bool) {
 	if !v.present() {
-		return nil, true
+		return dst[:0], true
 	}
 	if v.k != kArray {
 		return nil, false
 	}
 	s := scanner{b: b[:v.to], i: v.from + 1}
-	out := make([]Header, 0, 16) // the common case in one allocation
+	out := dst[:0]
+	if out == nil {
+		out = make([]Header, 0, 16) // the common case in one allocation
+	}
 	s.ws()
 	if s.b[s.i] == ']' {
 		return out, true

@@ -57,7 +57,7 @@ func FuzzScan(f *testing.F) {
 				t.Fatalf("%s: got %q, encoding/json %q", name, got, raw)
 			}
 			if v.k == kString && utf8.Valid(got) {
-				a, _ := open(b, names, make([]raw, len(names)), false)
+				a, _ := open(b, names, make([]raw, len(names)), false, nil)
 				str, _ := a.str(b, v)
 				var s string
 				if err := json.Unmarshal(got, &s); err != nil || str != s {
@@ -79,7 +79,7 @@ func FuzzScan(f *testing.F) {
 // checkRequest holds decodeRequest to encoding/json's reading of the
 // members that occur once.
 func checkRequest(t *testing.T, b []byte, m map[string]json.RawMessage) {
-	r, err := decodeRequest(b)
+	r, err := decodeRequest(b, nil)
 	if err != nil {
 		return
 	}
@@ -124,7 +124,7 @@ func FuzzDecode(f *testing.F) {
 			raw, there := m[name]
 			return raw, there && count(b, name) == 1
 		}
-		if in, err := decodeResume(bytes.Clone(b)); err == nil { // decoded in place
+		if in, err := decodeResume(bytes.Clone(b), nil); err == nil { // decoded in place
 			var body, errText string
 			if raw, ok := once("body"); ok && (json.Unmarshal(raw, &body) != nil || string(in.Body) != body) {
 				t.Fatalf("body %q, encoding/json %q in %q", in.Body, body, b)
