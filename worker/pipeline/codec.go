@@ -68,6 +68,9 @@ func ConfigResult(err error) []byte {
 func (p *Pipeline) HandleStart(b []byte) []byte {
 	st := p.reuse()
 	req, err := decodeRequest(b, st)
+	if err != nil {
+		p.release(st) // never started
+	}
 	if err == errTooLarge {
 		out := p.errorResponse(p.newHandle(), p.requestID("", nil), tooLarge())
 		return out.AppendJSON(nil)
@@ -97,7 +100,8 @@ func (p *Pipeline) encode(out *Output) []byte {
 }
 
 // maxKeptOutput bounds the output buffer kept between calls, and
-// maxKeptHeaders the header array kept for the next resume.
+// maxKeptHeaders a header array kept for reuse (the next resume's, or an
+// ended request's).
 const (
 	maxKeptOutput  = 64 << 10
 	maxKeptHeaders = 64
@@ -110,9 +114,12 @@ const (
 // handle (status 0); without a handle it is answered with 500 INTERNAL.
 func (p *Pipeline) HandleResume(b []byte) []byte {
 	in, err := decodeResume(b, p.resumeHeaders[:0])
-	if cap(in.Headers) <= maxKeptHeaders {
+	if c := cap(in.Headers); c > 0 && c <= maxKeptHeaders {
 		p.resumeHeaders = in.Headers[:0]
 	}
+	// Once this call's output is written, the array lets go of this
+	// message's strings (the host may free or reuse the message).
+	defer clear(p.resumeHeaders[:cap(p.resumeHeaders)])
 	if err != nil {
 		if in.Handle == 0 {
 			out := p.internal(0, p.requestID("", nil), "The edge could not read the host's message.")

@@ -532,18 +532,29 @@ func (p *Pipeline) reuse() *pending {
 func (p *Pipeline) recycle() {
 	for i, st := range p.dropped {
 		p.dropped[i] = nil
-		if st.handle == 0 || p.pending[st.handle] == st || len(p.free) == maxFree {
-			continue // recycled already (listed twice), waiting again, or enough kept
+		if st.handle != 0 && p.pending[st.handle] != st { // not recycled already (listed twice), not waiting again
+			p.release(st)
 		}
-		arena, fields := st.arena[:0], st.fields[:0]
-		if cap(arena) > maxKeptArena {
-			arena = nil
-		}
-		clear(fields[:cap(fields)])
-		*st = pending{pooled: true, arena: arena, fields: fields}
-		p.free = append(p.free, st)
 	}
 	p.dropped = p.dropped[:0]
+}
+
+// release resets st, a request of the codec's that nothing refers to any
+// more, and keeps it for reuse if there is room.
+func (p *Pipeline) release(st *pending) {
+	if len(p.free) == maxFree {
+		return
+	}
+	arena, fields := st.arena[:0], st.fields[:0]
+	if cap(arena) > maxKeptArena {
+		arena = nil
+	}
+	clear(fields[:cap(fields)])
+	if cap(fields) > maxKeptHeaders {
+		fields = nil
+	}
+	*st = pending{pooled: true, arena: arena, fields: fields}
+	p.free = append(p.free, st)
 }
 
 // requestID keeps a well-formed incoming X-Request-Id (8–64 of

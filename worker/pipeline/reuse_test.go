@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -12,17 +13,26 @@ import (
 	"github.com/lectern-api/lectern/shared/etag"
 )
 
-// TestReuseMatchesFresh runs one random interleaving of requests through
-// the codec, which reuses ended requests (their message copies, header
-// arrays and strings), and through Start and Resume, which make every
-// request anew, and requires the same output at every step and the same
-// caches at the end: a string of a reused request that something still
-// held would show as a difference.
+// TestReuseMatchesFresh runs random interleavings of requests through the
+// codec, which reuses ended requests (their message copies, header arrays
+// and strings), and through Start and Resume, which make every request
+// anew (fresh). Every output must be the same, and so must the caches at
+// the end: a string of a reused request that something still held, or a
+// request reused while it waits, would show as a difference. The messages
+// pass through one buffer, overwritten after each call, as the reactor's
+// alloc reuses one. The interleavings cover the JWKS fetch (answered, or
+// failed), requests parked behind it and woken, gate calls answered 204,
+// 412 (then a forward), an error or a failure, forwards, local errors,
+// and malformed messages.
 func TestReuseMatchesFresh(t *testing.T) {
+	for seed := range uint64(8) {
+		reuseRun(t, seed)
+	}
+}
+
+func reuseRun(t *testing.T, seed uint64) {
 	reused, fresh := newPipeline(), newPipeline()
-	installKeys(t, reused, t0, "k1")
-	installKeys(t, fresh, t0, "k1")
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.New(rand.NewPCG(seed, 2))
 	// Tokens of several organisations and lengths, so that messages of
 	// different sizes land in one another's copies.
 	var toks []string
@@ -30,24 +40,36 @@ func TestReuseMatchesFresh(t *testing.T) {
 		org := "org" + strings.Repeat("x", i*7) + strconv.Itoa(i)
 		toks = append(toks, "Bearer "+sign("k1", t0, claims{"org": org, "jti": fmt.Sprint("j", i)}))
 	}
-	orgOf := func(tok string) string {
-		c, _ := fresh.tokens.get(strings.TrimPrefix(tok, "Bearer "), t0)
-		return c.Org
-	}
+	orgOf := func(tok string) string { return fresh.tokens.m[strings.TrimPrefix(tok, "Bearer ")].Org }
 	grants := []string{"00ff", "0f0f", "ffff"}
-	type open struct {
+	type waiting struct {
 		handle Handle
 		tok    string
+		jwks   bool // its subrequest is the JWKS fetch
+		parked bool // parked: resumed only with a wake, once woken
 	}
-	var waiting []open
+	var open []*waiting
+	woken := map[Handle]bool{}
 	var input []byte // one buffer for every message, as the reactor's alloc reuses one
 	now := t0ms + 1000
-	for step := range 4000 {
+	for step := range 2000 {
 		now += int64(rng.IntN(3))
 		var msg []byte
-		isStart := len(waiting) == 0 || rng.IntN(2) == 0
 		var tok string
-		if isStart {
+		var ready []int // the waiting requests that can be resumed now
+		for i, w := range open {
+			if !w.parked || woken[w.handle] {
+				ready = append(ready, i)
+			}
+		}
+		isStart := len(ready) == 0 || rng.IntN(2) == 0
+		switch {
+		case rng.IntN(50) == 0:
+			msg = []byte(`{"method":"GET","path":"/v1/tiers","headers":[["A"`) // malformed
+			if !isStart {
+				msg = []byte(`{"handle":` + strconv.Itoa(int(open[ready[0]].handle)) + `,"status":"x","now":1}`)
+			}
+		case isStart:
 			tok = toks[rng.IntN(len(toks))]
 			hs := [][2]string{{"Authorization", tok}}
 			if rng.IntN(4) == 0 {
@@ -71,69 +93,136 @@ func TestReuseMatchesFresh(t *testing.T) {
 			for range rng.IntN(3) {
 				hs = append(hs, [2]string{"X-Pad", strings.Repeat("p", rng.IntN(300))})
 			}
-			var b bytes.Buffer
-			fmt.Fprintf(&b, `{"method":"GET","path":%q,"query":%q,"headers":[`, path, query)
-			for i, kv := range hs {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				fmt.Fprintf(&b, `[%q,%q]`, kv[0], kv[1])
-			}
-			fmt.Fprintf(&b, `],"now":%d}`, now)
-			msg = b.Bytes()
-		} else {
-			i := rng.IntN(len(waiting))
-			w := waiting[i]
-			waiting = append(waiting[:i], waiting[i+1:]...)
+			h, _ := json.Marshal(hs)
+			msg = fmt.Appendf(nil, `{"method":"GET","path":%q,"query":%q,"headers":%s,"now":%d}`, path, query, h, now)
+		default:
+			i := ready[rng.IntN(len(ready))]
+			w := open[i]
+			open = append(open[:i], open[i+1:]...)
 			tok = w.tok
-			org := orgOf(w.tok)
-			if org == "" {
-				org = "unknown"
+			switch {
+			case w.parked:
+				delete(woken, w.handle)
+				msg = fmt.Appendf(nil, `{"handle":%d,"wake":true,"now":%d}`, w.handle, now)
+			case w.jwks && rng.IntN(5) == 0:
+				msg = fmt.Appendf(nil, `{"handle":%d,"status":0,"error":"refused","now":%d}`, w.handle, now)
+			case w.jwks:
+				msg = fmt.Appendf(nil, `{"handle":%d,"status":200,"headers":[["Content-Type","application/json"]],"body":%q,"now":%d}`, w.handle, jwks("k1"), now)
+			default:
+				org := orgOf(w.tok)
+				if org == "" {
+					org = "unknown"
+				}
+				status, body := 204, ""
+				switch rng.IntN(5) {
+				case 0:
+					status = 412
+				case 1:
+					status = 200
+				case 2:
+					status, body = 403, `{"error":{"code":"ORG_SUSPENDED"}}`
+				case 3:
+					status = 0
+				}
+				msg = fmt.Appendf(nil, `{"handle":%d,"status":%d,"headers":[["X-Lectern-Org",%q],["X-Lectern-Grants",%q],["X-Service-Content-Version",%q],["Etag","W/\"e%d\""]],"body":%q,"error":"x","now":%d}`,
+					w.handle, status, org, grants[rng.IntN(len(grants))], version, step, body, now)
 			}
-			status, body := 204, ""
-			switch rng.IntN(5) {
-			case 0:
-				status = 412
-			case 1:
-				status = 200
-			case 2:
-				status, body = 403, `{"error":{"code":"ORG_SUSPENDED"}}`
-			case 3:
-				status = 0
-			}
-			msg = fmt.Appendf(nil, `{"handle":%d,"status":%d,"headers":[["X-Lectern-Org",%q],["X-Lectern-Grants",%q],["X-Service-Content-Version",%q],["Etag","W/\"e%d\""]],"body":%q,"error":"x","now":%d}`,
-				w.handle, status, org, grants[rng.IntN(len(grants))], version, step, body, now)
 		}
+		input = append(input[:0], msg...)
 		var got []byte
-		var want Output
 		if isStart {
-			input = append(input[:0], msg...)
 			got = reused.HandleStart(input)
-			req, err := decodeRequest(msg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = fresh.Start(req)
 		} else {
-			input = append(input[:0], msg...)
 			got = reused.HandleResume(input)
-			in, err := decodeResume(bytes.Clone(msg), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = fresh.Resume(in)
 		}
-		if w := want.AppendJSON(nil); !bytes.Equal(got, w) {
-			t.Fatalf("step %d, message %s:\nreused %s\nfresh  %s", step, msg, got, w)
+		got = bytes.Clone(got)
+		for i := range input {
+			input[i] = '#' // the host's buffer is its own again
 		}
-		if want.Kind == Subrequest {
-			waiting = append(waiting, open{want.Handle, tok})
+		want := fresh.fresh(isStart, msg)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("seed %d, step %d, message %s:\nreused %s\nfresh  %s", seed, step, msg, got, want)
+		}
+		var out struct {
+			Kind   string
+			Handle Handle
+			URL    string
+			Wake   []Handle
+		}
+		if err := json.Unmarshal(want, &out); err != nil {
+			t.Fatalf("output %s: %v", want, err)
+		}
+		for _, h := range out.Wake {
+			woken[h] = true
+		}
+		switch out.Kind {
+		case "subrequest":
+			open = append(open, &waiting{handle: out.Handle, tok: tok, jwks: out.URL == testCfg.JWKSURL})
+		case "park":
+			open = append(open, &waiting{handle: out.Handle, tok: tok, parked: true})
 		}
 	}
 	if !reflect.DeepEqual(reused.tokens.m, fresh.tokens.m) || !reflect.DeepEqual(reused.orgs.m, fresh.orgs.m) {
-		t.Errorf("caches differ:\nreused %v %v\nfresh  %v %v", reused.tokens.m, reused.orgs.m, fresh.tokens.m, fresh.orgs.m)
+		t.Errorf("seed %d: caches differ:\nreused %v %v\nfresh  %v %v", seed, reused.tokens.m, reused.orgs.m, fresh.tokens.m, fresh.orgs.m)
 	}
 	if len(reused.free) == 0 {
-		t.Error("nothing was reused")
+		t.Errorf("seed %d: nothing was reused", seed)
+	}
+}
+
+// fresh answers msg as the codec would, through Start or Resume: every
+// request made anew, never reused. A message the codec cannot read goes
+// to the codec, whose answer to it reuses nothing.
+func (p *Pipeline) fresh(isStart bool, msg []byte) []byte {
+	if isStart {
+		req, err := decodeRequest(msg, nil)
+		if err != nil {
+			return p.HandleStart(bytes.Clone(msg))
+		}
+		out := p.Start(req)
+		return out.AppendJSON(nil)
+	}
+	in, err := decodeResume(bytes.Clone(msg), nil)
+	if err != nil {
+		return p.HandleResume(bytes.Clone(msg))
+	}
+	out := p.Resume(in)
+	return out.AppendJSON(nil)
+}
+
+// TestCodecKeepsNothingOfAMessage: once a call returns, the arrays the
+// codec keeps for reuse hold no string of its message (the host may free
+// a large one), and a start it could not read gives back the request it
+// took for reuse.
+func TestCodecKeepsNothingOfAMessage(t *testing.T) {
+	p := newPipeline()
+	installKeys(t, p, t0, "k1")
+	tok := "Bearer " + sign("k1", t0, nil)
+	out := p.HandleStart(fmt.Appendf(nil, `{"method":"GET","path":"/v1/subjects","query":"","headers":[["Authorization",%q]],"now":%d}`, tok, t0ms))
+	var sub struct{ Handle Handle }
+	if err := json.Unmarshal(out, &sub); err != nil || sub.Handle == 0 {
+		t.Fatalf("%s: %v", out, err)
+	}
+	var hs [][2]string
+	for i := range 20 {
+		hs = append(hs, [2]string{"X-H" + strconv.Itoa(i), strings.Repeat("v", 100)})
+	}
+	h, _ := json.Marshal(hs)
+	p.HandleResume(fmt.Appendf(nil, `{"handle":%d,"status":200,"headers":%s,"now":%d}`, sub.Handle, h, t0ms+1))
+	if len(p.resumeHeaders) != 0 || cap(p.resumeHeaders) < 20 {
+		t.Fatalf("resume header array: len %d cap %d", len(p.resumeHeaders), cap(p.resumeHeaders))
+	}
+	for i, kv := range p.resumeHeaders[:cap(p.resumeHeaders)] {
+		if kv != (Header{}) {
+			t.Fatalf("resume header array slot %d still holds %q", i, kv.Name)
+		}
+	}
+	free := len(p.free)
+	if free == 0 {
+		t.Fatal("the ended request was not kept for reuse")
+	}
+	p.HandleStart([]byte(`{"method":"GET","path":`))
+	if len(p.free) != free {
+		t.Errorf("a start the codec could not read took a request from the %d kept; %d are left", free, len(p.free))
 	}
 }
