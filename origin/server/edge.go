@@ -15,10 +15,6 @@ import (
 // and grants digest its ETag candidates need; the gate endpoint decides
 // whether a conditional request is a 304 without rendering anything.
 
-// gatePath is the internal gate endpoint; it is not under /v1 and answers
-// nothing without a valid edge signature.
-const gatePath = "/internal/gate"
-
 // fromEdge reports whether r carries a valid forward signature.
 func (s *Server) fromEdge(r *http.Request, id string) bool {
 	v := r.Header.Get(edgesig.Header)

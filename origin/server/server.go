@@ -21,6 +21,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/front"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/route"
@@ -116,7 +117,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.protectedResource(w, r, id)
 		return
 	}
-	if r.URL.Path == gatePath {
+	if r.URL.Path == edgesig.GatePath { // answers nothing without a valid edge signature
 		s.serveGate(w, r, id)
 		return
 	}

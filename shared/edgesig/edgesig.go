@@ -23,6 +23,10 @@ const Header = "X-Lectern-Edge"
 // MaxSkew bounds the difference between the signing and checking clocks.
 const MaxSkew = 300 // seconds
 
+// GatePath is the origin's gate endpoint, outside /v1: the edge asks it
+// whether a conditional request is a 304 (docs/edge.md, Origin protocol).
+const GatePath = "/internal/gate"
+
 // The purposes a signature is made for.
 const (
 	Forward = "forward" // a client request forwarded unchanged

@@ -7,10 +7,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
-)
 
-// gatePath is the origin's gate (docs/edge.md: Origin protocol).
-const gatePath = "/internal/gate"
+	"github.com/lectern-api/lectern/shared/edgesig"
+)
 
 // replayGate stands in for the origin in reference (a3): it sends the
 // first gate call to the origin and answers every later one with the
@@ -37,7 +36,7 @@ func newReplayGate(origin string) (*replayGate, error) {
 }
 
 func (g *replayGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != gatePath {
+	if r.URL.Path != edgesig.GatePath {
 		g.proxy.ServeHTTP(w, r)
 		return
 	}

@@ -87,7 +87,7 @@ func New(cfg Config) *Pipeline {
 	origin := strings.TrimRight(cfg.Origin, "/")
 	return &Pipeline{
 		origin:           origin,
-		gateURL:          origin + "/internal/gate",
+		gateURL:          origin + edgesig.GatePath,
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
 		signer:           edgesig.NewSigner(edgesig.Key([]byte(cfg.Secret))),
