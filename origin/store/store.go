@@ -14,6 +14,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"time"
 )
@@ -57,6 +59,21 @@ type Org struct {
 	// stores save what they are given.
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Generation tells this organisation apart from any other that had or
+	// will have its ID: CreateOrg gives it a fresh random value (whatever
+	// the caller set) and nothing changes it after. Tokens carry it (the
+	// org_gen claim) and meters are keyed by it, so that deleting an
+	// organisation and creating one with the same ID starts afresh.
+	// Organisations created before it existed (migration 0002) have "".
+	Generation string
+}
+
+// NewGeneration returns a fresh organisation generation: 16 random bytes,
+// unpadded base64url.
+func NewGeneration() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Clone returns a deep copy of o.
@@ -89,6 +106,11 @@ type Client struct {
 	GrantTypes   []string // "client_credentials", "authorization_code"
 	RedirectURIs []string
 	CreatedAt    time.Time
+	// OrgGeneration is the Generation of the client's organisation, read
+	// from it (a client cannot outlive its organisation, so this is the
+	// generation it was created under): CreateClient and GetClient fill
+	// it; CreateClient ignores what the caller set.
+	OrgGeneration string
 }
 
 // SigningKey is one of the identity provider's token signing keys. Keys
@@ -114,19 +136,22 @@ type AuthCode struct {
 
 // Store is the persistence contract.
 type Store interface {
-	// CreateOrg stores a new organisation; ErrConflict if the id exists.
+	// CreateOrg stores a new organisation under a fresh Generation, which
+	// it sets in o; ErrConflict if the id exists.
 	CreateOrg(ctx context.Context, o *Org) error
 	// GetOrg reads an organisation; ErrNotFound if there is none.
 	GetOrg(ctx context.Context, id string) (*Org, error)
 	// UpdateOrg reads the organisation, applies fn and writes the result
 	// in one transaction; ErrNotFound if there is none, fn's error as is.
+	// fn cannot change the ID or the Generation.
 	UpdateOrg(ctx context.Context, id string, fn func(*Org) error) (*Org, error)
 	// DeleteOrg removes an organisation and its clients; ErrNotFound if
 	// there is none.
 	DeleteOrg(ctx context.Context, id string) error
 
-	// CreateClient stores a client of an existing organisation;
-	// ErrConflict if the id exists, ErrNotFound if the org does not.
+	// CreateClient stores a client of an existing organisation and sets
+	// c.OrgGeneration; ErrConflict if the id exists, ErrNotFound if the
+	// org does not.
 	CreateClient(ctx context.Context, c *Client) error
 	// GetClient reads a client; ErrNotFound if there is none.
 	GetClient(ctx context.Context, id string) (*Client, error)

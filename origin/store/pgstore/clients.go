@@ -8,25 +8,41 @@ import (
 )
 
 // CreateClient implements store.Store. The foreign key on org_id makes a
-// client of a missing organisation ErrNotFound.
+// client of a missing organisation ErrNotFound; the foreign key's lock
+// holds the organisation row until the commit, so the generation read
+// after the insert is its organisation's.
 func (s *Store) CreateClient(ctx context.Context, c *store.Client) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO clients
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("create client %s: %w", c.ID, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	_, err = tx.Exec(ctx, `INSERT INTO clients
 		(id, org_id, secret_hash, scopes, grant_types, redirect_uris, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		c.ID, c.OrgID, c.SecretHash, list(c.Scopes), list(c.GrantTypes), list(c.RedirectURIs), c.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("create client %s: %w", c.ID, mapErr(err))
 	}
+	var gen string
+	if err := tx.QueryRow(ctx, `SELECT generation FROM orgs WHERE id = $1`, c.OrgID).Scan(&gen); err != nil {
+		return fmt.Errorf("create client %s: %w", c.ID, mapErr(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("create client %s: %w", c.ID, err)
+	}
+	c.OrgGeneration = gen
 	return nil
 }
 
-// GetClient implements store.Store.
+// GetClient implements store.Store. The client and its organisation's
+// generation are read in one statement (one snapshot).
 func (s *Store) GetClient(ctx context.Context, id string) (*store.Client, error) {
 	var c store.Client
 	err := s.pool.QueryRow(ctx, `SELECT
-		id, org_id, secret_hash, scopes, grant_types, redirect_uris, created_at
-		FROM clients WHERE id = $1`, id).
-		Scan(&c.ID, &c.OrgID, &c.SecretHash, &c.Scopes, &c.GrantTypes, &c.RedirectURIs, &c.CreatedAt)
+		c.id, c.org_id, c.secret_hash, c.scopes, c.grant_types, c.redirect_uris, c.created_at, o.generation
+		FROM clients c JOIN orgs o ON o.id = c.org_id WHERE c.id = $1`, id).
+		Scan(&c.ID, &c.OrgID, &c.SecretHash, &c.Scopes, &c.GrantTypes, &c.RedirectURIs, &c.CreatedAt, &c.OrgGeneration)
 	if err != nil {
 		return nil, fmt.Errorf("get client %s: %w", id, mapErr(err))
 	}

@@ -16,6 +16,10 @@ const orgFields = `name, tier, status, grants,
 	ecla_version, required_ecla_version, renews_at, long_urls,
 	created_at, updated_at`
 
+// orgColumns are the columns scanOrg reads: id, orgFields, and the
+// generation, which is written once, by CreateOrg.
+const orgColumns = `id, ` + orgFields + `, generation`
+
 // orgPlaceholders follow $1, which is the id.
 const orgPlaceholders = `$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18`
 
@@ -36,7 +40,7 @@ func scanOrg(row pgx.Row) (*store.Org, error) {
 		&o.Quota.Calls, &o.Quota.Downloads, &o.Quota.Exports, &o.Quota.TestprepItems,
 		&o.RateLimits.CallsPerHour, &o.RateLimits.LessonReadsPerHour, &o.RateLimits.URLMintsPerHour,
 		&o.EclaVersion, &o.RequiredEclaVersion, &o.RenewsAt, &o.LongURLs,
-		&o.CreatedAt, &o.UpdatedAt)
+		&o.CreatedAt, &o.UpdatedAt, &o.Generation)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -45,16 +49,18 @@ func scanOrg(row pgx.Row) (*store.Org, error) {
 
 // CreateOrg implements store.Store.
 func (s *Store) CreateOrg(ctx context.Context, o *store.Org) error {
-	q := `INSERT INTO orgs (id, ` + orgFields + `) VALUES ($1, ` + orgPlaceholders + `)`
-	if _, err := s.pool.Exec(ctx, q, orgArgs(o)...); err != nil {
+	gen := store.NewGeneration()
+	q := `INSERT INTO orgs (` + orgColumns + `) VALUES ($1, ` + orgPlaceholders + `, $19)`
+	if _, err := s.pool.Exec(ctx, q, append(orgArgs(o), gen)...); err != nil {
 		return fmt.Errorf("create org %s: %w", o.ID, mapErr(err))
 	}
+	o.Generation = gen
 	return nil
 }
 
 // GetOrg implements store.Store.
 func (s *Store) GetOrg(ctx context.Context, id string) (*store.Org, error) {
-	o, err := scanOrg(s.pool.QueryRow(ctx, `SELECT id, `+orgFields+` FROM orgs WHERE id = $1`, id))
+	o, err := scanOrg(s.pool.QueryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = $1`, id))
 	if err != nil {
 		return nil, fmt.Errorf("get org %s: %w", id, err)
 	}
@@ -71,7 +77,7 @@ func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) er
 		return nil, fmt.Errorf("update org %s: %w", id, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	o, err := scanOrg(tx.QueryRow(ctx, `SELECT id, `+orgFields+` FROM orgs WHERE id = $1 FOR UPDATE`, id))
+	o, err := scanOrg(tx.QueryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return nil, fmt.Errorf("update org %s: %w", id, err)
 	}
@@ -82,7 +88,7 @@ func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) er
 	// RETURNING gives back what was stored (UTC, microseconds), the same
 	// as a GetOrg after it.
 	q := `UPDATE orgs SET (` + orgFields + `) = (` + orgPlaceholders + `) WHERE id = $1
-		RETURNING id, ` + orgFields
+		RETURNING ` + orgColumns
 	if o, err = scanOrg(tx.QueryRow(ctx, q, orgArgs(o)...)); err != nil {
 		return nil, fmt.Errorf("update org %s: %w", id, err)
 	}

@@ -16,6 +16,10 @@ const orgFields = `name, tier, status, grants,
 	ecla_version, required_ecla_version, renews_at, long_urls,
 	created_at, updated_at`
 
+// orgColumns are the columns scanOrg reads: id, orgFields, and the
+// generation, which is written once, by CreateOrg.
+const orgColumns = `id, ` + orgFields + `, generation`
+
 const orgPlaceholders = `?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`
 
 func orgArgs(o *store.Org) []any {
@@ -35,7 +39,7 @@ func scanOrg(row scanner) (*store.Org, error) {
 		&o.Quota.Calls, &o.Quota.Downloads, &o.Quota.Exports, &o.Quota.TestprepItems,
 		&o.RateLimits.CallsPerHour, &o.RateLimits.LessonReadsPerHour, &o.RateLimits.URLMintsPerHour,
 		&o.EclaVersion, &o.RequiredEclaVersion, (*stamp)(&o.RenewsAt), &o.LongURLs,
-		(*stamp)(&o.CreatedAt), (*stamp)(&o.UpdatedAt))
+		(*stamp)(&o.CreatedAt), (*stamp)(&o.UpdatedAt), &o.Generation)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -45,10 +49,13 @@ func scanOrg(row scanner) (*store.Org, error) {
 // CreateOrg implements store.Store.
 func (s *Store) CreateOrg(ctx context.Context, o *store.Org) error {
 	defer s.orgs.invalidate(o.ID)
-	q := `INSERT INTO orgs (id, ` + orgFields + `) VALUES (?, ` + orgPlaceholders + `)`
-	if _, err := s.db.ExecContext(ctx, q, append([]any{o.ID}, orgArgs(o)...)...); err != nil {
+	gen := store.NewGeneration()
+	q := `INSERT INTO orgs (` + orgColumns + `) VALUES (?, ` + orgPlaceholders + `, ?)`
+	args := append(append([]any{o.ID}, orgArgs(o)...), gen)
+	if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("create org %s: %w", o.ID, mapErr(err))
 	}
+	o.Generation = gen
 	return nil
 }
 
@@ -74,7 +81,7 @@ type querier interface {
 }
 
 func getOrg(ctx context.Context, q querier, id string) (*store.Org, error) {
-	return scanOrg(q.QueryRowContext(ctx, `SELECT id, `+orgFields+` FROM orgs WHERE id = ?`, id))
+	return scanOrg(q.QueryRowContext(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = ?`, id))
 }
 
 // UpdateOrg implements store.Store. The transaction begins IMMEDIATE, so
@@ -98,7 +105,7 @@ func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) er
 	// RETURNING gives back what was stored (UTC, microseconds), the same
 	// as a GetOrg after it.
 	q := `UPDATE orgs SET (` + orgFields + `) = (` + orgPlaceholders + `) WHERE id = ?
-		RETURNING id, ` + orgFields
+		RETURNING ` + orgColumns
 	o, err = scanOrg(tx.QueryRowContext(ctx, q, append(orgArgs(o), id)...))
 	if err != nil {
 		return nil, fmt.Errorf("update org %s: %w", id, err)

@@ -64,6 +64,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"UpdateOrgError", testUpdateOrgError},
 		{"UpdateOrgConcurrent", testUpdateOrgConcurrent},
 		{"DeleteOrg", testDeleteOrg},
+		{"OrgGeneration", testOrgGeneration},
 		{"ClientRoundTrip", testClientRoundTrip},
 		{"ClientMissingOrg", testClientMissingOrg},
 		{"ClientConflict", testClientConflict},
@@ -338,8 +339,10 @@ func testOrgNotFound(t *testing.T, open Opener) {
 func testUpdateOrg(t *testing.T, open Opener) {
 	s := openStore(t, open)
 	ctx := t.Context()
-	mustCreateOrg(t, s, fullOrg("acme"))
+	created := fullOrg("acme")
+	mustCreateOrg(t, s, created)
 	want := fullOrg("acme")
+	want.Generation = created.Generation
 	change := func(o *store.Org) {
 		o.Status = "suspended"
 		o.Grants = []string{"college"}
@@ -354,6 +357,7 @@ func testUpdateOrg(t *testing.T, open Opener) {
 	change(want)
 	got, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error {
 		change(o)
+		o.Generation = "forged" // not changed: the generation is immutable
 		return nil
 	})
 	if err != nil {
@@ -370,7 +374,8 @@ func testUpdateOrg(t *testing.T, open Opener) {
 func testUpdateOrgError(t *testing.T, open Opener) {
 	s := openStore(t, open)
 	ctx := t.Context()
-	mustCreateOrg(t, s, fullOrg("acme"))
+	created := fullOrg("acme")
+	mustCreateOrg(t, s, created)
 	errBoom := errors.New("boom")
 	_, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error {
 		o.Status = "suspended"
@@ -384,7 +389,7 @@ func testUpdateOrgError(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatalf("GetOrg: %v", err)
 	}
-	equal(t, "GetOrg after failed UpdateOrg", got, fullOrg("acme"))
+	equal(t, "GetOrg after failed UpdateOrg", got, created)
 }
 
 func testUpdateOrgConcurrent(t *testing.T, open Opener) {
@@ -443,6 +448,68 @@ func testDeleteOrg(t *testing.T, open Opener) {
 	mustCreateOrg(t, s, fullOrg("acme"))
 	_, err = s.GetClient(ctx, "c1")
 	wantErr(t, "GetClient(c1) after the org is recreated", err, store.ErrNotFound)
+}
+
+// testOrgGeneration: CreateOrg gives every organisation a fresh
+// generation, whatever the caller set; nothing changes it; clients read
+// their organisation's; and an organisation created again under a deleted
+// one's id has another (issue #13: a re-created id is a new organisation).
+func testOrgGeneration(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	first := fullOrg("acme")
+	first.Generation = "chosen-by-the-caller"
+	mustCreateOrg(t, s, first)
+	if first.Generation == "" || first.Generation == "chosen-by-the-caller" {
+		t.Fatalf("CreateOrg set Generation %q, want a fresh one", first.Generation)
+	}
+	other := fullOrg("other")
+	mustCreateOrg(t, s, other)
+	if other.Generation == first.Generation {
+		t.Errorf("two organisations share generation %q", first.Generation)
+	}
+	got, err := s.GetOrg(ctx, "acme")
+	if err != nil {
+		t.Fatalf("GetOrg: %v", err)
+	}
+	if got.Generation != first.Generation {
+		t.Errorf("GetOrg: generation %q, want %q", got.Generation, first.Generation)
+	}
+	if got, err = s.UpdateOrg(ctx, "acme", func(o *store.Org) error { o.Generation = "forged"; return nil }); err != nil {
+		t.Fatalf("UpdateOrg: %v", err)
+	} else if got.Generation != first.Generation {
+		t.Errorf("UpdateOrg changed the generation to %q", got.Generation)
+	}
+	c := fullClient("c1", "acme")
+	c.OrgGeneration = "forged"
+	mustCreateClient(t, s, c)
+	if c.OrgGeneration != first.Generation {
+		t.Errorf("CreateClient: OrgGeneration %q, want the org's %q", c.OrgGeneration, first.Generation)
+	}
+	gc, err := s.GetClient(ctx, "c1")
+	if err != nil {
+		t.Fatalf("GetClient: %v", err)
+	}
+	if gc.OrgGeneration != first.Generation {
+		t.Errorf("GetClient: OrgGeneration %q, want the org's %q", gc.OrgGeneration, first.Generation)
+	}
+
+	if err := s.DeleteOrg(ctx, "acme"); err != nil {
+		t.Fatalf("DeleteOrg: %v", err)
+	}
+	second := fullOrg("acme")
+	second.Generation = first.Generation // a caller cannot bring the old one back
+	mustCreateOrg(t, s, second)
+	if second.Generation == "" || second.Generation == first.Generation {
+		t.Fatalf("re-created org: generation %q, want a new one (the first was %q)", second.Generation, first.Generation)
+	}
+	if got, err := s.GetOrg(ctx, "acme"); err != nil || got.Generation != second.Generation {
+		t.Fatalf("GetOrg of the re-created org: %v, %v; want generation %q", got, err, second.Generation)
+	}
+	mustCreateClient(t, s, fullClient("c2", "acme"))
+	if gc, err := s.GetClient(ctx, "c2"); err != nil || gc.OrgGeneration != second.Generation {
+		t.Errorf("GetClient(c2) of the re-created org: %v, %v; want generation %q", gc, err, second.Generation)
+	}
 }
 
 func testClientRoundTrip(t *testing.T, open Opener) {
@@ -700,7 +767,8 @@ func testExclusiveOpen(t *testing.T, open Opener) {
 func testReadsAfterWrites(t *testing.T, open Opener) {
 	s := openStore(t, open)
 	ctx := t.Context()
-	mustCreateOrg(t, s, fullOrg("acme"))
+	created := fullOrg("acme")
+	mustCreateOrg(t, s, created)
 	read := func(what string) *store.Org {
 		t.Helper()
 		o, err := s.GetOrg(ctx, "acme")
@@ -711,7 +779,7 @@ func testReadsAfterWrites(t *testing.T, open Opener) {
 	}
 	o := read("after CreateOrg")
 	o.Status, o.Grants[0], *o.Quota.Calls = "mutated", "mutated", -1
-	equal(t, "GetOrg after mutating an earlier result", read("again"), fullOrg("acme"))
+	equal(t, "GetOrg after mutating an earlier result", read("again"), created)
 
 	if _, err := s.UpdateOrg(ctx, "acme", func(o *store.Org) error { o.Status = "suspended"; return nil }); err != nil {
 		t.Fatal(err)
