@@ -74,6 +74,12 @@ type Claims struct {
 	Learner  string // learner: the learner id, on learner tokens only
 	ID       string // jti
 
+	// OrgGen is org_gen, the generation of that organisation when the
+	// token was issued (the dev identity provider's tokens carry it): an
+	// organisation deleted and created again under the same id has
+	// another, and the origin's licence gate refuses the old tokens.
+	OrgGen string
+
 	// The NumericDates, whole seconds in UTC; IssuedAt and NotBefore are
 	// zero when absent.
 	IssuedAt  time.Time
@@ -224,7 +230,7 @@ func (v *Verifier) claims(parser *fastjson.Parser, b []byte, now time.Time) (Cla
 		dst  *string
 	}{
 		{"iss", &c.Issuer}, {"sub", &c.Subject}, {"client_id", &c.ClientID},
-		{"scope", &c.RawScope}, {"org", &c.Org}, {"learner", &c.Learner}, {"jti", &c.ID},
+		{"scope", &c.RawScope}, {"org", &c.Org}, {"org_gen", &c.OrgGen}, {"learner", &c.Learner}, {"jti", &c.ID},
 	} {
 		s, _, ok := str(o, m.name)
 		if !ok {

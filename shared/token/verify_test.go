@@ -228,6 +228,8 @@ func verdictCases() []verdictCase {
 			stricter: "RFC 7515 §5.2 / RFC 7519 §4: duplicate claim names are refused; encoding/json keeps the last"},
 		{name: "sub a number", reason: ReasonClaims, token: edToken("sub", "42"),
 			stricter: "claims we read (sub, client_id, scope, org, learner, jti) must be strings; golang-jwt reads sub only when asked to match it"},
+		{name: "org_gen a number", reason: ReasonClaims, token: edToken("org_gen", "7"),
+			stricter: "org_gen, read by the licence gate, must be a string; golang-jwt does not read it"},
 
 		// Shape and size.
 		{name: "empty", reason: ReasonMalformed, token: func(*testKeys) string { return "" }},
@@ -308,7 +310,7 @@ func TestOracle(t *testing.T) {
 
 func TestVerifyClaims(t *testing.T) {
 	k := loadKeys(t)
-	raw := edToken("sub", `"learner-7"`, "learner", `"learner-7"`, "org", `"org-1"`,
+	raw := edToken("sub", `"learner-7"`, "learner", `"learner-7"`, "org", `"org-1"`, "org_gen", `"g-1"`,
 		"aud", `["x",`+strconv.Quote(testAud)+`]`, "nbf", ts(-time.Minute), "exp", ts(10*time.Minute)+".75",
 		"scope", `"service-api/progress.read service-api/progress.write other"`)(k)
 	c, f := testVerifier.Verify(raw, k.set, testNow)
@@ -319,12 +321,12 @@ func TestVerifyClaims(t *testing.T) {
 		Issuer: testIss, Subject: "learner-7", Audience: []string{"x", testAud}, ClientID: "client-1",
 		Scope:    scope.Of(scope.ProgressRead, scope.ProgressWrite),
 		RawScope: "service-api/progress.read service-api/progress.write other",
-		Org:      "org-1", Learner: "learner-7", ID: "jti-1",
+		Org:      "org-1", OrgGen: "g-1", Learner: "learner-7", ID: "jti-1",
 		IssuedAt: testNow.Add(-time.Minute), NotBefore: testNow.Add(-time.Minute), Expiry: testNow.Add(10 * time.Minute),
 	}
 	if c.Issuer != want.Issuer || c.Subject != want.Subject || !slices.Equal(c.Audience, want.Audience) ||
 		c.ClientID != want.ClientID || c.Scope != want.Scope || c.RawScope != want.RawScope ||
-		c.Org != want.Org || c.Learner != want.Learner || c.ID != want.ID ||
+		c.Org != want.Org || c.OrgGen != want.OrgGen || c.Learner != want.Learner || c.ID != want.ID ||
 		!c.IssuedAt.Equal(want.IssuedAt) || !c.NotBefore.Equal(want.NotBefore) || !c.Expiry.Equal(want.Expiry) {
 		t.Errorf("Claims:\n got %+v\nwant %+v", c, want)
 	}
