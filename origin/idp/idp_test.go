@@ -159,7 +159,7 @@ func (e *env) verify(raw string) (jwt.MapClaims, string) {
 // checkClaims compares the token's claims with want, and checks the rest.
 func (e *env) checkClaims(claims jwt.MapClaims, want map[string]string) {
 	e.t.Helper()
-	names := []string{"iss", "aud", "sub", "client_id", "scope", "org", "iat", "nbf", "exp", "jti"}
+	names := []string{"iss", "aud", "sub", "client_id", "scope", "org", "org_gen", "iat", "nbf", "exp", "jti"}
 	if _, ok := want["learner"]; ok {
 		names = append(names, "learner")
 	}
@@ -174,6 +174,11 @@ func (e *env) checkClaims(claims jwt.MapClaims, want map[string]string) {
 	}
 	want["iss"] = e.srv.URL
 	want["aud"] = testAudience // a string, not an array
+	o, err := e.store.GetOrg(e.t.Context(), want["org"])
+	if err != nil {
+		e.t.Fatalf("GetOrg(%s): %v", want["org"], err)
+	}
+	want["org_gen"] = o.Generation // the licence gate compares it
 	for k, v := range want {
 		if got, _ := claims[k].(string); got != v {
 			e.t.Errorf("claim %s: got %v, want %q", k, claims[k], v)

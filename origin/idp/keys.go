@@ -174,6 +174,7 @@ func (p *IdP) sign(ctx context.Context, g grant) (string, error) {
 		"client_id": g.client.ID,
 		"scope":     g.scope,
 		"org":       g.client.OrgID,
+		"org_gen":   g.client.OrgGeneration, // the licence gate refuses it once the org is re-created
 		"iat":       iat,
 		"nbf":       iat,
 		"exp":       iat + int64(p.ttl/time.Second),

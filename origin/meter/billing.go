@@ -18,6 +18,20 @@ import (
 // refusal before the gate or by entitlement (401, 403, a 400 on a
 // parameter, a 404 on an unknown route).
 
+// Key is what o's meters and enumeration record are kept under: its id and
+// its generation, so that an organisation created again under a deleted
+// one's id starts with no meter or count of the old one (DESIGN.md, admin
+// API: a new org starts with no meters), and a request of the old one
+// still in flight, or a batched commit of its meters, cannot add to the
+// new one's. An organisation created before generations existed keeps
+// its bare id, and so its meters. Org ids never hold '/'.
+func Key(o *store.Org) string {
+	if o.Generation == "" {
+		return o.ID
+	}
+	return o.ID + "/" + o.Generation
+}
+
 // Biller applies the billing rules to a Store.
 type Biller struct {
 	Store Store
@@ -48,7 +62,7 @@ func call(o *store.Org) []Stage {
 // only (a bad id, an ambiguous subject, an expired cursor, an unknown
 // subject, test, section or media id).
 func (b *Biller) Call(ctx context.Context, o *store.Org, now time.Time) (Bill, error) {
-	return b.apply(ctx, o, Op{Org: o.ID, Now: now, Stages: call(o)})
+	return b.apply(ctx, o, Op{Org: Key(o), Now: now, Stages: call(o)})
 }
 
 // LessonRead bills a lesson, transcript, quiz or media-list read: one call
@@ -57,7 +71,7 @@ func (b *Biller) Call(ctx context.Context, o *store.Org, now time.Time) (Bill, e
 // call and a lesson read).
 func (b *Biller) LessonRead(ctx context.Context, o *store.Org, now time.Time, read *Read) (Bill, error) {
 	stages := append(call(o), Stage{{Meter: HourLessonReads, N: 1, Limit: o.RateLimits.LessonReadsPerHour}})
-	return b.apply(ctx, o, Op{Org: o.ID, Now: now, Stages: stages, Read: read})
+	return b.apply(ctx, o, Op{Org: Key(o), Now: now, Stages: stages, Read: read})
 }
 
 // Mint bills a batch of n media URLs: one call; n hourly mints reserved
@@ -68,7 +82,7 @@ func (b *Biller) Mint(ctx context.Context, o *store.Org, now time.Time, n int) (
 	stages := append(call(o),
 		Stage{{Meter: HourMints, N: int64(n), Limit: o.RateLimits.URLMintsPerHour}},
 		Stage{{Meter: MonthDownloads, N: int64(n), Limit: o.Quota.Downloads}})
-	return b.apply(ctx, o, Op{Org: o.ID, Now: now, Stages: stages})
+	return b.apply(ctx, o, Op{Org: Key(o), Now: now, Stages: stages})
 }
 
 // Export bills an export that ships a bundle or a signed link: one call,
@@ -80,7 +94,7 @@ func (b *Biller) Export(ctx context.Context, o *store.Org, now time.Time, classe
 		{Meter: MonthExports, N: 1, Limit: o.Quota.Exports},
 		{Meter: MonthDownloads, N: int64(classes), Limit: o.Quota.Downloads},
 	})
-	return b.apply(ctx, o, Op{Org: o.ID, Now: now, Stages: stages})
+	return b.apply(ctx, o, Op{Org: Key(o), Now: now, Stages: stages})
 }
 
 // TestprepPage bills a page of up to want test-prep items: one call, one
@@ -93,7 +107,7 @@ func (b *Biller) TestprepPage(ctx context.Context, o *store.Org, now time.Time, 
 	if want > 0 {
 		st = append(st, Step{Meter: MonthTestprepItems, N: int64(want), Limit: o.Quota.TestprepItems, Shorten: true})
 	}
-	return b.apply(ctx, o, Op{Org: o.ID, Now: now, Stages: append(call(o), st)})
+	return b.apply(ctx, o, Op{Org: Key(o), Now: now, Stages: append(call(o), st)})
 }
 
 func (b *Biller) apply(ctx context.Context, o *store.Org, op Op) (Bill, error) {

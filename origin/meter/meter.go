@@ -70,7 +70,7 @@ type Stage []Step
 
 // Op is one request's metering.
 type Op struct {
-	Org    string
+	Org    string // the organisation's Key
 	Now    time.Time
 	Stages []Stage
 	// Read, when set, records a lesson read for the enumeration alarm in
@@ -117,8 +117,9 @@ type Store interface {
 	// Apply applies op and returns what it did. An error means nothing was
 	// applied.
 	Apply(ctx context.Context, op Op) (Result, error)
-	// Usage reads the counters of org in the periods of now, and the
-	// count of distinct lessons read on now's UTC day under version.
+	// Usage reads the counters of org (an organisation's Key) in the
+	// periods of now, and the count of distinct lessons read on now's UTC
+	// day under version.
 	Usage(ctx context.Context, org string, now time.Time, version string) (Counters, int, error)
 	Close() error
 }

@@ -19,7 +19,7 @@ func (s *Server) OrgExtras(ctx context.Context, orgID string) (map[string]any, e
 	}
 	now := s.cfg.Now()
 	c := s.cfg.Content().Corpus
-	u, read, err := s.cfg.Meters.Usage(ctx, orgID, now, c.ContentVersion)
+	u, read, err := s.cfg.Meters.Usage(ctx, meter.Key(o), now, c.ContentVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,9 @@ func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson)
 // read that crossed the threshold is answered.
 func (s *Server) suspend(ctx context.Context, req *request, read, granted int) error {
 	_, err := s.cfg.Store.UpdateOrg(ctx, req.org.ID, func(o *store.Org) error {
-		if o.Status == licence.StatusActive {
+		// Not an organisation created again under this id since the
+		// request read it: the reads counted were the old one's.
+		if o.Status == licence.StatusActive && o.Generation == req.org.Generation {
 			o.Status = StatusSuspended
 			o.UpdatedAt = req.now
 		}

@@ -218,7 +218,11 @@ type usage struct {
 
 func (h *harness) usage(orgID string) usage {
 	h.t.Helper()
-	u, n, err := h.meters.Usage(context.Background(), orgID, time.Now(), h.content.Load().ContentVersion)
+	o, err := h.store.GetOrg(context.Background(), orgID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	u, n, err := h.meters.Usage(context.Background(), meter.Key(o), time.Now(), h.content.Load().ContentVersion)
 	if err != nil {
 		h.t.Fatal(err)
 	}

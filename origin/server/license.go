@@ -37,7 +37,7 @@ type quotaValue struct {
 // §8); the pipeline lets it past the gate for that reason.
 func (s *Server) license(w http.ResponseWriter, r *http.Request, req *request) error {
 	o := req.org
-	u, _, err := s.cfg.Meters.Usage(r.Context(), o.ID, req.now, req.corpus.ContentVersion)
+	u, _, err := s.cfg.Meters.Usage(r.Context(), meter.Key(o), req.now, req.corpus.ContentVersion)
 	if err != nil {
 		return err
 	}

@@ -170,9 +170,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) err
 
 // org reads the token's organisation afresh (entitlements are re-read on
 // every request): the org claim when the token has one, else the org of
-// its client. A nil org means none exists.
+// its client. A nil org means none exists, or the one of that id now is
+// not the one the token was issued for (licence.Issued: it was deleted and
+// created again).
 func (s *Server) org(ctx context.Context, c token.Claims) (*store.Org, error) {
 	orgID := c.Org
+	var client *store.Client
 	if orgID == "" && c.ClientID != "" {
 		cl, err := s.cfg.Store.GetClient(ctx, c.ClientID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -181,7 +184,7 @@ func (s *Server) org(ctx context.Context, c token.Claims) (*store.Org, error) {
 		if err != nil {
 			return nil, err
 		}
-		orgID = cl.OrgID
+		orgID, client = cl.OrgID, cl
 	}
 	if orgID == "" {
 		return nil, nil
@@ -190,7 +193,13 @@ func (s *Server) org(ctx context.Context, c token.Claims) (*store.Org, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
-	return o, err
+	if err != nil {
+		return nil, err
+	}
+	if !licence.Issued(o, c, client) {
+		return nil, nil
+	}
+	return o, nil
 }
 
 // writeError answers with err in the spec's error body. Anything that is
