@@ -150,7 +150,9 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteOrg is DELETE /admin/v1/orgs/{orgId}: the org and its clients go;
-// their tokens then get 403 NO_ORGANIZATION.
+// their tokens then get 403 NO_ORGANIZATION, also once an org is created
+// again under the id: that one has another generation, which the licence
+// gate compares (licence.Issued) and its meters are keyed by (meter.Key).
 func (a *api) deleteOrg(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("orgId")
 	if err := a.cfg.Store.DeleteOrg(r.Context(), id); err != nil {
