@@ -235,3 +235,38 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("no caps, headers %v", h)
 	}
 }
+
+// An organisation created again under a deleted one's id meters apart from
+// it (issue #13): a request of the old one still in flight bills under the
+// old generation's key, and neither its calls nor its lesson reads count
+// against the new one's quota or enumeration record. One created before
+// generations keeps its bare id, and so its meters.
+func TestKeyGenerations(t *testing.T) {
+	b, s := biller(t)
+	ctx := context.Background()
+	old := org(func(o *store.Org) { o.Generation = "gen-1" })
+	cur := org(func(o *store.Org) { o.Generation = "gen-2"; o.Quota.Calls = n(1) })
+	if meter.Key(old) == meter.Key(cur) {
+		t.Fatalf("two generations share the key %q", meter.Key(old))
+	}
+	if got := meter.Key(org(nil)); got != "acme" {
+		t.Errorf("Key of an org without generation = %q, want its id", got)
+	}
+	for range 3 {
+		if _, err := b.LessonRead(ctx, old, now, &meter.Read{Ordinal: 7, Version: "v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bill, err := b.Call(ctx, cur, now)
+	if err != nil || bill.Err != nil {
+		t.Fatalf("the new org's first call, quota 1: %v %v", err, bill.Err)
+	}
+	got, read, err := s.Usage(ctx, meter.Key(cur), now, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Get(meter.MonthCalls) != 1 || got.Get(meter.HourLessonReads) != 0 || read != 0 {
+		t.Errorf("new org: month calls %d, hour lesson reads %d, lessons read %d; want 1, 0, 0",
+			got.Get(meter.MonthCalls), got.Get(meter.HourLessonReads), read)
+	}
+}
