@@ -109,7 +109,7 @@ func newEnv(t *testing.T) *stackEnv {
 		"LECTERN_ADMIN_ADDR="+e.adminAddr, "LECTERN_EDGE_ADDR="+e.edgeAddr,
 		"LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_SECRET="+secret,
 		"LECTERN_DB="+filepath.Join(dir, "lectern.db"), "LECTERN_CORPUS="+filepath.Join(dir, "corpus"),
-		"LECTERN_EDGE_WASM="+filepath.Join(bin, "worker.wasm"), "LECTERN_EDGE_INSTANCES=2")
+		"LECTERN_EDGE_WASM="+filepath.Join(bin, "worker.wasm"), "LECTERN_EDGE_INSTANCES=1")
 	return e
 }
 
