@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/shared/apierr"
 )
@@ -97,14 +98,18 @@ func (a *api) setClock(w http.ResponseWriter, r *http.Request) error {
 				Min: apierr.Int(1), Max: apierr.Int(maxAdvance),
 				Message: "advanceSeconds must be a positive integer of at most 100 years; the clock never moves backward."}
 		}
-		a.clk.Advance(time.Duration(advance) * time.Second)
+		if err := a.clk.Advance(time.Duration(advance) * time.Second); err != nil {
+			return err
+		}
 	default:
 		t, err := time.Parse(time.RFC3339, now)
 		if err != nil {
 			return &apierr.Error{Code: apierr.BadRequest, Parameter: "now", Received: now,
 				Message: "now must be an RFC 3339 timestamp, such as 2030-01-01T00:00:00Z."}
 		}
-		if !a.clk.Set(t) {
+		if err := a.clk.Set(t); err != nil && !errors.Is(err, clock.ErrBackward) {
+			return err
+		} else if err != nil {
 			return &apierr.Error{Code: apierr.BadRequest, Parameter: "now", Received: now,
 				Message: "now is before the clock's time, " + licence.Timestamp(a.clk.Now()) + "; the clock never moves backward."}
 		}

@@ -167,5 +167,14 @@ type Store interface {
 	// once; ErrNotFound if it is unknown, taken or expired at now.
 	TakeAuthCode(ctx context.Context, codeHash string, now time.Time) (*AuthCode, error)
 
+	// TestClockOffset reads the test clock's offset (origin/clock): how
+	// far it runs ahead of the wall clock; 0 when none was stored.
+	TestClockOffset(ctx context.Context) (time.Duration, error)
+	// MoveTestClock sets the test clock's offset to max(offset+add,
+	// atLeast) in one statement, so that moves from several origins
+	// compose and the offset never decreases, and returns the offset
+	// stored. add and atLeast are not negative.
+	MoveTestClock(ctx context.Context, add, atLeast time.Duration) (time.Duration, error)
+
 	Close() error
 }

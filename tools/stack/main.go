@@ -1,7 +1,6 @@
 // Command stack runs the whole local stack in the foreground for
 // `make run`: the origin command (origin, identity provider, admin API)
 // and, once the origin is healthy, the edge (tools/edge) in front of it.
-// Ctrl-C (or SIGTERM) stops both; so does either one exiting.
 //
 //	stack -origin build/origin -edge build/edge
 //
@@ -10,6 +9,24 @@
 // LECTERN_ADMIN_TOKEN (the edge reads the test clock with it) and
 // LECTERN_PUBLIC_URL = http://<LECTERN_EDGE_ADDR>, since the edge is the
 // stack's front door.
+//
+// Stopping. Ctrl-C or SIGTERM stops the edge first, waiting for it to
+// drain (its forwards need the origin) and exit, and only then the origin,
+// which drains and flushes its meters. Each child runs in its own process
+// group, so a terminal's Ctrl-C reaches this process alone and the order
+// holds; on Linux a child is sent SIGTERM if this process dies without
+// stopping it (SIGKILL).
+//
+// Restarting. A child that dies after it was ready is restarted, with the
+// reason logged (exit status or signal), after a backoff that starts at
+// -backoff (1 s) and doubles to -max-backoff (30 s), and starts over once
+// a child has run -stable (1 min). The other child keeps running: while
+// the origin is down the edge answers its forwards with the spec's 500
+// INTERNAL ("the origin could not be reached; safe to retry once"). A
+// restart that fails -give-up (5) times in a row, the child exiting
+// before it is ready, stops the stack with an error, as does a child that
+// cannot start the first time: both are nearly always configuration (a
+// port in use, a bad secret) that waiting will not fix.
 package main
 
 import (
@@ -20,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,15 +55,36 @@ func main() {
 	}
 }
 
-// readyTimeout bounds the origin's start, corpus generation included.
+// readyTimeout bounds a child's start, the origin's corpus generation
+// included.
 const readyTimeout = 10 * time.Minute
+
+// policy is how children are restarted and stopped.
+type policy struct {
+	backoff, maxBackoff time.Duration // the first delay, doubled up to the cap
+	stable              time.Duration // a child that ran this long starts the backoff over
+	giveUp              int           // restarts failing in a row before the stack stops
+	grace               time.Duration // from SIGTERM to SIGKILL when stopping a child
+}
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("stack", flag.ContinueOnError)
 	originBin := fs.String("origin", "build/origin", "the origin command")
 	edgeBin := fs.String("edge", "build/edge", "the edge command")
+	var pol policy
+	fs.DurationVar(&pol.backoff, "backoff", time.Second, "first delay before restarting a child that died")
+	fs.DurationVar(&pol.maxBackoff, "max-backoff", 30*time.Second, "longest delay before a restart")
+	fs.DurationVar(&pol.stable, "stable", time.Minute, "a child that ran this long restarts after the first delay again")
+	fs.IntVar(&pol.giveUp, "give-up", 5, "restarts failing in a row (the child exits before it is ready) that stop the stack")
+	fs.DurationVar(&pol.grace, "grace", 15*time.Second, "time a child has to stop after SIGTERM before it is killed")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if pol.backoff <= 0 || pol.maxBackoff < pol.backoff || pol.giveUp < 1 || pol.grace <= 0 {
+		return errors.New("want 0 < -backoff <= -max-backoff, -give-up >= 1 and -grace > 0")
 	}
 	or := func(k, def string) string {
 		if v := getenv(k); v != "" {
@@ -62,78 +101,197 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		env = append(env, "LECTERN_ADMIN_TOKEN="+token)
 		fmt.Fprintf(stdout, "admin token %s   (set LECTERN_ADMIN_TOKEN to choose one)\n", token)
 	}
+	edgeAddr := or("LECTERN_EDGE_ADDR", "127.0.0.1:8787")
 	if getenv("LECTERN_PUBLIC_URL") == "" {
-		env = append(env, "LECTERN_PUBLIC_URL=http://"+or("LECTERN_EDGE_ADDR", "127.0.0.1:8787"))
+		env = append(env, "LECTERN_PUBLIC_URL=http://"+edgeAddr)
 	}
-
-	origin, err := startChild(*originBin, env, stdout)
-	if err != nil {
-		return err
-	}
-	children := []*child{origin}
-	defer func() { stopAll(children) }()
 
 	health := "http://" + or("LECTERN_ADMIN_ADDR", "127.0.0.1:8081") + "/admin/v1/health"
-	if err := waitHealthy(ctx, health, token, origin); err != nil {
-		return err
-	}
-	edge, err := startChild(*edgeBin, env, stdout)
+	origin := &proc{name: "origin", bin: *originBin, env: env, out: stdout, pol: pol,
+		ready: func(ctx context.Context) bool { return healthy(ctx, health, token) }}
+	edge := &proc{name: "edge", bin: *edgeBin, env: env, out: stdout, pol: pol,
+		ready: func(ctx context.Context) bool { return accepts(ctx, edgeAddr) }}
+
+	// First start: the origin, healthy, then the edge. A failure here is
+	// not retried.
+	oc, err := origin.launch(ctx)
 	if err != nil {
 		return err
 	}
-	children = append(children, edge)
+	ec, err := edge.launch(ctx)
+	if err != nil {
+		origin.stop(oc)
+		return err
+	}
 
+	// Each child is supervised on its own context, so that stopping can
+	// wait for the edge before it touches the origin.
+	originCtx, stopOrigin := context.WithCancel(context.Background())
+	edgeCtx, stopEdge := context.WithCancel(context.Background())
+	defer stopOrigin()
+	defer stopEdge()
+	originDone, edgeDone := make(chan error, 1), make(chan error, 1)
+	go func() { originDone <- origin.supervise(originCtx, oc) }()
+	go func() { edgeDone <- edge.supervise(edgeCtx, ec) }()
+
+	var failure error
 	select {
 	case <-ctx.Done():
-		return nil
-	case <-origin.done:
-		return fmt.Errorf("origin exited: %v", origin.err)
-	case <-edge.done:
-		return fmt.Errorf("edge exited: %v", edge.err)
+	case failure = <-originDone:
+		originDone <- failure
+	case failure = <-edgeDone:
+		edgeDone <- failure
 	}
+	fmt.Fprintln(stdout, "stack: stopping the edge, then the origin")
+	stopEdge()
+	errEdge := <-edgeDone
+	stopOrigin()
+	errOrigin := <-originDone
+	if failure != nil {
+		return failure
+	}
+	return errors.Join(errEdge, errOrigin)
 }
 
-// child is a running child process; done is closed when it has exited.
+// proc is a child command the stack keeps running.
+type proc struct {
+	name, bin string
+	env       []string
+	out       io.Writer
+	pol       policy
+	// ready polls until the child answers (true) or ctx is done (false).
+	ready func(ctx context.Context) bool
+}
+
+// child is one run of a proc; done is closed when it has exited.
 type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
 }
 
-func startChild(bin string, env []string, stdout io.Writer) (*child, error) {
-	cmd := exec.Command(bin)
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, stdout, os.Stderr
+func (p *proc) logf(format string, args ...any) {
+	fmt.Fprintf(p.out, "stack: "+format+"\n", args...)
+}
+
+// start starts one run of the child.
+func (p *proc) start() (*child, error) {
+	cmd := exec.Command(p.bin)
+	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, p.out, os.Stderr
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", p.bin, err)
 	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
+	c := &child{cmd: cmd, started: time.Now(), done: make(chan struct{})}
 	go func() {
-		c.err = cmd.Wait()
+		cmd.Wait()
 		close(c.done)
 	}()
 	return c, nil
 }
 
-// stopAll asks every child still running to stop (SIGTERM: each shuts
-// down gracefully), waits, and kills what is left after a grace period.
-func stopAll(children []*child) {
-	for _, c := range children {
-		c.cmd.Process.Signal(syscall.SIGTERM)
+// launch starts the child and waits until it is ready. When it is not (it
+// exited, ctx is done, readyTimeout passed) the child is stopped and the
+// error says why.
+func (p *proc) launch(ctx context.Context) (*child, error) {
+	c, err := p.start()
+	if err != nil {
+		return nil, err
 	}
-	grace := time.After(15 * time.Second)
-	for _, c := range children {
+	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	go func() {
 		select {
 		case <-c.done:
-		case <-grace:
-			c.cmd.Process.Kill()
-			<-c.done
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
+	if p.ready(rctx) {
+		p.logf("%s ready (pid %d)", p.name, c.cmd.Process.Pid)
+		return c, nil
+	}
+	p.stop(c)
+	switch {
+	case exited(c):
+		return nil, fmt.Errorf("%s exited before it was ready (%s)", p.name, c.cmd.ProcessState)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("interrupted before the %s was ready", p.name)
+	default:
+		return nil, fmt.Errorf("%s not ready after %s", p.name, readyTimeout)
+	}
+}
+
+// supervise keeps the child running until ctx is done, then stops it. It
+// returns an error only when restarts failed pol.giveUp times in a row.
+func (p *proc) supervise(ctx context.Context, c *child) error {
+	delay, failures := p.pol.backoff, 0
+	for {
+		if c != nil { // else the last restart failed: back off again
+			select {
+			case <-ctx.Done():
+				p.stop(c)
+				return nil
+			case <-c.done:
+			}
+			if time.Since(c.started) >= p.pol.stable {
+				delay = p.pol.backoff
+			}
+			p.logf("%s exited (%s); restarting it in %s", p.name, c.cmd.ProcessState, delay)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		next, err := p.launch(ctx)
+		switch {
+		case ctx.Err() != nil:
+			if next != nil {
+				p.stop(next)
+			}
+			return nil
+		case err != nil:
+			if failures++; failures >= p.pol.giveUp {
+				return fmt.Errorf("%s: %d restarts in a row failed, the last: %w", p.name, failures, err)
+			}
+			delay = min(2*delay, p.pol.maxBackoff)
+			p.logf("restart %d of the %s failed: %v; retrying in %s", failures, p.name, err, delay)
+			c = nil
+		default:
+			delay = min(2*delay, p.pol.maxBackoff)
+			failures, c = 0, next
 		}
 	}
 }
 
-// waitHealthy polls the admin health check until it answers 200.
-func waitHealthy(ctx context.Context, url, token string, origin *child) error {
-	deadline := time.After(readyTimeout)
+func exited(c *child) bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the child to stop (SIGTERM: it shuts down gracefully), waits,
+// and kills it after the grace period.
+func (p *proc) stop(c *child) {
+	if exited(c) {
+		return
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(p.pol.grace):
+		p.logf("%s did not stop within %s; killing it", p.name, p.pol.grace)
+		c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// healthy polls the admin health check until it answers 200.
+func healthy(ctx context.Context, url, token string) bool {
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -141,17 +299,32 @@ func waitHealthy(ctx context.Context, url, token string, origin *child) error {
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("interrupted before the origin was ready")
-		case <-origin.done:
-			return fmt.Errorf("origin exited before it was ready: %v", origin.err)
-		case <-deadline:
-			return fmt.Errorf("origin not healthy at %s after %s", url, readyTimeout)
-		case <-time.After(200 * time.Millisecond):
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// accepts polls addr until it accepts a connection.
+func accepts(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := d.DialContext(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			conn.Close()
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -44,6 +44,8 @@ type stack struct {
 	meters  meter.Store
 	servers []*http.Server
 	log     *slog.Logger
+
+	stopWatch func() // stops the test clock's Watch and waits for it
 }
 
 // start opens everything and serves in the background. Addresses may be
@@ -82,7 +84,6 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		cfg.PublicURL = st.OriginURL
 	}
 
-	st.clock = clock.New(nil)
 	secret, err := loadSecret(cfg.Secret)
 	if err != nil {
 		return nil, err
@@ -98,6 +99,9 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	st.content.Store(ct)
 
 	if st.store, st.meters, err = openStores(ctx, cfg.DB); err != nil {
+		return nil, err
+	}
+	if err := st.openClock(ctx, cfg.TestClock); err != nil {
 		return nil, err
 	}
 	provider, err := idp.New(ctx, idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log})
@@ -148,14 +152,49 @@ func (st *stack) serve(ln net.Listener, h http.Handler) {
 	go srv.Serve(ln)
 }
 
+// clockSync is how often a test clock adopts the moves other origins on
+// its database made (docs/decisions.md, Hardening: the test clock).
+const clockSync = time.Second
+
+// openClock makes the stack's clock. A test clock's offset is kept in the
+// store, so a restart keeps it, and synced every clockSync from it, so the
+// origins sharing a PostgreSQL database agree. Without the test clock the
+// clock is the wall clock, whatever offset a test run left in the
+// database.
+func (st *stack) openClock(ctx context.Context, testClock bool) error {
+	if !testClock {
+		st.clock = clock.New(nil)
+		return nil
+	}
+	c, err := clock.Stored(ctx, nil, st.store)
+	if err != nil {
+		return err
+	}
+	st.clock = c
+	wctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Watch(wctx, clockSync, func(err error) { st.log.Warn("origin: sync the test clock", "err", err) })
+	}()
+	st.stopWatch = func() { cancel(); <-done }
+	return nil
+}
+
 // Close stops serving, letting requests in flight finish, then closes
-// the stores.
+// the stores. The public API drains first, while the identity provider
+// (its JWKS) and the admin API (the edge's test clock) still answer; only
+// once every server has drained are the meters closed: their Close
+// commits what is queued, and no handler is left to queue more.
 func (st *stack) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []error
 	for _, srv := range st.servers {
 		errs = append(errs, srv.Shutdown(ctx))
+	}
+	if st.stopWatch != nil {
+		st.stopWatch()
 	}
 	if st.meters != nil {
 		errs = append(errs, st.meters.Close())

@@ -75,6 +75,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"Reopen", testReopen},
 		{"ReadsAfterWrites", testReadsAfterWrites},
 		{"ReadsDuringWrites", testReadsDuringWrites},
+		{"TestClock", testTestClock},
 	}
 	if kind == Shared {
 		tests = append(tests, struct {
@@ -841,4 +842,54 @@ func testReadsDuringWrites(t *testing.T, open Opener) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// testTestClock: the test clock's offset starts at 0, only grows, adds up
+// under concurrent advances (from two stores where the database is
+// Shared), and survives reopening.
+func testTestClock(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s, stop := openRestartable(t, open)
+	read := func(s store.Store, what string, want time.Duration) {
+		t.Helper()
+		if got, err := s.TestClockOffset(ctx); err != nil || got != want {
+			t.Fatalf("%s: TestClockOffset = %v, %v; want %v", what, got, err, want)
+		}
+	}
+	move := func(s store.Store, add, atLeast, want time.Duration) {
+		t.Helper()
+		if got, err := s.MoveTestClock(ctx, add, atLeast); err != nil || got != want {
+			t.Fatalf("MoveTestClock(%v, %v) = %v, %v; want %v", add, atLeast, got, err, want)
+		}
+	}
+	read(s, "new database", 0)
+	move(s, time.Hour, 0, time.Hour)
+	move(s, 0, 30*time.Minute, time.Hour) // never backward
+	move(s, 0, 3*time.Hour, 3*time.Hour)
+	move(s, time.Hour, 2*time.Hour, 4*time.Hour)
+	if _, err := s.MoveTestClock(ctx, -time.Hour, 0); err == nil {
+		t.Error("MoveTestClock accepted a negative add")
+	}
+	read(s, "after moves", 4*time.Hour)
+
+	others := []store.Store{s}
+	if s2, err := open(ctx); err == nil { // Shared; an Exclusive open fails while s is open
+		closeAtEnd(t, s2)
+		others = append(others, s2)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			if _, err := others[i%len(others)].MoveTestClock(ctx, time.Second, 0); err != nil {
+				t.Errorf("concurrent MoveTestClock: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, o := range others {
+		read(o, "after 20 concurrent advances", 4*time.Hour+20*time.Second)
+	}
+	stop()
+	s = openStore(t, open)
+	read(s, "after reopening", 4*time.Hour+20*time.Second)
 }

@@ -1,0 +1,12 @@
+//go:build unix && !linux
+
+package main
+
+import "syscall"
+
+// sysProcAttr puts a child in its own process group, so that a terminal's
+// Ctrl-C (SIGINT to the foreground group) reaches the stack alone and it
+// stops the children in order.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
