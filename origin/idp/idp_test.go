@@ -22,6 +22,7 @@ import (
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/apierr"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -30,7 +31,7 @@ import (
 const (
 	testOrg      = "org-1"
 	testAudience = "lectern-api"
-	testRedirect = "http://app.test/callback?app=1"
+	testRedirect = "https://app.test/callback?app=1"
 )
 
 func TestMain(m *testing.M) {
@@ -79,7 +80,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.app.id, e.app.secret, err = CreateClient(ctx, e.store, e.clock.Now(), testOrg,
 		[]string{"content.read", "progress.read", "progress.write"},
-		[]string{"client_credentials", "authorization_code"}, []string{testRedirect, "http://app.test/other"})
+		[]string{"client_credentials", "authorization_code"}, []string{testRedirect, "https://app.test/other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,8 +470,8 @@ func (e *env) authorize(verifier, learner string) string {
 		e.t.Fatal(err)
 	}
 	q := loc.Query()
-	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != "http://app.test/callback" {
-		e.t.Errorf("redirected to %q, want http://app.test/callback", got)
+	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != "https://app.test/callback" {
+		e.t.Errorf("redirected to %q, want https://app.test/callback", got)
 	}
 	if q.Get("app") != "1" || q.Get("state") != "st-1" || q.Get("code") == "" {
 		e.t.Errorf("redirect query: got %v, want app=1, state=st-1 and a code", q)
@@ -525,8 +526,8 @@ func TestAuthorizationCodeRefused(t *testing.T) {
 	}{
 		{name: "wrong verifier", verifier: oauth2.GenerateVerifier()},
 		{name: "expired code", before: func() { e.clock.Advance(61 * time.Second) }},
-		{name: "other registered redirect_uri", redirect: "http://app.test/other"},
-		{name: "redirect_uri without its query", redirect: "http://app.test/callback"},
+		{name: "other registered redirect_uri", redirect: "https://app.test/other"},
+		{name: "redirect_uri without its query", redirect: "https://app.test/callback"},
 		{name: "another client", client: &credentials{}},
 	}
 	for _, tt := range tests {
@@ -809,7 +810,10 @@ func TestCreateClient(t *testing.T) {
 	}{
 		{"machine", testOrg, []string{"content.read"}, nil, nil, nil},
 		{"learner app", testOrg, []string{"service-api/progress.read"}, []string{"authorization_code"}, []string{"https://a.test/cb"}, nil},
-		{"custom scheme", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"com.example.app:/cb"}, nil},
+		{"loopback http", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"http://127.0.0.1:8000/cb"}, nil},
+		{"custom scheme", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"com.example.app:/cb"}, ErrBadClient},
+		{"http off loopback", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"http://a.test/cb"}, ErrBadClient},
+		{"empty grant types", testOrg, []string{"content.read"}, []string{}, nil, ErrBadClient},
 		{"no scopes", testOrg, nil, nil, nil, ErrBadClient},
 		{"unknown scope", testOrg, []string{"admin"}, nil, nil, ErrBadClient},
 		{"unknown grant", testOrg, []string{"content.read"}, []string{"password"}, nil, ErrBadClient},
@@ -824,6 +828,13 @@ func TestCreateClient(t *testing.T) {
 			id, secret, err := CreateClient(t.Context(), s, now, tt.org, tt.scopes, tt.grants, tt.redirects)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err: got %v, want %v", err, tt.wantErr)
+			}
+			if errors.Is(err, ErrBadClient) {
+				// The admin API writes this body as it is.
+				var ae *apierr.Error
+				if !errors.As(err, &ae) || ae.Status() != 400 || ae.Parameter == "" {
+					t.Errorf("err %v: want a 400 API error naming the parameter", err)
+				}
 			}
 			if err != nil {
 				return
