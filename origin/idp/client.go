@@ -224,6 +224,13 @@ const maxSecretLen = 72
 // authenticate identifies the client of a token request (RFC 6749 §2.3.1):
 // HTTP Basic with form-urlencoded id and secret, or client_id and
 // client_secret form fields, never both.
+//
+// The store is always read first, so a deleted client never passes. A
+// secret verified within Limits.VerifiedTTL passes without bcrypt (and
+// without the failure limits: it is right). Otherwise the client id and
+// the remote address must not be blocked by too many failures (429), and
+// the bcrypt comparison must get a slot of the gate (503), before it
+// runs; a failure counts against both.
 func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, error) {
 	id, secret, err := clientCredentials(r, form)
 	if err != nil {
@@ -232,20 +239,44 @@ func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, err
 	c, err := p.store.GetClient(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		// Spend the same bcrypt work as for a known client, so that
-		// timing does not reveal which ids exist.
-		bcrypt.CompareHashAndPassword(p.dummyHash, []byte(secret))
-		return nil, &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
+		c = nil
 	case err != nil:
 		return nil, fmt.Errorf("get client: %w", err)
 	}
+	now := p.now()
+	if c != nil && len(secret) <= maxSecretLen && p.verified.has(now, c.ID, c.SecretHash, secret) {
+		return c, nil
+	}
+	idKey, addr := "id:"+id, addrKey(r.RemoteAddr)
+	if wait := p.failures.blocked(now, idKey, addr); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		return nil, &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable, retryAfter: secs,
+			desc: fmt.Sprintf("too many failed client authentications for this client or address; retry after %d s", secs)}
+	}
+	failed := &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
 	if len(secret) > maxSecretLen {
-		bcrypt.CompareHashAndPassword(p.dummyHash, []byte(secret[:maxSecretLen]))
-		return nil, &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
+		// bcrypt reads 72 bytes at most: no secret is longer, known
+		// client or not, and no comparison is needed to say so.
+		p.failures.fail(now, idKey, addr)
+		return nil, failed
 	}
-	if bcrypt.CompareHashAndPassword(c.SecretHash, []byte(secret)) != nil {
-		return nil, &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
+	if !p.gate.acquire(r.Context()) {
+		return nil, &oauthError{status: http.StatusServiceUnavailable, code: errTemporarilyUnavailable, retryAfter: 1,
+			desc: "too many client authentications in progress; retry shortly"}
 	}
+	hash := p.dummyHash
+	if c != nil {
+		hash = c.SecretHash
+	}
+	// An unknown id spends the same bcrypt work as a wrong secret, so
+	// that timing does not reveal which ids exist.
+	err = p.compare(hash, []byte(secret))
+	p.gate.release()
+	if err != nil || c == nil {
+		p.failures.fail(p.now(), idKey, addr)
+		return nil, failed
+	}
+	p.verified.add(p.now(), c.ID, c.SecretHash, secret)
 	return c, nil
 }
 

@@ -67,10 +67,10 @@ func newStore(t *testing.T) store.Store {
 	return s
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, edit ...func(*Config)) *env {
 	t.Helper()
 	e := &env{t: t, clock: clock.New(nil), store: newStore(t)}
-	e.serve(t)
+	e.serve(t, edit...)
 	ctx := t.Context()
 	var err error
 	e.machine.id, e.machine.secret, err = CreateClient(ctx, e.store, e.clock.Now(), testOrg,
@@ -87,13 +87,18 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// serve starts a new IdP on e.store behind a new listener.
-func (e *env) serve(t *testing.T) {
+// serve starts a new IdP on e.store behind a new listener; edit adjusts
+// its config.
+func (e *env) serve(t *testing.T, edit ...func(*Config)) {
 	t.Helper()
 	var h http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)
-	p, err := New(t.Context(), Config{Issuer: e.srv.URL, Audience: testAudience, Store: e.store, Now: e.clock.Now})
+	cfg := Config{Issuer: e.srv.URL, Audience: testAudience, Store: e.store, Now: e.clock.Now}
+	for _, f := range edit {
+		f(&cfg)
+	}
+	p, err := New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
