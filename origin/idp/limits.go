@@ -22,9 +22,10 @@ type Limits struct {
 	// max(1, GOMAXPROCS/2) by default, so that API requests keep the
 	// other half of the CPUs.
 	SecretChecks int
-	// SecretWaiters is how many more checks may wait for a slot (4 ×
-	// SecretChecks by default; negative: none). Past it a token request
-	// answers 503 temporarily_unavailable at once, with Retry-After.
+	// SecretWaiters is how many more checks may wait for a slot (16 ×
+	// SecretChecks by default, about what 1 s of default-cost checks
+	// clears; negative: none). Past it a token request answers 503
+	// temporarily_unavailable at once, with Retry-After.
 	SecretWaiters int
 	// SecretWait is the longest a check waits for a slot (1 s).
 	SecretWait time.Duration
@@ -58,7 +59,7 @@ func (l Limits) withDefaults() Limits {
 		}
 	}
 	def(&l.SecretChecks, max(1, runtime.GOMAXPROCS(0)/2))
-	def(&l.SecretWaiters, 4*l.SecretChecks)
+	def(&l.SecretWaiters, 16*l.SecretChecks)
 	defDur(&l.SecretWait, time.Second)
 	def(&l.MaxFailures, 10)
 	defDur(&l.FailureWindow, time.Minute)

@@ -312,3 +312,36 @@ func TestConcurrentFailuresAndChecks(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestBurstOfOneClientCostsOneCheck: the first requests of one client,
+// arriving together, wait behind one comparison and then pass from the
+// verified secret without one of their own.
+func TestBurstOfOneClientCostsOneCheck(t *testing.T) {
+	t.Parallel()
+	var cp atomic.Pointer[counter] // set once the secret to hold is known
+	e := newEnv(t, func(c *Config) {
+		c.Limits = Limits{SecretChecks: 1, SecretWait: time.Hour}
+		c.compare = func(hash, secret []byte) error { return cp.Load().compare(hash, secret) }
+	})
+	cnt := newCounter(e.machine.secret)
+	cp.Store(cnt)
+	first := make(chan tokenAnswer, 1)
+	go func() { first <- e.token(http.DefaultClient, e.machine.id, e.machine.secret) }()
+	<-cnt.entered // the first holds the slot, inside its comparison
+	const n = 4
+	rest := make(chan tokenAnswer, n)
+	for range n {
+		go func() { rest <- e.token(http.DefaultClient, e.machine.id, e.machine.secret) }()
+	}
+	for e.idp.gate.waiting.Load() != n { // all queued behind the first
+		time.Sleep(time.Millisecond)
+	}
+	close(cnt.release)
+	(<-first).want(t, "first", 200, "")
+	for range n {
+		(<-rest).want(t, "queued", 200, "")
+	}
+	if got := cnt.calls.Load(); got != 1 {
+		t.Errorf("%d comparisons for one client's burst, want 1", got)
+	}
+}
