@@ -20,8 +20,10 @@ import (
 
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
+	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"golang.org/x/crypto/bcrypt"
 )
 
 const token = "s3cret-admin-token"
@@ -29,23 +31,26 @@ const token = "s3cret-admin-token"
 // base is the wall clock of every test: fixed, so defaults are exact.
 var base = time.Date(2030, 3, 10, 12, 0, 0, 0, time.UTC)
 
-// fakeClients records CreateClient calls and hands out numbered secrets.
-type fakeClients struct {
+// countingClients is the identity provider's real CreateClient over the
+// test's store, counting its calls.
+type countingClients struct {
+	store store.Store
+	now   func() time.Time
 	mu    sync.Mutex
-	calls []clientCall
+	calls int
 }
 
-type clientCall struct {
-	OrgID                            string
-	Scopes, GrantTypes, RedirectURIs []string
+func (c *countingClients) create(ctx context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (string, string, error) {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return idp.CreateClient(ctx, c.store, c.now(), orgID, scopes, grantTypes, redirectURIs)
 }
 
-func (f *fakeClients) create(_ context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (string, string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, clientCall{orgID, scopes, grantTypes, redirectURIs})
-	n := len(f.calls)
-	return fmt.Sprintf("client-%d", n), fmt.Sprintf("secret-%d", n), nil
+func (c *countingClients) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
 }
 
 type env struct {
@@ -53,7 +58,7 @@ type env struct {
 	url     string
 	clk     *clock.Clock
 	store   store.Store
-	clients *fakeClients
+	clients *countingClients
 	logs    *syncBuffer
 }
 
@@ -84,8 +89,8 @@ func newEnv(t *testing.T, edit func(*admin.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, clk: clock.New(func() time.Time { return base }), store: st,
-		clients: &fakeClients{}, logs: &syncBuffer{}}
+	e := &env{t: t, clk: clock.New(func() time.Time { return base }), store: st, logs: &syncBuffer{}}
+	e.clients = &countingClients{store: st, now: e.clk.Now}
 	cfg := admin.Config{
 		Token: token, Store: st, Clock: e.clk,
 		CreateClient: e.clients.create,
@@ -448,48 +453,76 @@ func TestDelete(t *testing.T) {
 	e.do("DELETE", "/admin/v1/orgs/acme", "").want(t, 404, "NOT_FOUND")
 }
 
+// storedClient is what the store must hold after a creation.
+type storedClient struct {
+	OrgID                            string
+	Scopes, GrantTypes, RedirectURIs []string
+}
+
+// TestCreateClient runs client creation against the identity provider's
+// real CreateClient and validator over the real store.
 func TestCreateClient(t *testing.T) {
 	e := newEnv(t, nil)
 	e.do("POST", "/admin/v1/orgs", `{"orgId":"acme"}`).want(t, 201, "")
+	long := "https://a.example/" + strings.Repeat("x", 3000)
 	tests := []struct {
 		name, org, body string
 		status          int
 		param           string
-		want            *clientCall // what CreateClient must receive
-		answer          string      // scopes, grantTypes, redirectUris of the answer
+		received        string
+		want            *storedClient // what the store must hold
+		answer          string        // scopes, grantTypes, redirectUris of the answer
 	}{
 		{name: "suffixes", org: "acme", body: `{"scopes":["content.read","media.download"]}`, status: 201,
-			want:   &clientCall{"acme", []string{"content.read", "media.download"}, []string{"client_credentials"}, []string{}},
+			want:   &storedClient{"acme", []string{"content.read", "media.download"}, []string{"client_credentials"}, []string{}},
 			answer: `{"scopes":["service-api/content.read","service-api/media.download"],"grantTypes":["client_credentials"],"redirectUris":[]}`},
 		{name: "full names, repeats, any order", org: "acme",
 			body: `{"scopes":["service-api/progress.write","content.read","service-api/content.read"]}`, status: 201,
-			want:   &clientCall{"acme", []string{"content.read", "progress.write"}, []string{"client_credentials"}, []string{}},
+			want:   &storedClient{"acme", []string{"content.read", "progress.write"}, []string{"client_credentials"}, []string{}},
 			answer: `{"scopes":["service-api/content.read","service-api/progress.write"],"grantTypes":["client_credentials"],"redirectUris":[]}`},
+		{name: "null grantTypes and redirectUris", org: "acme", body: `{"scopes":["content.read"],"grantTypes":null,"redirectUris":null}`, status: 201,
+			want:   &storedClient{"acme", []string{"content.read"}, []string{"client_credentials"}, []string{}},
+			answer: `{"scopes":["service-api/content.read"],"grantTypes":["client_credentials"],"redirectUris":[]}`},
 		{name: "learner app", org: "acme",
-			body:   `{"scopes":["progress.read"],"grantTypes":["authorization_code","client_credentials"],"redirectUris":["http://127.0.0.1:5000/cb","https://app.example/cb?x=1"]}`,
+			body:   `{"scopes":["progress.read"],"grantTypes":["authorization_code","client_credentials"],"redirectUris":["http://127.0.0.1:5000/cb","https://app.example/cb?x=1","http://[::1]/cb","http://localhost:8080/cb","https://app.example/cb?x=1"]}`,
 			status: 201,
-			want:   &clientCall{"acme", []string{"progress.read"}, []string{"client_credentials", "authorization_code"}, []string{"http://127.0.0.1:5000/cb", "https://app.example/cb?x=1"}},
-			answer: `{"scopes":["service-api/progress.read"],"grantTypes":["client_credentials","authorization_code"],"redirectUris":["http://127.0.0.1:5000/cb","https://app.example/cb?x=1"]}`},
-		{name: "unknown scope", org: "acme", body: `{"scopes":["content.read","content.write"]}`, status: 400, param: "scopes"},
+			want:   &storedClient{"acme", []string{"progress.read"}, []string{"client_credentials", "authorization_code"}, []string{"http://127.0.0.1:5000/cb", "https://app.example/cb?x=1", "http://[::1]/cb", "http://localhost:8080/cb"}},
+			answer: `{"scopes":["service-api/progress.read"],"grantTypes":["client_credentials","authorization_code"],"redirectUris":["http://127.0.0.1:5000/cb","https://app.example/cb?x=1","http://[::1]/cb","http://localhost:8080/cb"]}`},
+		// Issue #13 point 8: these answered 500.
+		{name: "redirect without authorization_code", org: "acme",
+			body: `{"scopes":["content.read"],"redirectUris":["https://a.test/cb"]}`, status: 400, param: "redirectUris", received: "https://a.test/cb"},
+		{name: "redirect with client_credentials only", org: "acme",
+			body: `{"scopes":["content.read"],"grantTypes":["client_credentials"],"redirectUris":["https://a.test/cb"]}`, status: 400, param: "redirectUris"},
+		{name: "unknown scope", org: "acme", body: `{"scopes":["content.read","content.write"]}`, status: 400, param: "scopes", received: "content.write"},
 		{name: "unknown full name", org: "acme", body: `{"scopes":["other-api/content.read"]}`, status: 400, param: "scopes"},
 		{name: "no scopes", org: "acme", body: `{"scopes":[]}`, status: 400, param: "scopes"},
 		{name: "scopes missing", org: "acme", body: `{}`, status: 400, param: "scopes"},
 		{name: "scopes not a list", org: "acme", body: `{"scopes":"content.read"}`, status: 400, param: "scopes"},
 		{name: "authorization_code without redirect", org: "acme",
 			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"]}`, status: 400, param: "redirectUris"},
-		{name: "unknown grant", org: "acme", body: `{"scopes":["content.read"],"grantTypes":["password"]}`, status: 400, param: "grantTypes"},
+		{name: "empty grantTypes", org: "acme", body: `{"scopes":["content.read"],"grantTypes":[]}`, status: 400, param: "grantTypes"},
+		{name: "unknown grant", org: "acme", body: `{"scopes":["content.read"],"grantTypes":["password"]}`, status: 400, param: "grantTypes", received: "password"},
 		{name: "redirect with fragment", org: "acme",
 			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"],"redirectUris":["https://a.example/cb#x"]}`, status: 400, param: "redirectUris"},
 		{name: "relative redirect", org: "acme",
 			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"],"redirectUris":["/cb"]}`, status: 400, param: "redirectUris"},
 		{name: "non-http redirect", org: "acme",
 			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"],"redirectUris":["ftp://a.example/cb"]}`, status: 400, param: "redirectUris"},
+		{name: "plain http off loopback", org: "acme",
+			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"],"redirectUris":["http://app.example/cb"]}`, status: 400, param: "redirectUris", received: "http://app.example/cb"},
+		{name: "user info", org: "acme",
+			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"],"redirectUris":["https://u:p@a.example/cb"]}`, status: 400, param: "redirectUris"},
+		{name: "custom scheme", org: "acme",
+			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"],"redirectUris":["com.example.app:/cb"]}`, status: 400, param: "redirectUris"},
+		{name: "overlong redirect", org: "acme",
+			body: `{"scopes":["content.read"],"grantTypes":["authorization_code"],"redirectUris":["` + long + `"]}`, status: 400, param: "redirectUris", received: long[:200]},
 		{name: "case-folded member name", org: "acme", body: `{"Scopes":["content.read"]}`, status: 400, param: "Scopes"},
 		{name: "unknown org", org: "ghost", body: `{"scopes":["content.read"]}`, status: 404},
+		{name: "bad body before existence", org: "ghost", body: `{"scopes":["nope"]}`, status: 400, param: "scopes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := len(e.clients.calls)
+			before := e.clients.count()
 			r := e.do("POST", "/admin/v1/orgs/"+tt.org+"/clients", tt.body)
 			if tt.status != 201 {
 				code := "BAD_REQUEST"
@@ -500,36 +533,47 @@ func TestCreateClient(t *testing.T) {
 				if tt.param != "" && r.errField("parameter") != tt.param {
 					t.Errorf("parameter = %v, want %s (%s)", r.errField("parameter"), tt.param, r.raw)
 				}
+				if tt.received != "" && r.errField("received") != tt.received {
+					t.Errorf("received = %v, want %s", r.errField("received"), tt.received)
+				}
 				if strings.HasPrefix(tt.name, "unknown scope") && r.errField("allowed") == nil {
 					t.Errorf("no allowed list: %s", r.raw)
 				}
-				if len(e.clients.calls) != before {
+				if e.clients.count() != before {
 					t.Errorf("CreateClient was called for a refused request")
 				}
 				return
 			}
 			r.want(t, 201, "")
-			if len(e.clients.calls) != before+1 {
-				t.Fatalf("CreateClient called %d times, want once", len(e.clients.calls)-before)
+			if e.clients.count() != before+1 {
+				t.Fatalf("CreateClient called %d times, want once", e.clients.count()-before)
 			}
-			if got := e.clients.calls[before]; !reflect.DeepEqual(got, *tt.want) {
-				t.Errorf("CreateClient got %+v, want %+v", got, *tt.want)
-			}
-			n := before + 1
+			id, _ := r.body["clientId"].(string)
+			secret, _ := r.body["clientSecret"].(string)
 			want := strings.TrimSuffix(tt.answer, "}") +
-				fmt.Sprintf(`,"clientId":"client-%d","clientSecret":"secret-%d","orgId":"acme"}`, n, n)
+				fmt.Sprintf(`,"clientId":%q,"clientSecret":%q,"orgId":"acme"}`, id, secret)
 			jsonEqual(t, r.body, want)
+			c, err := e.store.GetClient(t.Context(), id)
+			if err != nil {
+				t.Fatalf("the created client is not stored: %v", err)
+			}
+			got := storedClient{c.OrgID, c.Scopes, c.GrantTypes, c.RedirectURIs}
+			if !reflect.DeepEqual(got, *tt.want) {
+				t.Errorf("stored %+v, want %+v", got, *tt.want)
+			}
+			if bcrypt.CompareHashAndPassword(c.SecretHash, []byte(secret)) != nil {
+				t.Errorf("the answered secret does not match the stored hash")
+			}
 			if r.header.Get("Cache-Control") != "no-store" {
 				t.Errorf("Cache-Control = %q, want no-store", r.header.Get("Cache-Control"))
 			}
+			if strings.Contains(e.logs.String(), secret) {
+				t.Errorf("a secret appears in the log")
+			}
+			if g := e.do("GET", "/admin/v1/orgs/acme", ""); bytes.Contains(g.raw, []byte(secret)) {
+				t.Errorf("GET org shows a secret: %s", g.raw)
+			}
 		})
-	}
-	// The secret is shown once: nothing else the API answers holds it.
-	if r := e.do("GET", "/admin/v1/orgs/acme", ""); bytes.Contains(r.raw, []byte("secret-")) {
-		t.Errorf("GET org shows a secret: %s", r.raw)
-	}
-	if strings.Contains(e.logs.String(), "secret-") {
-		t.Errorf("a secret appears in the log")
 	}
 }
 

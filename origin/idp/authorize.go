@@ -100,6 +100,14 @@ func (p *IdP) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		fail(errInvalidRequest, "login_hint must be 1 to 128 visible ASCII characters")
 		return
 	}
+	// Expired codes go, and of this client's pending codes the oldest
+	// beyond Limits.PendingCodes: the endpoint needs no credentials, and
+	// each call writes a row.
+	now := p.now()
+	if err := p.store.PruneAuthCodes(r.Context(), c.ID, now, p.limits.PendingCodes-1); err != nil {
+		p.serverError(w, r, err)
+		return
+	}
 	code := randomString(32)
 	err = p.store.SaveAuthCode(r.Context(), store.AuthCode{
 		CodeHash:    hashCode(code),
@@ -108,7 +116,7 @@ func (p *IdP) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		Scope:       sc,
 		Challenge:   challenge,
 		Learner:     learner,
-		ExpiresAt:   p.now().Add(codeTTL),
+		ExpiresAt:   now.Add(codeTTL),
 	})
 	if err != nil {
 		p.serverError(w, r, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/scope"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -29,56 +31,164 @@ const (
 	grantAuthorizationCode = "authorization_code"
 )
 
-// ErrBadClient is wrapped by CreateClient's errors about its arguments;
-// the admin API answers them with 400.
+// ErrBadClient is matched (errors.Is) by CreateClient's and
+// ValidateClient's errors about their arguments. Those errors are
+// *RegistrationError, which unwraps to the API's error body.
 var ErrBadClient = errors.New("invalid client registration")
 
-// CreateClient registers a client of organisation orgID and returns its id
-// and secret. The secret is shown only this once: the store keeps a bcrypt
-// hash. scopes are suffixes ("content.read") or full names; grantTypes
-// defaults to client_credentials; authorization_code needs at least one
-// redirect URI, each absolute and without a fragment (RFC 6749 §3.1.2).
-// Errors wrap ErrBadClient for bad arguments and store.ErrNotFound when
-// the organisation does not exist.
-func CreateClient(ctx context.Context, s store.Store, now time.Time, orgID string, scopes, grantTypes, redirectURIs []string) (clientID, secret string, err error) {
+// Registration is a client registration, normalised by ValidateClient.
+type Registration struct {
+	Scopes       []string // suffixes, without repeats, in scope.All's order
+	GrantTypes   []string // without repeats, in GrantTypes' order
+	RedirectURIs []string // without repeats, in the given order; never nil
+}
+
+// GrantTypes are the grant types a client may hold, in the order a
+// registration lists them.
+var GrantTypes = []string{grantClientCredentials, grantAuthorizationCode}
+
+// Bounds of a registration's redirect URIs.
+const (
+	maxRedirectURIs   = 20
+	maxRedirectURILen = 2000
+	maxReceivedLen    = 200 // how much of an offending value an error echoes
+)
+
+// RegistrationError is a refused registration: API is the API's 400
+// BAD_REQUEST body naming the parameter (scopes, grantTypes,
+// redirectUris). It matches ErrBadClient and unwraps to API.
+type RegistrationError struct{ API *apierr.Error }
+
+func (e *RegistrationError) Error() string        { return "invalid client registration: " + e.API.Message }
+func (e *RegistrationError) Unwrap() error        { return e.API }
+func (e *RegistrationError) Is(target error) bool { return target == ErrBadClient }
+
+func refuse(param string, allowed []string, received, msg string) *RegistrationError {
+	if len(received) > maxReceivedLen {
+		received = received[:maxReceivedLen]
+	}
+	return &RegistrationError{&apierr.Error{Code: apierr.BadRequest, Parameter: param, Allowed: allowed,
+		Received: received, Message: msg}}
+}
+
+// ValidateClient is the one validator of client registrations, used by
+// CreateClient and, before anything else, by the admin API. The rules
+// (docs/decisions.md, "Client registrations"):
+//   - scopes: at least one, each a suffix ("content.read") or a full name
+//     ("service-api/content.read");
+//   - grantTypes: nil means ["client_credentials"]; otherwise at least one
+//     of client_credentials and authorization_code;
+//   - redirectUris: required with authorization_code and refused without
+//     it (a client_credentials client never redirects); each an absolute
+//     https URL with a host, or http on a loopback host (127.0.0.1, [::1],
+//     localhost, RFC 8252 §7.3), without a fragment or userinfo (RFC 6749
+//     §3.1.2), at most 2000 bytes, at most 20 of them.
+//
+// Repeats are dropped. Errors are *RegistrationError.
+func ValidateClient(scopes, grantTypes, redirectURIs []string) (Registration, error) {
+	var reg Registration
 	if len(scopes) == 0 {
-		return "", "", fmt.Errorf("%w: scopes are required", ErrBadClient)
+		return reg, refuse("scopes", scope.All, "",
+			"scopes must list at least one scope, as a suffix (content.read) or a full name (service-api/content.read).")
 	}
 	var set scope.Set
 	for _, sc := range scopes {
 		suffix, ok := scope.Suffix(sc)
 		if !ok {
-			return "", "", fmt.Errorf("%w: unknown scope %q", ErrBadClient, sc)
+			return reg, refuse("scopes", scope.All, sc, "Unknown scope "+clip(sc)+".")
 		}
 		set |= scope.Of(suffix)
 	}
-	var suffixes []string
 	for _, a := range scope.All {
 		if set.Has(a) {
-			suffixes = append(suffixes, a)
+			reg.Scopes = append(reg.Scopes, a)
 		}
 	}
-	if len(grantTypes) == 0 {
+
+	if grantTypes == nil {
 		grantTypes = []string{grantClientCredentials}
 	}
-	var grants []string
+	if len(grantTypes) == 0 {
+		return reg, refuse("grantTypes", GrantTypes, "",
+			"grantTypes must list at least one grant type, or be omitted (client_credentials).")
+	}
 	for _, g := range grantTypes {
-		if g != grantClientCredentials && g != grantAuthorizationCode {
-			return "", "", fmt.Errorf("%w: unsupported grant type %q", ErrBadClient, g)
-		}
-		if !slices.Contains(grants, g) {
-			grants = append(grants, g)
+		if !slices.Contains(GrantTypes, g) {
+			return reg, refuse("grantTypes", GrantTypes, g, "Unknown grant type "+clip(g)+".")
 		}
 	}
-	if slices.Contains(grants, grantAuthorizationCode) != (len(redirectURIs) > 0) {
-		return "", "", fmt.Errorf("%w: redirect URIs go with, and only with, the authorization_code grant", ErrBadClient)
+	for _, g := range GrantTypes {
+		if slices.Contains(grantTypes, g) {
+			reg.GrantTypes = append(reg.GrantTypes, g)
+		}
 	}
+
+	code := slices.Contains(reg.GrantTypes, grantAuthorizationCode)
+	switch {
+	case code && len(redirectURIs) == 0:
+		return reg, refuse("redirectUris", nil, "",
+			"The authorization_code grant needs at least one redirect URI.")
+	case !code && len(redirectURIs) > 0:
+		return reg, refuse("redirectUris", nil, redirectURIs[0],
+			"Redirect URIs are used only by the authorization_code grant: add it to grantTypes, or omit redirectUris.")
+	case len(redirectURIs) > maxRedirectURIs:
+		return reg, refuse("redirectUris", nil, "",
+			fmt.Sprintf("At most %d redirect URIs may be registered.", maxRedirectURIs))
+	}
+	reg.RedirectURIs = []string{}
 	for _, ru := range redirectURIs {
-		u, err := url.Parse(ru)
-		if err != nil || !u.IsAbs() || strings.Contains(ru, "#") ||
-			(u.Scheme == "http" || u.Scheme == "https") && u.Host == "" {
-			return "", "", fmt.Errorf("%w: redirect URI %q must be absolute and without a fragment", ErrBadClient, ru)
+		if !validRedirectURI(ru) {
+			return reg, refuse("redirectUris", nil, ru,
+				"Each redirect URI must be an absolute https URL with a host, or http on a loopback host "+
+					"(127.0.0.1, [::1], localhost), without a fragment or user info, of at most 2000 bytes.")
 		}
+		if !slices.Contains(reg.RedirectURIs, ru) {
+			reg.RedirectURIs = append(reg.RedirectURIs, ru)
+		}
+	}
+	return reg, nil
+}
+
+// clip shortens a value quoted in a message.
+func clip(s string) string {
+	if len(s) > maxReceivedLen {
+		return s[:maxReceivedLen] + "…"
+	}
+	return s
+}
+
+// validRedirectURI applies the redirect URI rules of ValidateClient.
+func validRedirectURI(ru string) bool {
+	if len(ru) > maxRedirectURILen || strings.ContainsAny(ru, "#\x00\r\n\t ") {
+		return false
+	}
+	u, err := url.Parse(ru)
+	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Host == "" || u.User != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		h := u.Hostname()
+		if h == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return false
+}
+
+// CreateClient registers a client of organisation orgID and returns its id
+// and secret. The secret is shown only this once: the store keeps a bcrypt
+// hash. The arguments are checked by ValidateClient, whose errors it
+// returns as they are; an unknown organisation is an error wrapping
+// store.ErrNotFound.
+func CreateClient(ctx context.Context, s store.Store, now time.Time, orgID string, scopes, grantTypes, redirectURIs []string) (clientID, secret string, err error) {
+	reg, err := ValidateClient(scopes, grantTypes, redirectURIs)
+	if err != nil {
+		return "", "", err
 	}
 	clientID = "lc_" + randomString(16)
 	secret = randomString(32)
@@ -90,9 +200,9 @@ func CreateClient(ctx context.Context, s store.Store, now time.Time, orgID strin
 		ID:           clientID,
 		OrgID:        orgID,
 		SecretHash:   hash,
-		Scopes:       suffixes,
-		GrantTypes:   grants,
-		RedirectURIs: slices.Clone(redirectURIs),
+		Scopes:       reg.Scopes,
+		GrantTypes:   reg.GrantTypes,
+		RedirectURIs: reg.RedirectURIs,
 		CreatedAt:    now,
 	}
 	if err := s.CreateClient(ctx, c); err != nil {
@@ -114,6 +224,13 @@ const maxSecretLen = 72
 // authenticate identifies the client of a token request (RFC 6749 §2.3.1):
 // HTTP Basic with form-urlencoded id and secret, or client_id and
 // client_secret form fields, never both.
+//
+// The store is always read first, so a deleted client never passes. A
+// secret verified within Limits.VerifiedTTL passes without bcrypt (and
+// without the failure limits: it is right). Otherwise the client id and
+// the remote address must not be blocked by too many failures (429), and
+// the bcrypt comparison must get a slot of the gate (503), before it
+// runs; a failure counts against both.
 func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, error) {
 	id, secret, err := clientCredentials(r, form)
 	if err != nil {
@@ -122,20 +239,50 @@ func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, err
 	c, err := p.store.GetClient(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		// Spend the same bcrypt work as for a known client, so that
-		// timing does not reveal which ids exist.
-		bcrypt.CompareHashAndPassword(p.dummyHash, []byte(secret))
-		return nil, &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
+		c = nil
 	case err != nil:
 		return nil, fmt.Errorf("get client: %w", err)
 	}
+	now := p.now()
+	if c != nil && len(secret) <= maxSecretLen && p.verified.has(now, c.ID, c.SecretHash, secret) {
+		return c, nil
+	}
+	idKey, addr := "id:"+id, addrKey(r.RemoteAddr)
+	if wait := p.failures.blocked(now, idKey, addr); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		return nil, &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable, retryAfter: secs,
+			desc: fmt.Sprintf("too many failed client authentications for this client or address; retry after %d s", secs)}
+	}
+	failed := &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
 	if len(secret) > maxSecretLen {
-		bcrypt.CompareHashAndPassword(p.dummyHash, []byte(secret[:maxSecretLen]))
-		return nil, &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
+		// bcrypt reads 72 bytes at most: no secret is longer, known
+		// client or not, and no comparison is needed to say so.
+		p.failures.fail(now, idKey, addr)
+		return nil, failed
 	}
-	if bcrypt.CompareHashAndPassword(c.SecretHash, []byte(secret)) != nil {
-		return nil, &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
+	if !p.gate.acquire(r.Context()) {
+		return nil, &oauthError{status: http.StatusServiceUnavailable, code: errTemporarilyUnavailable, retryAfter: 1,
+			desc: "too many client authentications in progress; retry shortly"}
 	}
+	if c != nil && p.verified.has(p.now(), c.ID, c.SecretHash, secret) {
+		// Verified by a check this one waited behind (a burst of one
+		// client's first requests costs one comparison).
+		p.gate.release()
+		return c, nil
+	}
+	hash := p.dummyHash
+	if c != nil {
+		hash = c.SecretHash
+	}
+	// An unknown id spends the same bcrypt work as a wrong secret, so
+	// that timing does not reveal which ids exist.
+	err = p.compare(hash, []byte(secret))
+	p.gate.release()
+	if err != nil || c == nil {
+		p.failures.fail(p.now(), idKey, addr)
+		return nil, failed
+	}
+	p.verified.add(p.now(), c.ID, c.SecretHash, secret)
 	return c, nil
 }
 

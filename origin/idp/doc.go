@@ -33,8 +33,18 @@
 //
 // # Clients
 //
-// [CreateClient] registers a client for the admin API; the secret is
-// returned once and stored as a bcrypt hash. The token endpoint spends one
-// bcrypt comparison whether or not the client exists, so response time
-// does not tell which client ids exist.
+// [CreateClient] registers a client for the admin API, after
+// [ValidateClient], the one validator of registrations, whose errors are
+// the API's 400 body; the secret is returned once and stored as a bcrypt
+// hash. The token endpoint spends one bcrypt comparison whether or not
+// the client exists, so response time does not tell which client ids
+// exist.
+//
+// # Limits
+//
+// [Limits] bounds what callers without a valid secret can cost: bcrypt
+// comparisons run behind a small gate (503 when it is full), failed
+// authentications block a client id or a remote address for a window
+// (429), a secret verified recently passes without bcrypt, and each
+// client keeps a bounded number of pending authorization codes.
 package idp

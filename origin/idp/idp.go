@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,11 @@ type Config struct {
 	Logger      *slog.Logger     // discards when nil
 	TokenTTL    time.Duration    // DefaultTokenTTL when zero
 	RotateAfter time.Duration    // DefaultRotateAfter when zero
+	Limits      Limits           // zero fields take their defaults
+
+	// compare checks a secret against its stored hash; tests count or
+	// hold the calls. bcrypt.CompareHashAndPassword when nil.
+	compare func(hash, secret []byte) error
 }
 
 // IdP is the identity provider. Safe for concurrent use.
@@ -46,6 +52,12 @@ type IdP struct {
 	log         *slog.Logger
 	ttl         time.Duration
 	rotateAfter time.Duration
+	limits      Limits
+
+	compare  func(hash, secret []byte) error
+	gate     *gate     // bounds the concurrent bcrypt comparisons
+	failures *failures // failed authentications per client id and address
+	verified *verified // secrets verified recently
 
 	// dummyHash is compared against when the client is unknown, so that
 	// an unknown id costs the same bcrypt work as a wrong secret.
@@ -70,7 +82,15 @@ func New(ctx context.Context, cfg Config) (*IdP, error) {
 		log:         cfg.Logger,
 		ttl:         cfg.TokenTTL,
 		rotateAfter: cfg.RotateAfter,
+		limits:      cfg.Limits.withDefaults(),
+		compare:     cfg.compare,
 	}
+	if p.compare == nil {
+		p.compare = bcrypt.CompareHashAndPassword
+	}
+	p.gate = newGate(p.limits.SecretChecks, p.limits.SecretWaiters, p.limits.SecretWait)
+	p.failures = newFailures(p.limits)
+	p.verified = newVerified(p.limits)
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -187,13 +207,15 @@ const (
 	errUnsupportedResponseType = "unsupported_response_type"
 	errInvalidScope            = "invalid_scope"
 	errServerError             = "server_error"
+	errTemporarilyUnavailable  = "temporarily_unavailable"
 )
 
 // oauthError is an error answered with an RFC 6749 §5.2 body.
 type oauthError struct {
-	status int
-	code   string
-	desc   string
+	status     int
+	code       string
+	desc       string
+	retryAfter int // seconds; sent as Retry-After when positive
 }
 
 func (e *oauthError) Error() string { return e.code + ": " + e.desc }
@@ -207,6 +229,9 @@ func badRequest(code, desc string) *oauthError {
 func writeError(w http.ResponseWriter, e *oauthError) {
 	if e.code == errInvalidClient {
 		w.Header().Set("WWW-Authenticate", `Basic realm="lectern"`)
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	body, _ := json.Marshal(struct {
 		Error       string `json:"error"`

@@ -22,6 +22,7 @@ import (
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/apierr"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -30,7 +31,7 @@ import (
 const (
 	testOrg      = "org-1"
 	testAudience = "lectern-api"
-	testRedirect = "http://app.test/callback?app=1"
+	testRedirect = "https://app.test/callback?app=1"
 )
 
 func TestMain(m *testing.M) {
@@ -66,10 +67,10 @@ func newStore(t *testing.T) store.Store {
 	return s
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, edit ...func(*Config)) *env {
 	t.Helper()
 	e := &env{t: t, clock: clock.New(nil), store: newStore(t)}
-	e.serve(t)
+	e.serve(t, edit...)
 	ctx := t.Context()
 	var err error
 	e.machine.id, e.machine.secret, err = CreateClient(ctx, e.store, e.clock.Now(), testOrg,
@@ -79,20 +80,25 @@ func newEnv(t *testing.T) *env {
 	}
 	e.app.id, e.app.secret, err = CreateClient(ctx, e.store, e.clock.Now(), testOrg,
 		[]string{"content.read", "progress.read", "progress.write"},
-		[]string{"client_credentials", "authorization_code"}, []string{testRedirect, "http://app.test/other"})
+		[]string{"client_credentials", "authorization_code"}, []string{testRedirect, "https://app.test/other"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-// serve starts a new IdP on e.store behind a new listener.
-func (e *env) serve(t *testing.T) {
+// serve starts a new IdP on e.store behind a new listener; edit adjusts
+// its config.
+func (e *env) serve(t *testing.T, edit ...func(*Config)) {
 	t.Helper()
 	var h http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)
-	p, err := New(t.Context(), Config{Issuer: e.srv.URL, Audience: testAudience, Store: e.store, Now: e.clock.Now})
+	cfg := Config{Issuer: e.srv.URL, Audience: testAudience, Store: e.store, Now: e.clock.Now}
+	for _, f := range edit {
+		f(&cfg)
+	}
+	p, err := New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,8 +480,8 @@ func (e *env) authorize(verifier, learner string) string {
 		e.t.Fatal(err)
 	}
 	q := loc.Query()
-	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != "http://app.test/callback" {
-		e.t.Errorf("redirected to %q, want http://app.test/callback", got)
+	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != "https://app.test/callback" {
+		e.t.Errorf("redirected to %q, want https://app.test/callback", got)
 	}
 	if q.Get("app") != "1" || q.Get("state") != "st-1" || q.Get("code") == "" {
 		e.t.Errorf("redirect query: got %v, want app=1, state=st-1 and a code", q)
@@ -530,8 +536,8 @@ func TestAuthorizationCodeRefused(t *testing.T) {
 	}{
 		{name: "wrong verifier", verifier: oauth2.GenerateVerifier()},
 		{name: "expired code", before: func() { e.clock.Advance(61 * time.Second) }},
-		{name: "other registered redirect_uri", redirect: "http://app.test/other"},
-		{name: "redirect_uri without its query", redirect: "http://app.test/callback"},
+		{name: "other registered redirect_uri", redirect: "https://app.test/other"},
+		{name: "redirect_uri without its query", redirect: "https://app.test/callback"},
 		{name: "another client", client: &credentials{}},
 	}
 	for _, tt := range tests {
@@ -814,7 +820,10 @@ func TestCreateClient(t *testing.T) {
 	}{
 		{"machine", testOrg, []string{"content.read"}, nil, nil, nil},
 		{"learner app", testOrg, []string{"service-api/progress.read"}, []string{"authorization_code"}, []string{"https://a.test/cb"}, nil},
-		{"custom scheme", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"com.example.app:/cb"}, nil},
+		{"loopback http", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"http://127.0.0.1:8000/cb"}, nil},
+		{"custom scheme", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"com.example.app:/cb"}, ErrBadClient},
+		{"http off loopback", testOrg, []string{"progress.read"}, []string{"authorization_code"}, []string{"http://a.test/cb"}, ErrBadClient},
+		{"empty grant types", testOrg, []string{"content.read"}, []string{}, nil, ErrBadClient},
 		{"no scopes", testOrg, nil, nil, nil, ErrBadClient},
 		{"unknown scope", testOrg, []string{"admin"}, nil, nil, ErrBadClient},
 		{"unknown grant", testOrg, []string{"content.read"}, []string{"password"}, nil, ErrBadClient},
@@ -829,6 +838,13 @@ func TestCreateClient(t *testing.T) {
 			id, secret, err := CreateClient(t.Context(), s, now, tt.org, tt.scopes, tt.grants, tt.redirects)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err: got %v, want %v", err, tt.wantErr)
+			}
+			if errors.Is(err, ErrBadClient) {
+				// The admin API writes this body as it is.
+				var ae *apierr.Error
+				if !errors.As(err, &ae) || ae.Status() != 400 || ae.Parameter == "" {
+					t.Errorf("err %v: want a 400 API error naming the parameter", err)
+				}
 			}
 			if err != nil {
 				return

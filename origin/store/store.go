@@ -163,6 +163,12 @@ type Store interface {
 
 	// SaveAuthCode stores an authorization code.
 	SaveAuthCode(ctx context.Context, c AuthCode) error
+	// PruneAuthCodes deletes, in one transaction, every code expired at
+	// now and all but the keep newest (latest ExpiresAt) codes of
+	// clientID; keep < 0 counts as 0. The identity provider calls it
+	// before each SaveAuthCode, so that unredeemed codes neither pile up
+	// nor exceed a bound per client.
+	PruneAuthCodes(ctx context.Context, clientID string, now time.Time, keep int) error
 	// TakeAuthCode removes and returns the code with that hash, at most
 	// once; ErrNotFound if it is unknown, taken or expired at now.
 	TakeAuthCode(ctx context.Context, codeHash string, now time.Time) (*AuthCode, error)

@@ -45,3 +45,23 @@ func (s *Store) TakeAuthCode(ctx context.Context, codeHash string, now time.Time
 	}
 	return &c, nil
 }
+
+// PruneAuthCodes implements store.Store. Of concurrent prunes and saves
+// for one client, each prune sees the codes committed before it: the
+// bound may be passed by the saves in flight, and the next prune
+// restores it.
+func (s *Store) PruneAuthCodes(ctx context.Context, clientID string, now time.Time, keep int) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM auth_codes WHERE expires_at <= $1`, now); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM auth_codes WHERE code_hash IN (
+			SELECT code_hash FROM auth_codes WHERE client_id = $1
+			ORDER BY expires_at DESC, code_hash OFFSET $2)`, clientID, max(keep, 0))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("prune auth codes: %w", err)
+	}
+	return nil
+}

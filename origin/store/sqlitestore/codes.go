@@ -48,3 +48,24 @@ func (s *Store) TakeAuthCode(ctx context.Context, codeHash string, now time.Time
 	}
 	return &c, nil
 }
+
+// PruneAuthCodes implements store.Store.
+func (s *Store) PruneAuthCodes(ctx context.Context, clientID string, now time.Time, keep int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("prune auth codes: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM auth_codes WHERE expires_at <= ?`, stamp(now)); err != nil {
+		return fmt.Errorf("prune auth codes: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM auth_codes WHERE code_hash IN (
+		SELECT code_hash FROM auth_codes WHERE client_id = ?
+		ORDER BY expires_at DESC, code_hash LIMIT -1 OFFSET ?)`, clientID, max(keep, 0)); err != nil {
+		return fmt.Errorf("prune auth codes: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("prune auth codes: %w", err)
+	}
+	return nil
+}

@@ -72,6 +72,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"AuthCodeTakenOnce", testAuthCodeTakenOnce},
 		{"AuthCodeConcurrent", testAuthCodeConcurrent},
 		{"AuthCodeExpired", testAuthCodeExpired},
+		{"PruneAuthCodes", testPruneAuthCodes},
 		{"Reopen", testReopen},
 		{"ReadsAfterWrites", testReadsAfterWrites},
 		{"ReadsDuringWrites", testReadsDuringWrites},
@@ -892,4 +893,51 @@ func testTestClock(t *testing.T, open Opener) {
 	stop()
 	s = openStore(t, open)
 	read(s, "after reopening", 4*time.Hour+20*time.Second)
+}
+
+// testPruneAuthCodes: a prune deletes every code expired at now, of any
+// client, and all but the newest keep codes of its client, whose other
+// codes and the other clients' live codes stay.
+func testPruneAuthCodes(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s := openStore(t, open)
+	save := func(hash, client string, expires time.Time) {
+		t.Helper()
+		c := authCode(hash, expires)
+		c.ClientID = client
+		if err := s.SaveAuthCode(ctx, c); err != nil {
+			t.Fatalf("SaveAuthCode %s: %v", hash, err)
+		}
+	}
+	for i := range 5 { // a1 is the oldest, a5 the newest
+		save(fmt.Sprintf("a%d", i+1), "client-a", t0.Add(time.Duration(i+1)*time.Minute))
+	}
+	save("b-live", "client-b", t0.Add(time.Minute))
+	save("b-expired", "client-b", t0)                 // expired at t0: ExpiresAt is not after now
+	save("a-expired", "client-a", t0.Add(-time.Hour)) // expired, and the oldest of client-a
+	if err := s.PruneAuthCodes(ctx, "client-a", t0, 2); err != nil {
+		t.Fatalf("PruneAuthCodes: %v", err)
+	}
+	// An earlier clock shows whether a row is still there, expired or not.
+	early := t0.Add(-2 * time.Hour)
+	for _, gone := range []string{"a1", "a2", "a3", "a-expired", "b-expired"} {
+		_, err := s.TakeAuthCode(ctx, gone, early)
+		wantErr(t, "TakeAuthCode "+gone+" after the prune", err, store.ErrNotFound)
+	}
+	for _, kept := range []string{"a4", "a5", "b-live"} {
+		if _, err := s.TakeAuthCode(ctx, kept, early); err != nil {
+			t.Errorf("TakeAuthCode %s after the prune: %v, want it kept", kept, err)
+		}
+	}
+	// keep 0 (and below) deletes all of the client's codes.
+	save("a6", "client-a", t0.Add(time.Hour))
+	save("b2", "client-b", t0.Add(time.Hour))
+	if err := s.PruneAuthCodes(ctx, "client-a", t0, -1); err != nil {
+		t.Fatalf("PruneAuthCodes keep -1: %v", err)
+	}
+	_, err := s.TakeAuthCode(ctx, "a6", early)
+	wantErr(t, "TakeAuthCode a6 after keep -1", err, store.ErrNotFound)
+	if _, err := s.TakeAuthCode(ctx, "b2", early); err != nil {
+		t.Errorf("TakeAuthCode b2: %v, want another client's code kept", err)
+	}
 }
