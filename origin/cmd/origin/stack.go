@@ -100,7 +100,8 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if st.store, st.meters, err = openStores(ctx, cfg.DB); err != nil {
 		return nil, err
 	}
-	provider, err := idp.New(ctx, idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log})
+	provider, err := idp.New(ctx, idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log,
+		SealKey: subkey(secret, "idp-keys")})
 	if err != nil {
 		return nil, err
 	}
