@@ -29,6 +29,8 @@ type Authenticator struct {
 	client   *http.Client
 	now      func() time.Time
 
+	fetchTimeout time.Duration
+
 	mu    sync.Mutex
 	cache token.Cache
 	done  chan struct{} // closed when the fetch in flight ends
@@ -51,7 +53,14 @@ type Config struct {
 	Client   *http.Client
 	Now      func() time.Time
 	Leeway   time.Duration // clock skew allowed on exp and nbf; 30 s when zero
+	// FetchTimeout bounds one JWKS fetch; DefaultFetchTimeout when zero.
+	// Only requests without a usable key wait for a fetch.
+	FetchTimeout time.Duration
 }
+
+// DefaultFetchTimeout bounds a JWKS fetch; shorter than the Cache's
+// InFlightTimeout, so a fetch always ends before it is presumed lost.
+const DefaultFetchTimeout = 10 * time.Second
 
 // New returns an Authenticator. Keys are fetched on first use.
 func New(cfg Config) *Authenticator {
@@ -64,11 +73,15 @@ func New(cfg Config) *Authenticator {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = DefaultFetchTimeout
+	}
 	return &Authenticator{
-		verifier: token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway},
-		jwksURL:  cfg.JWKSURL,
-		client:   cfg.Client,
-		now:      cfg.Now,
+		fetchTimeout: cfg.FetchTimeout,
+		verifier:     token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway},
+		jwksURL:      cfg.JWKSURL,
+		client:       cfg.Client,
+		now:          cfg.Now,
 	}
 }
 
@@ -104,47 +117,54 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	return claims, nil
 }
 
-// keys returns the key set to verify with, fetching a new one first when
-// the policy says so. A caller that has no set yet, or whose token names
-// a kid the set lacks (unknownKid), waits for a fetch in flight instead
-// of verifying against a set it already knows to be wanting.
+// keys returns the key set to verify with, starting a fetch in the
+// background when the shared Cache policy says so (single-flight and
+// rate-limited). A stale set is served while it is refreshed: a request
+// whose token names a kid the set holds never waits for the identity
+// provider, even a hung one. A caller that has no set yet, or whose token
+// names a kid the set lacks (unknownKid), waits for the fetch in flight
+// instead of verifying against a set it already knows to be wanting.
 func (a *Authenticator) keys(ctx context.Context, unknownKid bool) *token.KeySet {
 	now := a.now()
 	a.mu.Lock()
-	if a.cache.InFlight(now) && (unknownKid || a.cache.Keys() == nil) {
-		done := a.done
-		a.mu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.cache.Keys()
-	}
-	if !a.cache.NeedsRefresh(now, unknownKid) || !a.cache.BeginRefresh(now) {
-		defer a.mu.Unlock()
-		return a.cache.Keys()
-	}
-	done := make(chan struct{})
-	a.done = done
-	a.mu.Unlock()
-
-	set, err := a.fetch(ctx)
-
-	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.cache.EndRefresh(a.now(), set, err)
-	close(done)
+	if a.cache.NeedsRefresh(now, unknownKid) && a.cache.BeginRefresh(now) {
+		done := make(chan struct{})
+		a.done = done
+		// The fetch outlives the request that started it: others may be
+		// waiting on it, and a stale set's refresh is nobody's to wait for.
+		go a.refresh(context.WithoutCancel(ctx), done)
+	}
+	if (a.cache.Keys() != nil && !unknownKid) || !a.cache.InFlight(now) {
+		return a.cache.Keys()
+	}
+	done := a.done
+	a.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	a.mu.Lock()
 	return a.cache.Keys()
+}
+
+// refresh fetches the JWKS and ends the refresh begun with done, unless
+// the Cache presumed it lost and another fetch has replaced it since.
+func (a *Authenticator) refresh(ctx context.Context, done chan struct{}) {
+	set, err := a.fetch(ctx)
+	a.mu.Lock()
+	if a.done == done {
+		a.cache.EndRefresh(a.now(), set, err)
+	}
+	a.mu.Unlock()
+	close(done)
 }
 
 func (a *Authenticator) fetch(ctx context.Context) (*token.KeySet, error) {
 	if a.jwksURL == "" {
 		return nil, errors.New("no JWKS URL configured")
 	}
-	// The fetch outlives a cancelled request: others may be waiting on it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, a.fetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", a.jwksURL, nil)
 	if err != nil {

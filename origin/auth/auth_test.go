@@ -195,3 +195,73 @@ func TestRotationDuringFetch(t *testing.T) {
 		t.Errorf("%d JWKS fetches, want 2", n)
 	}
 }
+
+// TestStaleSetWhileHung (issue #13, point 5): once a set is cached, a hung
+// identity provider never makes a request wait. A stale set keeps
+// verifying the kids it holds while its refresh hangs in the background;
+// only a token of a kid the set lacks waits, for that same fetch, and is
+// accepted when it ends.
+func TestStaleSetWhileHung(t *testing.T) {
+	ring := &keyring{}
+	ring.add(t, "k1")
+	var (
+		hang      atomic.Bool
+		fetches   atomic.Int32
+		abandoned atomic.Bool // the hung fetch was given up by the client
+		arrived   = make(chan struct{}, 1)
+		release   = make(chan struct{})
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		if hang.Load() {
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				abandoned.Store(true)
+				return
+			}
+		}
+		fmt.Fprint(w, ring.jwks())
+	}))
+	t.Cleanup(srv.Close)
+	var once sync.Once
+	unhang := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unhang) // before srv.Close, which waits for the handler
+
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	a := New(Config{Issuer: "https://idp.test", Audience: "lectern-api", JWKSURL: srv.URL, Now: now,
+		FetchTimeout: 5 * time.Minute}) // never reached here: the test releases the fetch
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k1", now(), "")); err != nil {
+		t.Fatal(err)
+	}
+
+	hang.Store(true)
+	ring.add(t, "k2")
+	clock.Add(int64(2 * time.Hour)) // the set is stale: the next request refreshes it
+	if _, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k1", now(), "")); err != nil {
+		t.Fatalf("a token of a cached key while the JWKS hangs: %v", err)
+	}
+	<-arrived // the refresh did start
+	if abandoned.Load() {
+		t.Fatal("the request waited for the hung JWKS fetch until it timed out")
+	}
+
+	// A kid the stale set lacks waits for the fetch in flight, not for a
+	// new one, and is accepted when it ends.
+	errs := make(chan *apierr.Error, 1)
+	go func() {
+		_, err := a.Authenticate(ctx, "Bearer "+ring.sign(t, "k2", now(), ""))
+		errs <- err
+	}()
+	unhang()
+	if err := <-errs; err != nil {
+		t.Errorf("a token of the new key after the refresh: %v", err)
+	}
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("%d JWKS fetches, want 2", n)
+	}
+}

@@ -26,10 +26,16 @@
 //
 // # Keys
 //
-// Signing keys persist in the store (the Ed25519 seed), so tokens survive
-// a restart, and rotate by kid: before signing, a key older than
-// RotateAfter is replaced by a new one. A retired key stays in the JWKS
-// for as long as a token it signed can still be valid.
+// Signing keys persist in the store, so tokens survive a restart, sealed
+// with AES-256-GCM under Config.SealKey (derived from LECTERN_SECRET) with
+// the kid as associated data: a copy of the database alone cannot mint
+// tokens. A seed an older version stored in the clear is sealed at start;
+// a key that does not open (another secret) stops the start.
+//
+// Keys rotate by kid on a schedule (keys.go): a new key is published in
+// the JWKS PublishAhead (2 h) before it signs, longer than a verifier
+// keeps a JWKS (shared/token, an hour), and a retired key stays published
+// until every token it signed has expired.
 //
 // # Clients
 //

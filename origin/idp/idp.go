@@ -2,6 +2,8 @@ package idp
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -22,6 +24,10 @@ import (
 const (
 	DefaultTokenTTL    = 900 * time.Second   // spec: Authentication §4
 	DefaultRotateAfter = 30 * 24 * time.Hour // signing key lifetime
+	// DefaultPublishAhead is how long a new key is published before it
+	// signs: twice shared/token's DefaultMaxAge, the longest a verifier
+	// keeps a JWKS before refetching it (docs/decisions.md).
+	DefaultPublishAhead = 2 * time.Hour
 )
 
 // codeTTL is how long an authorization code may wait for its exchange.
@@ -37,6 +43,13 @@ type Config struct {
 	TokenTTL    time.Duration    // DefaultTokenTTL when zero
 	RotateAfter time.Duration    // DefaultRotateAfter when zero
 	Limits      Limits           // zero fields take their defaults
+	// PublishAhead is how long a new key is in the JWKS before it signs;
+	// DefaultPublishAhead when zero. It must be shorter than RotateAfter.
+	PublishAhead time.Duration
+	// SealKey (32 bytes, AES-256-GCM) seals the signing keys in the
+	// store, so that a copy of the database alone cannot mint tokens.
+	// Required; cmd/origin derives it from LECTERN_SECRET.
+	SealKey []byte
 
 	// compare checks a secret against its stored hash; tests count or
 	// hold the calls. bcrypt.CompareHashAndPassword when nil.
@@ -45,14 +58,16 @@ type Config struct {
 
 // IdP is the identity provider. Safe for concurrent use.
 type IdP struct {
-	issuer      string
-	audience    string
-	store       store.Store
-	now         func() time.Time
-	log         *slog.Logger
-	ttl         time.Duration
-	rotateAfter time.Duration
-	limits      Limits
+	issuer       string
+	audience     string
+	store        store.Store
+	now          func() time.Time
+	log          *slog.Logger
+	ttl          time.Duration
+	rotateAfter  time.Duration
+	publishAhead time.Duration
+	aead         cipher.AEAD // seals the signing keys at rest
+	limits       Limits
 
 	compare  func(hash, secret []byte) error
 	gate     *gate     // bounds the concurrent bcrypt comparisons
@@ -63,27 +78,46 @@ type IdP struct {
 	// an unknown id costs the same bcrypt work as a wrong secret.
 	dummyHash []byte
 
-	mu   sync.Mutex
-	keys []signingKey // newest first
+	mu       sync.Mutex
+	keys     []signingKey          // newest first
+	loadedAt time.Time             // when keys were read from the store
+	opened   map[string]signingKey // unsealed keys by kid
 }
 
 // New returns an IdP over cfg.Store. It loads the signing keys, creating
-// the first one on an empty store and a new one when the newest is older
-// than RotateAfter.
+// the first one on an empty store and the next one when the newest is due
+// for a successor (keys.go: the key schedule). A key that does not open
+// with cfg.SealKey (the deployment secret changed) is an error: the
+// provider does not start rather than sign with a new key that tokens and
+// verifiers do not know.
 func New(ctx context.Context, cfg Config) (*IdP, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" || cfg.Store == nil {
 		return nil, errors.New("idp: Issuer, Audience and Store are required")
 	}
+	if len(cfg.SealKey) != 32 {
+		return nil, errors.New("idp: SealKey of 32 bytes is required")
+	}
+	block, err := aes.NewCipher(cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("idp: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("idp: %w", err)
+	}
 	p := &IdP{
-		issuer:      strings.TrimSuffix(cfg.Issuer, "/"),
-		audience:    cfg.Audience,
-		store:       cfg.Store,
-		now:         cfg.Now,
-		log:         cfg.Logger,
-		ttl:         cfg.TokenTTL,
-		rotateAfter: cfg.RotateAfter,
-		limits:      cfg.Limits.withDefaults(),
-		compare:     cfg.compare,
+		issuer:       strings.TrimSuffix(cfg.Issuer, "/"),
+		audience:     cfg.Audience,
+		store:        cfg.Store,
+		now:          cfg.Now,
+		log:          cfg.Logger,
+		ttl:          cfg.TokenTTL,
+		rotateAfter:  cfg.RotateAfter,
+		publishAhead: cfg.PublishAhead,
+		aead:         aead,
+		opened:       map[string]signingKey{},
+		limits:       cfg.Limits.withDefaults(),
+		compare:      cfg.compare,
 	}
 	if p.compare == nil {
 		p.compare = bcrypt.CompareHashAndPassword
@@ -102,6 +136,12 @@ func New(ctx context.Context, cfg Config) (*IdP, error) {
 	}
 	if p.rotateAfter <= 0 {
 		p.rotateAfter = DefaultRotateAfter
+	}
+	if p.publishAhead <= 0 {
+		p.publishAhead = DefaultPublishAhead
+	}
+	if p.publishAhead >= p.rotateAfter {
+		return nil, fmt.Errorf("idp: PublishAhead (%v) must be shorter than RotateAfter (%v)", p.publishAhead, p.rotateAfter)
 	}
 	h, err := bcrypt.GenerateFromPassword([]byte(rand.Text()), secretCost)
 	if err != nil {

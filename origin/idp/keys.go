@@ -24,6 +24,23 @@ const algEdDSA = "EdDSA"
 // (30 s is usual) and clocks of hosts differ.
 const retireMargin = 5 * time.Minute
 
+// reloadEvery bounds how long the keys read from the store are trusted:
+// identity providers sharing a store (several origins on PostgreSQL) see
+// a key another one created within it, in their JWKS as in their choice
+// of the signing key.
+const reloadEvery = time.Minute
+
+// The key schedule (docs/decisions.md, "Signing-key rotation"). A key is
+// published as soon as it is created, and signs only once it has been
+// published for PublishAhead, longer than a verifier may keep a JWKS
+// (shared/token: DefaultMaxAge, an hour): a verifier meets a new kid only
+// after its cached set is stale, and then refetches. The successor of the
+// signing key is created when the newest key is RotateAfter-PublishAhead
+// old, so that a key signs until about RotateAfter after its creation.
+// The first key of an empty store signs at once: no verifier can hold a
+// set without it. A key stays published until every token it signed has
+// expired: TokenTTL (plus retireMargin) after its successor began to sign.
+
 type signingKey struct {
 	kid     string
 	priv    ed25519.PrivateKey
@@ -38,84 +55,167 @@ func keyID(pub ed25519.PublicKey) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:8])
 }
 
-// signingKey returns the key to sign with now, rotating first when the
-// newest key is older than rotateAfter. The store is read only when the
-// cached newest key is too old: another instance sharing the store may
-// have rotated already, and then its key is adopted.
+// signingKey returns the key to sign with now: the newest key published
+// for PublishAhead. It brings the keys up to date first (sync).
 func (p *IdP) signingKey(ctx context.Context) (signingKey, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	if p.fresh(now) {
-		return p.keys[0], nil
-	}
-	if err := p.loadLocked(ctx); err != nil {
+	if err := p.syncLocked(ctx, now); err != nil {
 		return signingKey{}, err
 	}
-	if p.fresh(now) {
-		return p.keys[0], nil
+	return p.keys[p.activeLocked(now)], nil
+}
+
+// syncLocked rereads the keys from the store when the copy is older than
+// reloadEvery or when the newest key is due for a successor, and creates
+// the successor when the store has none yet. Another instance sharing the
+// store may have created it already, and then its key is adopted.
+func (p *IdP) syncLocked(ctx context.Context, now time.Time) error {
+	if len(p.keys) > 0 && !p.dueLocked(now) && now.Sub(p.loadedAt) < reloadEvery && !now.Before(p.loadedAt) {
+		return nil
+	}
+	if err := p.loadLocked(ctx, now); err != nil {
+		return err
+	}
+	if !p.dueLocked(now) {
+		return nil
 	}
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return signingKey{}, fmt.Errorf("generate signing key: %w", err)
+		return fmt.Errorf("generate signing key: %w", err)
 	}
-	k := store.SigningKey{
-		KID:       keyID(priv.Public().(ed25519.PublicKey)),
-		Alg:       algEdDSA,
-		Private:   priv.Seed(),
-		CreatedAt: now,
-	}
+	kid := keyID(priv.Public().(ed25519.PublicKey))
+	k := store.SigningKey{KID: kid, Alg: algEdDSA, Private: p.seal(kid, priv.Seed()), CreatedAt: now}
 	if err := p.store.AddSigningKey(ctx, k); err != nil {
-		return signingKey{}, fmt.Errorf("add signing key: %w", err)
+		return fmt.Errorf("add signing key: %w", err)
 	}
-	p.log.InfoContext(ctx, "idp: new signing key", "kid", k.KID)
-	if err := p.loadLocked(ctx); err != nil {
-		return signingKey{}, err
+	p.log.InfoContext(ctx, "idp: new signing key", "kid", k.KID, "signsFrom", p.activation(now, len(p.keys) == 0))
+	if err := p.loadLocked(ctx, now); err != nil {
+		return err
 	}
 	if len(p.keys) == 0 {
-		return signingKey{}, errors.New("signing key not found after adding it")
+		return errors.New("signing key not found after adding it")
 	}
-	return p.keys[0], nil
+	return nil
 }
 
-// fresh reports whether the newest cached key may sign at now.
-func (p *IdP) fresh(now time.Time) bool {
-	return len(p.keys) > 0 && now.Sub(p.keys[0].created) < p.rotateAfter
+// dueLocked reports whether the newest key needs a successor at now.
+func (p *IdP) dueLocked(now time.Time) bool {
+	return len(p.keys) == 0 || now.Sub(p.keys[0].created) >= p.rotateAfter-p.publishAhead
 }
 
-func (p *IdP) loadLocked(ctx context.Context) error {
+// activation is when a key created at created may sign; first says it is
+// the store's first key.
+func (p *IdP) activation(created time.Time, first bool) time.Time {
+	if first {
+		return created
+	}
+	return created.Add(p.publishAhead)
+}
+
+// activeLocked is the index of the signing key at now: the newest key
+// published for PublishAhead, or else (a new store, all keys young) the
+// oldest one.
+func (p *IdP) activeLocked(now time.Time) int {
+	for i, k := range p.keys {
+		if now.Sub(k.created) >= p.publishAhead {
+			return i
+		}
+	}
+	return len(p.keys) - 1
+}
+
+func (p *IdP) loadLocked(ctx context.Context, now time.Time) error {
 	stored, err := p.store.SigningKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("load signing keys: %w", err)
 	}
 	keys := make([]signingKey, 0, len(stored))
 	for _, s := range stored {
-		if s.Alg != algEdDSA || len(s.Private) != ed25519.SeedSize {
-			return fmt.Errorf("signing key %q: unsupported (alg %q, %d bytes)", s.KID, s.Alg, len(s.Private))
+		k, err := p.openKey(ctx, s)
+		if err != nil {
+			return err
 		}
-		priv := ed25519.NewKeyFromSeed(s.Private)
-		if kid := keyID(priv.Public().(ed25519.PublicKey)); kid != s.KID {
-			return fmt.Errorf("signing key %q: kid does not match the key (%q)", s.KID, kid)
-		}
-		keys = append(keys, signingKey{kid: s.KID, priv: priv, created: s.CreatedAt})
+		keys = append(keys, k)
 	}
 	// The store lists newest first; sorting again makes the choice of
 	// the signing key independent of the backend's tie-breaking.
 	slices.SortStableFunc(keys, func(a, b signingKey) int { return b.created.Compare(a.created) })
-	p.keys = keys
+	p.keys, p.loadedAt = keys, now
 	return nil
 }
 
-// published returns the keys the JWKS lists at now: the newest, and every
-// key young enough that a token it signed may still be valid. A key signs
-// only while younger than rotateAfter, so its last token expires before
-// created + rotateAfter + ttl.
+// openKey unseals a stored key, once per kid. A key stored in the clear
+// by an older version is sealed in the store on the way.
+func (p *IdP) openKey(ctx context.Context, s store.SigningKey) (signingKey, error) {
+	if k, ok := p.opened[s.KID]; ok {
+		return k, nil
+	}
+	if s.Alg != algEdDSA {
+		return signingKey{}, fmt.Errorf("signing key %q: unsupported alg %q", s.KID, s.Alg)
+	}
+	seed, clear, err := p.unseal(s.KID, s.Private)
+	if err != nil {
+		return signingKey{}, err
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	if kid := keyID(priv.Public().(ed25519.PublicKey)); kid != s.KID {
+		return signingKey{}, fmt.Errorf("signing key %q: kid does not match the key (%q)", s.KID, kid)
+	}
+	if clear {
+		// ErrNotFound: another instance sealed it first.
+		err := p.store.ResealSigningKey(ctx, s.KID, s.Private, p.seal(s.KID, seed))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return signingKey{}, fmt.Errorf("seal signing key %q: %w", s.KID, err)
+		}
+		p.log.WarnContext(ctx, "idp: a signing key stored in the clear by an older version is now sealed", "kid", s.KID)
+	}
+	k := signingKey{kid: s.KID, priv: priv, created: s.CreatedAt}
+	p.opened[s.KID] = k
+	return k, nil
+}
+
+// sealVersion is the first byte of a sealed key: what follows is the
+// AES-GCM nonce, then the sealed Ed25519 seed with its tag.
+const sealVersion = 1
+
+// seal encrypts seed with the provider's SealKey (AES-256-GCM), the kid as
+// associated data: a sealed seed moved to another kid's row does not open.
+func (p *IdP) seal(kid string, seed []byte) []byte {
+	out := make([]byte, 1+p.aead.NonceSize(), 1+p.aead.NonceSize()+len(seed)+p.aead.Overhead())
+	out[0] = sealVersion
+	rand.Read(out[1:])
+	return p.aead.Seal(out, out[1:], seed, []byte(kid))
+}
+
+// unseal returns the seed in a stored key; clear reports a seed stored in
+// the clear (exactly ed25519.SeedSize bytes, as versions before sealing
+// wrote it).
+func (p *IdP) unseal(kid string, b []byte) (seed []byte, clear bool, err error) {
+	if len(b) == ed25519.SeedSize {
+		return b, true, nil
+	}
+	n := p.aead.NonceSize()
+	if len(b) != 1+n+ed25519.SeedSize+p.aead.Overhead() || b[0] != sealVersion {
+		return nil, false, fmt.Errorf("signing key %q: not a sealed key (%d bytes)", kid, len(b))
+	}
+	seed, err = p.aead.Open(nil, b[1:1+n], b[1+n:], []byte(kid))
+	if err != nil {
+		return nil, false, fmt.Errorf("signing key %q does not open with this deployment secret (LECTERN_SECRET): "+
+			"it was sealed with another one", kid)
+	}
+	return seed, false, nil
+}
+
+// published returns the keys the JWKS lists at now: the keys not yet
+// signing, the signing key, and each earlier key until TokenTTL (plus
+// retireMargin) after the key that replaced it began to sign.
 func (p *IdP) published(now time.Time) []signingKey {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	active := p.activeLocked(now)
 	var out []signingKey
 	for i, k := range p.keys {
-		if i == 0 || now.Sub(k.created) < p.rotateAfter+p.ttl+retireMargin {
+		if i <= active || now.Before(p.keys[i-1].created.Add(p.publishAhead+p.ttl+retireMargin)) {
 			out = append(out, k)
 		}
 	}
@@ -134,7 +234,19 @@ type jwk struct {
 // JWKS returns the JSON Web Key Set document (RFC 7517 §5) of the
 // published keys, as served at /.well-known/jwks.json.
 func (p *IdP) JWKS(ctx context.Context) ([]byte, error) {
-	keys := p.published(p.now())
+	p.mu.Lock()
+	now := p.now()
+	if err := p.syncLocked(ctx, now); err != nil {
+		if len(p.keys) == 0 {
+			p.mu.Unlock()
+			return nil, err
+		}
+		// The keys known are still right to publish; the next call tries
+		// the store again.
+		p.log.WarnContext(ctx, "idp: keys not refreshed for the JWKS", "err", err)
+	}
+	keys := p.published(now)
+	p.mu.Unlock()
 	set := struct {
 		Keys []jwk `json:"keys"`
 	}{Keys: make([]jwk, 0, len(keys))}

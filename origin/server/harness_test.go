@@ -122,7 +122,8 @@ func newHarnessWith(t testing.TB, ct *Content) *harness {
 
 	idpSrv := httptest.NewUnstartedServer(nil)
 	h.issuer = "http://" + idpSrv.Listener.Addr().String()
-	provider, err := idp.New(ctx, idp.Config{Issuer: h.issuer, Audience: "lectern-api", Store: st, Now: time.Now})
+	provider, err := idp.New(ctx, idp.Config{Issuer: h.issuer, Audience: "lectern-api", Store: st, Now: time.Now,
+		SealKey: []byte("test-harness-idp-seal-key-012345")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ type Client struct {
 type SigningKey struct {
 	KID       string
 	Alg       string // "EdDSA"
-	Private   []byte // the Ed25519 seed
+	Private   []byte // opaque to the store: the identity provider seals the seed (origin/idp)
 	CreatedAt time.Time
 }
 
@@ -160,6 +160,10 @@ type Store interface {
 	SigningKeys(ctx context.Context) ([]SigningKey, error)
 	// AddSigningKey stores a key; ErrConflict if its kid exists.
 	AddSigningKey(ctx context.Context, k SigningKey) error
+	// ResealSigningKey replaces the Private of key kid with sealed if it
+	// is still old (compare and swap); ErrNotFound if there is no such
+	// key or its Private is no longer old.
+	ResealSigningKey(ctx context.Context, kid string, old, sealed []byte) error
 
 	// SaveAuthCode stores an authorization code.
 	SaveAuthCode(ctx context.Context, c AuthCode) error

@@ -24,33 +24,19 @@ const (
 //     ended after InFlightTimeout is presumed lost and another may start;
 //   - a failed fetch keeps the previous set.
 //
-// The origin holds one Cache behind a mutex with a condition variable for
-// waiters:
-//
-//	mu.Lock()
-//	keys := c.Keys()
-//	_, f := v.Verify(raw, keys, now)
-//	if f != nil && c.NeedsRefresh(now, f.UnknownKey) && c.BeginRefresh(now) {
-//		mu.Unlock()
-//		set, err := fetchJWKS(ctx) // GET, size-limited, then ParseJWKS
-//		mu.Lock()
-//		c.EndRefresh(clock.Now(), set, err)
-//		cond.Broadcast()
-//		keys = c.Keys() // verify again with it
-//	} else if f != nil && f.UnknownKey && c.InFlight(now) {
-//		cond.Wait() // another request is fetching; verify again after
-//	}
-//	mu.Unlock()
-//
-// (In practice the verification runs outside the lock; only the Cache
-// calls need it.) A stale set (older than MaxAge) is refreshed the same
-// way by the first request that sees NeedsRefresh(now, false), while
-// others keep verifying with it.
+// The origin (origin/auth) holds one Cache behind a mutex. When
+// NeedsRefresh and BeginRefresh agree it fetches in a goroutine of its
+// own and calls EndRefresh when the fetch ends; a request that has a set
+// and whose token's kid is in it verifies at once, stale set or not
+// (stale-while-revalidate), so a hung identity provider delays no such
+// request. Only a request without a set, or whose kid the set lacks,
+// waits for the fetch in flight.
 //
 // The edge keeps one Cache per module instance; its pipeline is sans-IO,
 // so a fetch is a subrequest: when NeedsRefresh and BeginRefresh agree,
 // the pipeline answers the host with a subrequest for the JWKS and parks
-// the request; requests that meet InFlight park behind it; when the host
+// the request (which waits for it, also when a stale set is present:
+// docs/decisions.md, "Signing-key rotation", says what remains); requests that meet InFlight park behind it; when the host
 // resumes with the response, the pipeline calls ParseJWKS and EndRefresh,
 // then verifies every parked request against Keys. A subrequest the host
 // never answers is covered by InFlightTimeout.

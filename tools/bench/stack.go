@@ -87,11 +87,12 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	}
 	st.closers = append(st.closers, m.Close)
 
-	provider, err := idp.New(ctx, idp.Config{Issuer: st.IdPURL, Audience: audience, Store: s, Now: time.Now, Logger: log})
+	secret := []byte(st.Secret)
+	provider, err := idp.New(ctx, idp.Config{Issuer: st.IdPURL, Audience: audience, Store: s, Now: time.Now, Logger: log,
+		SealKey: subkey(secret, "idp-keys")})
 	if err != nil {
 		return nil, err
 	}
-	secret := []byte(st.Secret)
 	content := st.Content
 	st.API = server.New(server.Config{
 		Store:                s,

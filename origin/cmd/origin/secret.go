@@ -8,23 +8,38 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/lectern-api/lectern/origin/internal/private"
 )
+
+// stateDir is the dev stack's own directory: its secret, and by default
+// its database and corpus. It is kept 0700 (docs/decisions.md, "Secrets
+// at rest").
+const stateDir = "var"
 
 // secretFile is where a dev stack keeps its secret when LECTERN_SECRET is
 // unset.
-const secretFile = "var/secret"
+const secretFile = stateDir + "/secret"
 
 // loadSecret returns the deployment secret: LECTERN_SECRET, or the one in
-// var/secret, created on first start.
-func loadSecret(configured string) ([]byte, error) {
+// var/secret, created on first start (0600, in var/ 0700). A var/ or a
+// var/secret found open to others is tightened, and logged.
+func loadSecret(configured string, log *slog.Logger) ([]byte, error) {
 	if configured != "" {
 		if len(configured) < 32 {
 			return nil, errors.New("LECTERN_SECRET must be at least 32 characters")
 		}
 		return []byte(configured), nil
+	}
+	if err := secureDir(log, stateDir); err != nil {
+		return nil, err
+	}
+	if err := tightened(log, private.Tighten, secretFile); err != nil {
+		return nil, err
 	}
 	b, err := os.ReadFile(secretFile)
 	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
@@ -36,13 +51,49 @@ func loadSecret(configured string) ([]byte, error) {
 	var r [32]byte
 	rand.Read(r[:])
 	s := hex.EncodeToString(r[:])
-	if err := os.MkdirAll(filepath.Dir(secretFile), 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(secretFile, []byte(s+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(secretFile, []byte(s+"\n"), private.FileMode); err != nil {
 		return nil, fmt.Errorf("write %s: %w", secretFile, err)
 	}
 	return []byte(s), nil
+}
+
+// secureDB makes a SQLite database's files owner-only before anything
+// opens them: its directory created 0700 when missing (var/ tightened
+// too: it is the stack's own; an operator's existing directory is left as
+// it is), the database created 0600, and the database, its -wal, -shm and
+// lock files tightened when open to others, which is logged. The stores
+// do the same on open (origin/internal/private), silently.
+func secureDB(log *slog.Logger, path string) error {
+	dir := filepath.Dir(path)
+	if filepath.Clean(dir) == stateDir {
+		if err := secureDir(log, dir); err != nil {
+			return err
+		}
+	}
+	loose, err := private.OpenSQLite(path)
+	if err != nil {
+		return err
+	}
+	for f, mode := range loose {
+		log.Warn("a file holding secrets was readable by others: restricted to its owner", "path", f, "was", mode.String())
+	}
+	return nil
+}
+
+// secureDir creates dir 0700, or tightens it, and logs a tightening.
+func secureDir(log *slog.Logger, dir string) error {
+	return tightened(log, private.Dir, dir)
+}
+
+func tightened(log *slog.Logger, fix func(string) (fs.FileMode, error), path string) error {
+	loose, err := fix(path)
+	if err != nil {
+		return err
+	}
+	if loose != 0 {
+		log.Warn("a path holding secrets was open to others: restricted to its owner", "path", path, "was", loose.String())
+	}
+	return nil
 }
 
 // subkey derives an independent key for one purpose from the secret.

@@ -84,9 +84,15 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		cfg.PublicURL = st.OriginURL
 	}
 
-	secret, err := loadSecret(cfg.Secret)
+	secret, err := loadSecret(cfg.Secret, st.log)
 	if err != nil {
 		return nil, err
+	}
+	if !isPostgres(cfg.DB) {
+		// Before the corpus, which may be generated into var/ too.
+		if err := secureDB(st.log, cfg.DB); err != nil {
+			return nil, err
+		}
 	}
 	c, err := loadCorpus(cfg.Corpus, stdout)
 	if err != nil {
@@ -104,7 +110,8 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err := st.openClock(ctx, cfg.TestClock); err != nil {
 		return nil, err
 	}
-	provider, err := idp.New(ctx, idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log})
+	provider, err := idp.New(ctx, idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log,
+		SealKey: subkey(secret, "idp-keys")})
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +215,7 @@ func (st *stack) Close() error {
 // openStores opens the store and the meters on one database: PostgreSQL
 // for a postgres:// URL, SQLite otherwise.
 func openStores(ctx context.Context, dsn string) (store.Store, meter.Store, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if isPostgres(dsn) {
 		s, err := pgstore.New(ctx, dsn)
 		if err != nil {
 			return nil, nil, err
@@ -230,6 +237,11 @@ func openStores(ctx context.Context, dsn string) (store.Store, meter.Store, erro
 		return nil, nil, err
 	}
 	return s, m, nil
+}
+
+// isPostgres reports whether the LECTERN_DB setting names PostgreSQL.
+func isPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 // loadCorpus loads the corpus in dir, generating the deterministic one

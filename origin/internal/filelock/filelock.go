@@ -26,7 +26,7 @@ func open(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_RDWR|os.O_CREATE, 0o600) // owner only, like the database (origin/internal/private)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -41,13 +41,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/internal/filelock"
+	"github.com/lectern-api/lectern/origin/internal/private"
 	"github.com/lectern-api/lectern/origin/internal/sqlitemig"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
@@ -108,8 +108,10 @@ var (
 // New opens the meters in the database at path, creating the file and
 // its directory if missing, and applies any pending migrations.
 func New(ctx context.Context, path string, opts Options) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create meter database directory: %w", err)
+	// Owner only, before the driver opens it: SQLite gives the -wal and
+	// -shm files the database's mode (cmd/origin logs what it tightens).
+	if _, err := private.OpenSQLite(path); err != nil {
+		return nil, fmt.Errorf("prepare meter database: %w", err)
 	}
 	lock, err := filelock.Lock(path + ".meters.lock")
 	if errors.Is(err, filelock.ErrHeld) {

@@ -33,3 +33,16 @@ func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey) error {
 	}
 	return nil
 }
+
+// ResealSigningKey implements store.Store.
+func (s *Store) ResealSigningKey(ctx context.Context, kid string, old, sealed []byte) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE signing_keys SET private = $1 WHERE kid = $2 AND private = $3`,
+		sealed, kid, old)
+	if err != nil {
+		return fmt.Errorf("reseal signing key %s: %w", kid, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("reseal signing key %s: %w", kid, store.ErrNotFound)
+	}
+	return nil
+}

@@ -39,3 +39,18 @@ func (s *Store) AddSigningKey(ctx context.Context, k store.SigningKey) error {
 	}
 	return nil
 }
+
+// ResealSigningKey implements store.Store.
+func (s *Store) ResealSigningKey(ctx context.Context, kid string, old, sealed []byte) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE signing_keys SET private = ? WHERE kid = ? AND private = ?`,
+		sealed, kid, old)
+	if err != nil {
+		return fmt.Errorf("reseal signing key %s: %w", kid, mapErr(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("reseal signing key %s: %w", kid, err)
+	} else if n == 0 {
+		return fmt.Errorf("reseal signing key %s: %w", kid, store.ErrNotFound)
+	}
+	return nil
+}

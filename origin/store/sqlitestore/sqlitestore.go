@@ -18,11 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/internal/private"
 	"github.com/lectern-api/lectern/origin/internal/sqlitemig"
 	"github.com/lectern-api/lectern/origin/store"
 	"modernc.org/sqlite"
@@ -55,8 +55,10 @@ var (
 // New opens the database at path, creating it and its directory if
 // missing, and applies any pending migrations.
 func New(ctx context.Context, path string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create database directory: %w", err)
+	// Owner only, before the driver opens it: SQLite gives the -wal and
+	// -shm files the database's mode (cmd/origin logs what it tightens).
+	if _, err := private.OpenSQLite(path); err != nil {
+		return nil, fmt.Errorf("prepare database: %w", err)
 	}
 	lock, err := lockFile(path)
 	if err != nil {

@@ -69,6 +69,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"ClientMissingOrg", testClientMissingOrg},
 		{"ClientConflict", testClientConflict},
 		{"SigningKeys", testSigningKeys},
+		{"ResealSigningKey", testResealSigningKey},
 		{"AuthCodeTakenOnce", testAuthCodeTakenOnce},
 		{"AuthCodeConcurrent", testAuthCodeConcurrent},
 		{"AuthCodeExpired", testAuthCodeExpired},
@@ -589,6 +590,28 @@ func testSigningKeys(t *testing.T, open Opener) {
 	for i := range want {
 		equal(t, fmt.Sprintf("SigningKeys[%d]", i), &keys[i], &want[i])
 	}
+}
+
+// testResealSigningKey: a key's Private is replaced only while it still
+// holds what the caller read (two identity providers may reseal at once).
+func testResealSigningKey(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	k := store.SigningKey{KID: "k1", Alg: "EdDSA", Private: []byte("plain\x00seed"), CreatedAt: t0}
+	if err := s.AddSigningKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "ResealSigningKey unknown kid", s.ResealSigningKey(ctx, "k9", k.Private, []byte("x")), store.ErrNotFound)
+	if err := s.ResealSigningKey(ctx, "k1", k.Private, []byte("sealed\xff")); err != nil {
+		t.Fatalf("ResealSigningKey: %v", err)
+	}
+	wantErr(t, "ResealSigningKey of a replaced value", s.ResealSigningKey(ctx, "k1", k.Private, []byte("again")), store.ErrNotFound)
+	keys, err := s.SigningKeys(ctx)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("SigningKeys: got %v, %v; want one key", keys, err)
+	}
+	k.Private = []byte("sealed\xff")
+	equal(t, "resealed key", &keys[0], &k)
 }
 
 func testAuthCodeTakenOnce(t *testing.T, open Opener) {
