@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/wasmtest/host"
 )
 
@@ -64,6 +65,12 @@ type config struct {
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
 	AdminAddr  string // LECTERN_ADMIN_ADDR, for the test clock
 	AdminToken string // LECTERN_ADMIN_TOKEN, for the test clock
+
+	// Not from the environment (zero: the defaults; tests set short
+	// ones). Limits are the listener's, as at the origin (httpsrv.Default);
+	// ForwardTimeout is host.Config's.
+	Limits         httpsrv.Limits
+	ForwardTimeout time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
@@ -152,6 +159,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	return serve(ctx, cfg, stdout)
+}
+
+// serve serves the edge configured by cfg until ctx is done.
+func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	secret, err := loadSecret(cfg.Secret)
 	if err != nil {
 		return err
@@ -185,7 +197,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	h, err := host.New(ctx, mod, host.Config{
 		Origin: cfg.OriginURL, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		Secret: secret, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
-		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log,
+		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
 	})
 	if err != nil {
 		ln.Close()
@@ -200,10 +212,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	fmt.Fprintf(stdout, "\nThrough the edge, with a token from the identity provider:\n  curl -s -H \"Authorization: Bearer $TOKEN\" %s/v1/tiers\n", edgeURL)
 
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// The origin's listeners' limits (origin/httpsrv), and its answers to
+	// what net/http refuses, with the host's request ids.
+	scfg := httpsrv.Config{Limits: cfg.Limits, IDPrefix: "edge_", Logger: log}
+	srv := httpsrv.New(h, scfg)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(httpsrv.Listener(ln, scfg)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -91,9 +91,17 @@ type Config struct {
 	// Client performs subrequests (default: no redirects, no transparent
 	// decompression: the origin's bytes pass through as they are).
 	Client *http.Client
-	// SubrequestTimeout bounds JWKS and gate calls (default 10 s);
-	// forwards are bounded by the client's request only.
+	// SubrequestTimeout bounds JWKS and gate calls, whole (default 10 s).
 	SubrequestTimeout time.Duration
+	// ForwardTimeout bounds how long a forward may wait on an origin that
+	// makes no progress (default 30 s): for the answer's head once the
+	// client's body has been passed on, and for each read of the answer's
+	// body. A forward that times out before its head is a failed
+	// subrequest, which the guest answers with 500 INTERNAL; one whose
+	// body stalls is cut off. Time spent waiting on the client (its body,
+	// its reading of the answer) does not count: the server's limits
+	// bound that.
+	ForwardTimeout time.Duration
 	// Stderr receives the guest's stdout and stderr (default discarded).
 	Stderr io.Writer
 	// ThreadCPU, when set, reads the calling thread's CPU clock; the Host
@@ -136,12 +144,14 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DisableCompression = true
 		t.MaxIdleConnsPerHost = 64
-		t.ResponseHeaderTimeout = 2 * time.Minute
 		cfg.Client = &http.Client{Transport: t,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if cfg.SubrequestTimeout <= 0 {
 		cfg.SubrequestTimeout = 10 * time.Second
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = 30 * time.Second
 	}
 	if cfg.Stderr == nil {
 		cfg.Stderr = io.Discard
@@ -549,13 +559,18 @@ func (h *Host) subrequest(r *http.Request, out *output) (resumeMessage, *http.Re
 	failed := func(err error) (resumeMessage, *http.Response) {
 		return resumeMessage{Status: 0, Error: err.Error()}, nil
 	}
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if !out.Forward {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	var st *stall // nil (doing nothing) but for a forward
+	if out.Forward {
+		ctx, cancel = context.WithCancel(r.Context())
+		st = newStall(h.cfg.ForwardTimeout, cancel)
+	} else {
 		ctx, cancel = context.WithTimeout(r.Context(), h.cfg.SubrequestTimeout)
 	}
 	var body io.Reader
 	if out.Forward && r.Body != nil && r.ContentLength != 0 {
-		body = r.Body
+		body = clientBody{r.Body, st}
 	}
 	req, err := http.NewRequestWithContext(ctx, out.Method, out.URL, body)
 	if err != nil {
@@ -578,14 +593,19 @@ func (h *Host) subrequest(r *http.Request, out *output) (resumeMessage, *http.Re
 			req.Header.Add(kv[0], kv[1])
 		}
 	}
+	st.set(func() { st.head = true })
 	resp, err := h.cfg.Client.Do(req)
+	st.set(func() { st.head = false })
 	if err != nil {
 		cancel()
+		if st.stalled() {
+			h.cfg.Logger.Warn("edge: the origin did not answer a forward in time", "url", out.URL, "timeout", h.cfg.ForwardTimeout)
+		}
 		return failed(err)
 	}
 	msg := resumeMessage{Status: resp.StatusCode, Headers: pairs(resp.Header)}
 	if out.Forward {
-		resp.Body = bodyCloser{resp.Body, cancel}
+		resp.Body = &originBody{resp.Body, st, cancel}
 		return msg, resp
 	}
 	defer cancel()
@@ -602,13 +622,90 @@ func (h *Host) subrequest(r *http.Request, out *output) (resumeMessage, *http.Re
 	return msg, nil
 }
 
-type bodyCloser struct {
+// stall cancels a forward when the origin makes no progress for d. Its
+// timer runs while the host waits on the origin: for the answer's head
+// (but not while the client's body is being read: the server's read
+// limit bounds the client), and in each read of the answer's body (but
+// not while the answer is written to the client: the server's write
+// limit bounds that). Every change of state starts it afresh. A nil
+// stall does nothing.
+type stall struct {
+	mu     sync.Mutex
+	d      time.Duration
+	t      *time.Timer
+	fired  bool
+	head   bool // waiting for the answer's head
+	client bool // reading the client's body
+	body   bool // reading the answer's body
+}
+
+func newStall(d time.Duration, cancel context.CancelFunc) *stall {
+	s := &stall{d: d}
+	s.t = time.AfterFunc(time.Hour, func() {
+		s.mu.Lock()
+		s.fired = true
+		s.mu.Unlock()
+		cancel()
+	})
+	s.t.Stop()
+	return s
+}
+
+// set changes the state under the lock and runs or stops the timer.
+func (s *stall) set(change func()) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	change()
+	if s.head && !s.client || s.body {
+		s.t.Reset(s.d)
+	} else {
+		s.t.Stop()
+	}
+}
+
+func (s *stall) stalled() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fired
+}
+
+// clientBody is the client's body on its way to the origin.
+type clientBody struct {
 	io.ReadCloser
+	st *stall
+}
+
+func (b clientBody) Read(p []byte) (int, error) {
+	b.st.set(func() { b.st.client = true })
+	n, err := b.ReadCloser.Read(p)
+	b.st.set(func() { b.st.client = false })
+	return n, err
+}
+
+// originBody is the origin's answer to a forward, on its way to the
+// client.
+type originBody struct {
+	io.ReadCloser
+	st     *stall
 	cancel context.CancelFunc
 }
 
-func (b bodyCloser) Close() error {
+func (b *originBody) Read(p []byte) (int, error) {
+	b.st.set(func() { b.st.body = true })
+	n, err := b.ReadCloser.Read(p)
+	b.st.set(func() { b.st.body = false })
+	return n, err
+}
+
+func (b *originBody) Close() error {
 	err := b.ReadCloser.Close()
+	b.st.set(func() { b.st.head, b.st.body = false, false })
 	b.cancel()
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"flag"
 	"strings"
+
+	"github.com/lectern-api/lectern/origin/httpsrv"
 )
 
 // config is the operator contract of DESIGN.md: environment variables,
@@ -31,6 +33,10 @@ type config struct {
 
 	PublicURL  string // LECTERN_PUBLIC_URL: the API's base URL; default http://<OriginAddr>
 	LicenseURL string // LECTERN_LICENSE_URL
+
+	// Limits bound what a client may take of each listener; not from the
+	// environment: zero fields are httpsrv.Default's, tests set short ones.
+	Limits httpsrv.Limits
 
 	generatedToken bool
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -43,6 +44,7 @@ type stack struct {
 	store   store.Store
 	meters  meter.Store
 	servers []*http.Server
+	limits  httpsrv.Limits // of every listener (config.Limits)
 	log     *slog.Logger
 
 	stopWatch func() // stops the test clock's Watch and waits for it
@@ -76,6 +78,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	st.IdPURL = "http://" + idpLn.Addr().String()
 	st.AdminURL = "http://" + adminLn.Addr().String()
 	st.AdminToken = cfg.AdminToken
+	st.limits = cfg.Limits
 	if cfg.Issuer == "http://"+cfg.IdPAddr {
 		cfg.Issuer = st.IdPURL
 		cfg.JWKSURL = st.IdPURL + "/.well-known/jwks.json"
@@ -152,11 +155,14 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	return st, nil
 }
 
+// serve serves h on ln under the limits every listener has (package
+// httpsrv: how long and how much a client may send, and net/http's own
+// refusals in the API's error body).
 func (st *stack) serve(ln net.Listener, h http.Handler) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(st.log.Handler(), slog.LevelWarn)}
+	cfg := httpsrv.Config{Limits: st.limits, Logger: st.log}
+	srv := httpsrv.New(h, cfg)
 	st.servers = append(st.servers, srv)
-	go srv.Serve(ln)
+	go srv.Serve(httpsrv.Listener(ln, cfg))
 }
 
 // clockSync is how often a test clock adopts the moves other origins on

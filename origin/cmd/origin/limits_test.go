@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+)
+
+// shortLimits are the listeners' limits in these tests: a trickling
+// client is cut off in a fraction of a second. hang is how long a test
+// waits for that before calling it a hang.
+var shortLimits = httpsrv.Limits{ReadHeader: 500 * time.Millisecond, Read: 500 * time.Millisecond}
+
+const hang = 10 * time.Second
+
+// newLimitedStack is newStack with the listeners' limits set.
+func newLimitedStack(t *testing.T, limits httpsrv.Limits) *testStack {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := gen.Write(filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig(nil, func(k string) string {
+		return map[string]string{
+			"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
+			"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_DB": filepath.Join(dir, "lectern.db"),
+			"LECTERN_CORPUS": filepath.Join(dir, "corpus"), "LECTERN_SECRET": "a-test-secret-of-at-least-32-characters",
+		}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Limits = limits
+	out := new(bytes.Buffer)
+	st, err := start(context.Background(), cfg, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &testStack{stack: st, t: t, out: out}
+}
+
+// trickleBody sends head declaring a body of 1,000 bytes, then a byte
+// every 20 ms, and reports whether the server closed the connection
+// within hang.
+func trickleBody(t *testing.T, base, head string) bool {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, head+"Content-Length: 1000\r\n\r\n")
+	closed := make(chan struct{})
+	go func() { io.Copy(io.Discard, c); close(closed) }()
+	giveUp := time.After(hang)
+	for {
+		select {
+		case <-closed:
+			return true
+		case <-giveUp:
+			return false
+		case <-time.After(20 * time.Millisecond):
+			c.Write([]byte("x"))
+		}
+	}
+}
+
+// TestSlowBodies: on each of the origin's three listeners a body sent a
+// byte at a time loses its connection at the read limit, and the stack
+// still shuts down at once; requests sent in one go are served.
+func TestSlowBodies(t *testing.T) {
+	s := newLimitedStack(t, shortLimits)
+	for _, tc := range []struct{ name, base, head string }{
+		{"origin", s.OriginURL, "POST /v1/media/urls HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"},
+		{"identity provider", s.IdPURL, "POST /oauth2/token HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\n"},
+		{"admin", s.AdminURL, "POST /admin/v1/orgs HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " + s.AdminToken + "\r\n"},
+	} {
+		if !trickleBody(t, tc.base, tc.head) {
+			t.Errorf("%s: a trickling body still holds its connection after %s", tc.name, hang)
+		}
+	}
+	// Legitimate requests: an organisation, a token, a read.
+	clientID, secret := s.org(`{"orgId":"slow","orgName":"Slow","contentGrants":["middle"]}`, "content.read")
+	tok := s.token(clientID, secret, "content.read")
+	if r := s.get("GET", "/v1/tiers", tok); r.status != 200 {
+		t.Errorf("GET /v1/tiers: %d %s", r.status, r.body)
+	}
+
+	// A trickling client in flight does not hold Close (Shutdown).
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.AdminURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /admin/v1/orgs HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer "+s.AdminToken+"\r\nContent-Length: 1000\r\n\r\n{")
+	go func() {
+		for range 1000 {
+			time.Sleep(20 * time.Millisecond)
+			if _, err := c.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- s.stack.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(hang):
+		t.Fatalf("Close is held by a trickling client after %s", hang)
+	}
+}
+
+// TestNetHTTPRefusals: requests net/http refuses before any handler are
+// answered in the API's error body, with a request id, on each listener.
+func TestNetHTTPRefusals(t *testing.T) {
+	s := newStack(t)
+	for _, base := range []string{s.OriginURL, s.IdPURL, s.AdminURL} {
+		for _, tc := range []struct{ name, request, param string }{
+			{"malformed request line", "GET\r\n\r\n", ""},
+			{"headers over the limit", "GET /v1/tiers HTTP/1.1\r\nHost: a\r\nX-Big: " + strings.Repeat("a", httpsrv.Default.MaxHeaderBytes+8<<10) + "\r\n\r\n", "headers"},
+			{"no Host", "GET /v1/tiers HTTP/1.1\r\n\r\n", "Host"},
+		} {
+			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(hang))
+			io.WriteString(c, tc.request)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("%s %s: %v", base, tc.name, err)
+			}
+			var e struct {
+				Error struct{ Code, RequestID, Parameter string }
+			}
+			err = json.NewDecoder(resp.Body).Decode(&e)
+			c.Close()
+			if err != nil || resp.StatusCode != 400 || e.Error.Code != "BAD_REQUEST" || e.Error.Parameter != tc.param ||
+				e.Error.RequestID == "" || e.Error.RequestID != resp.Header.Get("X-Request-Id") {
+				t.Errorf("%s %s: %d %+v (%v), want 400 BAD_REQUEST parameter %q with the request id", base, tc.name, resp.StatusCode, e, err, tc.param)
+			}
+		}
+	}
+}

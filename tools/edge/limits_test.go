@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/httpsrv"
+)
+
+// hang is how long these tests wait for what must happen within the
+// short limits they configure before calling it a hang.
+const hang = 10 * time.Second
+
+var module struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if module.dir != "" {
+		os.RemoveAll(module.dir)
+	}
+	os.Exit(code)
+}
+
+// buildModule builds the standard Go module once for these tests.
+func buildModule(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped in -short: builds the module")
+	}
+	module.once.Do(func() {
+		if module.dir, module.err = os.MkdirTemp("", "edge-limits-"); module.err != nil {
+			return
+		}
+		module.path = filepath.Join(module.dir, "worker.wasm")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", module.path, "github.com/lectern-api/lectern/worker/wasm")
+		cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			module.err = fmt.Errorf("build the module: %v\n%s", err, out)
+		}
+	})
+	if module.err != nil {
+		t.Fatal(module.err)
+	}
+	return module.path
+}
+
+// startEdge serves the edge in front of origin with short limits and
+// returns its base URL.
+func startEdge(t *testing.T, origin string) string {
+	t.Helper()
+	cfg, err := parseConfig([]string{"-addr", "127.0.0.1:0", "-wasm", buildModule(t), "-instances", "1", "-origin-url", origin},
+		env(map[string]string{"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Limits = httpsrv.Limits{ReadHeader: 500 * time.Millisecond, Read: 500 * time.Millisecond}
+	cfg.ForwardTimeout = 500 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, cfg, pw)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	sc := bufio.NewScanner(pr)
+	var base string
+	for base == "" && sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "API (edge)"); ok {
+			base = strings.TrimSuffix(strings.TrimSpace(rest), "/v1")
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if base == "" {
+		t.Fatal("the edge printed no address")
+	}
+	return base
+}
+
+// errorAnswer reads an answer that must be the API's error body.
+func errorAnswer(t *testing.T, resp *http.Response) (code, param string) {
+	t.Helper()
+	defer resp.Body.Close()
+	var e struct {
+		Error struct{ Code, RequestID, Parameter string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatalf("%d: not the error body: %v", resp.StatusCode, err)
+	}
+	if e.Error.RequestID == "" || e.Error.RequestID != resp.Header.Get("X-Request-Id") {
+		t.Errorf("requestId %q, X-Request-Id %q", e.Error.RequestID, resp.Header.Get("X-Request-Id"))
+	}
+	return e.Error.Code, e.Error.Parameter
+}
+
+// TestHungOrigin: an origin that accepts a forward and never answers
+// gets the client 500 INTERNAL in the error body at the forward timeout;
+// one that stops in the middle of its body has the answer cut off; one
+// that answers is passed through, body and all.
+func TestHungOrigin(t *testing.T) {
+	stop := make(chan struct{})
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Query().Get("origin") {
+		case "hangs":
+			<-stop
+		case "stops":
+			w.Header().Set("Content-Length", "1000")
+			w.Write([]byte(`{"resource":`))
+			w.(http.Flusher).Flush()
+			<-stop
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"received":%d}`, len(b))
+		}
+	}))
+	defer origin.Close()
+	defer close(stop) // before the close, which waits for the handlers
+	base := startEdge(t, origin.URL)
+	client := &http.Client{Timeout: hang}
+	const path = "/.well-known/oauth-protected-resource" // forwarded without a token
+
+	resp, err := client.Get(base + path + "?origin=hangs")
+	if err != nil {
+		t.Fatalf("a hung origin: %v", err)
+	}
+	if code, _ := errorAnswer(t, resp); resp.StatusCode != 500 || code != "INTERNAL" {
+		t.Errorf("a hung origin: %d %s, want 500 INTERNAL", resp.StatusCode, code)
+	}
+
+	resp, err = client.Get(base + path + "?origin=stops")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil || strings.Contains(err.Error(), "Client.Timeout") {
+		t.Errorf("an origin stopping in its body: %v, want the answer cut off before %s", err, hang)
+	}
+
+	for _, body := range []string{"", strings.Repeat("x", 4000)} {
+		resp, err = client.Post(base+path, "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf(`{"received":%d}`, len(body)); resp.StatusCode != 200 || string(b) != want {
+			t.Errorf("a forward of %d bytes: %d %s, want 200 %s", len(body), resp.StatusCode, b, want)
+		}
+	}
+}
+
+// TestEdgeSlowBody: a body sent a byte at a time loses its connection at
+// the read limit, whether the edge forwards it or answers without it.
+func TestEdgeSlowBody(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.ReadAll(r.Body) }))
+	defer origin.Close()
+	base := startEdge(t, origin.URL)
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/v1/media/urls"} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n")
+		closed := make(chan struct{})
+		go func() { io.Copy(io.Discard, c); close(closed) }()
+		giveUp := time.After(hang)
+	trickle:
+		for {
+			select {
+			case <-closed:
+				break trickle
+			case <-giveUp:
+				t.Errorf("POST %s: a trickling body still holds its connection after %s", path, hang)
+				break trickle
+			case <-time.After(20 * time.Millisecond):
+				c.Write([]byte("x"))
+			}
+		}
+		c.Close()
+	}
+}
+
+// TestEdgeRefusals: requests net/http refuses before the module sees
+// them are answered in the API's error body with the host's request id.
+func TestEdgeRefusals(t *testing.T) {
+	base := startEdge(t, "http://127.0.0.1:1")
+	for _, tc := range []struct{ name, request, param string }{
+		{"malformed request line", "GET\r\n\r\n", ""},
+		{"headers over the limit", "GET /v1/tiers HTTP/1.1\r\nHost: a\r\nX-Big: " + strings.Repeat("a", httpsrv.Default.MaxHeaderBytes+8<<10) + "\r\n\r\n", "headers"},
+	} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(hang))
+		io.WriteString(c, tc.request)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		code, param := errorAnswer(t, resp)
+		c.Close()
+		if resp.StatusCode != 400 || code != "BAD_REQUEST" || param != tc.param || !strings.HasPrefix(resp.Header.Get("X-Request-Id"), "edge_") {
+			t.Errorf("%s: %d %s parameter %q id %q, want 400 BAD_REQUEST parameter %q", tc.name, resp.StatusCode, code, param,
+				resp.Header.Get("X-Request-Id"), tc.param)
+		}
+	}
+}
