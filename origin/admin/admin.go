@@ -28,11 +28,11 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/clock"
+	"github.com/lectern-api/lectern/origin/internal/jsonbody"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 )
@@ -280,50 +280,16 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // decodeObject decodes body, one JSON object, into fields: member name →
-// pointer to its value. Names match exactly (encoding/json alone would
-// match them case-insensitively); an unknown member, a wrong type or
-// trailing data is 400 naming the member or body. It returns the members
-// present.
+// pointer to its value (the types of jsonbody.Object). It is as strict as
+// the public API: names match exactly, and a repeated or unknown member, a
+// wrong type or trailing data is 400 naming the member or body, in words
+// that name the JSON type, never Go's. It returns the members present.
 func decodeObject(body []byte, fields map[string]any) (map[string]bool, error) {
-	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, badRequest("body", "The body must be one JSON object.")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badRequest("body", "The body must be one JSON object, with nothing after it.")
-	}
-	names := make([]string, 0, len(fields))
-	for k := range fields {
-		names = append(names, k)
-	}
-	present := make(map[string]bool, len(m))
-	for k, raw := range m {
-		dst, ok := fields[k]
-		if !ok {
-			slices.Sort(names)
-			return nil, &apierr.Error{Code: apierr.BadRequest, Parameter: k, Allowed: names,
-				Message: "Unknown member " + k + "."}
-		}
-		if err := json.Unmarshal(raw, dst); err != nil {
-			return nil, badRequest(k, k+" must be "+kind(dst)+".")
-		}
-		present[k] = true
+	present, err := jsonbody.Object(body, "", fields)
+	if err != nil {
+		return nil, err
 	}
 	return present, nil
-}
-
-// kind names the JSON type a decodeObject target takes.
-func kind(dst any) string {
-	switch dst.(type) {
-	case *string:
-		return "a string"
-	case *int64:
-		return "an integer"
-	case *[]string:
-		return "a list of strings"
-	}
-	return "of another type"
 }
 
 // statusWriter records the status for the access log.

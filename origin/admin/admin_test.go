@@ -330,7 +330,7 @@ func TestCreateBadBodies(t *testing.T) {
 		{"trailing data", `{"orgId":"x"} {}`, "body"},
 		{"bad id", `{"orgId":"Not Valid"}`, "orgId"},
 		{"bad grant", `{"contentGrants":["nope/x y"]}`, "contentGrants"},
-		{"negative cap", `{"quota":{"calls":-1}}`, "quota"},
+		{"negative cap", `{"quota":{"calls":-1}}`, "quota.calls"},
 		{"bad renewsAt", `{"renewsAt":"next year"}`, "renewsAt"},
 		{"wrong type", `{"longUrls":"yes"}`, "longUrls"},
 	}

@@ -1,6 +1,7 @@
 package licence
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -113,12 +114,27 @@ func TestApply(t *testing.T) {
 		{`{"orgId":"other"}`, "orgId"},
 		{`{"contentGrants":["elementary"]}`, "contentGrants"},
 		{`{"contentGrants":["high/Algebra"]}`, "contentGrants"},
-		{`{"quota":{"calls":-1}}`, "quota"},
-		{`{"quota":{"callz":1}}`, "quota"},
-		{`{"quota":{"calls":1.5}}`, "quota"},
+		{`{"quota":{"calls":-1}}`, "quota.calls"},
+		{`{"quota":{"callz":1}}`, "quota.callz"},
+		{`{"quota":{"calls":1.5}}`, "quota.calls"},
+		{`{"quota":7}`, "quota"},
+		{`{"quota":{"calls":1,"calls":null}}`, "quota.calls"},
 		{`{"renewsAt":"tomorrow"}`, "renewsAt"},
 		{`{"eclaVersion":"2"}`, "eclaVersion"},
 		{`{"status":""}`, "status"},
+		// Issue #13: duplicate members (encoding/json takes the last),
+		// any string as a tier or status.
+		{`{"status":"active","status":"suspended"}`, "status"},
+		{`{"orgName":"a","orgName":"b"}`, "orgName"},
+		{`{"status":"paused"}`, "status"},
+		{`{"status":"Active"}`, "status"},
+		{`{"tier":""}`, "tier"},
+		{`{"tier":"Gold Plan!"}`, "tier"},
+		{`{"tier":"` + strings.Repeat("a", 33) + `"}`, "tier"},
+		{`{"tier":7}`, "tier"},
+		{`{"contentGrants":"high"}`, "contentGrants"},
+		{`{"contentGrants":null}`, "contentGrants"},
+		{`{"longUrls":1}`, "longUrls"},
 		{`{"colour":"red"}`, "colour"},
 		{`[]`, "body"},
 		{`{} {}`, "body"},
@@ -126,6 +142,8 @@ func TestApply(t *testing.T) {
 		err := Apply(NewOrg(now), []byte(bad.body), false)
 		if err == nil || err.Code != apierr.BadRequest || err.Parameter != bad.param {
 			t.Errorf("%s: got %v, want BAD_REQUEST naming %s", bad.body, err, bad.param)
+		} else if strings.Contains(err.Message, "Go ") || strings.Contains(err.Message, "json:") || strings.Contains(err.Message, "int64") {
+			t.Errorf("%s: Go's words in the message: %s", bad.body, err.Message)
 		}
 	}
 	if err := Apply(NewOrg(now), []byte(`{"orgId":"Bad Id"}`), true); err == nil {

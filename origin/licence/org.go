@@ -1,12 +1,12 @@
 package licence
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/internal/jsonbody"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/id"
@@ -87,18 +87,98 @@ func NewOrg(now time.Time) *store.Org {
 }
 
 // Apply applies the members present in a create or PATCH body to o. Member
-// names are the admin API's; an unknown member, a wrong type or an invalid
-// value is 400 BAD_REQUEST naming the member. orgId is accepted only when
-// creating.
+// names are the admin API's. The body is read as strictly as the public
+// API reads its own (origin/internal/jsonbody): a repeated or unknown
+// member, a wrong type or an invalid value is 400 BAD_REQUEST naming the
+// member. orgId is accepted only when creating.
 func Apply(o *store.Org, body []byte, creating bool) *apierr.Error {
-	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&m); err != nil || m == nil || dec.More() {
-		return &apierr.Error{Code: apierr.BadRequest, Parameter: "body", Message: "The body must be one JSON object."}
+	var (
+		orgID, name, tier, status, renewsAt string
+		grants                              []string
+		quota, rateLimits                   json.RawMessage
+		ecla, requiredEcla                  int
+		longURLs                            bool
+	)
+	present, err := jsonbody.Object(body, "", map[string]any{
+		"orgId": &orgID, "orgName": &name, "tier": &tier, "status": &status, "contentGrants": &grants,
+		"quota": &quota, "rateLimits": &rateLimits, "eclaVersion": &ecla, "requiredEclaVersion": &requiredEcla,
+		"renewsAt": &renewsAt, "longUrls": &longURLs,
+	})
+	if err != nil {
+		return err
 	}
-	for k, raw := range m {
-		if err := applyMember(o, k, raw, creating); err != nil {
-			return err
+	// In the order of the members' list, so that of several faults the
+	// same one is reported every time.
+	for _, k := range members {
+		if !present[k] {
+			continue
+		}
+		switch k {
+		case "orgId":
+			if !creating {
+				return bad(k, "orgId cannot be changed.")
+			}
+			if !ValidOrgID(orgID) {
+				return bad(k, "orgId must be 1 to 64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit.")
+			}
+			o.ID = orgID
+		case "orgName":
+			if strings.TrimSpace(name) == "" || len(name) > 200 {
+				return bad(k, "orgName must be a non-empty string of at most 200 bytes.")
+			}
+			o.Name = name
+		case "tier":
+			if !ValidPlanTier(tier) {
+				return &apierr.Error{Code: apierr.BadRequest, Parameter: k, Received: tier,
+					Message: "tier is the plan's name: 1 to 32 lowercase letters, digits and single hyphens, such as standard or enterprise."}
+			}
+			o.Tier = tier
+		case "status":
+			if !slices.Contains(Statuses, status) {
+				return &apierr.Error{Code: apierr.BadRequest, Parameter: k, Received: status, Allowed: Statuses,
+					Message: "status must be one of " + strings.Join(Statuses, ", ") + "."}
+			}
+			o.Status = status
+		case "contentGrants":
+			for _, g := range grants {
+				if !ValidGrant(g) {
+					return &apierr.Error{Code: apierr.BadRequest, Parameter: k, Received: g, Allowed: id.Tiers,
+						Message: "Each grant is a tier or <tier>/<subjectSlug>."}
+				}
+			}
+			o.Grants = grants
+		case "quota":
+			if err := limits(k, quota, map[string]**int64{"calls": &o.Quota.Calls, "downloads": &o.Quota.Downloads,
+				"exports": &o.Quota.Exports, "testprepitems": &o.Quota.TestprepItems}); err != nil {
+				return err
+			}
+		case "rateLimits":
+			if err := limits(k, rateLimits, map[string]**int64{"callsPerHour": &o.RateLimits.CallsPerHour,
+				"lessonReadsPerHour": &o.RateLimits.LessonReadsPerHour, "urlMintsPerHour": &o.RateLimits.URLMintsPerHour}); err != nil {
+				return err
+			}
+		case "eclaVersion", "requiredEclaVersion":
+			n := ecla
+			if k == "requiredEclaVersion" {
+				n = requiredEcla
+			}
+			if n < 0 {
+				return bad(k, k+" must be a non-negative integer.")
+			}
+			if k == "eclaVersion" {
+				o.EclaVersion = n
+			} else {
+				o.RequiredEclaVersion = n
+			}
+		case "renewsAt":
+			t, err := time.Parse(time.RFC3339, renewsAt)
+			if err != nil {
+				return &apierr.Error{Code: apierr.BadRequest, Parameter: k, Received: renewsAt,
+					Message: "renewsAt must be an RFC 3339 timestamp, such as 2031-01-01T00:00:00Z."}
+			}
+			o.RenewsAt = t.UTC()
+		case "longUrls":
+			o.LongURLs = longURLs
 		}
 	}
 	return nil
@@ -107,124 +187,43 @@ func Apply(o *store.Org, body []byte, creating bool) *apierr.Error {
 var members = []string{"orgId", "orgName", "tier", "status", "contentGrants", "quota", "rateLimits",
 	"eclaVersion", "requiredEclaVersion", "renewsAt", "longUrls"}
 
+// Statuses are the plan statuses an operator may set (DESIGN.md: "active,
+// suspended, and others you may add"; docs/decisions.md, Hardening). Any
+// but active answers ORG_SUSPENDED on content routes.
+var Statuses = []string{StatusActive, "suspended"}
+
+// MaxPlanTier bounds a plan tier's name.
+const MaxPlanTier = 32
+
+// ValidPlanTier reports whether s can be a plan tier: the spec leaves the
+// values open ("not shown"), so a plan's name in the shape of a slug, 1 to
+// MaxPlanTier bytes: standard, enterprise, district-2030.
+func ValidPlanTier(s string) bool { return len(s) <= MaxPlanTier && id.ValidSlug(s) }
+
 func bad(member, msg string) *apierr.Error {
 	return &apierr.Error{Code: apierr.BadRequest, Parameter: member, Message: msg}
-}
-
-func applyMember(o *store.Org, k string, raw json.RawMessage, creating bool) *apierr.Error {
-	strict := func(v any) *apierr.Error {
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.DisallowUnknownFields()
-		if err := d.Decode(v); err != nil {
-			return bad(k, fmt.Sprintf("%s has the wrong shape: %v", k, err))
-		}
-		return nil
-	}
-	switch k {
-	case "orgId":
-		if !creating {
-			return bad(k, "orgId cannot be changed.")
-		}
-		var s string
-		if err := strict(&s); err != nil {
-			return err
-		}
-		if !ValidOrgID(s) {
-			return bad(k, "orgId must be 1 to 64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit.")
-		}
-		o.ID = s
-	case "orgName", "tier", "status":
-		var s string
-		if err := strict(&s); err != nil {
-			return err
-		}
-		if strings.TrimSpace(s) == "" || len(s) > 200 {
-			return bad(k, k+" must be a non-empty string of at most 200 bytes.")
-		}
-		switch k {
-		case "orgName":
-			o.Name = s
-		case "tier":
-			o.Tier = s
-		case "status":
-			o.Status = s
-		}
-	case "contentGrants":
-		var gs []string
-		if err := strict(&gs); err != nil {
-			return err
-		}
-		for _, g := range gs {
-			if !ValidGrant(g) {
-				return &apierr.Error{Code: apierr.BadRequest, Parameter: k, Received: g, Allowed: id.Tiers,
-					Message: "Each grant is a tier or <tier>/<subjectSlug>."}
-			}
-		}
-		if gs == nil {
-			gs = []string{}
-		}
-		o.Grants = gs
-	case "quota":
-		return limits(k, raw, map[string]**int64{"calls": &o.Quota.Calls, "downloads": &o.Quota.Downloads,
-			"exports": &o.Quota.Exports, "testprepitems": &o.Quota.TestprepItems})
-	case "rateLimits":
-		return limits(k, raw, map[string]**int64{"callsPerHour": &o.RateLimits.CallsPerHour,
-			"lessonReadsPerHour": &o.RateLimits.LessonReadsPerHour, "urlMintsPerHour": &o.RateLimits.URLMintsPerHour})
-	case "eclaVersion", "requiredEclaVersion":
-		var n int
-		if err := strict(&n); err != nil {
-			return err
-		}
-		if n < 0 {
-			return bad(k, k+" must be a non-negative integer.")
-		}
-		if k == "eclaVersion" {
-			o.EclaVersion = n
-		} else {
-			o.RequiredEclaVersion = n
-		}
-	case "renewsAt":
-		var s string
-		if err := strict(&s); err != nil {
-			return err
-		}
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return bad(k, "renewsAt must be an RFC 3339 timestamp.")
-		}
-		o.RenewsAt = t.UTC()
-	case "longUrls":
-		if err := strict(&o.LongURLs); err != nil {
-			return err
-		}
-	default:
-		return &apierr.Error{Code: apierr.BadRequest, Parameter: k, Allowed: members,
-			Message: "Unknown member " + k + "."}
-	}
-	return nil
 }
 
 // limits applies a quota or rateLimits object: each member is a
 // non-negative integer or null (no cap); absent members keep their value.
 func limits(member string, raw json.RawMessage, fields map[string]**int64) *apierr.Error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return bad(member, member+" must be an object.")
+	dsts := make(map[string]any, len(fields))
+	for name := range fields {
+		dsts[name] = new(*int64)
 	}
-	for name, v := range m {
-		dst, ok := fields[name]
-		if !ok {
-			return bad(member, "Unknown member "+name+" in "+member+".")
+	present, err := jsonbody.Object(raw, member+".", dsts)
+	if err != nil {
+		return err
+	}
+	for name := range present {
+		v := *dsts[name].(**int64)
+		if v != nil && *v < 0 {
+			return &apierr.Error{Code: apierr.BadRequest, Parameter: member + "." + name, Min: apierr.Int(0),
+				Message: member + "." + name + " must be a non-negative integer or null (no cap)."}
 		}
-		if string(bytes.TrimSpace(v)) == "null" {
-			*dst = nil
-			continue
-		}
-		var n int64
-		if err := json.Unmarshal(v, &n); err != nil || n < 0 {
-			return bad(member, member+"."+name+" must be a non-negative integer or null.")
-		}
-		*dst = &n
+	}
+	for name := range present {
+		*fields[name] = *dsts[name].(**int64)
 	}
 	return nil
 }

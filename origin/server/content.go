@@ -177,6 +177,7 @@ func resolveSubject(req *request) (sub *corpus.Subject, tier string, err *apierr
 }
 
 func unknownSubject(slug string) *apierr.Error {
+	slug = apierr.Clip(slug) // an unvalidated path segment: echoed cut (decisions: Hardening)
 	return &apierr.Error{Code: apierr.UnknownSubject, Received: slug,
 		Message: "No subject has the slug " + slug + " (slugs match exactly and are tier-specific)."}
 }

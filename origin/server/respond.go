@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/andybalholm/brotli"
@@ -19,8 +20,10 @@ import (
 // §5), bill what the answer costs, then write it.
 
 // notModified reports whether the request's If-None-Match matches tag.
+// Its field lines are combined into one list (RFC 9110 §5.3), as the edge
+// combines them.
 func notModified(r *http.Request, tag string) bool {
-	inm := r.Header.Get("If-None-Match")
+	inm := strings.Join(r.Header.Values("If-None-Match"), ", ")
 	return inm != "" && tag != "" && etag.Match(inm, tag)
 }
 

@@ -130,7 +130,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs the pipeline in DESIGN.md's order.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) error {
 	passed, ferr := front.Run(front.Request{Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery,
-		Authorization: r.Header.Get("Authorization")},
+		Authorization: r.Header.Get("Authorization"), Authorizations: len(r.Header.Values("Authorization"))},
 		front.AuthFunc(func(authorization string) (token.Claims, *apierr.Error) {
 			return s.cfg.Auth.Authenticate(r.Context(), authorization)
 		}))

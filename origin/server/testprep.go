@@ -211,9 +211,7 @@ func unknownTest(c *corpus.Corpus, test string) *apierr.Error {
 	for i, t := range c.Tests {
 		ids[i] = t.ID
 	}
-	if len(test) > 200 {
-		test = test[:200] // decisions: received echoes at most 200 bytes
-	}
+	test = apierr.Clip(test) // decisions: received echoes at most 200 bytes
 	return &apierr.Error{Code: apierr.UnknownTest, Parameter: "test", Received: test, Allowed: ids,
 		Message: "No test has the id " + strconv.Quote(test) + "; see GET /v1/testprep for the tests."}
 }

@@ -5,7 +5,11 @@
 //	{"error": {"code": ..., "message": ..., "requestId": ..., <per-code keys>}}
 package apierr
 
-import "github.com/lectern-api/lectern/shared/jsonenc"
+import (
+	"unicode/utf8"
+
+	"github.com/lectern-api/lectern/shared/jsonenc"
+)
 
 // Code is an error code of the spec's Errors table. The list is
 // append-only: clients branch on these strings.
@@ -157,12 +161,12 @@ func (e *Error) AppendJSON(dst []byte, requestID string) []byte {
 	dst = jsonenc.Key(dst, "code")
 	dst = jsonenc.String(dst, string(e.Code))
 	dst = jsonenc.Key(dst, "message")
-	dst = jsonenc.String(dst, e.Message)
+	dst = echo(dst, e.Message, MaxMessage)
 	dst = jsonenc.Key(dst, "requestId")
 	dst = jsonenc.String(dst, requestID)
 	if e.Parameter != "" {
 		dst = jsonenc.Key(dst, "parameter")
-		dst = jsonenc.String(dst, e.Parameter)
+		dst = echo(dst, e.Parameter, MaxEcho)
 	}
 	if e.Allowed != nil {
 		dst = jsonenc.Key(dst, "allowed")
@@ -170,17 +174,17 @@ func (e *Error) AppendJSON(dst []byte, requestID string) []byte {
 	}
 	if e.Received != "" || e.ReceivedNumber {
 		dst = jsonenc.Key(dst, "received")
-		if e.ReceivedNumber {
+		if e.ReceivedNumber && len(e.Received) <= MaxEcho {
 			dst = append(dst, e.Received...)
 		} else {
-			dst = jsonenc.String(dst, e.Received)
+			dst = echo(dst, e.Received, MaxEcho) // a cut number is no number: a string
 		}
 	}
 	dst = optInt(dst, "min", e.Min)
 	dst = optInt(dst, "max", e.Max)
 	if e.Grant != "" {
 		dst = jsonenc.Key(dst, "grant")
-		dst = jsonenc.String(dst, e.Grant)
+		dst = echo(dst, e.Grant, MaxEcho)
 	}
 	if e.Tiers != nil {
 		dst = jsonenc.Key(dst, "tiers")
@@ -206,6 +210,54 @@ func (e *Error) AppendJSON(dst []byte, requestID string) []byte {
 	dst = optInt(dst, "exportsUsed", e.ExportsUsed)
 	dst = optInt(dst, "exportsLimit", e.ExportsLimit)
 	return append(dst, "}}"...)
+}
+
+// Bounds on what an error body echoes of a client's input (issue #13: a
+// 200 KB slug came back twice). AppendJSON cuts received, parameter and
+// grant to MaxEcho bytes and the message to MaxMessage, on a UTF-8
+// boundary, and marks a cut value with a trailing "…"; code building a
+// message from client text cuts that text with Clip, so the message keeps
+// its own words.
+const (
+	MaxEcho    = 200 // docs/decisions.md: received echoes at most 200 bytes
+	MaxMessage = 1024
+)
+
+// Ellipsis marks a value Clip or AppendJSON cut.
+const Ellipsis = "…"
+
+// Clip returns s cut to at most MaxEcho bytes on a UTF-8 boundary, with
+// Ellipsis appended when it was cut: the form in which an error echoes
+// client text. It allocates only when it cuts.
+func Clip(s string) string {
+	if len(s) <= MaxEcho {
+		return s
+	}
+	return s[:cut(s, MaxEcho)] + Ellipsis
+}
+
+// cut is the largest n <= max (max < len(s)) such that s[:n] does not
+// end inside a UTF-8 sequence.
+func cut(s string, max int) int {
+	n := max
+	for n > 0 && n > max-utf8.UTFMax && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	if !utf8.RuneStart(s[n]) { // not UTF-8 here anyway: cut at max
+		n = max
+	}
+	return n
+}
+
+// echo appends s as a JSON string of at most max bytes of s, marked with
+// Ellipsis when cut. It allocates nothing beyond dst's growth.
+func echo(dst []byte, s string, max int) []byte {
+	if len(s) <= max {
+		return jsonenc.String(dst, s)
+	}
+	dst = jsonenc.String(dst, s[:cut(s, max)])
+	dst = append(dst[:len(dst)-1], Ellipsis...)
+	return append(dst, '"')
 }
 
 func optInt(dst []byte, name string, n *int64) []byte {

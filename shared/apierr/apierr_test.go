@@ -108,3 +108,45 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("400 headers: %v", h)
 	}
 }
+
+// Issue #13: an error echoed a 200 KB slug twice. Every echo of client
+// text is cut to MaxEcho bytes (the message to MaxMessage) on a UTF-8
+// boundary and marked with Ellipsis; short values are untouched.
+func TestEchoIsCapped(t *testing.T) {
+	long := strings.Repeat("é", 100_000) // 2-byte runes: a cut at an odd byte must back off
+	e := &Error{Code: UnknownSubject, Received: long, Parameter: long, Grant: long,
+		Message: "No subject has the slug " + long + "."}
+	b := e.AppendJSON(nil, "req-1")
+	if len(b) > 2*MaxMessage {
+		t.Fatalf("body is %d bytes", len(b))
+	}
+	var got struct {
+		Error map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, b)
+	}
+	for key, max := range map[string]int{"received": MaxEcho, "parameter": MaxEcho, "grant": MaxEcho, "message": MaxMessage} {
+		s, _ := got.Error[key].(string)
+		cut, ok := strings.CutSuffix(s, Ellipsis)
+		if !ok || len(cut) > max || len(cut) < max-3 || strings.ContainsRune(cut, '\uFFFD') {
+			t.Errorf("%s: %d bytes %q, want at most %d bytes of whole runes and %q", key, len(s), s, max, Ellipsis)
+		}
+	}
+	// A number too long to echo whole is echoed as a cut string.
+	n := &Error{Code: BadRequest, Received: strings.Repeat("9", 5000), ReceivedNumber: true}
+	if err := json.Unmarshal(n.AppendJSON(nil, "r"), &got); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := got.Error["received"].(string); !ok || s != strings.Repeat("9", MaxEcho)+Ellipsis {
+		t.Errorf("long number: received %v", got.Error["received"])
+	}
+	// Short values are as given; Clip agrees with the body.
+	short := &Error{Code: BadRequest, Received: "abc", Message: "m"}
+	if want := `{"error":{"code":"BAD_REQUEST","message":"m","requestId":"r","received":"abc"}}`; string(short.AppendJSON(nil, "r")) != want {
+		t.Errorf("short: got %s, want %s", short.AppendJSON(nil, "r"), want)
+	}
+	if Clip("abc") != "abc" || Clip(long) != strings.Repeat("é", MaxEcho/2)+Ellipsis {
+		t.Errorf("Clip: %q", Clip(long))
+	}
+}

@@ -146,6 +146,22 @@ func ChallengeFor(e *apierr.Error, realm, resourceMetadata string) string {
 	case apierr.InsufficientScope:
 		suffix, _ := scope.Suffix(e.Scope)
 		return ScopeChallenge(realm, suffix, resourceMetadata)
+	case apierr.BadRequest:
+		if e.Parameter == "Authorization" {
+			return Challenge(realm, "invalid_request", repeatedMessage, resourceMetadata)
+		}
 	}
 	return ""
 }
+
+// RepeatedAuthorization is the error for a request with more than one
+// Authorization field line: a malformed request, which RFC 6750 §3.1
+// answers 400 invalid_request. The spec's invalid_request code is a
+// reserved 401 it says is never emitted, so the body is its 400,
+// BAD_REQUEST naming the Authorization header, and the challenge carries
+// error="invalid_request" (docs/decisions.md, Hardening).
+func RepeatedAuthorization() *apierr.Error {
+	return &apierr.Error{Code: apierr.BadRequest, Parameter: "Authorization", Message: repeatedMessage}
+}
+
+const repeatedMessage = "The request has more than one Authorization header; send exactly one: Authorization: Bearer <token>."

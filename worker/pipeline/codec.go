@@ -164,7 +164,10 @@ func decodeRequest(b []byte, st *pending) (Request, error) {
 		st.arena, st.fields = a.b, r.Headers
 	}
 	r.Now, ok[4] = integer(b, v[4])
-	if ok != [5]bool{true, true, true, true, true} || r.Method == "" || r.Path == "" {
+	// An empty path is read, not refused: it is "/" (RFC 9110 §4.2.3), a
+	// path no route has, and the front answers 404 NOT_FOUND as the
+	// origin does (a CONNECT's authority-form target has no path).
+	if ok != [5]bool{true, true, true, true, true} || r.Method == "" {
 		return Request{}, errMalformed
 	}
 	return r, nil

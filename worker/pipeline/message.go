@@ -110,6 +110,38 @@ func headerValue(h []Header, name string) string {
 	return ""
 }
 
+// headerCount is how many fields called name h has.
+func headerCount(h []Header, name string) int {
+	n := 0
+	for _, kv := range h {
+		if equalFold(kv.Name, name) {
+			n++
+		}
+	}
+	return n
+}
+
+// combinedValue is the values of the fields called name joined by ", ",
+// as a recipient may combine a list field's lines (RFC 9110 §5.3) and as
+// the origin combines them: the one value itself when there is one (no
+// copy), else kept in t.
+func combinedValue(h []Header, name string, t *text) string {
+	if headerCount(h, name) < 2 {
+		return headerValue(h, name)
+	}
+	b := t.free()
+	first := true
+	for _, kv := range h {
+		if equalFold(kv.Name, name) {
+			if !first {
+				b = append(b, ", "...)
+			}
+			b, first = append(b, kv.Value...), false
+		}
+	}
+	return t.keep(b)
+}
+
 // setHeader replaces every field called name with one holding value.
 func setHeader(h []Header, name, value string) []Header {
 	out := h[:0]

@@ -118,6 +118,7 @@ type pending struct {
 	size   int    // bytes of req counted in pendingBytes
 	rounds int    // JWKS waits so far
 	orgKey orgKey // per-organisation cache key, once authenticated
+	inm    string // If-None-Match, its field lines combined; set once the front passed
 
 	// The front's Authenticator is the request itself (Authenticate).
 	p     *Pipeline
@@ -235,10 +236,11 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 	}
 	st.p, st.now, st.wait = p, now, 0
 	passed, ferr := front.Run(front.Request{
-		Method:        st.req.Method,
-		Path:          st.req.Path,
-		RawQuery:      st.req.Query,
-		Authorization: headerValue(st.req.Headers, "Authorization"),
+		Method:         st.req.Method,
+		Path:           st.req.Path,
+		RawQuery:       st.req.Query,
+		Authorization:  headerValue(st.req.Headers, "Authorization"),
+		Authorizations: headerCount(st.req.Headers, "Authorization"),
 	}, st)
 	switch {
 	case st.wait != 0:
@@ -248,7 +250,8 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 		return p.errorResponse(st.handle, st.id, ferr)
 	}
 	st.orgKey = orgKeyOf(passed.Claims)
-	if tag, ok := p.candidate(st, passed); ok && etag.Match(headerValue(st.req.Headers, "If-None-Match"), tag) {
+	st.inm = combinedValue(st.req.Headers, "If-None-Match", &st.text)
+	if tag, ok := p.candidate(st, passed); ok && etag.Match(st.inm, tag) {
 		return p.gate(st, now)
 	}
 	return p.forward(st, now)
@@ -267,8 +270,7 @@ func (st *pending) Authenticate(authorization string) (token.Claims, *apierr.Err
 // protocol); ok is false when there is nothing to compare. The tag is
 // valid until the next call.
 func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
-	if st.req.Method != "GET" || passed.Route.Validator != route.Derived || st.orgKey.id == "" ||
-		headerValue(st.req.Headers, "If-None-Match") == "" {
+	if st.req.Method != "GET" || passed.Route.Validator != route.Derived || st.orgKey.id == "" || st.inm == "" {
 		return "", false
 	}
 	o, ok := p.orgs.get(st.orgKey)
@@ -332,7 +334,7 @@ func (p *Pipeline) gate(st *pending, now int64) Output {
 	sig := st.text.keep(p.signer.Append(st.text.free(), edgesig.Gate, "POST", target, st.id, now/1000))
 	h := append(st.sub[:0],
 		Header{"Authorization", headerValue(st.req.Headers, "Authorization")},
-		Header{"If-None-Match", headerValue(st.req.Headers, "If-None-Match")},
+		Header{"If-None-Match", st.inm},
 		Header{"X-Request-Id", st.id},
 		Header{"X-Lectern-Target", target},
 		Header{edgesig.Header, sig},

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
@@ -59,5 +67,92 @@ func TestCorpusReload(t *testing.T) {
 	json.Unmarshal(s.get("GET", "/v1/license", tok).body, &lic)
 	if lic.ContentVersion != sum.ContentVersion {
 		t.Errorf("a failed reload changed the version to %s", lic.ContentVersion)
+	}
+}
+
+// Reloads run one at a time (issue #13: four at once took the origin from
+// 0.8 to 2.8 GB): while one runs, another answers 409 WRITE_CONFLICT with
+// Retry-After and changes nothing; once it ends, the next one runs. The
+// running reload is held on a FIFO in place of its corpus.json, which the
+// test feeds when it is done.
+func TestCorpusReloadOneAtATime(t *testing.T) {
+	s := newStack(t)
+	src := filepath.Join(t.TempDir(), "corpus2")
+	sum, err := gen.Write(src, gen.Options{Seed: 2, Small: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(src, "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := filepath.Join(t.TempDir(), "held")
+	if err := os.CopyFS(held, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(held, "corpus.json")
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	type result struct {
+		code int
+		m    map[string]any
+	}
+	first := make(chan result, 1)
+	body, _ := json.Marshal(map[string]string{"dir": held})
+	go func() {
+		code, m := s.admin("POST", "/admin/v1/corpus/reload", string(body))
+		first <- result{code, m}
+	}()
+	// Opening the FIFO for writing without blocking succeeds once the
+	// reload has opened it for reading: it is then inside the load.
+	var w *os.File
+	for i := 0; w == nil; i++ {
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			w = f
+		case i == 3000:
+			t.Fatalf("the reload never opened its corpus.json: %v", err)
+		default:
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	feed := sync.OnceFunc(func() {
+		w.Write(manifest)
+		w.Close()
+	})
+	t.Cleanup(feed) // runs before the stack's cleanup, which waits for the reload
+
+	other, _ := json.Marshal(map[string]string{"dir": src})
+	req, _ := http.NewRequest("POST", s.AdminURL+"/admin/v1/corpus/reload", bytes.NewReader(other))
+	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var e struct{ Error struct{ Code string } }
+	if json.Unmarshal(b, &e); res.StatusCode != 409 || e.Error.Code != "WRITE_CONFLICT" {
+		t.Errorf("a reload while one runs: %d %s, want 409 WRITE_CONFLICT", res.StatusCode, b)
+	}
+	if ra := res.Header.Get("Retry-After"); ra != strconv.Itoa(reloadRetryAfter) {
+		t.Errorf("Retry-After %q, want %d", ra, reloadRetryAfter)
+	}
+
+	feed()
+	if r := <-first; r.code != 200 || r.m["contentVersion"] != sum.ContentVersion {
+		t.Fatalf("the held reload: %d %v", r.code, r.m)
+	}
+	// The lock is let go, on success and on failure alike.
+	if code, m := s.admin("POST", "/admin/v1/corpus/reload", `{"dir":"`+filepath.Join(t.TempDir(), "missing")+`"}`); code != 400 {
+		t.Errorf("a reload after it: %d %v, want 400 for a missing corpus", code, m)
+	}
+	if code, m := s.admin("POST", "/admin/v1/corpus/reload", string(other)); code != 200 {
+		t.Errorf("a reload after a failed one: %d %v", code, m)
 	}
 }

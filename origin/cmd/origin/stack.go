@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -40,12 +42,16 @@ type stack struct {
 	AdminToken                  string
 
 	content atomic.Pointer[server.Content]
-	clock   *clock.Clock
-	store   store.Store
-	meters  meter.Store
-	servers []*http.Server
-	limits  httpsrv.Limits // of every listener (config.Limits)
-	log     *slog.Logger
+	// reloading is held by the corpus reload in progress: reloads run
+	// one at a time (issue #13: four at once took the origin from 0.8 to
+	// 2.8 GB, each holding a whole corpus and its indexes).
+	reloading sync.Mutex
+	clock     *clock.Clock
+	store     store.Store
+	meters    meter.Store
+	servers   []*http.Server
+	limits    httpsrv.Limits // of every listener (config.Limits)
+	log       *slog.Logger
 
 	stopWatch func() // stops the test clock's Watch and waits for it
 }
@@ -268,9 +274,20 @@ func loadCorpus(dir string, stdout io.Writer) (*corpus.Corpus, error) {
 	return c, nil
 }
 
+// reloadRetryAfter is the Retry-After of a reload refused because another
+// runs: a full corpus loads and builds in seconds.
+const reloadRetryAfter = 5
+
 // reload swaps in the corpus of dir; requests in flight finish on the one
-// they began with.
+// they began with. While one reload runs, another is refused with 409
+// WRITE_CONFLICT and Retry-After (docs/decisions.md, Hardening): it is
+// not queued, so a client that gives up leaves nothing waiting.
 func (st *stack) reload(ctx context.Context, dir string) (string, error) {
+	if !st.reloading.TryLock() {
+		return "", &apierr.Error{Code: apierr.WriteConflict, RetryAfter: apierr.Int(reloadRetryAfter),
+			Message: "A corpus reload is already running; nothing was changed. Retry once it has ended."}
+	}
+	defer st.reloading.Unlock()
 	c, err := corpus.Load(dir)
 	if err != nil {
 		return "", err
