@@ -33,8 +33,9 @@ func (a *api) createClient(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req struct{ scopes, grants, redirects []string }
-	// An omitted or null member leaves its list nil: grantTypes then
-	// defaults, while [] is refused by the validator.
+	// An omitted member leaves its list nil: grantTypes then defaults,
+	// while [] is refused by the validator and null by the decoder (arrays
+	// may not be null in admin bodies).
 	if _, err := decodeObject(body, map[string]any{
 		"scopes": &req.scopes, "grantTypes": &req.grants, "redirectUris": &req.redirects}); err != nil {
 		return err
