@@ -42,7 +42,7 @@ func rawDo(t *testing.T, base, request string) answer {
 // (404, or 405 on a route's path), two Authorization lines (400
 // BAD_REQUEST with an invalid_request challenge), two If-None-Match lines
 // (one list: a tag on the second line is a 304, which the edge answers
-// after a gate call), and an unknown 200 KB slug (echoed cut).
+// after a gate call), and an unknown 60 KB slug (echoed cut).
 func TestInputParity(t *testing.T) {
 	forEachBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
@@ -78,11 +78,11 @@ func TestInputParity(t *testing.T) {
 				hdr: []string{"Authorization", bearer + ", " + bearer}, status: 400, code: "BAD_REQUEST"},
 			{name: "two Authorization lines, unknown route", method: "GET", target: "/v1/teachers",
 				hdr: []string{"Authorization", bearer, "Authorization", bearer}, status: 404, code: "NOT_FOUND"},
-			{name: "unknown 200 KB slug", method: "GET", target: "/v1/subjects/" + strings.Repeat("a", 200<<10),
+			{name: "unknown 60 KB slug", method: "GET", target: "/v1/subjects/" + strings.Repeat("a", 60<<10),
 				hdr: []string{"Authorization", bearer}, status: 404, code: "UNKNOWN_SUBJECT"},
 		})
-		if viaEdge := do(t, e.url, "GET", "/v1/subjects/"+strings.Repeat("a", 200<<10), "", "Authorization", bearer); len(viaEdge.body) > 1024 {
-			t.Errorf("unknown 200 KB slug: a %d-byte answer", len(viaEdge.body))
+		if viaEdge := do(t, e.url, "GET", "/v1/subjects/"+strings.Repeat("a", 60<<10), "", "Authorization", bearer); len(viaEdge.body) > 1024 {
+			t.Errorf("unknown 60 KB slug: a %d-byte answer", len(viaEdge.body))
 		}
 
 		// The edge learns the organisation's ETag inputs from a forward,
