@@ -59,7 +59,8 @@ type Pipeline struct {
 	random           io.Reader
 
 	keys    token.Cache
-	fetcher Handle   // the request whose JWKS subrequest is in flight; 0 if none
+	fetcher Handle   // the request, or background refresh, whose JWKS fetch is in flight; 0 if none
+	refresh Handle   // a background refresh begun in this call, for its output
 	parked  []Handle // requests waiting for that fetch
 	tokens  tokenCache
 	orgs    orgCache
@@ -193,6 +194,11 @@ func (p *Pipeline) start(st *pending, req Request) Output {
 // fields are in.Headers' array, reused: the caller gives it up.
 func (p *Pipeline) Resume(in ResumeMsg) Output {
 	st := p.pending[in.Handle]
+	if st == nil && in.Handle != 0 && in.Handle == p.fetcher && !in.Wake {
+		// The background refresh's answer (or that of a request dropped
+		// while its fetch was out: it ends the fetch all the same).
+		return p.refreshDone(in)
+	}
 	if st == nil {
 		return p.internal(in.Handle, p.requestID("", nil), "The edge has no request with this handle.")
 	}
@@ -211,7 +217,7 @@ func (p *Pipeline) Resume(in ResumeMsg) Output {
 	var out Output
 	switch st.stage {
 	case stageJWKS:
-		ended := p.endFetch(st, in)
+		ended := p.endFetch(st.handle, in)
 		out = p.run(st, now)
 		if ended {
 			out.Wake = append(out.Wake, p.takeParked()...)
@@ -457,7 +463,7 @@ func (p *Pipeline) errorResponse(h Handle, id string, e *apierr.Error) Output {
 func (p *Pipeline) newHandle() Handle {
 	for {
 		p.next++
-		if p.next != 0 && p.pending[p.next] == nil {
+		if p.next != 0 && p.pending[p.next] == nil && p.next != p.fetcher {
 			return p.next
 		}
 	}
