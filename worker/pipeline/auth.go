@@ -44,8 +44,8 @@ func (p *Pipeline) authenticate(st *pending, authorization string, now time.Time
 		switch {
 		case p.keys.Keys() != nil:
 			if p.keys.BeginRefresh(now) {
-				p.fetcher = p.newHandle()
-				p.refresh = p.fetcher
+				p.refresh = p.newHandle()
+				p.fetcher, p.ask = p.refresh, true
 			}
 		case canWait && p.keys.BeginRefresh(now):
 			return token.Claims{}, errSuspended, suspendFetch
@@ -128,6 +128,7 @@ func (p *Pipeline) refreshDone(in ResumeMsg) Output {
 		in.Status, in.Error = 0, "the host's answer has no clock reading"
 	}
 	p.endFetch(in.Handle, in)
+	p.refresh = 0
 	return Output{Kind: Done, Handle: in.Handle, Wake: p.takeParked()}
 }
 
@@ -154,9 +155,9 @@ func (p *Pipeline) finish(out Output, now int64) Output {
 	if len(p.parked) > 0 && !p.keys.InFlight(time.UnixMilli(now)) {
 		out.Wake = append(out.Wake, p.takeParked()...)
 	}
-	if p.refresh != 0 {
+	if p.ask {
 		out.Refresh = Refresh{Handle: p.refresh, URL: p.jwksURL}
-		p.refresh = 0
+		p.ask = false
 	}
 	return out
 }

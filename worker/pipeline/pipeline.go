@@ -60,7 +60,8 @@ type Pipeline struct {
 
 	keys    token.Cache
 	fetcher Handle   // the request, or background refresh, whose JWKS fetch is in flight; 0 if none
-	refresh Handle   // a background refresh begun in this call, for its output
+	refresh Handle   // the last background refresh's handle, until answered or replaced
+	ask     bool     // refresh began in this call: its output asks the host for it
 	parked  []Handle // requests waiting for that fetch
 	tokens  tokenCache
 	orgs    orgCache
@@ -194,10 +195,8 @@ func (p *Pipeline) start(st *pending, req Request) Output {
 // fields are in.Headers' array, reused: the caller gives it up.
 func (p *Pipeline) Resume(in ResumeMsg) Output {
 	st := p.pending[in.Handle]
-	if st == nil && in.Handle != 0 && in.Handle == p.fetcher && !in.Wake {
-		// The background refresh's answer (or that of a request dropped
-		// while its fetch was out: it ends the fetch all the same).
-		return p.refreshDone(in)
+	if st == nil && in.Handle != 0 && in.Handle == p.refresh && !in.Wake {
+		return p.refreshDone(in) // the background refresh's answer
 	}
 	if st == nil {
 		return p.internal(in.Handle, p.requestID("", nil), "The edge has no request with this handle.")
@@ -463,7 +462,7 @@ func (p *Pipeline) errorResponse(h Handle, id string, e *apierr.Error) Output {
 func (p *Pipeline) newHandle() Handle {
 	for {
 		p.next++
-		if p.next != 0 && p.pending[p.next] == nil && p.next != p.fetcher {
+		if p.next != 0 && p.pending[p.next] == nil && p.next != p.refresh {
 			return p.next
 		}
 	}
