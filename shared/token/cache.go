@@ -33,13 +33,15 @@ const (
 // waits for the fetch in flight.
 //
 // The edge keeps one Cache per module instance; its pipeline is sans-IO,
-// so a fetch is a subrequest: when NeedsRefresh and BeginRefresh agree,
-// the pipeline answers the host with a subrequest for the JWKS and parks
-// the request (which waits for it, also when a stale set is present:
-// docs/decisions.md, "Signing-key rotation", says what remains); requests that meet InFlight park behind it; when the host
-// resumes with the response, the pipeline calls ParseJWKS and EndRefresh,
-// then verifies every parked request against Keys. A subrequest the host
-// never answers is covered by InFlightTimeout.
+// so a fetch is a subrequest. Without a set, when NeedsRefresh and
+// BeginRefresh agree, the pipeline answers the host with a subrequest for
+// the JWKS and suspends the request; requests that meet InFlight park
+// behind it. With a set, stale or not, it verifies at once and, when a
+// refresh is due, asks the host for a background fetch under a handle of
+// no request's (docs/edge.md, "refresh"). When the host resumes with the
+// response, the pipeline calls ParseJWKS and EndRefresh, then verifies
+// every parked request against Keys. A fetch the host never answers is
+// covered by InFlightTimeout.
 type Cache struct {
 	MaxAge          time.Duration // zero means DefaultMaxAge
 	MinInterval     time.Duration // zero means DefaultMinInterval

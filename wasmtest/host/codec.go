@@ -102,6 +102,24 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*output, error) {
 			out.URL, err = str(m)
 		case "forward":
 			out.Forward, err = m.Bool()
+		case "refresh":
+			var rf *fastjson.Object
+			if rf, err = m.Object(); err != nil {
+				return
+			}
+			out.Refresh = new(refresh)
+			rf.Visit(func(k []byte, v *fastjson.Value) {
+				switch {
+				case err != nil:
+				case string(k) == "handle":
+					out.Refresh.Handle, err = v.Int64()
+				case string(k) == "url":
+					out.Refresh.URL, err = str(v)
+				}
+			})
+			if err == nil && (out.Refresh.Handle <= 0 || out.Refresh.URL == "") {
+				err = fmt.Errorf("refresh %s without a handle or url", m)
+			}
 		case "wake":
 			var hs []*fastjson.Value
 			if hs, err = m.Array(); err == nil {

@@ -124,9 +124,17 @@ type Host struct {
 	cfg   Config
 	next  atomic.Uint64
 	stats struct {
-		requests, forwards, subrequests, parks, failures atomic.Int64
-		moduleCPU                                        atomic.Int64 // ns
+		requests, forwards, subrequests, parks, failures, refreshes atomic.Int64
+		moduleCPU                                                   atomic.Int64 // ns
 	}
+
+	// Background JWKS refreshes (docs/edge.md, "refresh"): their context,
+	// cancelled by Close, which then waits for them.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgMu     sync.Mutex // guards bgClosed, and bg.Add against Close's Wait
+	bgClosed bool
+	bg       sync.WaitGroup
 
 	mu   sync.Mutex // guards pool (an instance is replaced after a trap)
 	pool []*instance
@@ -160,6 +168,7 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	h := &Host{mod: m, cfg: cfg}
+	h.bgCtx, h.bgCancel = context.WithCancel(context.Background())
 	for range cfg.Instances {
 		in, err := h.instantiate(ctx)
 		if err != nil {
@@ -173,6 +182,13 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 
 // Close closes the Host's instances (the Module stays compiled).
 func (h *Host) Close(ctx context.Context) error {
+	// Background refreshes end first (their fetches cancelled), while
+	// their instance can still take the resume.
+	h.bgMu.Lock()
+	h.bgClosed = true
+	h.bgMu.Unlock()
+	h.bgCancel()
+	h.bg.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var errs []error
@@ -207,6 +223,7 @@ type Stats struct {
 	Subrequests int64 // other subrequests: JWKS fetches, gate calls
 	Parks       int64 // requests parked behind another's JWKS fetch
 	Failures    int64 // requests answered 500 by the host itself
+	Refreshes   int64 // background JWKS refreshes answered to the guest
 	// ModuleCPU is the CPU time spent in module calls (configure, and for
 	// each message alloc, the copy in and start or resume), counted only
 	// when Config.ThreadCPU is set: an estimate from a sample of the calls
@@ -218,6 +235,7 @@ type Stats struct {
 func (h *Host) Stats() Stats {
 	return Stats{Requests: h.stats.requests.Load(), Forwards: h.stats.forwards.Load(),
 		Subrequests: h.stats.subrequests.Load(), Parks: h.stats.parks.Load(), Failures: h.stats.failures.Load(),
+		Refreshes: h.stats.refreshes.Load(),
 		ModuleCPU: time.Duration(h.stats.moduleCPU.Load())}
 }
 
@@ -386,8 +404,16 @@ type output struct {
 	URL         string
 	Forward     bool
 	Wake        []int64
+	Refresh     *refresh // a background JWKS fetch to perform
 
 	parked chan struct{} // for kind "park": closed when woken
+}
+
+// refresh is an output's "refresh": GET URL in the background, then
+// resume Handle.
+type refresh struct {
+	Handle int64
+	URL    string
 }
 
 // do runs one call and handles its wake list and park registration under
@@ -489,7 +515,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hdrs = append(hdrs, [2]string{name, v})
 		}
 	}
-	out, err := in.do(in.start, startMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+	out, err := h.do(in, in.start, startMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
 		Headers: hdrs, Now: h.now()})
 	var fwd *http.Response // the origin's answer to the last forward, body unread
 	defer func() {
@@ -535,9 +561,9 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.stats.subrequests.Add(1)
 			}
 			var msg resumeMessage
-			msg, fwd = h.subrequest(r, out)
+			msg, fwd = h.subrequest(r.Context(), r, out)
 			msg.Handle, msg.Now = out.Handle, h.now()
-			out, err = in.do(in.resume, msg)
+			out, err = h.do(in, in.resume, msg)
 		case "park":
 			h.stats.parks.Add(1)
 			select {
@@ -545,17 +571,56 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case <-time.After(parkTimeout):
 				in.unpark(out.Handle)
 			}
-			out, err = in.do(in.resume, wakeMessage{Handle: out.Handle, Wake: true, Now: h.now()})
+			out, err = h.do(in, in.resume, wakeMessage{Handle: out.Handle, Wake: true, Now: h.now()})
 		default:
 			err = fmt.Errorf("edge module output of kind %q", out.Kind)
 		}
 	}
 }
 
-// subrequest performs what the guest asked for. For a forward it returns
-// the origin's response too, its body unread: it streams to the client on
-// passthrough and never enters the guest.
-func (h *Host) subrequest(r *http.Request, out *output) (resumeMessage, *http.Response) {
+// do is in.do, then the background refresh the output asks for, if any.
+func (h *Host) do(in *instance, fn api.Function, msg message) (*output, error) {
+	out, err := in.do(fn, msg)
+	if err == nil && out.Refresh != nil {
+		h.refresh(in, *out.Refresh)
+	}
+	return out, err
+}
+
+// refresh fetches the JWKS in a goroutine of its own, bounded by
+// SubrequestTimeout and cancelled by Close, and resumes the background
+// handle on in with the answer (status 0 on failure). No request waits
+// for it; the guest's "done" may wake requests parked on it.
+func (h *Host) refresh(in *instance, rf refresh) {
+	h.bgMu.Lock()
+	defer h.bgMu.Unlock()
+	if h.bgClosed {
+		return // the guest presumes the fetch lost (token.DefaultInFlightTimeout)
+	}
+	h.stats.subrequests.Add(1)
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		msg, _ := h.subrequest(h.bgCtx, nil, &output{Method: "GET", URL: rf.URL,
+			Headers: [][2]string{{"Accept", "application/json"}}})
+		msg.Handle, msg.Now = rf.Handle, h.now()
+		out, err := h.do(in, in.resume, msg)
+		switch {
+		case err != nil:
+			h.cfg.Logger.Warn("edge: background JWKS refresh", "err", err)
+		case out.Kind != "done":
+			h.cfg.Logger.Warn("edge: background JWKS refresh answered", "kind", out.Kind, "status", out.Status, "body", out.Body)
+		default:
+			h.stats.refreshes.Add(1)
+		}
+	}()
+}
+
+// subrequest performs what the guest asked for, within ctx (a client
+// request's context; r is that request, nil for a background refresh).
+// For a forward it returns the origin's response too, its body unread: it
+// streams to the client on passthrough and never enters the guest.
+func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) (resumeMessage, *http.Response) {
 	failed := func(err error) (resumeMessage, *http.Response) {
 		return resumeMessage{Status: 0, Error: err.Error()}, nil
 	}
@@ -563,13 +628,13 @@ func (h *Host) subrequest(r *http.Request, out *output) (resumeMessage, *http.Re
 	var cancel context.CancelFunc
 	var st *stall // nil (doing nothing) but for a forward
 	if out.Forward {
-		ctx, cancel = context.WithCancel(r.Context())
+		ctx, cancel = context.WithCancel(parent)
 		st = newStall(h.cfg.ForwardTimeout, cancel)
 	} else {
-		ctx, cancel = context.WithTimeout(r.Context(), h.cfg.SubrequestTimeout)
+		ctx, cancel = context.WithTimeout(parent, h.cfg.SubrequestTimeout)
 	}
 	var body io.Reader
-	if out.Forward && r.Body != nil && r.ContentLength != 0 {
+	if out.Forward && r != nil && r.Body != nil && r.ContentLength != 0 {
 		body = clientBody{r.Body, st}
 	}
 	req, err := http.NewRequestWithContext(ctx, out.Method, out.URL, body)
@@ -577,7 +642,7 @@ func (h *Host) subrequest(r *http.Request, out *output) (resumeMessage, *http.Re
 		cancel()
 		return failed(err)
 	}
-	if out.Forward {
+	if out.Forward && r != nil {
 		req.ContentLength = r.ContentLength
 		if body == nil {
 			req.ContentLength = 0

@@ -6,7 +6,8 @@
 // Every request is a small state machine driven by the module's outputs:
 // `response` ends it, `subrequest` is performed with fetch() and answered
 // with `resume`, `park` waits until another request's output names it in
-// `wake`. Each call into the module is synchronous, so calls from requests
+// `wake`. An output carrying `refresh` also asks for the JWKS in the
+// background (ctx.waitUntil): its resume answers `done`, which only wakes. Each call into the module is synchronous, so calls from requests
 // that interleave at awaits never overlap, which is what the ABI needs.
 
 import wasmModule from "../../build/worker.wasm";
@@ -372,10 +373,65 @@ function hostError(status, message, code = "INTERNAL") {
 	});
 }
 
-async function drive(guest, request) {
+/**
+ * Fetches the JWKS of an output's `refresh` in the background, outliving
+ * the response (ctx.waitUntil), and resumes the module's background handle
+ * with the answer; no request waits for it. The `done` output may wake
+ * requests parked on the fetch, and may ask for another refresh.
+ */
+function refreshInBackground(guest, refresh, ctx) {
+	const task = (async () => {
+		const msg = { handle: refresh.handle, headers: [] };
+		try {
+			const resp = await fetch(refresh.url, {
+				method: "GET",
+				headers: [["Accept", "application/json"]],
+				redirect: "manual",
+				signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS),
+			});
+			msg.status = resp.status;
+			msg.headers = headerPairs(resp.headers);
+			msg.body = await resp.text();
+		} catch (err) {
+			msg.status = 0;
+			msg.error = String(err && err.message ? err.message : err);
+		}
+		msg.now = Date.now();
+		let out;
+		try {
+			out = guest.call("resume", msg);
+		} catch (err) {
+			if (!(err instanceof TooLarge)) throw err;
+			out = guest.call("resume", {
+				handle: msg.handle,
+				status: 0,
+				headers: [],
+				error: "JWKS response too large for the edge module",
+				now: Date.now(),
+			});
+		}
+		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
+		if (out.refresh) refreshInBackground(guest, out.refresh, ctx);
+		if (out.kind !== "done") {
+			console.warn(`[edge host] background JWKS refresh answered ${JSON.stringify(out).slice(0, 300)}`);
+		}
+	})();
+	ctx.waitUntil(
+		task.catch((err) => console.error(`[edge host] background JWKS refresh failed: ${err && err.stack ? err.stack : err}`)),
+	);
+}
+
+async function drive(guest, request, ctx) {
+	// Every call into the module, with the background refresh its output
+	// may ask for.
+	const call = (fn, msg) => {
+		const out = guest.call(fn, msg);
+		if (out && out.refresh) refreshInBackground(guest, out.refresh, ctx);
+		return out;
+	};
 	let out;
 	try {
-		out = guest.call("start", startMessage(request));
+		out = call("start", startMessage(request));
 	} catch (err) {
 		if (!(err instanceof TooLarge)) throw err;
 		return hostError(400, "The request's headers are too large.", "BAD_REQUEST");
@@ -428,12 +484,12 @@ async function drive(guest, request) {
 				}
 				msg.now = Date.now();
 				try {
-					out = guest.call("resume", msg);
+					out = call("resume", msg);
 				} catch (err) {
 					if (!(err instanceof TooLarge)) throw err;
 					// Still answer the subrequest, so the guest (and anyone
 					// parked on it) moves on.
-					out = guest.call("resume", {
+					out = call("resume", {
 						handle: msg.handle,
 						status: 0,
 						headers: [],
@@ -445,7 +501,7 @@ async function drive(guest, request) {
 			}
 			case "park": {
 				await guest.park(out.handle);
-				out = guest.call("resume", { handle: out.handle, wake: true, now: Date.now() });
+				out = call("resume", { handle: out.handle, wake: true, now: Date.now() });
 				break;
 			}
 			case "error":
@@ -470,7 +526,7 @@ export default {
 		// The guest keeps state per handle and peers may be parked on this
 		// request's JWKS fetch: drive it to its end even if the client goes
 		// away (the runtime cancels a request's tasks on disconnect).
-		const done = drive(guest, request);
+		const done = drive(guest, request, ctx);
 		ctx.waitUntil(done.catch(() => {}));
 		try {
 			return await done;

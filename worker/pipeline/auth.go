@@ -36,9 +36,20 @@ func (p *Pipeline) authenticate(st *pending, authorization string, now time.Time
 	// The waits are bounded per request; past the bound the request is
 	// verified with whatever keys there are.
 	canWait := st.rounds < maxRounds
-	// No set yet, or a stale one: fetch first (token.Cache policy).
-	if canWait && p.keys.NeedsRefresh(now, false) && p.keys.BeginRefresh(now) {
-		return token.Claims{}, errSuspended, suspendFetch
+	// No set yet: fetch first (token.Cache policy). A stale set is served
+	// while it is refreshed in the background (a fetch of the host's that
+	// no request waits for): a token whose kid the set holds never waits
+	// for the identity provider, even a hung one.
+	if p.keys.NeedsRefresh(now, false) {
+		switch {
+		case p.keys.Keys() != nil:
+			if p.keys.BeginRefresh(now) {
+				p.refresh = p.newHandle()
+				p.fetcher, p.ask = p.refresh, true
+			}
+		case canWait && p.keys.BeginRefresh(now):
+			return token.Claims{}, errSuspended, suspendFetch
+		}
 	}
 	if canWait && p.keys.Keys() == nil && p.keys.InFlight(now) {
 		return token.Claims{}, errSuspended, suspendPark
@@ -85,12 +96,13 @@ func (p *Pipeline) wait(st *pending, w suspend, now int64) Output {
 		Headers: []Header{{"Accept", "application/json"}}}
 }
 
-// endFetch ends the JWKS fetch of st with the host's response. A fetch
-// the Cache already presumed lost, and that another request has replaced,
-// is ignored: only the fetch in flight may end it. It reports whether it
-// ended the fetch, and the parked requests are then to be woken.
-func (p *Pipeline) endFetch(st *pending, in ResumeMsg) bool {
-	if p.fetcher != st.handle {
+// endFetch ends the JWKS fetch of handle h (a request's, or a background
+// refresh's) with the host's response. A fetch the Cache already presumed
+// lost, and that another has replaced, is ignored: only the fetch in
+// flight may end it. It reports whether it ended the fetch, and the
+// parked requests are then to be woken.
+func (p *Pipeline) endFetch(h Handle, in ResumeMsg) bool {
+	if p.fetcher != h {
 		return false
 	}
 	p.fetcher = 0
@@ -106,6 +118,18 @@ func (p *Pipeline) endFetch(st *pending, in ResumeMsg) bool {
 	}
 	p.keys.EndRefresh(time.UnixMilli(in.Now), set, err)
 	return true
+}
+
+// refreshDone ends the background refresh of handle in.Handle (see
+// authenticate) with the host's response: nothing is answered, and the
+// requests parked on it are woken.
+func (p *Pipeline) refreshDone(in ResumeMsg) Output {
+	if in.Now <= 0 {
+		in.Status, in.Error = 0, "the host's answer has no clock reading"
+	}
+	p.endFetch(in.Handle, in)
+	p.refresh = 0
+	return Output{Kind: Done, Handle: in.Handle, Wake: p.takeParked()}
 }
 
 // takeParked returns the requests parked on the JWKS, which the host is
@@ -124,9 +148,16 @@ func (p *Pipeline) takeParked() []Handle {
 // finish wakes the parked requests when no fetch is in flight any more:
 // the fetch they waited for outlived token.DefaultInFlightTimeout and is
 // presumed lost (docs/edge.md: "the guest also gives up on a fetch").
+//
+// It also attaches the background refresh begun during the call, if any:
+// the host is to fetch the JWKS and resume its handle.
 func (p *Pipeline) finish(out Output, now int64) Output {
 	if len(p.parked) > 0 && !p.keys.InFlight(time.UnixMilli(now)) {
 		out.Wake = append(out.Wake, p.takeParked()...)
+	}
+	if p.ask {
+		out.Refresh = Refresh{Handle: p.refresh, URL: p.jwksURL}
+		p.ask = false
 	}
 	return out
 }

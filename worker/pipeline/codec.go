@@ -263,8 +263,10 @@ func decodeResume(b []byte, dst []Header) (ResumeMsg, error) {
 //	{"kind":"response","handle":2,"status":200,"headers":[...],"passthrough":true}
 //	{"kind":"subrequest","handle":3,"method":"GET","url":"...","headers":[...],"forward":false}
 //	{"kind":"park","handle":4}
+//	{"kind":"done","handle":5}
 //
-// each with "wake":[...] when it wakes parked requests.
+// each with "wake":[...] when it wakes parked requests, and with
+// "refresh":{"handle":5,"url":"..."} when it begins a background refresh.
 func (o *Output) AppendJSON(dst []byte) []byte {
 	dst = append(dst, '{')
 	dst = jsonenc.Key(dst, "kind")
@@ -291,6 +293,15 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = appendHeaders(dst, o.Headers)
 		dst = jsonenc.Key(dst, "forward")
 		dst = jsonenc.Bool(dst, o.Forward)
+	}
+	if o.Refresh.Handle != 0 {
+		dst = jsonenc.Key(dst, "refresh")
+		dst = append(dst, '{')
+		dst = jsonenc.Key(dst, "handle")
+		dst = jsonenc.Int(dst, int64(o.Refresh.Handle))
+		dst = jsonenc.Key(dst, "url")
+		dst = jsonenc.String(dst, o.Refresh.URL)
+		dst = append(dst, '}')
 	}
 	if len(o.Wake) > 0 {
 		dst = jsonenc.Key(dst, "wake")

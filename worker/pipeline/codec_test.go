@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // wireOutput is an output message as a host reads it.
@@ -21,6 +22,10 @@ type wireOutput struct {
 	URL         string     `json:"url"`
 	Forward     bool       `json:"forward"`
 	Wake        []int64    `json:"wake"`
+	Refresh     *struct {
+		Handle int64  `json:"handle"`
+		URL    string `json:"url"`
+	} `json:"refresh"`
 }
 
 func decodeOut(t testing.TB, b []byte) wireOutput {
@@ -93,6 +98,24 @@ func TestCodecFlow(t *testing.T) {
 	}
 }
 
+// A background refresh through the codec: the field on the output that
+// begins it, and the "done" that ends it.
+func TestCodecRefresh(t *testing.T) {
+	p := newPipeline()
+	installKeys(t, p, t0, "k1")
+	now := t0.Add(2 * time.Hour)
+	start := fmt.Sprintf(`{"method":"GET","path":"/v1/subjects/algebra","query":"tier=high","headers":[["Authorization","Bearer %s"]],"now":%d}`, sign("k1", now, nil), now.UnixMilli())
+	o := decodeOut(t, p.HandleStart([]byte(start)))
+	if o.Kind != "subrequest" || !o.Forward || o.Refresh == nil || o.Refresh.URL != testCfg.JWKSURL || o.Refresh.Handle == 0 || o.Refresh.Handle == o.Handle {
+		t.Fatalf("start: got %+v, want a forward with a background refresh", o)
+	}
+	resume, _ := json.Marshal(map[string]any{"handle": o.Refresh.Handle, "status": 200, "body": string(jwks("k1", "k2")), "now": now.UnixMilli() + 5})
+	d := decodeOut(t, p.HandleResume(resume))
+	if want := (wireOutput{Kind: "done", Handle: o.Refresh.Handle}); !reflect.DeepEqual(d, want) {
+		t.Errorf("refresh answer: got %+v, want %+v", d, want)
+	}
+}
+
 func TestCodecMalformed(t *testing.T) {
 	p := newPipeline()
 	for _, m := range []string{``, `nul`, `[]`, `{"method":1}`, `{"method":"GET","path":"/v1/tiers","query":"","headers":[["a"]],"now":1}`,
@@ -130,6 +153,9 @@ func FuzzHandle(f *testing.F) {
 	f.Add([]byte(`{"method":"HEAD","path":"/v1/tiers","query":"","now":1}`), []byte(`{"handle":1,"wake":true,"now":1}`))
 	f.Add([]byte(`{"method":"GET","path":"/.well-known/oauth-protected-resource","query":"a=%","headers":[["Connection","x"],["x","y"]],"now":9}`), []byte(`{"handle":1,"status":0,"error":"boom","now":10}`))
 	f.Add([]byte(`{"method":"GET","path":"/v1/subjects/a","query":"","headers":[["If-None-Match","*"],["Authorization","Bearer a.b.c"]],"now":1793534400000}`), []byte(`{"handle":2,"status":204,"headers":[["X-Lectern-Org","o"]],"now":1793534400001}`))
+	// Past the set's max age: a background refresh, then its answer.
+	stale := t0.Add(2 * time.Hour).UnixMilli()
+	f.Add([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/subjects","query":"","headers":[["Authorization","Bearer %s"]],"now":%d}`, sign("k1", t0.Add(2*time.Hour), nil), stale)), []byte(fmt.Sprintf(`{"handle":2,"status":200,"body":%s,"now":%d}`, mustJSON(string(jwks("k1"))), stale+1)))
 	f.Fuzz(func(t *testing.T, start, resume []byte) {
 		p := newPipeline()
 		installKeys(t, p, t0, "k1")
@@ -145,7 +171,7 @@ func FuzzHandle(f *testing.F) {
 					t.Fatalf("output %q: %v", out, err)
 				}
 				switch o["kind"] {
-				case "response", "subrequest", "park":
+				case "response", "subrequest", "park", "done":
 				default:
 					t.Fatalf("output %s: unknown kind", out)
 				}

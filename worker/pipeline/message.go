@@ -65,6 +65,7 @@ const (
 	Response   Kind = iota + 1 // the final answer
 	Subrequest                 // perform this request, then Resume
 	Park                       // wait for a wake
+	Done                       // a background refresh ended: nothing to send
 )
 
 func (k Kind) String() string {
@@ -75,6 +76,8 @@ func (k Kind) String() string {
 		return "subrequest"
 	case Park:
 		return "park"
+	case Done:
+		return "done"
 	}
 	return "invalid"
 }
@@ -97,6 +100,17 @@ type Output struct {
 	// Wake lists parked requests to resume with Wake set. Any output may
 	// carry it.
 	Wake []Handle
+	// Refresh, when its Handle is set, asks the host to fetch the JWKS in
+	// the background and resume that handle with the answer. Any output
+	// may carry it.
+	Refresh Refresh
+}
+
+// Refresh is a background JWKS fetch (docs/edge.md): GET URL, then
+// resume Handle, which is no request's.
+type Refresh struct {
+	Handle Handle
+	URL    string
 }
 
 // headerValue is the first value of the field called name, as net/http's

@@ -59,7 +59,9 @@ type Pipeline struct {
 	random           io.Reader
 
 	keys    token.Cache
-	fetcher Handle   // the request whose JWKS subrequest is in flight; 0 if none
+	fetcher Handle   // the request, or background refresh, whose JWKS fetch is in flight; 0 if none
+	refresh Handle   // the last background refresh's handle, until answered or replaced
+	ask     bool     // refresh began in this call: its output asks the host for it
 	parked  []Handle // requests waiting for that fetch
 	tokens  tokenCache
 	orgs    orgCache
@@ -193,6 +195,9 @@ func (p *Pipeline) start(st *pending, req Request) Output {
 // fields are in.Headers' array, reused: the caller gives it up.
 func (p *Pipeline) Resume(in ResumeMsg) Output {
 	st := p.pending[in.Handle]
+	if st == nil && in.Handle != 0 && in.Handle == p.refresh && !in.Wake {
+		return p.refreshDone(in) // the background refresh's answer
+	}
 	if st == nil {
 		return p.internal(in.Handle, p.requestID("", nil), "The edge has no request with this handle.")
 	}
@@ -211,7 +216,7 @@ func (p *Pipeline) Resume(in ResumeMsg) Output {
 	var out Output
 	switch st.stage {
 	case stageJWKS:
-		ended := p.endFetch(st, in)
+		ended := p.endFetch(st.handle, in)
 		out = p.run(st, now)
 		if ended {
 			out.Wake = append(out.Wake, p.takeParked()...)
@@ -457,7 +462,7 @@ func (p *Pipeline) errorResponse(h Handle, id string, e *apierr.Error) Output {
 func (p *Pipeline) newHandle() Handle {
 	for {
 		p.next++
-		if p.next != 0 && p.pending[p.next] == nil {
+		if p.next != 0 && p.pending[p.next] == nil && p.next != p.refresh {
 			return p.next
 		}
 	}

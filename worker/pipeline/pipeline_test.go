@@ -11,6 +11,7 @@ import (
 
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/token"
 )
 
 const rid = "req-test-0001"
@@ -222,6 +223,104 @@ func TestUnknownKidRefresh(t *testing.T) {
 	wantKind(t, out, Response)
 	if out.Status != 401 || !strings.Contains(string(out.Body), "unknown key id") {
 		t.Errorf("got %d %s, want 401 unknown key id", out.Status, out.Body)
+	}
+}
+
+// A stale set is served while it is refreshed in the background: a token
+// whose kid the set holds is forwarded at once, and the output that does
+// so asks the host for the JWKS under a handle of no request's. A token of
+// a kid the set lacks parks behind that fetch; its answer ends the
+// refresh (kind done, waking it), and the new key then verifies.
+func TestStaleSetRefreshedInBackground(t *testing.T) {
+	p := newPipeline()
+	installKeys(t, p, t0, "k1")
+	now := t0.Add(token.DefaultMaxAge + time.Minute)
+	ms := now.UnixMilli()
+	a := p.Start(get("/v1/tiers", "", ms, "Authorization", "Bearer "+sign("k1", now, nil)))
+	wantKind(t, a, Subrequest)
+	if !a.Forward {
+		t.Fatalf("stale set: got %s %s, want a forward (not a wait for the JWKS)", a.Method, a.URL)
+	}
+	bg := a.Refresh.Handle
+	if bg == 0 || a.Refresh.URL != testCfg.JWKSURL || bg == a.Handle || p.pending[bg] != nil {
+		t.Fatalf("refresh: got %+v, want the JWKS under a handle of its own", a.Refresh)
+	}
+	// While it is out: a known kid goes on with no second fetch; an
+	// unknown one parks behind it.
+	b := p.Start(get("/v1/subjects", "", ms+1, "Authorization", "Bearer "+sign("k1", now, claims{"jti": "j2"})))
+	wantKind(t, b, Subrequest)
+	if !b.Forward || b.Refresh.Handle != 0 {
+		t.Errorf("during the refresh: got %+v, want a forward and no refresh", b)
+	}
+	c := p.Start(get("/v1/tiers", "", ms+2, "Authorization", "Bearer "+sign("k2", now, nil)))
+	wantKind(t, c, Park)
+	if next := p.Start(get("/v1/openapi.json", "", ms+3)); next.Handle == bg {
+		t.Errorf("a request got the refresh's handle %d", bg)
+	}
+
+	d := p.Resume(ResumeMsg{Handle: bg, Status: 200, Body: jwks("k1", "k2"), Now: ms + 10})
+	wantKind(t, d, Done)
+	if d.Handle != bg || !reflect.DeepEqual(d.Wake, []Handle{c.Handle}) || d.Refresh.Handle != 0 {
+		t.Errorf("refresh answer: got %+v, want done waking %d", d, c.Handle)
+	}
+	if got := p.keys.FetchedAt(); !got.Equal(time.UnixMilli(ms + 10)) {
+		t.Errorf("set fetched at %v, want the refresh's answer", got)
+	}
+	out := p.Resume(ResumeMsg{Handle: c.Handle, Wake: true, Now: ms + 11})
+	if out.Kind != Subrequest || !out.Forward {
+		t.Errorf("woken k2 token: got %s %d %s, want a forward", out.Kind, out.Status, out.Body)
+	}
+	out = p.Start(get("/v1/tiers", "", ms+12, "Authorization", "Bearer "+sign("k2", now, claims{"jti": "j3"})))
+	if out.Kind != Subrequest || !out.Forward || out.Refresh.Handle != 0 {
+		t.Errorf("new k2 token: got %+v, want a forward", out)
+	}
+	// A second answer for the same handle (or a late one) is no fetch in
+	// flight: a host error, which changes nothing.
+	if out := p.Resume(ResumeMsg{Handle: bg, Status: 200, Body: jwks("k1"), Now: ms + 20}); out.Kind != Response || out.Status != 500 {
+		t.Errorf("second answer: got %s %d, want 500", out.Kind, out.Status)
+	}
+	if p.keys.Keys().Len() != 2 {
+		t.Errorf("set has %d keys after a late answer, want 2", p.keys.Keys().Len())
+	}
+}
+
+// A background refresh that fails keeps the stale set; one the host never
+// answers is presumed lost after token.DefaultInFlightTimeout, and the
+// next refresh begins once the rate limit allows.
+func TestStaleSetRefreshFails(t *testing.T) {
+	p := newPipeline()
+	installKeys(t, p, t0, "k1")
+	now := t0.Add(token.DefaultMaxAge + time.Minute)
+	ms := now.UnixMilli()
+	tok := func(jti string) string { return "Bearer " + sign("k1", now, claims{"jti": jti}) }
+	a := p.Start(get("/v1/tiers", "", ms, "Authorization", tok("a")))
+	d := p.Resume(ResumeMsg{Handle: a.Refresh.Handle, Status: 0, Error: "timeout", Now: ms + 10})
+	wantKind(t, d, Done)
+	if p.keys.Keys() == nil || p.keys.Err() == nil {
+		t.Fatalf("failed refresh: keys %v err %v, want the stale set and the error", p.keys.Keys(), p.keys.Err())
+	}
+	// Within the rate limit: no refresh. Past it: one, never answered.
+	if out := p.Start(get("/v1/tiers", "", ms+20_000, "Authorization", tok("b"))); !out.Forward || out.Refresh.Handle != 0 {
+		t.Errorf("within the rate limit: got %+v, want a forward alone", out)
+	}
+	lost := p.Start(get("/v1/tiers", "", ms+31_000, "Authorization", tok("c")))
+	if !lost.Forward || lost.Refresh.Handle == 0 {
+		t.Fatalf("past the rate limit: got %+v, want a forward with a refresh", lost)
+	}
+	next := p.Start(get("/v1/tiers", "", ms+62_000, "Authorization", tok("d")))
+	if !next.Forward || next.Refresh.Handle == 0 || next.Refresh.Handle == lost.Refresh.Handle {
+		t.Fatalf("after the lost refresh: got %+v, want a forward with a new refresh", next)
+	}
+	// The lost one's late answer is ignored; the new one's ends it.
+	if out := p.Resume(ResumeMsg{Handle: lost.Refresh.Handle, Status: 200, Body: jwks("k1", "k9"), Now: ms + 62_001}); out.Kind != Response || out.Status != 500 {
+		t.Errorf("late answer: got %s %d, want 500", out.Kind, out.Status)
+	}
+	if _, ok := p.keys.Keys().Lookup("k9"); ok {
+		t.Error("a late answer replaced the set")
+	}
+	wantKind(t, p.Resume(ResumeMsg{Handle: next.Refresh.Handle, Status: 200, Body: jwks("k1", "k9"), Now: ms + 62_002}), Done)
+	if _, ok := p.keys.Keys().Lookup("k9"); !ok {
+		t.Error("the refresh in flight did not install its set")
 	}
 }
 
