@@ -64,8 +64,10 @@ type Config struct {
 	// Ready reports whether the origin is ready (nil: always ready).
 	Ready func() bool
 	// OrgExtras, when set, returns extra members of GET org (meters,
-	// enumeration). Its members may not collide with the org's own.
-	OrgExtras func(ctx context.Context, orgID string) (map[string]any, error)
+	// enumeration) for the organisation just read, so that the answer is
+	// of one organisation even when its id is deleted and created again
+	// meanwhile. Its members may not collide with the org's own.
+	OrgExtras func(ctx context.Context, o *store.Org) (map[string]any, error)
 	// Logger receives the access log and the causes of 500s (nil: none).
 	Logger *slog.Logger
 }

@@ -404,8 +404,8 @@ func TestGetWithExtras(t *testing.T) {
 		"enumeration": map[string]any{"day": "2030-03-10", "lessonsRead": 2, "grantedLessons": 100},
 	}
 	e := newEnv(t, func(c *admin.Config) {
-		c.OrgExtras = func(_ context.Context, orgID string) (map[string]any, error) {
-			if orgID == "clash" {
+		c.OrgExtras = func(_ context.Context, o *store.Org) (map[string]any, error) {
+			if o.ID == "clash" {
 				return map[string]any{"status": "x"}, nil
 			}
 			return extras, nil
@@ -701,7 +701,7 @@ func TestUnconfiguredRoutes(t *testing.T) {
 
 func TestPanicIsInternal(t *testing.T) {
 	e := newEnv(t, func(c *admin.Config) {
-		c.OrgExtras = func(context.Context, string) (map[string]any, error) { panic("boom") }
+		c.OrgExtras = func(context.Context, *store.Org) (map[string]any, error) { panic("boom") }
 	})
 	e.do("POST", "/admin/v1/orgs", `{"orgId":"acme"}`).want(t, 201, "")
 	r := e.do("GET", "/admin/v1/orgs/acme", "")

@@ -80,7 +80,7 @@ func (a *api) getOrg(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("encode org: %w", err)
 	}
 	if a.cfg.OrgExtras != nil {
-		extras, err := a.cfg.OrgExtras(r.Context(), id)
+		extras, err := a.cfg.OrgExtras(r.Context(), o)
 		if err != nil {
 			return storeErr(err, id, "read extras of")
 		}

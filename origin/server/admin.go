@@ -7,16 +7,13 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/store"
 )
 
 // OrgExtras are the members the admin API adds to an organisation
 // (DESIGN.md: GET /admin/v1/orgs/{orgId}): its meters in the current month
 // and hour, and today's enumeration count against its granted lessons.
-func (s *Server) OrgExtras(ctx context.Context, orgID string) (map[string]any, error) {
-	o, err := s.cfg.Store.GetOrg(ctx, orgID)
-	if err != nil {
-		return nil, err
-	}
+func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (map[string]any, error) {
 	now := s.cfg.Now()
 	c := s.cfg.Content().Corpus
 	u, read, err := s.cfg.Meters.Usage(ctx, meter.Key(o), now, c.ContentVersion)

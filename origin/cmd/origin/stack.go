@@ -148,7 +148,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 			return idp.CreateClient(ctx, st.store, st.clock.Now(), orgID, scopes, grantTypes, redirectURIs)
 		},
 		Reload:    st.reload,
-		OrgExtras: func(ctx context.Context, orgID string) (map[string]any, error) { return api.OrgExtras(ctx, orgID) },
+		OrgExtras: api.OrgExtras,
 		Logger:    st.log,
 	})
 	st.serve(originLn, api)
