@@ -281,12 +281,12 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// decodeObject decodes body, one JSON object, into fields: member name →
-// pointer to its value (the types of jsonbody.Object). It is as strict as
-// the public API: names match exactly, and a repeated or unknown member, a
-// wrong type or trailing data is 400 naming the member or body, in words
-// that name the JSON type, never Go's. It returns the members present.
-func decodeObject(body []byte, fields map[string]any) (map[string]bool, error) {
+// decodeObject decodes body, one JSON object, into fields (jsonbody.Object).
+// It is as strict as the public API: names match exactly, and a repeated
+// or unknown member, a wrong type or trailing data is 400 naming the
+// member or body, in words that name the JSON type, never Go's. It
+// returns the members present.
+func decodeObject(body []byte, fields map[string]jsonbody.Field) (map[string]bool, error) {
 	present, err := jsonbody.Object(body, "", fields)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/internal/jsonbody"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -36,8 +37,9 @@ func (a *api) createClient(w http.ResponseWriter, r *http.Request) error {
 	// An omitted member leaves its list nil: grantTypes then defaults,
 	// while [] is refused by the validator and null by the decoder (arrays
 	// may not be null in admin bodies).
-	if _, err := decodeObject(body, map[string]any{
-		"scopes": &req.scopes, "grantTypes": &req.grants, "redirectUris": &req.redirects}); err != nil {
+	if _, err := decodeObject(body, map[string]jsonbody.Field{
+		"scopes": jsonbody.Strings(&req.scopes), "grantTypes": jsonbody.Strings(&req.grants),
+		"redirectUris": jsonbody.Strings(&req.redirects)}); err != nil {
 		return err
 	}
 	reg, err := idp.ValidateClient(req.scopes, req.grants, req.redirects)

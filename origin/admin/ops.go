@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/clock"
+	"github.com/lectern-api/lectern/origin/internal/jsonbody"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/shared/apierr"
 )
@@ -36,7 +37,7 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var dir string
-	if _, err := decodeObject(body, map[string]any{"dir": &dir}); err != nil {
+	if _, err := decodeObject(body, map[string]jsonbody.Field{"dir": jsonbody.String(&dir)}); err != nil {
 		return err
 	}
 	if strings.TrimSpace(dir) == "" {
@@ -84,7 +85,7 @@ func (a *api) setClock(w http.ResponseWriter, r *http.Request) error {
 	}
 	var advance int64
 	var now string
-	present, err := decodeObject(body, map[string]any{"advanceSeconds": &advance, "now": &now})
+	present, err := decodeObject(body, map[string]jsonbody.Field{"advanceSeconds": jsonbody.Int64(&advance), "now": jsonbody.String(&now)})
 	if err != nil {
 		return err
 	}

@@ -99,10 +99,12 @@ func Apply(o *store.Org, body []byte, creating bool) *apierr.Error {
 		ecla, requiredEcla                  int
 		longURLs                            bool
 	)
-	present, err := jsonbody.Object(body, "", map[string]any{
-		"orgId": &orgID, "orgName": &name, "tier": &tier, "status": &status, "contentGrants": &grants,
-		"quota": &quota, "rateLimits": &rateLimits, "eclaVersion": &ecla, "requiredEclaVersion": &requiredEcla,
-		"renewsAt": &renewsAt, "longUrls": &longURLs,
+	present, err := jsonbody.Object(body, "", map[string]jsonbody.Field{
+		"orgId": jsonbody.String(&orgID), "orgName": jsonbody.String(&name), "tier": jsonbody.String(&tier),
+		"status": jsonbody.String(&status), "contentGrants": jsonbody.Strings(&grants),
+		"quota": jsonbody.Raw(&quota), "rateLimits": jsonbody.Raw(&rateLimits),
+		"eclaVersion": jsonbody.Int(&ecla), "requiredEclaVersion": jsonbody.Int(&requiredEcla),
+		"renewsAt": jsonbody.String(&renewsAt), "longUrls": jsonbody.Bool(&longURLs),
 	})
 	if err != nil {
 		return err
@@ -207,23 +209,25 @@ func bad(member, msg string) *apierr.Error {
 // limits applies a quota or rateLimits object: each member is a
 // non-negative integer or null (no cap); absent members keep their value.
 func limits(member string, raw json.RawMessage, fields map[string]**int64) *apierr.Error {
-	dsts := make(map[string]any, len(fields))
+	// Decoded apart from fields, so that a refusal changes none of them.
+	vals := make(map[string]**int64, len(fields))
+	dsts := make(map[string]jsonbody.Field, len(fields))
 	for name := range fields {
-		dsts[name] = new(*int64)
+		vals[name] = new(*int64)
+		dsts[name] = jsonbody.NullableInt64(vals[name])
 	}
 	present, err := jsonbody.Object(raw, member+".", dsts)
 	if err != nil {
 		return err
 	}
 	for name := range present {
-		v := *dsts[name].(**int64)
-		if v != nil && *v < 0 {
+		if v := *vals[name]; v != nil && *v < 0 {
 			return &apierr.Error{Code: apierr.BadRequest, Parameter: member + "." + name, Min: apierr.Int(0),
 				Message: member + "." + name + " must be a non-negative integer or null (no cap)."}
 		}
 	}
 	for name := range present {
-		*fields[name] = *dsts[name].(**int64)
+		*fields[name] = *vals[name]
 	}
 	return nil
 }

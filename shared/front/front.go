@@ -59,7 +59,7 @@ func Run(req Request, auth Authenticator) (Passed, *apierr.Error) {
 	}
 	p.Route, p.Vars = rt, vars
 	if rt.Scope != "" {
-		if req.Authorizations > 1 || combined(req.Authorization) {
+		if req.Authorizations > 1 || token.Combined(req.Authorization) {
 			return p, token.RepeatedAuthorization()
 		}
 		claims, err := auth.Authenticate(req.Authorization)
@@ -80,49 +80,4 @@ func Run(req Request, auth Authenticator) (Passed, *apierr.Error) {
 	}
 	p.Params = params
 	return p, nil
-}
-
-// combined reports whether a Bearer Authorization value holds a comma: a
-// b64token never does (RFC 6750 §2.1), so it is two field lines combined
-// into one by a recipient (RFC 9110 §5.3), as the Fetch API's Headers do
-// (the Cloudflare host sees "Bearer a, Bearer b"). Other schemes are
-// left to the authenticator, which refuses them as not Bearer.
-func combined(authorization string) bool {
-	h := trimOWS(authorization)
-	if len(h) < 7 || !equalFold(h[:7], "bearer ") {
-		return false
-	}
-	for i := 7; i < len(h); i++ {
-		if h[i] == ',' {
-			return true
-		}
-	}
-	return false
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	return s
-}
-
-// equalFold is strings.EqualFold for ASCII.
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }

@@ -24,11 +24,10 @@ const (
 // whitespace is ignored (RFC 9110 §5.5). Anything else, a second token or
 // a parameter included, is refused with one of the Reason constants above.
 func BearerToken(authorization string) (token, reason string, ok bool) {
-	h := strings.Trim(authorization, " \t")
-	if h == "" {
+	scheme, rest := splitScheme(authorization)
+	if scheme == "" {
 		return "", ReasonNoHeader, false
 	}
-	scheme, rest, _ := strings.Cut(h, " ")
 	if !strings.EqualFold(scheme, "Bearer") {
 		return "", ReasonNotBearer, false
 	}
@@ -37,6 +36,23 @@ func BearerToken(authorization string) (token, reason string, ok bool) {
 		return "", ReasonNoToken, false
 	}
 	return token, "", true
+}
+
+// Combined reports whether a Bearer Authorization value holds a comma: a
+// b64token never does (RFC 6750 §2.1), so it is two field lines combined
+// into one by a recipient (RFC 9110 §5.3), as the Fetch API's Headers do
+// (the Cloudflare host sees "Bearer a, Bearer b"). Other schemes are left
+// to BearerToken, which refuses them as not Bearer.
+func Combined(authorization string) bool {
+	scheme, rest := splitScheme(authorization)
+	return strings.EqualFold(scheme, "Bearer") && strings.IndexByte(rest, ',') >= 0
+}
+
+// splitScheme splits an Authorization value into its scheme and what
+// follows the scheme's space; both empty for an empty value.
+func splitScheme(authorization string) (scheme, rest string) {
+	scheme, rest, _ = strings.Cut(strings.Trim(authorization, " \t"), " ")
+	return scheme, rest
 }
 
 func isB64Token(s string) bool {

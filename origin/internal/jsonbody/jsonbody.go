@@ -21,22 +21,93 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 )
 
-// Field types Object takes, and the JSON each accepts:
-//
-//	*string          a string
-//	*int64, *int     an integer (no fraction, no exponent) that fits
-//	*bool            true or false
-//	*[]string        an array of strings
-//	**int64          an integer, or null (nil: no value)
-//	*json.RawMessage any JSON value (an object is checked by a nested Object)
-//
-// Object panics on any other field type: that is a wiring fault.
+// Field is where Object stores one member, and the JSON it accepts; the
+// constructors below are the only ones, so a member of a type Object
+// cannot read does not compile.
+type Field struct {
+	kind string                     // the JSON it takes, for messages
+	set  func(json.RawMessage) bool // stores raw, reporting whether it has the kind
+}
 
-// Object decodes body, one JSON object, into fields (member name → a
-// pointer of a type above) and returns the names present. Names match
+// String takes a string.
+func String(p *string) Field {
+	return Field{"a string", func(raw json.RawMessage) bool { return raw[0] == '"' && json.Unmarshal(raw, p) == nil }}
+}
+
+// Int64 takes an integer (no fraction, no exponent) that fits.
+func Int64(p *int64) Field {
+	return Field{"an integer", func(raw json.RawMessage) bool {
+		n, ok := integer(raw)
+		*p = n
+		return ok
+	}}
+}
+
+// Int takes an integer that fits an int.
+func Int(p *int) Field {
+	return Field{"an integer", func(raw json.RawMessage) bool {
+		n, ok := integer(raw)
+		if ok && (n < math.MinInt || n > math.MaxInt) {
+			return false
+		}
+		*p = int(n)
+		return ok
+	}}
+}
+
+// Bool takes true or false.
+func Bool(p *bool) Field {
+	return Field{"true or false", func(raw json.RawMessage) bool {
+		return (raw[0] == 't' || raw[0] == 'f') && json.Unmarshal(raw, p) == nil
+	}}
+}
+
+// Strings takes an array of strings (never null).
+func Strings(p *[]string) Field {
+	return Field{"an array of strings", func(raw json.RawMessage) bool {
+		if raw[0] != '[' {
+			return false
+		}
+		var v []string
+		if json.Unmarshal(raw, &v) != nil {
+			return false
+		}
+		if v == nil {
+			v = []string{}
+		}
+		*p = v
+		return true
+	}}
+}
+
+// NullableInt64 takes an integer, or null (nil: no value).
+func NullableInt64(p **int64) Field {
+	return Field{"an integer or null", func(raw json.RawMessage) bool {
+		if string(raw) == "null" {
+			*p = nil
+			return true
+		}
+		n, ok := integer(raw)
+		if ok {
+			*p = &n
+		}
+		return ok
+	}}
+}
+
+// Raw takes any JSON value (an object is checked by a nested Object).
+func Raw(p *json.RawMessage) Field {
+	return Field{"a JSON value", func(raw json.RawMessage) bool {
+		*p = append((*p)[:0], raw...)
+		return true
+	}}
+}
+
+// Object decodes body, one JSON object, into fields (member name → its
+// Field) and returns the names present. Names match
 // exactly. prefix names an enclosing member for nested objects ("quota."):
 // errors then name "quota.calls".
-func Object(body []byte, prefix string, fields map[string]any) (map[string]bool, *apierr.Error) {
+func Object(body []byte, prefix string, fields map[string]Field) (map[string]bool, *apierr.Error) {
 	if dup, err := duplicate(body); err != nil {
 		return nil, bodyError(prefix, "is not valid JSON")
 	} else if dup != "" {
@@ -67,9 +138,9 @@ func Object(body []byte, prefix string, fields map[string]any) (map[string]bool,
 			return nil, &apierr.Error{Code: apierr.BadRequest, Parameter: prefix + k, Allowed: names,
 				Message: "Unknown member " + strconv.Quote(apierr.Clip(prefix+k)) + "."}
 		}
-		if !set(dst, raw) {
+		if !dst.set(raw) {
 			return nil, &apierr.Error{Code: apierr.BadRequest, Parameter: prefix + k,
-				Message: prefix + k + " must be " + Kind(dst) + "."}
+				Message: prefix + k + " must be " + dst.kind + "."}
 		}
 		present[k] = true
 	}
@@ -82,73 +153,6 @@ func bodyError(prefix, what string) *apierr.Error {
 	}
 	name := prefix[:len(prefix)-1]
 	return &apierr.Error{Code: apierr.BadRequest, Parameter: name, Message: name + " " + what + "."}
-}
-
-// Kind names the JSON a field of Object takes, for messages.
-func Kind(dst any) string {
-	switch dst.(type) {
-	case *string:
-		return "a string"
-	case *int64, *int:
-		return "an integer"
-	case *bool:
-		return "true or false"
-	case *[]string:
-		return "an array of strings"
-	case **int64:
-		return "an integer or null"
-	case *json.RawMessage:
-		return "a JSON value"
-	}
-	panic("jsonbody: unsupported field type")
-}
-
-// set stores raw in dst, reporting whether raw has dst's JSON type.
-func set(dst any, raw json.RawMessage) bool {
-	switch d := dst.(type) {
-	case *string:
-		return raw[0] == '"' && json.Unmarshal(raw, d) == nil
-	case *int64:
-		n, ok := integer(raw)
-		*d = n
-		return ok
-	case *int:
-		n, ok := integer(raw)
-		if ok && (n < math.MinInt || n > math.MaxInt) {
-			return false
-		}
-		*d = int(n)
-		return ok
-	case *bool:
-		return (raw[0] == 't' || raw[0] == 'f') && json.Unmarshal(raw, d) == nil
-	case *[]string:
-		if raw[0] != '[' {
-			return false
-		}
-		var v []string
-		if json.Unmarshal(raw, &v) != nil {
-			return false
-		}
-		if v == nil {
-			v = []string{}
-		}
-		*d = v
-		return true
-	case **int64:
-		if string(raw) == "null" {
-			*d = nil
-			return true
-		}
-		n, ok := integer(raw)
-		if ok {
-			*d = &n
-		}
-		return ok
-	case *json.RawMessage:
-		*d = append((*d)[:0], raw...)
-		return true
-	}
-	panic("jsonbody: unsupported field type " + Kind(dst))
 }
 
 // integer reads a JSON number written as an integer that fits in int64.

@@ -16,8 +16,9 @@ func TestObject(t *testing.T) {
 		null *int64
 		raw  json.RawMessage
 	}
-	fields := func(o *out) map[string]any {
-		return map[string]any{"s": &o.s, "n": &o.n, "i": &o.i, "b": &o.b, "ss": &o.ss, "null": &o.null, "raw": &o.raw}
+	fields := func(o *out) map[string]Field {
+		return map[string]Field{"s": String(&o.s), "n": Int64(&o.n), "i": Int(&o.i), "b": Bool(&o.b), "ss": Strings(&o.ss),
+			"null": NullableInt64(&o.null), "raw": Raw(&o.raw)}
 	}
 	tests := []struct {
 		name, body, param, message string
@@ -63,11 +64,11 @@ func TestObject(t *testing.T) {
 		t.Errorf("got %+v %v %v", o, present, err)
 	}
 	// A nested object names its members under the prefix.
-	_, err = Object([]byte(`{"calls":"x"}`), "quota.", map[string]any{"calls": &o.null})
+	_, err = Object([]byte(`{"calls":"x"}`), "quota.", map[string]Field{"calls": NullableInt64(&o.null)})
 	if err == nil || err.Parameter != "quota.calls" || err.Message != "quota.calls must be an integer or null." {
 		t.Errorf("nested: %+v", err)
 	}
-	_, err = Object([]byte(`7`), "quota.", map[string]any{"calls": &o.null})
+	_, err = Object([]byte(`7`), "quota.", map[string]Field{"calls": NullableInt64(&o.null)})
 	if err == nil || err.Parameter != "quota" || err.Message != "quota must be a JSON object." {
 		t.Errorf("nested, not an object: %+v", err)
 	}
