@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net"
 	"path/filepath"
 	"testing"
-
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // issue #13: the test clock's offset is stored, so a restart keeps it and
@@ -16,9 +12,7 @@ import (
 // whatever offset the database holds.
 func TestTestClockSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := gen.Write(filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true}); err != nil {
-		t.Fatal(err)
-	}
+	writeCorpus(t, filepath.Join(dir, "corpus"))
 	// Tokens name their issuer, http://<identity provider address>: the
 	// restarted identity provider keeps its port.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -29,23 +23,7 @@ func TestTestClockSurvivesRestart(t *testing.T) {
 	ln.Close()
 	boot := func(testClock string) *testStack {
 		t.Helper()
-		cfg, err := parseConfig(nil, func(k string) string {
-			return map[string]string{
-				"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": idpAddr, "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
-				"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_DB": filepath.Join(dir, "lectern.db"),
-				"LECTERN_CORPUS": filepath.Join(dir, "corpus"), "LECTERN_TEST_CLOCK": testClock,
-				"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters",
-			}[k]
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := new(bytes.Buffer)
-		st, err := start(context.Background(), cfg, out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &testStack{stack: st, t: t, out: out}
+		return bootStack(t, testEnv(dir, map[string]string{"LECTERN_IDP_ADDR": idpAddr, "LECTERN_TEST_CLOCK": testClock}), nil)
 	}
 
 	s := boot("1")

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // shortLimits are the listeners' limits in these tests: a trickling
@@ -28,27 +25,10 @@ const hang = 10 * time.Second
 func newLimitedStack(t *testing.T, limits httpsrv.Limits) *testStack {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := gen.Write(filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseConfig(nil, func(k string) string {
-		return map[string]string{
-			"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
-			"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_DB": filepath.Join(dir, "lectern.db"),
-			"LECTERN_CORPUS": filepath.Join(dir, "corpus"), "LECTERN_SECRET": "a-test-secret-of-at-least-32-characters",
-		}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Limits = limits
-	out := new(bytes.Buffer)
-	st, err := start(context.Background(), cfg, out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	st := bootStack(t, testEnv(dir, nil), func(c *config) { c.Limits = limits })
 	t.Cleanup(func() { st.Close() })
-	return &testStack{stack: st, t: t, out: out}
+	return st
 }
 
 // trickleBody sends head declaring a body of 1,000 bytes, then a byte

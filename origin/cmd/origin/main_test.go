@@ -27,26 +27,51 @@ type testStack struct {
 func newStack(t *testing.T) *testStack {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := gen.Write(filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true}); err != nil {
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	st := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1"}), nil)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// writeCorpus generates the small corpus into dir.
+func writeCorpus(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := gen.Write(dir, gen.Options{Seed: 1, Small: true}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseConfig(nil, func(k string) string {
-		return map[string]string{
-			"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
-			"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_DB": filepath.Join(dir, "lectern.db"),
-			"LECTERN_CORPUS": filepath.Join(dir, "corpus"), "LECTERN_TEST_CLOCK": "1",
-			"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters",
-		}[k]
-	})
+}
+
+// testEnv is the environment of a test stack whose database and corpus
+// are in dir, on free loopback ports; over adds or replaces variables (an
+// empty value unsets one).
+func testEnv(dir string, over map[string]string) func(string) string {
+	env := map[string]string{
+		"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
+		"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_DB": filepath.Join(dir, "lectern.db"),
+		"LECTERN_CORPUS": filepath.Join(dir, "corpus"), "LECTERN_SECRET": "a-test-secret-of-at-least-32-characters",
+	}
+	for k, v := range over {
+		env[k] = v
+	}
+	return func(k string) string { return env[k] }
+}
+
+// bootStack starts a stack on getenv's settings, with edit (when not nil)
+// applied to its configuration; the caller closes it.
+func bootStack(t *testing.T, getenv func(string) string, edit func(*config)) *testStack {
+	t.Helper()
+	cfg, err := parseConfig(nil, getenv)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	out := new(bytes.Buffer)
 	st, err := start(context.Background(), cfg, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
 	return &testStack{stack: st, t: t, out: out}
 }
 

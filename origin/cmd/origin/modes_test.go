@@ -2,14 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // TestFileModes (issue #13, point 2): make run's first start, in a fresh
@@ -19,9 +16,7 @@ import (
 // version (or an operator) left open to others, and logs it.
 func TestFileModes(t *testing.T) {
 	corpusDir := filepath.Join(t.TempDir(), "corpus")
-	if _, err := gen.Write(corpusDir, gen.Options{Seed: 1, Small: true}); err != nil {
-		t.Fatal(err)
-	}
+	writeCorpus(t, corpusDir)
 	t.Chdir(t.TempDir())
 	env := map[string]string{
 		"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
@@ -29,16 +24,8 @@ func TestFileModes(t *testing.T) {
 	} // LECTERN_DB and LECTERN_SECRET unset: var/lectern.db and var/secret
 	startStack := func() (*testStack, *bytes.Buffer) {
 		t.Helper()
-		cfg, err := parseConfig(nil, func(k string) string { return env[k] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := new(bytes.Buffer)
-		st, err := start(context.Background(), cfg, out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &testStack{stack: st, t: t, out: out}, out
+		st := bootStack(t, func(k string) string { return env[k] }, nil)
+		return st, st.out
 	}
 	files := []string{"var/lectern.db", "var/lectern.db-wal", "var/lectern.db-shm", "var/lectern.db.lock",
 		"var/lectern.db.meters.lock", "var/secret"}
