@@ -280,6 +280,12 @@ func (h *harness) do(method, path, tok string, body []byte, hdr ...string) resp 
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	return h.send(req)
+}
+
+// send sends req and reads its whole answer.
+func (h *harness) send(req *http.Request) resp {
+	h.t.Helper()
 	res, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)

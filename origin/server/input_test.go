@@ -135,14 +135,5 @@ func (h *harness) doHeaders(method, path string, hdr ...string) resp {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
-	res, err := h.client.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return resp{status: res.StatusCode, header: res.Header, body: b}
+	return h.send(req)
 }
