@@ -374,6 +374,47 @@ function hostError(status, message, code = "INTERNAL") {
 }
 
 /**
+ * fetchForGuest performs a subrequest the guest reads the body of (the
+ * JWKS, the gate), bounded by SUBREQUEST_TIMEOUT_MS, and returns the
+ * resume message for it: status 0 with the error when it failed.
+ */
+async function fetchForGuest(handle, method, url, headers) {
+	const msg = { handle };
+	try {
+		const resp = await fetch(url, { method, headers, redirect: "manual", signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS) });
+		msg.status = resp.status;
+		msg.headers = headerPairs(resp.headers);
+		msg.body = await resp.text();
+	} catch (err) {
+		msg.status = 0;
+		msg.headers = [];
+		msg.error = errorText(err);
+	}
+	msg.now = Date.now();
+	return msg;
+}
+
+/** resumeWith resumes the guest with msg; a message too large for it is answered as a failed subrequest. */
+function resumeWith(call, msg, what) {
+	try {
+		return call("resume", msg);
+	} catch (err) {
+		if (!(err instanceof TooLarge)) throw err;
+		return call("resume", {
+			handle: msg.handle,
+			status: 0,
+			headers: [],
+			error: `${what} response too large for the edge module`,
+			now: Date.now(),
+		});
+	}
+}
+
+function errorText(err) {
+	return String(err && err.message ? err.message : err);
+}
+
+/**
  * Fetches the JWKS of an output's `refresh` in the background, outliving
  * the response (ctx.waitUntil), and resumes the module's background handle
  * with the answer; no request waits for it. The `done` output may wake
@@ -381,35 +422,8 @@ function hostError(status, message, code = "INTERNAL") {
  */
 function refreshInBackground(guest, refresh, ctx) {
 	const task = (async () => {
-		const msg = { handle: refresh.handle, headers: [] };
-		try {
-			const resp = await fetch(refresh.url, {
-				method: "GET",
-				headers: [["Accept", "application/json"]],
-				redirect: "manual",
-				signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS),
-			});
-			msg.status = resp.status;
-			msg.headers = headerPairs(resp.headers);
-			msg.body = await resp.text();
-		} catch (err) {
-			msg.status = 0;
-			msg.error = String(err && err.message ? err.message : err);
-		}
-		msg.now = Date.now();
-		let out;
-		try {
-			out = guest.call("resume", msg);
-		} catch (err) {
-			if (!(err instanceof TooLarge)) throw err;
-			out = guest.call("resume", {
-				handle: msg.handle,
-				status: 0,
-				headers: [],
-				error: "JWKS response too large for the edge module",
-				now: Date.now(),
-			});
-		}
+		const msg = await fetchForGuest(refresh.handle, "GET", refresh.url, [["Accept", "application/json"]]);
+		const out = resumeWith((name, m) => guest.call(name, m), msg, "JWKS");
 		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
 		if (out.refresh) refreshInBackground(guest, out.refresh, ctx);
 		if (out.kind !== "done") {
@@ -453,9 +467,10 @@ async function drive(guest, request, ctx) {
 				return new Response(body, { status: out.status, headers: out.headers ?? [] });
 			}
 			case "subrequest": {
-				const msg = { handle: out.handle };
-				try {
-					if (out.forward) {
+				let msg;
+				if (out.forward) {
+					msg = { handle: out.handle };
+					try {
 						const hasBody = request.method !== "GET" && request.method !== "HEAD";
 						const resp = await fetch(out.url, {
 							method: out.method,
@@ -466,37 +481,18 @@ async function drive(guest, request, ctx) {
 						forwarded = resp;
 						msg.status = resp.status;
 						msg.headers = headerPairs(resp.headers);
-					} else {
-						const resp = await fetch(out.url, {
-							method: out.method,
-							headers: out.headers ?? [],
-							redirect: "manual",
-							signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS),
-						});
-						msg.status = resp.status;
-						msg.headers = headerPairs(resp.headers);
-						msg.body = await resp.text();
+					} catch (err) {
+						msg.status = 0;
+						msg.headers = [];
+						msg.error = errorText(err);
 					}
-				} catch (err) {
-					msg.status = 0;
-					msg.headers = [];
-					msg.error = String(err && err.message ? err.message : err);
+					msg.now = Date.now();
+				} else {
+					msg = await fetchForGuest(out.handle, out.method, out.url, out.headers ?? []);
 				}
-				msg.now = Date.now();
-				try {
-					out = call("resume", msg);
-				} catch (err) {
-					if (!(err instanceof TooLarge)) throw err;
-					// Still answer the subrequest, so the guest (and anyone
-					// parked on it) moves on.
-					out = call("resume", {
-						handle: msg.handle,
-						status: 0,
-						headers: [],
-						error: "subrequest response too large for the edge module",
-						now: Date.now(),
-					});
-				}
+				// A response too large for the guest still answers the
+				// subrequest, so the guest (and anyone parked on it) moves on.
+				out = resumeWith(call, msg, "subrequest");
 				break;
 			}
 			case "park": {
