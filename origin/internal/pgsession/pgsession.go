@@ -1,0 +1,48 @@
+// Package pgsession holds the session settings every PostgreSQL
+// connection of an origin runs with, so that one stalled origin costs the
+// others on the same database a short, stated delay and no more (issue
+// #14): a peer paused (SIGSTOP) or cut off inside a transaction holds its
+// row locks until PostgreSQL ends its session, and without these settings
+// that is when TCP keepalive gives up, minutes later.
+package pgsession
+
+import (
+	"strconv"
+	"time"
+)
+
+// The bounds, as PostgreSQL settings. A DSN may set them itself (the
+// options parameter); these apply where it does not.
+const (
+	// LockTimeout bounds a wait for a lock another session holds; the
+	// waiting statement fails (SQLSTATE 55P03) and its transaction is
+	// retried or reported.
+	LockTimeout = 2 * time.Second
+	// IdleInTransaction ends a session that sits inside a transaction
+	// without sending anything for this long: a stopped or partitioned
+	// peer's locks are released after it.
+	IdleInTransaction = 5 * time.Second
+	// StatementTimeout bounds one statement.
+	StatementTimeout = 10 * time.Second
+)
+
+// Params are LockTimeout, IdleInTransaction and StatementTimeout as
+// connection runtime parameters (pgconn.Config.RuntimeParams).
+func Params() map[string]string {
+	return map[string]string{
+		"lock_timeout":                        ms(LockTimeout),
+		"idle_in_transaction_session_timeout": ms(IdleInTransaction),
+		"statement_timeout":                   ms(StatementTimeout),
+	}
+}
+
+// Apply adds Params to params, keeping any the DSN set.
+func Apply(params map[string]string) {
+	for k, v := range Params() {
+		if _, ok := params[k]; !ok {
+			params[k] = v
+		}
+	}
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms" }
