@@ -91,6 +91,23 @@ type IdP struct {
 // provider does not start rather than sign with a new key that tokens and
 // verifiers do not know.
 func New(ctx context.Context, cfg Config) (*IdP, error) {
+	p, err := newIdP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(rand.Text()), secretCost)
+	if err != nil {
+		return nil, fmt.Errorf("idp: dummy hash: %w", err)
+	}
+	p.dummyHash = h
+	if _, err := p.signingKey(ctx); err != nil {
+		return nil, fmt.Errorf("idp: %w", err)
+	}
+	return p, nil
+}
+
+// newIdP checks cfg and returns a provider that has read no key yet.
+func newIdP(cfg Config) (*IdP, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" || cfg.Store == nil {
 		return nil, errors.New("idp: Issuer, Audience and Store are required")
 	}
@@ -142,14 +159,6 @@ func New(ctx context.Context, cfg Config) (*IdP, error) {
 	}
 	if p.publishAhead >= p.rotateAfter {
 		return nil, fmt.Errorf("idp: PublishAhead (%v) must be shorter than RotateAfter (%v)", p.publishAhead, p.rotateAfter)
-	}
-	h, err := bcrypt.GenerateFromPassword([]byte(rand.Text()), secretCost)
-	if err != nil {
-		return nil, fmt.Errorf("idp: dummy hash: %w", err)
-	}
-	p.dummyHash = h
-	if _, err := p.signingKey(ctx); err != nil {
-		return nil, fmt.Errorf("idp: %w", err)
 	}
 	return p, nil
 }

@@ -70,7 +70,10 @@ func (p *IdP) signingKey(ctx context.Context) (signingKey, error) {
 // syncLocked rereads the keys from the store when the copy is older than
 // reloadEvery or when the newest key is due for a successor, and creates
 // the successor when the store has none yet. Another instance sharing the
-// store may have created it already, and then its key is adopted.
+// store may have created it already, and then its key is adopted; the
+// store adds a key only while none newer than the due date exists, in one
+// transaction, so instances due at once (origins started together on an
+// empty database) agree on one key.
 func (p *IdP) syncLocked(ctx context.Context, now time.Time) error {
 	if len(p.keys) > 0 && !p.dueLocked(now) && now.Sub(p.loadedAt) < reloadEvery && !now.Before(p.loadedAt) {
 		return nil
@@ -87,10 +90,16 @@ func (p *IdP) syncLocked(ctx context.Context, now time.Time) error {
 	}
 	kid := keyID(priv.Public().(ed25519.PublicKey))
 	k := store.SigningKey{KID: kid, Alg: algEdDSA, Private: p.seal(kid, priv.Seed()), CreatedAt: now}
-	if err := p.store.AddSigningKey(ctx, k); err != nil {
+	// The due rule of dueLocked, checked again inside the store's
+	// transaction: a key created after now-(RotateAfter-PublishAhead)
+	// means another instance got there first.
+	added, err := p.store.AddSigningKeyUnlessNewer(ctx, k, now.Add(p.publishAhead-p.rotateAfter))
+	if err != nil {
 		return fmt.Errorf("add signing key: %w", err)
 	}
-	p.log.InfoContext(ctx, "idp: new signing key", "kid", k.KID, "signsFrom", p.activation(now, len(p.keys) == 0))
+	if added {
+		p.log.InfoContext(ctx, "idp: new signing key", "kid", k.KID, "signsFrom", p.activation(now, len(p.keys) == 0))
+	}
 	if err := p.loadLocked(ctx, now); err != nil {
 		return err
 	}
@@ -247,6 +256,11 @@ func (p *IdP) JWKS(ctx context.Context) ([]byte, error) {
 	}
 	keys := p.published(now)
 	p.mu.Unlock()
+	return jwksDocument(keys)
+}
+
+// jwksDocument is the JWKS document listing keys.
+func jwksDocument(keys []signingKey) ([]byte, error) {
 	set := struct {
 		Keys []jwk `json:"keys"`
 	}{Keys: make([]jwk, 0, len(keys))}

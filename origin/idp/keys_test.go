@@ -46,31 +46,44 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 		return b
 	}
 	b["postgres"] = func(t *testing.T) store.Store {
-		admin, err := pgxpool.New(t.Context(), dsn)
-		if err != nil {
-			t.Fatalf("LECTERN_TEST_PG: %v", err)
-		}
-		t.Cleanup(admin.Close)
-		schema := pgx.Identifier{fmt.Sprintf("lectern_idp_%016x", mrand.Uint64())}
-		if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+schema.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { admin.Exec(context.Background(), "DROP SCHEMA "+schema.Sanitize()+" CASCADE") })
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema[0])
-		u.RawQuery = q.Encode()
-		s, err := pgstore.New(t.Context(), u.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
+		return pgStore(t, freshSchema(t, dsn))
 	}
 	return b
+}
+
+// freshSchema returns dsn confined to a new schema, dropped when the test
+// ends.
+func freshSchema(t *testing.T, dsn string) string {
+	t.Helper()
+	admin, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("LECTERN_TEST_PG: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	schema := pgx.Identifier{fmt.Sprintf("lectern_idp_%016x", mrand.Uint64())}
+	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+schema.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "DROP SCHEMA "+schema.Sanitize()+" CASCADE") })
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema[0])
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// pgStore opens a store on dsn, closed when the test ends.
+func pgStore(t *testing.T, dsn string) store.Store {
+	t.Helper()
+	s, err := pgstore.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // provider is an IdP on s, keyed by sealKey, on clock c.

@@ -160,6 +160,14 @@ type Store interface {
 	SigningKeys(ctx context.Context) ([]SigningKey, error)
 	// AddSigningKey stores a key; ErrConflict if its kid exists.
 	AddSigningKey(ctx context.Context, k SigningKey) error
+	// AddSigningKeyUnlessNewer stores k unless a key created after since
+	// exists, and reports whether it stored it. The check and the insert
+	// are one transaction that every Store on the database takes in
+	// turn, so identity providers finding the store due for a key at the
+	// same moment (origins started together on an empty database, or at
+	// a rotation) add one key between them, not one each. ErrConflict if
+	// k's kid exists.
+	AddSigningKeyUnlessNewer(ctx context.Context, k SigningKey, since time.Time) (bool, error)
 	// ResealSigningKey replaces the Private of key kid with sealed if it
 	// is still old (compare and swap); ErrNotFound if there is no such
 	// key or its Private is no longer old.

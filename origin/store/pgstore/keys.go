@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lectern-api/lectern/origin/store"
@@ -45,4 +46,36 @@ func (s *Store) ResealSigningKey(ctx context.Context, kid string, old, sealed []
 		return fmt.Errorf("reseal signing key %s: %w", kid, store.ErrNotFound)
 	}
 	return nil
+}
+
+// AddSigningKeyUnlessNewer implements store.Store. The table lock (SHARE
+// ROW EXCLUSIVE conflicts with itself and with writes, not with reads)
+// makes concurrent calls take turns; each then reads with a snapshot taken
+// after the previous one committed. A table lock rather than an advisory
+// one: it is confined to this schema's table, as the store is.
+func (s *Store) AddSigningKeyUnlessNewer(ctx context.Context, k store.SigningKey, since time.Time) (bool, error) {
+	added := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		var newer bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM signing_keys WHERE created_at > $1)`,
+			since).Scan(&newer); err != nil {
+			return err
+		}
+		if newer {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO signing_keys (kid, alg, private, created_at)
+			VALUES ($1, $2, $3, $4)`, k.KID, k.Alg, k.Private, k.CreatedAt); err != nil {
+			return err
+		}
+		added = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("add signing key %s: %w", k.KID, mapErr(err))
+	}
+	return added, nil
 }

@@ -4,7 +4,9 @@
 // The DSN is a pgx connection string; runtime parameters pass through, so
 // "postgres://host/db?search_path=tenant" confines the store to a schema
 // (the tests give each run its own). Migrations apply at start under an
-// advisory lock, so origins starting together do not race.
+// advisory lock, so origins starting together do not race. Every
+// connection runs with origin/internal/pgsession's bounds on lock waits,
+// idle transactions and statements, unless the DSN sets its own.
 package pgstore
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lectern-api/lectern/origin/internal/pgmig"
+	"github.com/lectern-api/lectern/origin/internal/pgsession"
 	"github.com/lectern-api/lectern/origin/store"
 )
 
@@ -35,6 +38,10 @@ func New(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	// Every session bounds its lock waits, idle transactions and
+	// statements (issue #14, point 4): a stalled origin holding locks
+	// costs the others a short, stated delay.
+	pgsession.Apply(cfg.ConnConfig.RuntimeParams)
 	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		// Instants read back in UTC rather than time.Local.
 		c.TypeMap().RegisterType(&pgtype.Type{

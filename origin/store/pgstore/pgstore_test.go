@@ -56,12 +56,18 @@ func newSchema(t *testing.T, admin *pgxpool.Pool) string {
 // withSearchPath adds search_path to a URL or keyword/value DSN; pgx sends
 // it to the server as a runtime parameter.
 func withSearchPath(dsn, schema string) string {
+	return withParam(dsn, "search_path", schema)
+}
+
+// withParam adds the runtime parameter name=value to a URL or
+// keyword/value DSN.
+func withParam(dsn, name, value string) string {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return dsn + " search_path=" + schema
+		return dsn + " " + name + "=" + value
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	q.Set(name, value)
 	u.RawQuery = q.Encode()
 	return u.String()
 }

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -53,4 +54,30 @@ func (s *Store) ResealSigningKey(ctx context.Context, kid string, old, sealed []
 		return fmt.Errorf("reseal signing key %s: %w", kid, store.ErrNotFound)
 	}
 	return nil
+}
+
+// AddSigningKeyUnlessNewer implements store.Store: one IMMEDIATE
+// transaction on the one write connection, so calls take turns.
+func (s *Store) AddSigningKeyUnlessNewer(ctx context.Context, k store.SigningKey, since time.Time) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("add signing key %s: %w", k.KID, err)
+	}
+	defer tx.Rollback()
+	var newer bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM signing_keys WHERE created_at > ?)`,
+		stamp(since)).Scan(&newer); err != nil {
+		return false, fmt.Errorf("add signing key %s: %w", k.KID, err)
+	}
+	if newer {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO signing_keys (kid, alg, private, created_at)
+		VALUES (?, ?, ?, ?)`, k.KID, k.Alg, k.Private, stamp(k.CreatedAt)); err != nil {
+		return false, fmt.Errorf("add signing key %s: %w", k.KID, mapErr(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("add signing key %s: %w", k.KID, err)
+	}
+	return true, nil
 }

@@ -70,6 +70,8 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"ClientConflict", testClientConflict},
 		{"SigningKeys", testSigningKeys},
 		{"ResealSigningKey", testResealSigningKey},
+		{"SigningKeyUnlessNewer", testSigningKeyUnlessNewer},
+		{"SigningKeyUnlessNewerConcurrent", func(t *testing.T, open Opener) { testSigningKeyUnlessNewerConcurrent(t, open, kind) }},
 		{"AuthCodeTakenOnce", testAuthCodeTakenOnce},
 		{"AuthCodeConcurrent", testAuthCodeConcurrent},
 		{"AuthCodeExpired", testAuthCodeExpired},
@@ -589,6 +591,82 @@ func testSigningKeys(t *testing.T, open Opener) {
 	}
 	for i := range want {
 		equal(t, fmt.Sprintf("SigningKeys[%d]", i), &keys[i], &want[i])
+	}
+}
+
+// testSigningKeyUnlessNewer: a key is added only while no key created
+// after since exists (the identity provider's "due for a key").
+func testSigningKeyUnlessNewer(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	key := func(kid string, created time.Time) store.SigningKey {
+		return store.SigningKey{KID: kid, Alg: "EdDSA", Private: []byte("seed-" + kid), CreatedAt: created}
+	}
+	add := func(what string, k store.SigningKey, since time.Time, want bool) {
+		t.Helper()
+		added, err := s.AddSigningKeyUnlessNewer(ctx, k, since)
+		if err != nil || added != want {
+			t.Fatalf("%s: got %v, %v; want %v", what, added, err, want)
+		}
+	}
+	first := key("k1", t0)
+	add("on an empty store", first, t0.Add(-time.Hour), true)
+	add("with a key created after since", key("k2", t0.Add(time.Second)), t0.Add(-time.Hour), false)
+	add("with a key created at since", key("k3", t0.Add(time.Minute)), t0, true)
+	dup, err := s.AddSigningKeyUnlessNewer(ctx, key("k1", t0.Add(2*time.Minute)), t0.Add(time.Hour))
+	if dup || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a kid that exists: got %v, %v; want ErrConflict", dup, err)
+	}
+	keys, err := s.SigningKeys(ctx)
+	if err != nil || len(keys) != 2 || keys[0].KID != "k3" || keys[1].KID != "k1" {
+		t.Fatalf("SigningKeys: got %v, %v; want k3, k1", keys, err)
+	}
+	equal(t, "the first key", &keys[1], &first)
+}
+
+// testSigningKeyUnlessNewerConcurrent: callers due for a key at once (each
+// on a Store of its own where the backend is shared, as origins started
+// together on an empty database) add exactly one between them.
+func testSigningKeyUnlessNewerConcurrent(t *testing.T, open Opener, kind Kind) {
+	const n = 8
+	stores := make([]store.Store, n)
+	for i := range stores {
+		if kind == Shared || i == 0 {
+			stores[i] = openStore(t, open)
+		} else {
+			stores[i] = stores[0]
+		}
+	}
+	for round := range 3 { // an empty store, then two rotations
+		since := t0.Add(time.Duration(round)*time.Hour - time.Minute)
+		var (
+			wg    sync.WaitGroup
+			gate  = make(chan struct{})
+			added atomic.Int32
+		)
+		for i, s := range stores {
+			wg.Go(func() {
+				k := store.SigningKey{KID: fmt.Sprintf("r%d-k%d", round, i), Alg: "EdDSA", Private: []byte("seed"),
+					CreatedAt: t0.Add(time.Duration(round) * time.Hour)}
+				<-gate
+				ok, err := s.AddSigningKeyUnlessNewer(t.Context(), k, since)
+				if err != nil {
+					t.Errorf("AddSigningKeyUnlessNewer: %v", err)
+				}
+				if ok {
+					added.Add(1)
+				}
+			})
+		}
+		close(gate)
+		wg.Wait()
+		if got := added.Load(); got != 1 {
+			t.Errorf("round %d: %d concurrent callers added %d keys, want 1", round, n, got)
+		}
+		keys, err := stores[n-1].SigningKeys(t.Context())
+		if err != nil || len(keys) != round+1 {
+			t.Fatalf("round %d: SigningKeys: got %d keys, %v; want %d", round, len(keys), err, round+1)
+		}
 	}
 }
 
