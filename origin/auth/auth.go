@@ -1,9 +1,11 @@
 // Package auth authenticates API requests at the origin: it extracts the
 // bearer token, verifies it with the shared verifier (the very code the
-// edge runs) against the identity provider's JWKS, and answers the spec's
+// edge runs) against the identity provider's keys, and answers the spec's
 // 401 invalid_token with its RFC 9728 challenge. Any OAuth2 server with a
 // JWKS endpoint can stand in for the dev identity provider: configure its
-// issuer, JWKS URL and audience.
+// issuer, JWKS URL and audience. The dev provider's keys are read from
+// the database instead (Config.Keys), so that an origin does not depend
+// on another one being up to verify its provider's tokens.
 package auth
 
 import (
@@ -26,6 +28,7 @@ const maxJWKS = 64 << 10
 type Authenticator struct {
 	verifier token.Verifier
 	jwksURL  string
+	source   func(context.Context) (*token.KeySet, error) // Config.Keys
 	client   *http.Client
 	now      func() time.Time
 
@@ -50,12 +53,22 @@ type Config struct {
 	Issuer   string // the iss every token must carry
 	Audience string // the aud every token must hold
 	JWKSURL  string // where the issuer publishes its keys
-	Client   *http.Client
+	// Keys, when set, is where the keys come from instead of JWKSURL:
+	// the dev identity provider's, read from the database the origins
+	// share (idp.PublicKeys). A read is a fetch to the refresh policy.
+	Keys   func(context.Context) (*token.KeySet, error)
+	Client *http.Client
 	Now      func() time.Time
 	Leeway   time.Duration // clock skew allowed on exp and nbf; 30 s when zero
 	// FetchTimeout bounds one JWKS fetch; DefaultFetchTimeout when zero.
 	// Only requests without a usable key wait for a fetch.
 	FetchTimeout time.Duration
+	// MaxAge and MinInterval are the refresh policy's (token.Cache): the
+	// age past which a set is refreshed, and the least time between two
+	// fetches, whatever their cause (an unknown kid, a flood of made-up
+	// ones). Zero takes token.Cache's defaults, made for a fetch over
+	// HTTP: an hour and 30 s.
+	MaxAge, MinInterval time.Duration
 }
 
 // DefaultFetchTimeout bounds a JWKS fetch; shorter than the Cache's
@@ -80,6 +93,8 @@ func New(cfg Config) *Authenticator {
 		fetchTimeout: cfg.FetchTimeout,
 		verifier:     token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway},
 		jwksURL:      cfg.JWKSURL,
+		source:       cfg.Keys,
+		cache:        token.Cache{MaxAge: cfg.MaxAge, MinInterval: cfg.MinInterval},
 		client:       cfg.Client,
 		now:          cfg.Now,
 	}
@@ -148,7 +163,7 @@ func (a *Authenticator) keys(ctx context.Context, unknownKid bool) *token.KeySet
 	return a.cache.Keys()
 }
 
-// refresh fetches the JWKS and ends the refresh begun with done, unless
+// refresh fetches the keys and ends the refresh begun with done, unless
 // the Cache presumed it lost and another fetch has replaced it since.
 func (a *Authenticator) refresh(ctx context.Context, done chan struct{}) {
 	set, err := a.fetch(ctx)
@@ -161,11 +176,14 @@ func (a *Authenticator) refresh(ctx context.Context, done chan struct{}) {
 }
 
 func (a *Authenticator) fetch(ctx context.Context) (*token.KeySet, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.fetchTimeout)
+	defer cancel()
+	if a.source != nil {
+		return a.source(ctx)
+	}
 	if a.jwksURL == "" {
 		return nil, errors.New("no JWKS URL configured")
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.fetchTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", a.jwksURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("fetch JWKS: %w", err)
