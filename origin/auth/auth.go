@@ -58,8 +58,8 @@ type Config struct {
 	// share (idp.PublicKeys). A read is a fetch to the refresh policy.
 	Keys   func(context.Context) (*token.KeySet, error)
 	Client *http.Client
-	Now      func() time.Time
-	Leeway   time.Duration // clock skew allowed on exp and nbf; 30 s when zero
+	Now    func() time.Time
+	Leeway time.Duration // clock skew allowed on exp and nbf; 30 s when zero
 	// FetchTimeout bounds one JWKS fetch; DefaultFetchTimeout when zero.
 	// Only requests without a usable key wait for a fetch.
 	FetchTimeout time.Duration

@@ -37,6 +37,17 @@
 // keeps a JWKS (shared/token, an hour), and a retired key stays published
 // until every token it signed has expired.
 //
+// Providers sharing a store (origins on one PostgreSQL database) share
+// the keys: the store adds a key only while none newer than the due date
+// exists, in one transaction, so providers due at once (started together
+// on an empty database, or at a rotation) create one key between them. A
+// provider rereads the keys every minute to sign, every second at most
+// for its JWKS, so the document lists a key another provider made
+// moments ago. [PublicKeys] reads the published keys from the store for a
+// verifier: every origin checks the dev provider's tokens from the
+// database, not from some origin's JWKS URL, and needs no provider of its
+// own to do so.
+//
 // # Clients
 //
 // [CreateClient] registers a client for the admin API, after

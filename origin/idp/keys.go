@@ -30,6 +30,12 @@ const retireMargin = 5 * time.Minute
 // of the signing key.
 const reloadEvery = time.Minute
 
+// jwksReloadEvery bounds the age of the keys a JWKS document lists: a
+// verifier fetches it when a token names a kid it lacks, so it must see a
+// key another provider on the store created moments ago. Once a second at
+// most, however many fetch it.
+const jwksReloadEvery = time.Second
+
 // The key schedule (docs/decisions.md, "Signing-key rotation"). A key is
 // published as soon as it is created, and signs only once it has been
 // published for PublishAhead, longer than a verifier may keep a JWKS
@@ -61,21 +67,21 @@ func (p *IdP) signingKey(ctx context.Context) (signingKey, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	if err := p.syncLocked(ctx, now); err != nil {
+	if err := p.syncLocked(ctx, now, reloadEvery); err != nil {
 		return signingKey{}, err
 	}
 	return p.keys[p.activeLocked(now)], nil
 }
 
 // syncLocked rereads the keys from the store when the copy is older than
-// reloadEvery or when the newest key is due for a successor, and creates
+// maxAge or when the newest key is due for a successor, and creates
 // the successor when the store has none yet. Another instance sharing the
 // store may have created it already, and then its key is adopted; the
 // store adds a key only while none newer than the due date exists, in one
 // transaction, so instances due at once (origins started together on an
 // empty database) agree on one key.
-func (p *IdP) syncLocked(ctx context.Context, now time.Time) error {
-	if len(p.keys) > 0 && !p.dueLocked(now) && now.Sub(p.loadedAt) < reloadEvery && !now.Before(p.loadedAt) {
+func (p *IdP) syncLocked(ctx context.Context, now time.Time, maxAge time.Duration) error {
+	if len(p.keys) > 0 && !p.dueLocked(now) && now.Sub(p.loadedAt) < maxAge && !now.Before(p.loadedAt) {
 		return nil
 	}
 	if err := p.loadLocked(ctx, now); err != nil {
@@ -245,7 +251,7 @@ type jwk struct {
 func (p *IdP) JWKS(ctx context.Context) ([]byte, error) {
 	p.mu.Lock()
 	now := p.now()
-	if err := p.syncLocked(ctx, now); err != nil {
+	if err := p.syncLocked(ctx, now, jwksReloadEvery); err != nil {
 		if len(p.keys) == 0 {
 			p.mu.Unlock()
 			return nil, err

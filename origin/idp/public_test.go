@@ -1,9 +1,13 @@
 package idp
 
 import (
+	"context"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/store"
@@ -147,5 +151,58 @@ func TestConcurrentFirstStart(t *testing.T) {
 		if !verifies(raw, set, c.Now()) {
 			t.Errorf("a token of provider %d does not verify with the store's keys", i)
 		}
+	}
+}
+
+// countingStore counts the reads of the signing keys.
+type countingStore struct {
+	store.Store
+	reads atomic.Int32
+}
+
+func (s *countingStore) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	s.reads.Add(1)
+	return s.Store.SigningKeys(ctx)
+}
+
+// TestJWKSFromSharedStore (issue #14, point 5): a provider's JWKS lists a
+// key another provider on the store created a second ago (a verifier
+// fetches the JWKS when a token names a kid it lacks), and reads the
+// store at most once a second however often it is fetched.
+func TestJWKSFromSharedStore(t *testing.T) {
+	t.Parallel()
+	c := clock.New(nil)
+	s := &countingStore{Store: newStore(t)}
+	b, err := provider(t, s, c, testSealKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// q rotates every 2 s, so it makes the next key after 1 s.
+	q, err := New(t.Context(), Config{Issuer: "https://idp.test", Audience: testAudience, Store: s, Now: c.Now,
+		SealKey: testSealKey, RotateAfter: 2 * time.Second, PublishAhead: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Second)
+	if kids, _ := jwksKIDs(t, b); len(kids) != 1 {
+		t.Fatalf("JWKS %v: want the one key", kids)
+	}
+	mint(t, q) // makes the next key
+	want, _ := jwksKIDs(t, q)
+	if len(want) != 2 {
+		t.Fatalf("JWKS of q %v: want the first key and the next", want)
+	}
+	reads := s.reads.Load()
+	for range 100 {
+		if _, err := b.JWKS(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.reads.Load() - reads; n != 0 {
+		t.Errorf("100 JWKS fetches within a second read the store %d times, want 0", n)
+	}
+	c.Advance(jwksReloadEvery)
+	if kids, _ := jwksKIDs(t, b); !slices.Equal(kids, want) {
+		t.Errorf("JWKS %v a second after another provider made a key: want %v", kids, want)
 	}
 }
