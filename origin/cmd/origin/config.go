@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"strings"
 
@@ -13,22 +14,26 @@ import (
 // mirrored by flags.
 type config struct {
 	OriginAddr string // LECTERN_ORIGIN_ADDR
-	IdPAddr    string // LECTERN_IDP_ADDR
-	AdminAddr  string // LECTERN_ADMIN_ADDR
+	IdPAddr    string // LECTERN_IDP_ADDR; "off": no identity provider on this origin
+	AdminAddr  string // LECTERN_ADMIN_ADDR; "off": no admin API on this origin
 	AdminToken string // LECTERN_ADMIN_TOKEN; generated and printed when unset
 	DB         string // LECTERN_DB: a SQLite path or a postgres:// URL
 	Corpus     string // LECTERN_CORPUS: generated when missing
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
 
-	// Token verification. By default the dev identity provider's; point
-	// them at any OAuth2 server with a JWKS endpoint to replace it.
-	Issuer   string // LECTERN_ISSUER: default http://<IdPAddr>
-	JWKSURL  string // LECTERN_JWKS_URL: default <issuer>/.well-known/jwks.json
+	// Token verification. By default the dev identity provider's: its
+	// tokens carry Issuer and its keys are read from the database, which
+	// every origin on it shares (whichever origin's provider signed).
+	// With JWKSURL the keys are fetched from there instead: any OAuth2
+	// server with a JWKS endpoint replaces the dev provider.
+	Issuer   string // LECTERN_ISSUER: default http://<bound IdPAddr> (SQLite only)
+	JWKSURL  string // LECTERN_JWKS_URL: default none, the dev provider's keys from the database
 	Audience string // LECTERN_AUDIENCE: default lectern-api
 
-	// Secret keys the forensic tags, cursors and the edge's gate calls;
-	// every origin (and edge) of one deployment needs the same. When unset
-	// it is kept in var/secret, created on first start (dev only).
+	// Secret keys the forensic tags, cursors, the edge's gate calls and
+	// the sealed signing keys; every origin (and edge) of one deployment
+	// needs the same. When unset it is kept in var/secret, created on
+	// first start: SQLite only (dev), a PostgreSQL deployment must set it.
 	Secret string // LECTERN_SECRET
 
 	PublicURL  string // LECTERN_PUBLIC_URL: the API's base URL; default http://<OriginAddr>
@@ -51,16 +56,16 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var testClock string
 	settings := []setting{
 		{"LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (public API, direct mode)", &c.OriginAddr},
-		{"LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address", &c.IdPAddr},
-		{"LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address", &c.AdminAddr},
+		{"LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address, or off", &c.IdPAddr},
+		{"LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address, or off", &c.AdminAddr},
 		{"LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (generated when empty)", &c.AdminToken},
 		{"LECTERN_DB", "db", "var/lectern.db", "SQLite path or postgres:// URL", &c.DB},
 		{"LECTERN_CORPUS", "corpus", "var/corpus", "corpus directory (generated when missing)", &c.Corpus},
 		{"LECTERN_TEST_CLOCK", "test-clock", "", "1 enables the admin test clock; never in production", &testClock},
-		{"LECTERN_ISSUER", "issuer", "", "token issuer (default: the dev identity provider)", &c.Issuer},
-		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of the issuer (default: <issuer>/.well-known/jwks.json)", &c.JWKSURL},
+		{"LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>; required with PostgreSQL)", &c.Issuer},
+		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of another issuer (default: the dev identity provider's keys, from the database)", &c.JWKSURL},
 		{"LECTERN_AUDIENCE", "audience", "lectern-api", "token audience", &c.Audience},
-		{"LECTERN_SECRET", "secret", "", "deployment secret, at least 32 characters (default: var/secret, created)", &c.Secret},
+		{"LECTERN_SECRET", "secret", "", "deployment secret, at least 32 characters (default: var/secret, created; required with PostgreSQL)", &c.Secret},
 		{"LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)", &c.PublicURL},
 		{"LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms", &c.LicenseURL},
 	}
@@ -76,11 +81,12 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		return c, err
 	}
 	c.TestClock = testClock == "1"
-	if c.Issuer == "" {
-		c.Issuer = "http://" + c.IdPAddr
+	if err := c.check(); err != nil {
+		return c, err
 	}
 	if c.JWKSURL == "" {
-		c.JWKSURL = strings.TrimSuffix(c.Issuer, "/") + "/.well-known/jwks.json"
+		// The dev provider's issuer, as it writes it in tokens.
+		c.Issuer = strings.TrimSuffix(c.Issuer, "/")
 	}
 	if c.AdminToken == "" {
 		var b [24]byte
@@ -89,4 +95,38 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		c.generatedToken = true
 	}
 	return c, nil
+}
+
+// off is the address value that turns a listener off: an origin of a
+// deployment may leave the identity provider and the admin API to others.
+const off = "off"
+
+// check refuses the settings an origin cannot run with. SQLite (make run)
+// needs none: it is one origin, whose defaults are its own. Origins
+// sharing PostgreSQL must share what each would otherwise invent: the
+// secret (var/secret is per host) and the issuer (http://<identity
+// provider address> is per origin, and each would refuse the others'
+// tokens as "issuer mismatch"). The issuer is required too when this
+// origin has no identity provider to default to.
+func (c *config) check() error {
+	var errs []error
+	if c.OriginAddr == off {
+		errs = append(errs, errors.New("LECTERN_ORIGIN_ADDR cannot be off: the public API is what an origin serves"))
+	}
+	if isPostgres(c.DB) {
+		if c.Secret == "" {
+			errs = append(errs, errors.New("LECTERN_SECRET is required with a PostgreSQL LECTERN_DB: "+
+				"every origin on the database must use the same one (cursors, tags, edge signatures, sealed signing keys), "+
+				"so none is created in var/"))
+		}
+		if c.Issuer == "" {
+			errs = append(errs, errors.New("LECTERN_ISSUER is required with a PostgreSQL LECTERN_DB: "+
+				"every origin on the database issues and accepts tokens under it; "+
+				"set it to the URL clients reach an identity provider at, e.g. https://auth.example.org"))
+		}
+	} else if c.IdPAddr == off && c.Issuer == "" {
+		errs = append(errs, errors.New("LECTERN_ISSUER is required with LECTERN_IDP_ADDR=off: "+
+			"it names the identity provider whose tokens this origin accepts"))
+	}
+	return errors.Join(errs...)
 }

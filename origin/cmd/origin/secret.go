@@ -25,15 +25,21 @@ const stateDir = "var"
 // unset.
 const secretFile = stateDir + "/secret"
 
-// loadSecret returns the deployment secret: LECTERN_SECRET, or the one in
-// var/secret, created on first start (0600, in var/ 0700). A var/ or a
-// var/secret found open to others is tightened, and logged.
-func loadSecret(configured string, log *slog.Logger) ([]byte, error) {
+// loadSecret returns the deployment secret: LECTERN_SECRET, or, when
+// local allows it (SQLite: one origin, make run), the one in var/secret,
+// created on first start (0600, in var/ 0700). A var/ or a var/secret
+// found open to others is tightened, and logged. Origins sharing
+// PostgreSQL must share the secret, so one of them making its own would
+// break the others' cursors and their keys: there var/ is not touched.
+func loadSecret(configured string, local bool, log *slog.Logger) ([]byte, error) {
 	if configured != "" {
 		if len(configured) < 32 {
 			return nil, errors.New("LECTERN_SECRET must be at least 32 characters")
 		}
 		return []byte(configured), nil
+	}
+	if !local {
+		return nil, errors.New("LECTERN_SECRET is required: origins sharing a database must share the secret")
 	}
 	if err := secureDir(log, stateDir); err != nil {
 		return nil, err

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/admin"
-	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/httpsrv"
@@ -65,35 +64,28 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 			st.Close()
 		}
 	}()
-	originLn, err := net.Listen("tcp", cfg.OriginAddr)
+	originLn, idpLn, adminLn, err := listenAll(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen origin: %w", err)
+		return nil, err
 	}
-	idpLn, err := net.Listen("tcp", cfg.IdPAddr)
-	if err != nil {
-		originLn.Close()
-		return nil, fmt.Errorf("listen identity provider: %w", err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		originLn.Close()
-		idpLn.Close()
-		return nil, fmt.Errorf("listen admin: %w", err)
-	}
-	st.OriginURL = "http://" + originLn.Addr().String()
-	st.IdPURL = "http://" + idpLn.Addr().String()
-	st.AdminURL = "http://" + adminLn.Addr().String()
+	defer func() {
+		if err != nil { // those not served yet; Close shut down the others
+			closeAll(originLn, idpLn, adminLn)
+		}
+	}()
+	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
 	st.AdminToken = cfg.AdminToken
 	st.limits = cfg.Limits
-	if cfg.Issuer == "http://"+cfg.IdPAddr {
+	if cfg.Issuer == "" {
+		// SQLite and a provider of its own (parseConfig): tokens name
+		// the address it listens on.
 		cfg.Issuer = st.IdPURL
-		cfg.JWKSURL = st.IdPURL + "/.well-known/jwks.json"
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = st.OriginURL
 	}
 
-	secret, err := loadSecret(cfg.Secret, st.log)
+	secret, err := loadSecret(cfg.Secret, !isPostgres(cfg.DB), st.log)
 	if err != nil {
 		return nil, err
 	}
@@ -119,14 +111,13 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err := st.openClock(ctx, cfg.TestClock); err != nil {
 		return nil, err
 	}
-	provider, err := idp.New(ctx, idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log,
-		SealKey: subkey(secret, "idp-keys")})
+	provider, verifier, err := st.identity(ctx, cfg, secret)
 	if err != nil {
 		return nil, err
 	}
 	api := server.New(server.Config{
 		Store:                st.store,
-		Auth:                 auth.New(auth.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, JWKSURL: cfg.JWKSURL, Now: st.clock.Now}),
+		Auth:                 verifier,
 		Content:              st.content.Load,
 		Now:                  st.clock.Now,
 		Logger:               st.log,
@@ -152,8 +143,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		Logger:    st.log,
 	})
 	st.serve(originLn, api)
-	st.serve(idpLn, provider.Handler())
-	st.serve(adminLn, adm)
+	if idpLn != nil {
+		st.serve(idpLn, provider.Handler())
+	}
+	if adminLn != nil {
+		st.serve(adminLn, adm)
+	}
 
 	if err := st.demo(ctx, cfg, stdout); err != nil {
 		return nil, err
@@ -307,23 +302,31 @@ const demoOrg = "demo"
 // prints the credentials and a curl walk-through.
 func (st *stack) demo(ctx context.Context, cfg config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "\nLectern origin stack\n  API (direct)       %s/v1\n  identity provider  %s\n  admin API          %s\n",
-		st.OriginURL, st.IdPURL, st.AdminURL)
+		st.OriginURL, orOff(st.IdPURL), orOff(st.AdminURL))
 	if cfg.generatedToken {
 		fmt.Fprintf(stdout, "  admin token        %s   (set LECTERN_ADMIN_TOKEN to choose one)\n", cfg.AdminToken)
 	}
 	_, err := st.store.GetOrg(ctx, demoOrg)
-	if err == nil {
+	if errors.Is(err, store.ErrNotFound) {
+		o := licence.NewOrg(st.clock.Now())
+		o.ID, o.Name, o.Grants = demoOrg, "Demo Organisation", append([]string(nil), id.Tiers...)
+		// ErrConflict: another origin on the database, started at the
+		// same time, created it first.
+		err = st.store.CreateOrg(ctx, o)
+		if err == nil {
+			return st.demoClient(ctx, cfg, stdout)
+		}
+	}
+	if err == nil || errors.Is(err, store.ErrConflict) {
 		fmt.Fprintf(stdout, "\nThe demo organisation %q exists; its client secret was shown when it was created.\n", demoOrg)
 		return nil
 	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	o := licence.NewOrg(st.clock.Now())
-	o.ID, o.Name, o.Grants = demoOrg, "Demo Organisation", append([]string(nil), id.Tiers...)
-	if err := st.store.CreateOrg(ctx, o); err != nil {
-		return err
-	}
+	return err
+}
+
+// demoClient creates the new demo organisation's client and prints its
+// credentials and the walk-through.
+func (st *stack) demoClient(ctx context.Context, cfg config, stdout io.Writer) error {
 	clientID, clientSecret, err := idp.CreateClient(ctx, st.store, st.clock.Now(), demoOrg, scope.All,
 		[]string{"client_credentials"}, nil)
 	if err != nil {
@@ -340,6 +343,6 @@ Try it:
     %s/oauth2/token | sed 's/.*"access_token":"\([^"]*\)".*/\1/')
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/license
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/tiers
-`, demoOrg, clientID, clientSecret, clientID, clientSecret, st.IdPURL, st.OriginURL, st.OriginURL)
+`, demoOrg, clientID, clientSecret, clientID, clientSecret, tokenBase(st.IdPURL, cfg.Issuer), st.OriginURL, st.OriginURL)
 	return nil
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/idp"
+)
+
+// The refresh policy of the dev provider's keys read from the database
+// (auth.Config): a read is one query of a table of a few rows, cheap next
+// to the HTTP fetch token.Cache's defaults are made for. A key another
+// origin created is seen within storeKeysMaxAge, and at once by a token
+// naming it, with at most one read per storeKeysMinInterval however many
+// tokens name kids the set lacks (made-up ones included); requests
+// meeting a read in flight wait for it rather than start another.
+const (
+	storeKeysMaxAge      = time.Minute
+	storeKeysMinInterval = time.Second
+)
+
+// identity returns the token verifier of the public API and, unless
+// LECTERN_IDP_ADDR is off, the dev identity provider. Without
+// LECTERN_JWKS_URL the verifier reads the dev provider's keys from the
+// database (idp.PublicKeys): every origin on it accepts the tokens of
+// every origin's provider, whether or not that origin is up, and whether
+// or not this one runs a provider. Keys that do not open with this
+// deployment's secret stop the start either way.
+func (st *stack) identity(ctx context.Context, cfg config, secret []byte) (*idp.IdP, *auth.Authenticator, error) {
+	icfg := idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log,
+		SealKey: subkey(secret, "idp-keys")}
+	var provider *idp.IdP
+	if cfg.IdPAddr != off {
+		var err error
+		if provider, err = idp.New(ctx, icfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	acfg := auth.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, JWKSURL: cfg.JWKSURL, Now: st.clock.Now}
+	if cfg.JWKSURL == "" {
+		keys, err := idp.NewPublicKeys(icfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := keys.KeySet(ctx); err != nil {
+			return nil, nil, err
+		}
+		acfg.Keys = keys.KeySet
+		acfg.MaxAge, acfg.MinInterval = storeKeysMaxAge, storeKeysMinInterval
+	}
+	return provider, auth.New(acfg), nil
+}
+
+// listenAll opens the origin's listeners: the public API's always, the
+// identity provider's and the admin API's unless their address is off
+// (then nil). On an error none is left open.
+func listenAll(cfg config) (origin, provider, admin net.Listener, err error) {
+	var open []net.Listener
+	listen := func(what, addr string) net.Listener {
+		if err != nil || addr == off {
+			return nil
+		}
+		ln, lerr := net.Listen("tcp", addr)
+		if lerr != nil {
+			err = fmt.Errorf("listen %s: %w", what, lerr)
+			closeAll(open...)
+			return nil
+		}
+		open = append(open, ln)
+		return ln
+	}
+	origin = listen("origin", cfg.OriginAddr)
+	provider = listen("identity provider", cfg.IdPAddr)
+	admin = listen("admin", cfg.AdminAddr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return origin, provider, admin, nil
+}
+
+// closeAll closes the listeners that are not nil.
+func closeAll(lns ...net.Listener) {
+	for _, ln := range lns {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// baseURL is http://<address of ln>, or "" for a listener that is off.
+func baseURL(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return "http://" + ln.Addr().String()
+}
+
+// orOff is url, or "off" for a listener that is off.
+func orOff(url string) string {
+	if url == "" {
+		return off
+	}
+	return url
+}
+
+// tokenBase is where make run's walk-through gets a token: this origin's
+// identity provider, or the issuer's when it has none.
+func tokenBase(idpURL, issuer string) string {
+	if idpURL != "" {
+		return idpURL
+	}
+	return issuer
+}
