@@ -69,27 +69,28 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// twoOrigins starts origins A and B on one PostgreSQL schema, both given
-// the corpus in corpusDir and the same secret and issuer (A's identity
-// provider, whose tokens both accept); editB changes B's configuration.
-// A has an organisation with every tier; tok is a token of its client.
+// twoOrigins starts origins A and B, in that order, on one PostgreSQL
+// schema, with LECTERN_CORPUS corpusA and corpusB and the same secret and
+// issuer (A's identity provider, whose tokens both accept); editB changes
+// B's configuration. A has an organisation with every tier; tok is a
+// token of its client.
 type twoOrigins struct {
 	a, b       *testStack
 	envA, envB func(string) string
 	tok        string
 }
 
-func startTwo(t *testing.T, corpusDir string, editB func(*config)) *twoOrigins {
+func startTwo(t *testing.T, corpusA, corpusB string, editB func(*config)) *twoOrigins {
 	t.Helper()
 	db := followPG(t)
 	idpAddr := freeAddr(t)
-	shared := map[string]string{"LECTERN_DB": db, "LECTERN_CORPUS": corpusDir,
-		"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER": "http://" + idpAddr}
-	withA := map[string]string{"LECTERN_IDP_ADDR": idpAddr}
-	for k, v := range shared {
-		withA[k] = v
+	env := func(corpus string) map[string]string {
+		return map[string]string{"LECTERN_DB": db, "LECTERN_CORPUS": corpus,
+			"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER": "http://" + idpAddr}
 	}
-	o := &twoOrigins{envA: testEnv(t.TempDir(), withA), envB: testEnv(t.TempDir(), shared)}
+	withA := env(corpusA)
+	withA["LECTERN_IDP_ADDR"] = idpAddr
+	o := &twoOrigins{envA: testEnv(t.TempDir(), withA), envB: testEnv(t.TempDir(), env(corpusB))}
 	o.a = bootStack(t, o.envA, nil)
 	t.Cleanup(func() { o.a.Close() })
 	o.b = bootStack(t, o.envB, editB)
@@ -139,7 +140,7 @@ func writeCorpus2(t *testing.T, dir string) string {
 func TestCorpusReloadReachesEveryOrigin(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, filepath.Join(dir, "corpus1"))
-	o := startTwo(t, filepath.Join(dir, "corpus1"), nil)
+	o := startTwo(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus1"), nil)
 	v1 := o.a.version(o.tok)
 	if got := o.b.version(o.tok); got != v1 {
 		t.Fatalf("before the reload A serves %s, B %s", v1, got)
@@ -173,6 +174,27 @@ func TestCorpusReloadReachesEveryOrigin(t *testing.T) {
 	}
 }
 
+// The first origin on a new database records its LECTERN_CORPUS: an
+// origin started after it with another LECTERN_CORPUS serves the first
+// one's corpus from its start, so origins agree whatever each was given.
+func TestFirstOriginRecordsItsCorpus(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus1"))
+	v2 := writeCorpus2(t, filepath.Join(dir, "corpus2"))
+	o := startTwo(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus2"), func(c *config) { c.CorpusSync = time.Hour })
+	v1 := o.a.content.Load().ContentVersion
+	if v1 == v2 {
+		t.Fatal("the two corpora have one version")
+	}
+	if got := o.b.content.Load().ContentVersion; got != v1 {
+		t.Errorf("B, started with %s, serves %s; want A's recorded %s", v2, got, v1)
+	}
+	rec, err := o.b.store.Corpus(t.Context())
+	if err != nil || rec.Dir != filepath.Join(dir, "corpus1") || rec.ContentVersion != v1 {
+		t.Errorf("the record: %+v, %v; want A's corpus1 at %s", rec, err, v1)
+	}
+}
+
 // While B still serves the old version (its poll held off), clients see
 // what docs/operations.md, "What clients see during a rolling reload",
 // says: each origin's /v1/license reports its own version; an ETag of one
@@ -184,7 +206,7 @@ func TestCorpusReloadReachesEveryOrigin(t *testing.T) {
 func TestRollingReloadWindow(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, filepath.Join(dir, "corpus1"))
-	o := startTwo(t, filepath.Join(dir, "corpus1"), func(c *config) { c.CorpusSync = time.Hour })
+	o := startTwo(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus1"), func(c *config) { c.CorpusSync = time.Hour })
 	v1 := o.b.version(o.tok)
 	v2dir := filepath.Join(dir, "corpus2")
 	writeCorpus2(t, v2dir)
