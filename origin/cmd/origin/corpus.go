@@ -188,31 +188,27 @@ func (st *stack) followCorpus(every time.Duration) {
 	st.stopFollow = func() { cancel(); <-done }
 }
 
-// syncCorpus loads the recorded corpus when it is not the one served. It
-// skips its turn while a reload runs, and a record that failed to load
-// here until corpusRetry has passed; a failure is logged and the origin
-// keeps serving its corpus.
+// syncCorpus loads the recorded corpus when it is not the one served. The
+// record is read without the reload lock, so that following never refuses
+// an operator's reload for a mere read; the lock is taken to load, and
+// the record read again under it, since a reload of this origin may have
+// ended in between. It skips its turn while a reload runs, and a record
+// that failed to load here until corpusRetry has passed; a failure is
+// logged and the origin keeps serving its corpus.
 func (st *stack) syncCorpus(ctx context.Context) {
+	if rec := st.corpusRecord(ctx); rec == nil || rec.ContentVersion == st.content.Load().ContentVersion {
+		return
+	}
 	if !st.reloading.TryLock() {
 		return
 	}
 	defer st.reloading.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, recordTimeout)
-	rec, err := st.store.Corpus(rctx)
-	cancel()
-	if errors.Is(err, store.ErrNotFound) || ctx.Err() != nil {
-		return
-	}
-	if err != nil {
-		st.log.Warn("origin: read the deployment's corpus record", "err", err)
+	rec := st.corpusRecord(ctx)
+	if rec == nil {
 		return
 	}
 	serving := st.content.Load().ContentVersion
-	if rec.ContentVersion == serving {
-		st.failed = corpusFailure{}
-		return
-	}
-	if st.failed.is(rec) && time.Since(st.failed.at) < corpusRetry {
+	if rec.ContentVersion == serving || st.failed.is(rec) && time.Since(st.failed.at) < corpusRetry {
 		return
 	}
 	ct, err := buildCorpus(rec.Dir, rec.ContentVersion)
@@ -226,4 +222,19 @@ func (st *stack) syncCorpus(ctx context.Context) {
 	st.content.Store(ct)
 	st.log.Info("origin: now serving the deployment's corpus", "dir", rec.Dir, "contentVersion", rec.ContentVersion,
 		"was", serving, "recordedAt", rec.LoadedAt)
+}
+
+// corpusRecord reads the deployment's corpus record; nil when there is
+// none or it could not be read (logged, unless ctx is done).
+func (st *stack) corpusRecord(ctx context.Context) *store.CorpusRecord {
+	rctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	rec, err := st.store.Corpus(rctx)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+		st.log.Warn("origin: read the deployment's corpus record", "err", err)
+	}
+	if err != nil {
+		return nil
+	}
+	return rec
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -351,11 +353,13 @@ func (failingRecord) RecordCorpus(context.Context, store.CorpusRecord) error {
 // the origin keeps its version (a swap without a record would be undone
 // by the origin's next read of the record).
 func TestReloadUnrecordedChangesNothing(t *testing.T) {
-	s := newStack(t)
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	// Held off the record, nothing but a reload reads s.store.
+	s := bootStack(t, testEnv(dir, nil), func(c *config) { c.CorpusSync = time.Hour })
+	t.Cleanup(func() { s.Close() })
 	v1 := s.content.Load().ContentVersion
-	s.reloading.Lock()
 	s.store = failingRecord{s.store}
-	s.reloading.Unlock()
 	v2dir := filepath.Join(t.TempDir(), "corpus2")
 	writeCorpus2(t, v2dir)
 	b, _ := json.Marshal(map[string]string{"dir": v2dir})
@@ -365,5 +369,47 @@ func TestReloadUnrecordedChangesNothing(t *testing.T) {
 	}
 	if got := s.content.Load().ContentVersion; got != v1 {
 		t.Errorf("an unrecorded reload swapped in %s", got)
+	}
+}
+
+// A reload whose admin client disconnects while the corpus loads still
+// completes: the corpus is recorded and swapped in (the record is not
+// written under the request's context, which net/http cancels).
+func TestReloadCompletesAfterClientLeaves(t *testing.T) {
+	s := newStack(t)
+	src := filepath.Join(t.TempDir(), "corpus2")
+	v2 := writeCorpus2(t, src)
+	held := holdCorpus(t, src)
+	t.Cleanup(held.feed)
+	ctx, cancel := context.WithCancel(context.Background())
+	body, _ := json.Marshal(map[string]string{"dir": held.dir})
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.AdminURL+"/admin/v1/corpus/reload", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	done := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	held.waitOpened(t)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the reload request ended with %v, want context.Canceled", err)
+	}
+	// net/http cancels the handler's context once it sees the connection
+	// close; the load waits on the FIFO meanwhile.
+	time.Sleep(200 * time.Millisecond)
+	held.feed()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.content.Load().ContentVersion != v2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reload its client left never swapped in %s", v2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rec, err := s.store.Corpus(t.Context()); err != nil || rec.Dir != held.dir || rec.ContentVersion != v2 {
+		t.Errorf("the record: %+v, %v; want %s at %s", rec, err, held.dir, v2)
 	}
 }
