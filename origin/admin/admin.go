@@ -57,8 +57,9 @@ type Config struct {
 	// Nil: the clients route is not served (404).
 	CreateClient func(ctx context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (clientID, secret string, err error)
 	// Reload loads the corpus in dir and swaps it in, returning the new
-	// content version. Every error is a load failure and answers 400
-	// naming dir with the error's text (the loader names file and field).
+	// content version. An *apierr.Error is answered as is; every other
+	// error is a load failure and answers 400 naming dir with the error's
+	// text (the loader names file and field).
 	// Nil: the reload route is not served (404).
 	Reload func(ctx context.Context, dir string) (contentVersion string, err error)
 	// Ready reports whether the origin is ready (nil: always ready).

@@ -28,9 +28,13 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) error {
 }
 
 // reload is POST /admin/v1/corpus/reload with {dir}: load the corpus in
-// dir and swap it in while serving. A load failure is 400 naming dir, with
-// the loader's message (it names the file and field at fault): the
-// operator needs it, and this API is the operator's alone.
+// dir and swap it in while serving; the origin records it as the
+// deployment's corpus, which every origin on the database then loads
+// (docs/operations.md, Corpus reload). A load failure is 400 naming dir,
+// with the loader's message (it names the file and field at fault): the
+// operator needs it, and this API is the operator's alone. An
+// *apierr.Error from Reload is answered as is (409 while another reload
+// runs, 500 when the corpus could not be recorded).
 func (a *api) reload(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(w, r)
 	if err != nil {

@@ -204,10 +204,14 @@ func (s *Server) org(ctx context.Context, c token.Claims) (*store.Org, error) {
 
 // writeError answers with err in the spec's error body. Anything that is
 // not an *apierr.Error is a 500 INTERNAL whose cause goes to the log, never
-// to the client.
+// to the client, unless the client has gone (clientGone).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	var e *apierr.Error
 	if !errors.As(err, &e) {
+		if clientGone(r) {
+			s.cfg.Logger.Info("request cancelled by the client", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
+			return
+		}
 		s.cfg.Logger.Error("internal error", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
 		e = apierr.New(apierr.Internal, "Internal error; it is safe to retry once. Quote the requestId if it persists.")
 	}
@@ -227,6 +231,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 	w.WriteHeader(e.Status())
 	w.Write(body)
 }
+
+// clientGone reports whether the request's client has gone: net/http
+// cancels the request's context when its connection closes (or its
+// HTTP/2 stream is reset), and nothing else cancels it while the handler
+// runs. A handler failing then is not a server fault, since the failure
+// is the cancellation reaching the store or the meters, and there is
+// nobody to answer: it is logged at Info, not as an internal error, and
+// no 500 is written.
+func clientGone(r *http.Request) bool { return r.Context().Err() != nil }
 
 // requestID keeps a well-formed incoming X-Request-Id (the edge forwards
 // its own so that both tiers log one id) and otherwise makes one.

@@ -134,6 +134,16 @@ type AuthCode struct {
 	ExpiresAt   time.Time
 }
 
+// CorpusRecord is the deployment's corpus: the directory that was loaded,
+// as the reload (or LECTERN_CORPUS) named it, the contentVersion it held
+// and when it was recorded. Every origin on the database converges on it
+// (docs/operations.md, Corpus reload).
+type CorpusRecord struct {
+	Dir            string
+	ContentVersion string
+	LoadedAt       time.Time
+}
+
 // Store is the persistence contract.
 type Store interface {
 	// CreateOrg stores a new organisation under a fresh Generation, which
@@ -193,6 +203,17 @@ type Store interface {
 	// compose and the offset never decreases, and returns the offset
 	// stored. add and atLeast are not negative.
 	MoveTestClock(ctx context.Context, add, atLeast time.Duration) (time.Duration, error)
+
+	// Corpus reads the deployment's corpus record; ErrNotFound when none
+	// was recorded. It is one row: origins poll it every few seconds.
+	Corpus(ctx context.Context) (*CorpusRecord, error)
+	// RecordCorpus makes c the deployment's corpus, replacing any record:
+	// the last reload to record wins.
+	RecordCorpus(ctx context.Context, c CorpusRecord) error
+	// RecordFirstCorpus records c only when no corpus is recorded yet, in
+	// one statement, so that origins starting at once on a new database
+	// agree; ErrConflict when one is.
+	RecordFirstCorpus(ctx context.Context, c CorpusRecord) error
 
 	Close() error
 }

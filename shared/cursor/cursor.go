@@ -82,6 +82,10 @@ func Seal(key []byte, version string, offset int, b Binding) string {
 //   - 400 CURSOR_EXPIRED with parameter "cursor" and a hint to restart from
 //     page 1 when the cursor is authentic but was minted under another
 //     contentVersion than currentVersion (spec: States and transitions).
+//     The message says "another", not "an earlier": while origins
+//     converge on a reloaded corpus, one still on the older version sees
+//     cursors of the newer, and the cursor holds only a hash of its
+//     version, so which is unknown. It names currentVersion.
 func Open(key []byte, s string, currentVersion string, b Binding) (offset int, err *apierr.Error) {
 	if s == "" || len(s) > MaxLen || base64.RawURLEncoding.DecodedLen(len(s)) > maxRaw {
 		return 0, invalid(s)
@@ -105,7 +109,7 @@ func Open(key []byte, s string, currentVersion string, b Binding) (offset int, e
 	if binary.BigEndian.Uint64(payload[1:1+versionLen]) != versionHash(currentVersion) {
 		return 0, &apierr.Error{
 			Code:      apierr.CursorExpired,
-			Message:   "cursor was issued for an earlier contentVersion; the corpus has been rebuilt since",
+			Message:   "cursor was issued for another contentVersion; this answer is from contentVersion " + currentVersion,
 			Parameter: "cursor",
 			Hint:      "restart the walk from page 1 without a cursor",
 		}

@@ -60,6 +60,12 @@ func TestExpired(t *testing.T) {
 	if !strings.Contains(err.Hint, "page 1") {
 		t.Errorf("got hint %q, want it to say to restart from page 1", err.Hint)
 	}
+	// The cursor may be of a newer version than the answer's (origins
+	// converging on a reload): the message says "another" and names the
+	// answer's version, which is no secret (every answer carries it).
+	if want := "issued for another contentVersion; this answer is from contentVersion 2026-11-02+77aa01"; !strings.Contains(err.Message, want) {
+		t.Errorf("got message %q, want it to contain %q", err.Message, want)
+	}
 }
 
 // TestBinding: a cursor is bound to its route, query and organisation; a

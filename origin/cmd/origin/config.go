@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"strings"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
 )
@@ -42,6 +43,10 @@ type config struct {
 	// Limits bound what a client may take of each listener; not from the
 	// environment: zero fields are httpsrv.Default's, tests set short ones.
 	Limits httpsrv.Limits
+	// CorpusSync is how often the origin reads the deployment's corpus
+	// record (corpus.go); not from the environment: zero is corpusSync,
+	// tests set a long one to hold an origin on its version.
+	CorpusSync time.Duration
 
 	generatedToken bool
 }

@@ -82,50 +82,19 @@ func TestCorpusReloadOneAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := os.ReadFile(filepath.Join(src, "corpus.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := filepath.Join(t.TempDir(), "held")
-	if err := os.CopyFS(held, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	fifo := filepath.Join(held, "corpus.json")
-	if err := os.Remove(fifo); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no FIFO here: %v", err)
-	}
+	held := holdCorpus(t, src)
 	type result struct {
 		code int
 		m    map[string]any
 	}
 	first := make(chan result, 1)
-	body, _ := json.Marshal(map[string]string{"dir": held})
+	body, _ := json.Marshal(map[string]string{"dir": held.dir})
 	go func() {
 		code, m := s.admin("POST", "/admin/v1/corpus/reload", string(body))
 		first <- result{code, m}
 	}()
-	// Opening the FIFO for writing without blocking succeeds once the
-	// reload has opened it for reading: it is then inside the load.
-	var w *os.File
-	for i := 0; w == nil; i++ {
-		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		switch {
-		case err == nil:
-			w = f
-		case i == 3000:
-			t.Fatalf("the reload never opened its corpus.json: %v", err)
-		default:
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	feed := sync.OnceFunc(func() {
-		w.Write(manifest)
-		w.Close()
-	})
-	t.Cleanup(feed) // runs before the stack's cleanup, which waits for the reload
+	held.waitOpened(t)
+	t.Cleanup(held.feed) // runs before the stack's cleanup, which waits for the reload
 
 	other, _ := json.Marshal(map[string]string{"dir": src})
 	req, _ := http.NewRequest("POST", s.AdminURL+"/admin/v1/corpus/reload", bytes.NewReader(other))
@@ -144,7 +113,7 @@ func TestCorpusReloadOneAtATime(t *testing.T) {
 		t.Errorf("Retry-After %q, want %d", ra, reloadRetryAfter)
 	}
 
-	feed()
+	held.feed()
 	if r := <-first; r.code != 200 || r.m["contentVersion"] != sum.ContentVersion {
 		t.Fatalf("the held reload: %d %v", r.code, r.m)
 	}
@@ -154,5 +123,60 @@ func TestCorpusReloadOneAtATime(t *testing.T) {
 	}
 	if code, m := s.admin("POST", "/admin/v1/corpus/reload", string(other)); code != 200 {
 		t.Errorf("a reload after a failed one: %d %v", code, m)
+	}
+}
+
+// heldCorpus is a copy of a corpus whose corpus.json is a FIFO: a load of
+// it waits inside the load until feed writes the manifest.
+type heldCorpus struct {
+	dir      string
+	fifo     string
+	manifest []byte
+	w        *os.File
+	feed     func() // writes the manifest, once; then the load goes on
+}
+
+// holdCorpus copies the corpus in src into a held one; the test is
+// skipped where there are no FIFOs.
+func holdCorpus(t *testing.T, src string) *heldCorpus {
+	t.Helper()
+	manifest, err := os.ReadFile(filepath.Join(src, "corpus.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &heldCorpus{dir: filepath.Join(t.TempDir(), "held"), manifest: manifest}
+	if err := os.CopyFS(h.dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	h.fifo = filepath.Join(h.dir, "corpus.json")
+	if err := os.Remove(h.fifo); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(h.fifo, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	h.feed = sync.OnceFunc(func() {
+		if h.w != nil {
+			h.w.Write(h.manifest)
+			h.w.Close()
+		}
+	})
+	return h
+}
+
+// waitOpened returns once a load has opened the held corpus.json: opening
+// the FIFO for writing without blocking succeeds once a reader has it.
+func (h *heldCorpus) waitOpened(t *testing.T) {
+	t.Helper()
+	for i := 0; ; i++ {
+		f, err := os.OpenFile(h.fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			h.w = f
+			return
+		case i == 3000:
+			t.Fatalf("no load opened the held corpus.json: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

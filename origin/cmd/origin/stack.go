@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
-	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
@@ -28,11 +25,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // stack is the running origin: its listeners and what they serve.
@@ -53,6 +48,12 @@ type stack struct {
 	log       *slog.Logger
 
 	stopWatch func() // stops the test clock's Watch and waits for it
+
+	// Following the deployment's corpus (corpus.go): the record this
+	// origin last failed to load, and when (held under reloading), and
+	// the stop of the loop that reads the record.
+	failed     corpusFailure
+	stopFollow func()
 }
 
 // start opens everything and serves in the background. Addresses may be
@@ -95,17 +96,10 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 			return nil, err
 		}
 	}
-	c, err := loadCorpus(cfg.Corpus, stdout)
-	if err != nil {
-		return nil, err
-	}
-	ct, err := server.Build(c)
-	if err != nil {
-		return nil, err
-	}
-	st.content.Store(ct)
-
 	if st.store, st.meters, err = openStores(ctx, cfg.DB); err != nil {
+		return nil, err
+	}
+	if err := st.openCorpus(ctx, cfg.Corpus, stdout); err != nil {
 		return nil, err
 	}
 	if err := st.openClock(ctx, cfg.TestClock); err != nil {
@@ -149,6 +143,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if adminLn != nil {
 		st.serve(adminLn, adm)
 	}
+	st.followCorpus(cfg.CorpusSync)
 
 	if err := st.demo(ctx, cfg, stdout); err != nil {
 		return nil, err
@@ -210,6 +205,9 @@ func (st *stack) Close() error {
 	if st.stopWatch != nil {
 		st.stopWatch()
 	}
+	if st.stopFollow != nil {
+		st.stopFollow()
+	}
 	if st.meters != nil {
 		errs = append(errs, st.meters.Close())
 	}
@@ -249,50 +247,6 @@ func openStores(ctx context.Context, dsn string) (store.Store, meter.Store, erro
 // isPostgres reports whether the LECTERN_DB setting names PostgreSQL.
 func isPostgres(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-}
-
-// loadCorpus loads the corpus in dir, generating the deterministic one
-// first when dir does not exist (make run on a fresh machine).
-func loadCorpus(dir string, stdout io.Writer) (*corpus.Corpus, error) {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(stdout, "generating the corpus into %s ...\n", dir)
-		sum, err := gen.Write(dir, gen.Options{Seed: 1})
-		if err != nil {
-			return nil, fmt.Errorf("generate corpus: %w", err)
-		}
-		fmt.Fprintf(stdout, "corpus %s: %d subjects, %d classes, %d media\n", sum.ContentVersion, sum.Subjects, sum.Classes, sum.Media)
-	}
-	c, err := corpus.Load(dir)
-	if err != nil {
-		return nil, fmt.Errorf("load corpus: %w", err)
-	}
-	return c, nil
-}
-
-// reloadRetryAfter is the Retry-After of a reload refused because another
-// runs: a full corpus loads and builds in seconds.
-const reloadRetryAfter = 5
-
-// reload swaps in the corpus of dir; requests in flight finish on the one
-// they began with. While one reload runs, another is refused with 409
-// WRITE_CONFLICT and Retry-After (docs/decisions.md, Hardening): it is
-// not queued, so a client that gives up leaves nothing waiting.
-func (st *stack) reload(ctx context.Context, dir string) (string, error) {
-	if !st.reloading.TryLock() {
-		return "", &apierr.Error{Code: apierr.WriteConflict, RetryAfter: apierr.Int(reloadRetryAfter),
-			Message: "A corpus reload is already running; nothing was changed. Retry once it has ended."}
-	}
-	defer st.reloading.Unlock()
-	c, err := corpus.Load(dir)
-	if err != nil {
-		return "", err
-	}
-	ct, err := server.Build(c)
-	if err != nil {
-		return "", err
-	}
-	st.content.Store(ct)
-	return c.ContentVersion, nil
 }
 
 // demoOrg is the organisation make run creates on a new database.

@@ -80,6 +80,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"ReadsAfterWrites", testReadsAfterWrites},
 		{"ReadsDuringWrites", testReadsDuringWrites},
 		{"TestClock", testTestClock},
+		{"CorpusRecord", testCorpusRecord},
 	}
 	if kind == Shared {
 		tests = append(tests, struct {
@@ -1041,4 +1042,71 @@ func testPruneAuthCodes(t *testing.T, open Opener) {
 	if _, err := s.TakeAuthCode(ctx, "b2", early); err != nil {
 		t.Errorf("TakeAuthCode b2: %v, want another client's code kept", err)
 	}
+}
+
+// testCorpusRecord: a new database records no corpus; of first records
+// made at once (from two stores where the database is Shared) exactly one
+// is kept and the others are ErrConflict; RecordCorpus replaces the
+// record, which every store then reads, and which survives reopening.
+func testCorpusRecord(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s, stop := openRestartable(t, open)
+	read := func(s store.Store, what string, want store.CorpusRecord) {
+		t.Helper()
+		got, err := s.Corpus(ctx)
+		if err != nil {
+			t.Fatalf("%s: Corpus: %v", what, err)
+		}
+		equal(t, what, got, &want)
+	}
+	_, err := s.Corpus(ctx)
+	wantErr(t, "Corpus on a new database", err, store.ErrNotFound)
+
+	stores := []store.Store{s}
+	if s2, err := open(ctx); err == nil { // Shared; an Exclusive open fails while s is open
+		closeAtEnd(t, s2)
+		stores = append(stores, s2)
+	}
+	first := func(i int) store.CorpusRecord {
+		return store.CorpusRecord{Dir: fmt.Sprintf("/srv/corpus-%d", i), ContentVersion: fmt.Sprintf("2026-01-%02d+%04x", i+1, i),
+			LoadedAt: t0.Add(time.Duration(i) * time.Second)}
+	}
+	var (
+		wg     sync.WaitGroup
+		winner atomic.Int64
+		wins   atomic.Int64
+	)
+	for i := range 8 {
+		wg.Go(func() {
+			err := stores[i%len(stores)].RecordFirstCorpus(ctx, first(i))
+			switch {
+			case err == nil:
+				wins.Add(1)
+				winner.Store(int64(i))
+			case !errors.Is(err, store.ErrConflict):
+				t.Errorf("concurrent RecordFirstCorpus: %v, want nil or ErrConflict", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("%d of 8 concurrent first records were kept, want 1", n)
+	}
+	kept := first(int(winner.Load()))
+	for _, o := range stores {
+		read(o, "after the first records", kept)
+	}
+
+	next := store.CorpusRecord{Dir: "relative/corpus-next", ContentVersion: "2026-02-01+beef", LoadedAt: t0.Add(time.Hour).In(zone)}
+	if err := s.RecordCorpus(ctx, next); err != nil {
+		t.Fatalf("RecordCorpus: %v", err)
+	}
+	for _, o := range stores {
+		read(o, "after RecordCorpus", next)
+	}
+	wantErr(t, "RecordFirstCorpus over a record", s.RecordFirstCorpus(ctx, first(9)), store.ErrConflict)
+	read(s, "after a refused first record", next)
+	stop()
+	s = openStore(t, open)
+	read(s, "after reopening", next)
 }
