@@ -32,7 +32,7 @@ import (
 
 // stack is the running origin: its listeners and what they serve.
 type stack struct {
-	OriginURL, IdPURL, AdminURL string
+	OriginURL, IdPURL, AdminURL string // IdPURL and AdminURL are "" when off
 	AdminToken                  string
 
 	content atomic.Pointer[server.Content]

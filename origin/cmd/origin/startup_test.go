@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lectern-api/lectern/origin/idp"
@@ -82,6 +85,46 @@ func TestStartupRefusals(t *testing.T) {
 	cfg, err := parseConfig(nil, func(string) string { return "" })
 	if err != nil || cfg.Issuer != "" || cfg.JWKSURL != "" {
 		t.Errorf("defaults: issuer %q, JWKS URL %q, %v; want both resolved at start", cfg.Issuer, cfg.JWKSURL, err)
+	}
+	// The dev provider writes its issuer without a trailing slash; the
+	// verifier expects it so. Another issuer's is its own business.
+	for _, tc := range []struct{ jwks, want string }{{"", "https://auth.example"}, {"https://auth.example/jwks", "https://auth.example/"}} {
+		env := map[string]string{"LECTERN_ISSUER": "https://auth.example/", "LECTERN_JWKS_URL": tc.jwks}
+		if cfg, err := parseConfig(nil, func(k string) string { return env[k] }); err != nil || cfg.Issuer != tc.want {
+			t.Errorf("LECTERN_ISSUER with a slash, JWKS URL %q: issuer %q, %v; want %q", tc.jwks, cfg.Issuer, err, tc.want)
+		}
+	}
+}
+
+// TestOtherIssuer: with LECTERN_JWKS_URL the origin verifies another
+// OAuth2 server's tokens with its JWKS, fetched over HTTP (README, "Using
+// another OAuth2 server"), its issuer kept as it is, trailing slash and
+// all.
+func TestOtherIssuer(t *testing.T) {
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"other-1","alg":"EdDSA","use":"sig"}]}`,
+		base64.RawURLEncoding.EncodeToString(pub))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
+	defer srv.Close()
+	const issuer = "https://other.example/"
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_ISSUER": issuer, "LECTERN_JWKS_URL": srv.URL}), nil)
+	defer s.Close()
+	s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+	now := s.clock.Now()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": issuer, "aud": "lectern-api", "sub": "c1",
+		"client_id": "c1", "org": "acme", "scope": "service-api/content.read", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})
+	tok.Header["kid"] = "other-1"
+	raw, err := tok.SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.get("GET", "/v1/tiers", raw); r.status != 200 {
+		t.Fatalf("the other issuer's token: %d %s", r.status, r.body)
 	}
 }
 
