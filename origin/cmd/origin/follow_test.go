@@ -60,8 +60,8 @@ func followPG(t *testing.T) string {
 	return u.String()
 }
 
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
+// unusedLoopbackAddr is a loopback address nothing listens on.
+func unusedLoopbackAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,28 +71,30 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// twoOrigins starts origins A and B, in that order, on one PostgreSQL
-// schema, with LECTERN_CORPUS corpusA and corpusB and the same secret and
-// issuer (A's identity provider, whose tokens both accept); editB changes
-// B's configuration. A has an organisation with every tier; tok is a
-// token of its client.
-type twoOrigins struct {
+// reloadPair is two origins on one PostgreSQL schema, their settings, and
+// a token both accept.
+type reloadPair struct {
 	a, b       *testStack
 	envA, envB func(string) string
 	tok        string
 }
 
-func startTwo(t *testing.T, corpusA, corpusB string, editB func(*config)) *twoOrigins {
+// startReloadPair starts origins A and B, in that order, on one fresh
+// PostgreSQL schema, with LECTERN_CORPUS corpusA and corpusB and the same
+// secret and issuer (A's identity provider, whose tokens both accept);
+// editB changes B's configuration. A has an organisation with every tier;
+// tok is a token of its client.
+func startReloadPair(t *testing.T, corpusA, corpusB string, editB func(*config)) *reloadPair {
 	t.Helper()
 	db := followPG(t)
-	idpAddr := freeAddr(t)
+	idpAddr := unusedLoopbackAddr(t)
 	env := func(corpus string) map[string]string {
 		return map[string]string{"LECTERN_DB": db, "LECTERN_CORPUS": corpus,
 			"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER": "http://" + idpAddr}
 	}
 	withA := env(corpusA)
 	withA["LECTERN_IDP_ADDR"] = idpAddr
-	o := &twoOrigins{envA: testEnv(t.TempDir(), withA), envB: testEnv(t.TempDir(), env(corpusB))}
+	o := &reloadPair{envA: testEnv(t.TempDir(), withA), envB: testEnv(t.TempDir(), env(corpusB))}
 	o.a = bootStack(t, o.envA, nil)
 	t.Cleanup(func() { o.a.Close() })
 	o.b = bootStack(t, o.envB, editB)
@@ -102,8 +104,8 @@ func startTwo(t *testing.T, corpusA, corpusB string, editB func(*config)) *twoOr
 	return o
 }
 
-// version is the contentVersion s's /v1/license reports.
-func (s *testStack) version(tok string) string {
+// licenseVersion is the contentVersion s's /v1/license reports.
+func (s *testStack) licenseVersion(tok string) string {
 	s.t.Helper()
 	r := s.get("GET", "/v1/license", tok)
 	var l struct{ ContentVersion string }
@@ -142,9 +144,9 @@ func writeCorpus2(t *testing.T, dir string) string {
 func TestCorpusReloadReachesEveryOrigin(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, filepath.Join(dir, "corpus1"))
-	o := startTwo(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus1"), nil)
-	v1 := o.a.version(o.tok)
-	if got := o.b.version(o.tok); got != v1 {
+	o := startReloadPair(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus1"), nil)
+	v1 := o.a.licenseVersion(o.tok)
+	if got := o.b.licenseVersion(o.tok); got != v1 {
 		t.Fatalf("before the reload A serves %s, B %s", v1, got)
 	}
 
@@ -153,13 +155,13 @@ func TestCorpusReloadReachesEveryOrigin(t *testing.T) {
 	if v2 == v1 {
 		t.Fatal("the reload did not move the version")
 	}
-	if got := o.a.version(o.tok); got != v2 {
+	if got := o.a.licenseVersion(o.tok); got != v2 {
 		t.Fatalf("A after its reload: %s, want %s", got, v2)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for o.b.version(o.tok) != v2 {
+	for o.b.licenseVersion(o.tok) != v2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("B still serves %s 10 s after A's reload to %s", o.b.version(o.tok), v2)
+			t.Fatalf("B still serves %s 10 s after A's reload to %s", o.b.licenseVersion(o.tok), v2)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -171,7 +173,7 @@ func TestCorpusReloadReachesEveryOrigin(t *testing.T) {
 	if got := o.b.content.Load().ContentVersion; got != v2 {
 		t.Errorf("B restarted serves %s, want the recorded %s (its LECTERN_CORPUS holds %s)", got, v2, v1)
 	}
-	if got := o.b.version(o.tok); got != v2 {
+	if got := o.b.licenseVersion(o.tok); got != v2 {
 		t.Errorf("B restarted reports %s on /v1/license, want %s", got, v2)
 	}
 }
@@ -183,7 +185,7 @@ func TestFirstOriginRecordsItsCorpus(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, filepath.Join(dir, "corpus1"))
 	v2 := writeCorpus2(t, filepath.Join(dir, "corpus2"))
-	o := startTwo(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus2"), func(c *config) { c.CorpusSync = time.Hour })
+	o := startReloadPair(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus2"), func(c *config) { c.CorpusSync = time.Hour })
 	v1 := o.a.content.Load().ContentVersion
 	if v1 == v2 {
 		t.Fatal("the two corpora have one version")
@@ -208,12 +210,12 @@ func TestFirstOriginRecordsItsCorpus(t *testing.T) {
 func TestRollingReloadWindow(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, filepath.Join(dir, "corpus1"))
-	o := startTwo(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus1"), func(c *config) { c.CorpusSync = time.Hour })
-	v1 := o.b.version(o.tok)
+	o := startReloadPair(t, filepath.Join(dir, "corpus1"), filepath.Join(dir, "corpus1"), func(c *config) { c.CorpusSync = time.Hour })
+	v1 := o.b.licenseVersion(o.tok)
 	v2dir := filepath.Join(dir, "corpus2")
 	writeCorpus2(t, v2dir)
 	v2 := o.a.reloadTo(v2dir)
-	if got := o.b.version(o.tok); got != v1 {
+	if got := o.b.licenseVersion(o.tok); got != v1 {
 		t.Fatalf("B, held, serves %s; want %s", got, v1)
 	}
 
@@ -258,7 +260,7 @@ func TestRollingReloadWindow(t *testing.T) {
 	}
 
 	o.b.syncCorpus(t.Context()) // B's poll, now
-	if got := o.b.version(o.tok); got != v2 {
+	if got := o.b.licenseVersion(o.tok); got != v2 {
 		t.Fatalf("B after following the record: %s, want %s", got, v2)
 	}
 	if r := o.b.get("GET", list, o.tok, "If-None-Match", tagA); r.status != 304 {
