@@ -126,3 +126,40 @@ func TestHelperProcess(t *testing.T) {
 	}
 	metertest.Serve(s)
 }
+
+// A database of the per-version bitsets (migration 0001) upgrades: its
+// counters stay, the day's count of lessons read restarts, and the alarm
+// works.
+func TestUpgradeFromBitsets(t *testing.T) {
+	dsn := newSchema(t, baseDSN(t))
+	old, err := os.ReadFile("migrations/0001_meters.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE meter_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+		string(old),
+		`INSERT INTO meter_migrations (version) VALUES ('0001_meters.sql')`,
+		`INSERT INTO meter_counters VALUES ('acme', '2026-11', 'calls', 41)`,
+		`INSERT INTO meter_reads VALUES ('acme', '2026-11-22', 'v1', '\xff', 8)`,
+	} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close(t.Context())
+	s := openStore(t, dsn, pgmeter.Options{})
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	u, err := s.Usage(t.Context(), "acme", now)
+	if err != nil || u.Get(meter.MonthCalls) != 41 || u.LessonsRead != 0 {
+		t.Fatalf("after the upgrade: month calls %d, lessons read %d, %v; want 41, 0", u.Get(meter.MonthCalls), u.LessonsRead, err)
+	}
+	res, err := s.Apply(t.Context(), meter.Op{Org: "acme", Now: now, Read: &meter.Read{Lesson: "high/algebra/1", Granted: 2}})
+	if err != nil || !res.Tripped || res.LessonsRead != 1 {
+		t.Errorf("a read of 2 granted after the upgrade: Tripped %v, LessonsRead %d, %v; want true, 1", res.Tripped, res.LessonsRead, err)
+	}
+}
