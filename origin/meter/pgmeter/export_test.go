@@ -24,3 +24,15 @@ func (s *Store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result,
 	defer s.pool.put(conn)
 	return batch.Commit(ctx, backend{conn}, jobs)
 }
+
+// Setting reads a setting of a connection the Store's pool opens.
+func (s *Store) Setting(ctx context.Context, name string) (string, error) {
+	conn, err := s.pool.get(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer s.pool.put(conn)
+	var v string
+	err = conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}

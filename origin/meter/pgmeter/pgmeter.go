@@ -29,6 +29,15 @@
 // that held them committed: an op is refused if any batch committed
 // before it tripped its org's alarm, whichever origin ran it.
 //
+// Stalled peers: every connection runs with the bounds of pgsession. A
+// peer that stops inside its transaction (SIGSTOP, a partition) holds its
+// locks until PostgreSQL ends its session, IdleInTransaction after its
+// last statement; a batch waiting on them gives up after LockTimeout and
+// is tried again, as is a batch whose own connection the server ended
+// before COMMIT (nothing of it was applied). So a stalled peer costs a
+// batch at most IdleInTransaction + LockTimeout (7 s), well inside
+// batch.Timeout.
+//
 // A lost connection while COMMIT is in flight leaves its outcome unknown:
 // Apply then reports an error for ops that may have been applied. That is
 // the one exception to meter.Store's "an error means nothing was
@@ -54,6 +63,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lectern-api/lectern/origin/internal/pgmig"
+	"github.com/lectern-api/lectern/origin/internal/pgsession"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 )
@@ -72,8 +82,8 @@ type Options struct {
 	// MaxBatch caps the ops committed in one transaction
 	// (DefaultMaxBatch when zero).
 	MaxBatch int
-	// MaxConns caps the connections Usage uses, and Apply under
-	// NoGroupCommit (4 when zero). The committer has one of its own.
+	// MaxConns caps the connections Usage uses, and Apply and Reinstate
+	// under NoGroupCommit (4 when zero). The committer has one of its own.
 	MaxConns int
 	// NoGroupCommit commits every op in its own transaction on a
 	// connection of its own: the baseline tools/meterbench measures
@@ -94,7 +104,8 @@ type Store struct {
 }
 
 // New connects to the database named by dsn (a postgres:// URL or
-// keyword/value string) and applies any pending migrations.
+// keyword/value string) and applies any pending migrations. Its
+// connections run with pgsession's bounds, except where the DSN sets them.
 func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -103,23 +114,36 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 4
 	}
-	p := newPool(cfg, opts.MaxConns)
-	conn, err := p.dial(ctx)
-	if err != nil {
+	// Migrations run on a connection of the DSN's own settings: origins
+	// starting together wait for each other's migration (its advisory
+	// lock) for as long as it takes, not LockTimeout.
+	if err := migrate(ctx, cfg.Copy()); err != nil {
 		return nil, err
 	}
-	if err := pgmig.Apply(ctx, conn, migrations, "migrations", "meter_migrations", migrationLock); err != nil {
-		conn.Close(context.Background())
-		return nil, fmt.Errorf("migrate meters: %w", err)
-	}
+	pgsession.Apply(cfg.RuntimeParams)
+	p := newPool(cfg, opts.MaxConns)
 	s := &Store{pool: p}
-	if opts.NoGroupCommit {
-		conn.Close(ctx)
-	} else {
+	if !opts.NoGroupCommit {
+		conn, err := p.dial(ctx)
+		if err != nil {
+			return nil, err
+		}
 		s.w = &writer{backend: backend{conn}, pool: p}
 		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
 	}
 	return s, nil
+}
+
+func migrate(ctx context.Context, cfg *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to meter database: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if err := pgmig.Apply(ctx, conn, migrations, "migrations", "meter_migrations", migrationLock); err != nil {
+		return fmt.Errorf("migrate meters: %w", err)
+	}
+	return nil
 }
 
 // Apply applies op durably: its effects are committed when it returns.
@@ -192,12 +216,27 @@ func (b backend) Begin(ctx context.Context) (batch.Tx, error) {
 	return tx{t}, nil
 }
 
-// Retry retries a batch a few times when PostgreSQL aborts it as a
-// deadlock or serialisation failure (which the lock order should
-// prevent).
+// Retry tries a batch again when it failed before COMMIT (so nothing of
+// it was applied) on a lock wait cut short by lock_timeout: a stalled
+// peer holds the rows, and PostgreSQL ends its session, and releases
+// them, IdleInTransaction after its last statement; the batch's own
+// Timeout bounds the retries. It also retries a few times a deadlock or
+// serialisation failure (which the lock order should prevent).
 func (backend) Retry(err error, attempt int) bool {
+	if batch.DuringCommit(err) {
+		return false
+	}
 	var pe *pgconn.PgError
-	return attempt < 5 && errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "55P03": // lock_not_available
+		return true
+	case "40P01", "40001": // deadlock_detected, serialization_failure
+		return attempt < 5
+	}
+	return false
 }
 
 // writer is the committer's batch.Backend: a connection of its own,
@@ -205,6 +244,25 @@ func (backend) Retry(err error, attempt int) bool {
 type writer struct {
 	backend
 	pool *pool
+}
+
+// maxRedials bounds the batch attempts that follow the loss of the
+// writer's connection, so that a database that is down fails the batch
+// instead of spinning until its Timeout.
+const maxRedials = 3
+
+// Retry retries what backend.Retry does, and a batch whose connection
+// was lost before COMMIT: the server ended the session (its
+// idle_in_transaction_session_timeout after this process stalled
+// mid-batch, an administrator) or the network dropped it. The
+// transaction died with the session, so nothing of the batch was
+// applied; Begin redials.
+func (w *writer) Retry(err error, attempt int) bool {
+	if w.backend.Retry(err, attempt) {
+		return true
+	}
+	lost := w.conn == nil || w.conn.IsClosed()
+	return lost && !batch.DuringCommit(err) && attempt <= maxRedials
 }
 
 func (w *writer) Begin(ctx context.Context) (batch.Tx, error) {

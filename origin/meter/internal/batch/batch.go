@@ -22,7 +22,11 @@ import (
 // "<tier>/<slug>/<classNum>", a few dozen bytes.
 const MaxLesson = 256
 
-// Timeout bounds one batch transaction, lock waits included.
+// Timeout bounds one batch transaction, lock waits and retries included.
+// It is well above what a stalled peer may cost a batch on PostgreSQL
+// (pgmeter: pgsession.IdleInTransaction + pgsession.LockTimeout, 7 s):
+// that bound, not this one, is what the others wait at most; this one
+// only stops a batch against a database that does not answer at all.
 const Timeout = 30 * time.Second
 
 // Validate rejects an op that no store could apply, before it is queued,
@@ -65,7 +69,8 @@ type Backend interface {
 	// Begin begins a read-write transaction.
 	Begin(ctx context.Context) (Tx, error)
 	// Retry reports whether a batch whose attempt-th try (from 1) failed
-	// with err is tried again in a new transaction.
+	// with err is tried again in a new transaction. It must not retry a
+	// failure DuringCommit.
 	Retry(err error, attempt int) bool
 }
 
@@ -90,14 +95,30 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
+// commitError marks a failure of COMMIT itself, whose outcome may be
+// unknown.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// DuringCommit reports whether err is a failure of COMMIT itself: the
+// transaction may have been applied, so a Backend must not retry it. Any
+// other failure of a batch came before COMMIT was sent, and the database
+// applied nothing of it.
+func DuringCommit(err error) bool {
+	var ce *commitError
+	return errors.As(err, &ce)
+}
+
 // Commit applies jobs, in order, in one transaction of b, and commits it;
-// on a failure that b retries it starts over in a new transaction. On
-// error nothing was applied (but see pgmeter on a lost
+// on a failure that b retries it starts over in a new transaction, until
+// ctx is done. On error nothing was applied (but see pgmeter on a lost
 // connection during COMMIT).
 func Commit(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := commitOnce(ctx, b, jobs)
-		if err != nil && b.Retry(err, attempt) {
+		if err != nil && ctx.Err() == nil && b.Retry(err, attempt) {
 			continue
 		}
 		return res, err
@@ -122,7 +143,7 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, err
 		return nil, fmt.Errorf("meter batch: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("meter batch: commit: %w", err)
+		return nil, fmt.Errorf("meter batch: %w", &commitError{err})
 	}
 	return results, nil
 }

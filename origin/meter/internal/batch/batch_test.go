@@ -2,6 +2,7 @@ package batch_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"sync"
@@ -212,5 +213,64 @@ func TestReadyOpsJoinTheBatch(t *testing.T) {
 	}
 	if got := db.counts[batch.Key{Org: "acme", Meter: meter.MonthCalls, Period: meter.MonthCalls.Period(now)}]; got != 3 {
 		t.Errorf("calls = %d, want 3", got)
+	}
+}
+
+// flaky is a backend whose transactions fail: their Load, or their
+// Commit, the first loadFails or commitFails times. It retries what
+// failed before COMMIT only, as a backend must.
+type flaky struct {
+	*mem
+	loadFails, commitFails int
+	begun                  int
+}
+
+func (f *flaky) Begin(ctx context.Context) (batch.Tx, error) {
+	f.begun++
+	t, err := f.mem.Begin(ctx)
+	return &flakyTx{Tx: t, f: f}, err
+}
+
+func (f *flaky) Retry(err error, attempt int) bool { return !batch.DuringCommit(err) && attempt < 10 }
+
+type flakyTx struct {
+	batch.Tx
+	f *flaky
+}
+
+func (t *flakyTx) Load(ctx context.Context, s *batch.State) error {
+	if t.f.loadFails > 0 {
+		t.f.loadFails--
+		return errors.New("lock timeout")
+	}
+	return t.Tx.Load(ctx, s)
+}
+
+func (t *flakyTx) Commit(ctx context.Context) error {
+	if t.f.commitFails > 0 {
+		t.f.commitFails--
+		t.Tx.Rollback(ctx)
+		return errors.New("connection lost during COMMIT")
+	}
+	return t.Tx.Commit(ctx)
+}
+
+// A batch that failed before COMMIT is tried again in a new transaction;
+// one whose COMMIT failed is reported (DuringCommit), not tried again.
+func TestDuringCommit(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	jobs := []batch.Job{{Op: meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}}}
+	f := &flaky{mem: newMem(), loadFails: 2}
+	res, err := batch.Commit(context.Background(), f, jobs)
+	if err != nil || f.begun != 3 || res[0].After.Get(meter.MonthCalls) != 1 {
+		t.Errorf("two failed loads: %v after %d transactions, calls %v; want success in 3, 1", err, f.begun, res)
+	}
+	f = &flaky{mem: newMem(), commitFails: 1}
+	_, err = batch.Commit(context.Background(), f, jobs)
+	if err == nil || !batch.DuringCommit(err) || f.begun != 1 {
+		t.Errorf("a failed COMMIT: %v (DuringCommit %v) after %d transactions; want reported after 1", err, batch.DuringCommit(err), f.begun)
+	}
+	if batch.DuringCommit(errors.New("meter batch: lock timeout")) {
+		t.Errorf("DuringCommit of another error")
 	}
 }
