@@ -64,13 +64,28 @@ type Config struct {
 	Reload func(ctx context.Context, dir string) (contentVersion string, err error)
 	// Ready reports whether the origin is ready (nil: always ready).
 	Ready func() bool
-	// OrgExtras, when set, returns extra members of GET org (meters,
-	// enumeration) for the organisation just read, so that the answer is
-	// of one organisation even when its id is deleted and created again
-	// meanwhile. Its members may not collide with the org's own.
-	OrgExtras func(ctx context.Context, o *store.Org) (map[string]any, error)
+	// Orgs, when set, is what the origin holds about an organisation
+	// beside its stored record: its meters and its enumeration alarm.
+	// Nil: orgs are answered as stored.
+	Orgs Orgs
 	// Logger receives the access log and the causes of 500s (nil: none).
 	Logger *slog.Logger
+}
+
+// Orgs is the origin's side of an organisation (server.Server provides
+// it), passed in so that this package stays decoupled from the meters and
+// the corpus.
+type Orgs interface {
+	// OrgExtras returns, for the organisation just read, its effective
+	// status (its stored one, or "suspended" while the enumeration alarm
+	// is in force) and the members GET org adds (meters, enumeration), so
+	// that the answer is of one organisation even when its id is deleted
+	// and created again meanwhile. The members may not collide with the
+	// org's own.
+	OrgExtras(ctx context.Context, o *store.Org) (status string, members map[string]any, err error)
+	// Reinstate lifts the enumeration alarm of o. PATCH calls it before it
+	// stores status "active" (the operator's reinstatement).
+	Reinstate(ctx context.Context, o *store.Org) error
 }
 
 // maxBody bounds every request body.

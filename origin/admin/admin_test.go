@@ -13,8 +13,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -398,24 +400,129 @@ func TestPatch(t *testing.T) {
 	}
 }
 
+// orgs is an admin.Orgs of functions.
+type orgs struct {
+	extras    func(ctx context.Context, o *store.Org) (string, map[string]any, error)
+	reinstate func(ctx context.Context, o *store.Org) error
+}
+
+func (f orgs) OrgExtras(ctx context.Context, o *store.Org) (string, map[string]any, error) {
+	return f.extras(ctx, o)
+}
+
+func (f orgs) Reinstate(ctx context.Context, o *store.Org) error { return f.reinstate(ctx, o) }
+
+// DESIGN.md: PATCH status "active" reinstates a suspended org: the
+// origin's enumeration alarm is lifted before the status is stored, and
+// only by that PATCH; every PATCH answers the effective status.
+func TestPatchReinstates(t *testing.T) {
+	var e *env
+	var mu sync.Mutex
+	alarms := map[string]bool{"acme": true, "other": true}
+	var fail atomic.Bool
+	var reinstated []string
+	lifted := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(reinstated) }
+	e = newEnv(t, func(c *admin.Config) {
+		c.Orgs = orgs{
+			extras: func(_ context.Context, o *store.Org) (string, map[string]any, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if alarms[o.ID] && o.Status == "active" {
+					return "suspended", nil, nil
+				}
+				return o.Status, nil, nil
+			},
+			reinstate: func(ctx context.Context, o *store.Org) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if fail.Load() {
+					return errors.New("meters unreachable")
+				}
+				// Before the status is stored.
+				if cur, err := e.store.GetOrg(ctx, o.ID); err != nil || cur.Status != "suspended" {
+					t.Errorf("Reinstate(%s) with the stored status %v (%v), want still suspended", o.ID, cur.Status, err)
+				}
+				reinstated = append(reinstated, o.ID)
+				delete(alarms, o.ID)
+				return nil
+			},
+		}
+	})
+	e.do("POST", "/admin/v1/orgs", `{"orgId":"acme","status":"suspended"}`).want(t, 201, "")
+	e.do("POST", "/admin/v1/orgs", `{"orgId":"other","status":"suspended"}`).want(t, 201, "")
+	// Other members, or another status, lift nothing.
+	for _, body := range []string{`{"orgName":"Acme"}`, `{"status":"suspended"}`, `{"quota":{"calls":5}}`} {
+		r := e.do("PATCH", "/admin/v1/orgs/acme", body)
+		r.want(t, 200, "")
+		if got := lifted(); len(got) != 0 {
+			t.Fatalf("PATCH %s reinstated %v", body, got)
+		}
+	}
+	// The status is stored active, but the alarm is in force: suspended.
+	e.do("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`).want(t, 200, "")
+	if _, err := e.store.UpdateOrg(context.Background(), "acme", func(o *store.Org) error { o.Status = "active"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.do("GET", "/admin/v1/orgs/acme", "").body["status"]; got != "suspended" {
+		t.Errorf("GET with the alarm in force: status %v", got)
+	}
+	r := e.do("PATCH", "/admin/v1/orgs/acme", `{"orgName":"Acme"}`)
+	if r.want(t, 200, ""); r.body["status"] != "suspended" {
+		t.Errorf("PATCH with the alarm in force answers status %v, want suspended", r.body["status"])
+	}
+	if _, err := e.store.UpdateOrg(context.Background(), "acme", func(o *store.Org) error { o.Status = "suspended"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	// A failed reinstatement stores nothing.
+	fail.Store(true)
+	e.do("PATCH", "/admin/v1/orgs/acme", `{"status":"active"}`).want(t, 500, "INTERNAL")
+	if o, _ := e.store.GetOrg(context.Background(), "acme"); o.Status != "suspended" {
+		t.Errorf("status %q after a failed reinstatement", o.Status)
+	}
+	fail.Store(false)
+	r = e.do("PATCH", "/admin/v1/orgs/acme", `{"status":"active"}`)
+	r.want(t, 200, "")
+	if got := lifted(); r.body["status"] != "active" || len(got) != 1 || got[0] != "acme" {
+		t.Errorf("reinstating: status %v, reinstated %v", r.body["status"], got)
+	}
+	if got := e.do("GET", "/admin/v1/orgs/acme", "").body["status"]; got != "active" {
+		t.Errorf("GET after reinstating: status %v", got)
+	}
+	mu.Lock()
+	if !alarms["other"] {
+		t.Errorf("another org's alarm was lifted")
+	}
+	mu.Unlock()
+	e.do("PATCH", "/admin/v1/orgs/ghost", `{"status":"active"}`).want(t, 404, "NOT_FOUND")
+}
+
 func TestGetWithExtras(t *testing.T) {
 	extras := map[string]any{
 		"meters":      map[string]any{"month": map[string]int{"calls": 7}},
 		"enumeration": map[string]any{"day": "2030-03-10", "lessonsRead": 2, "grantedLessons": 100},
 	}
 	e := newEnv(t, func(c *admin.Config) {
-		c.OrgExtras = func(_ context.Context, o *store.Org) (map[string]any, error) {
-			if o.ID == "clash" {
-				return map[string]any{"status": "x"}, nil
+		c.Orgs = orgs{extras: func(_ context.Context, o *store.Org) (string, map[string]any, error) {
+			switch o.ID {
+			case "clash":
+				return o.Status, map[string]any{"status": "x"}, nil
+			case "alarmed":
+				return "suspended", extras, nil
 			}
-			return extras, nil
-		}
+			return o.Status, extras, nil
+		}}
 	})
 	e.do("POST", "/admin/v1/orgs", `{"orgId":"acme","orgName":"Acme"}`).want(t, 201, "")
 	r := e.do("GET", "/admin/v1/orgs/acme", "")
 	r.want(t, 200, "")
 	if r.body["orgName"] != "Acme" || r.body["status"] != "active" {
 		t.Errorf("org members missing: %s", r.raw)
+	}
+	// The status is the effective one the origin reports.
+	e.do("POST", "/admin/v1/orgs", `{"orgId":"alarmed"}`).want(t, 201, "")
+	if got := e.do("GET", "/admin/v1/orgs/alarmed", "").body["status"]; got != "suspended" {
+		t.Errorf("GET of an org the origin suspends: status %v, want suspended", got)
 	}
 	jsonEqual(t, r.body["meters"].(map[string]any), `{"month":{"calls":7}}`)
 	jsonEqual(t, r.body["enumeration"].(map[string]any), `{"day":"2030-03-10","lessonsRead":2,"grantedLessons":100}`)
@@ -701,7 +808,7 @@ func TestUnconfiguredRoutes(t *testing.T) {
 
 func TestPanicIsInternal(t *testing.T) {
 	e := newEnv(t, func(c *admin.Config) {
-		c.OrgExtras = func(context.Context, *store.Org) (map[string]any, error) { panic("boom") }
+		c.Orgs = orgs{extras: func(context.Context, *store.Org) (string, map[string]any, error) { panic("boom") }}
 	})
 	e.do("POST", "/admin/v1/orgs", `{"orgId":"acme"}`).want(t, 201, "")
 	r := e.do("GET", "/admin/v1/orgs/acme", "")

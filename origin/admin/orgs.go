@@ -68,25 +68,29 @@ func storeErr(err error, id, op string) error {
 	return fmt.Errorf("%s org %s: %w", op, id, err)
 }
 
-// getOrg is GET /admin/v1/orgs/{orgId}: the org, plus OrgExtras' members.
+// getOrg is GET /admin/v1/orgs/{orgId}: the org with its effective
+// status, plus Orgs' members.
 func (a *api) getOrg(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("orgId")
 	o, err := a.cfg.Store.GetOrg(r.Context(), id)
 	if err != nil {
 		return storeErr(err, id, "get")
 	}
-	b, err := json.Marshal(licence.ToJSON(o))
+	if a.cfg.Orgs == nil {
+		return writeJSON(w, http.StatusOK, licence.ToJSON(o))
+	}
+	status, extras, err := a.cfg.Orgs.OrgExtras(r.Context(), o)
+	if err != nil {
+		return storeErr(err, id, "read extras of")
+	}
+	j := licence.ToJSON(o)
+	j.Status = status
+	b, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("encode org: %w", err)
 	}
-	if a.cfg.OrgExtras != nil {
-		extras, err := a.cfg.OrgExtras(r.Context(), o)
-		if err != nil {
-			return storeErr(err, id, "read extras of")
-		}
-		if b, err = merge(b, extras); err != nil {
-			return err
-		}
+	if b, err = merge(b, extras); err != nil {
+		return err
 	}
 	return writeRaw(w, http.StatusOK, b)
 }
@@ -122,10 +126,13 @@ func merge(obj []byte, extras map[string]any) ([]byte, error) {
 }
 
 // patchOrg is PATCH /admin/v1/orgs/{orgId}: the body's members replace the
-// org's in one store transaction (status "active" reinstates a suspended
-// org; null lifts a cap). The body is validated before the org is looked
-// up, so a bad body is 400 whether or not the org exists (the spec's
-// pipeline: validation before existence).
+// org's in one store transaction (null lifts a cap). Status "active"
+// reinstates a suspended org: the enumeration alarm is lifted first, so
+// that once the status is stored, nothing suspends it still (a failure
+// in between leaves the stored status as it was). The body is validated
+// before the org is looked up, so a bad body is 400 whether or not the
+// org exists (the spec's pipeline: validation before existence). The
+// answer shows the effective status.
 func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("orgId")
 	body, err := readBody(w, r)
@@ -133,8 +140,19 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := a.clk.Now()
-	if e := licence.Apply(licence.NewOrg(now), body, false); e != nil {
+	probe := licence.NewOrg(now)
+	probe.Status = ""
+	if e := licence.Apply(probe, body, false); e != nil {
 		return e
+	}
+	if a.cfg.Orgs != nil && probe.Status == licence.StatusActive {
+		o, err := a.cfg.Store.GetOrg(r.Context(), id)
+		if err != nil {
+			return storeErr(err, id, "get")
+		}
+		if err := a.cfg.Orgs.Reinstate(r.Context(), o); err != nil {
+			return fmt.Errorf("reinstate org %s: %w", id, err)
+		}
 	}
 	o, err := a.cfg.Store.UpdateOrg(r.Context(), id, func(o *store.Org) error {
 		if e := licence.Apply(o, body, false); e != nil {
@@ -146,7 +164,13 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeErr(err, id, "update")
 	}
-	return writeJSON(w, http.StatusOK, licence.ToJSON(o))
+	j := licence.ToJSON(o)
+	if a.cfg.Orgs != nil {
+		if j.Status, _, err = a.cfg.Orgs.OrgExtras(r.Context(), o); err != nil {
+			return storeErr(err, id, "read extras of")
+		}
+	}
+	return writeJSON(w, http.StatusOK, j)
 }
 
 // deleteOrg is DELETE /admin/v1/orgs/{orgId}: the org and its clients go;

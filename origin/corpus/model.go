@@ -105,8 +105,7 @@ type Lesson struct {
 	// StudyMinutes is the derived estimated study time.
 	StudyMinutes int
 	// Ordinal is the lesson's position in Corpus.Lessons: subjects in
-	// listing order, then class number. The enumeration alarm keeps its
-	// per-day bitset by ordinal.
+	// listing order, then class number.
 	Ordinal int
 }
 

@@ -18,8 +18,9 @@ import (
 const StatusActive = "active"
 
 // Check is the gate for content routes, in this order: no organisation
-// (NO_ORGANIZATION), a plan that is not active (ORG_SUSPENDED, the
-// enumeration alarm's suspension included), a renewal instant in the past
+// (NO_ORGANIZATION), a plan that is not active (ORG_SUSPENDED; the
+// enumeration alarm's suspension is held by the meter, which refuses with
+// the same code when the request bills), a renewal instant in the past
 // (LICENSE_EXPIRED, no grace), an accepted licence-agreement version below
 // the required one (LICENSE_REQUIRED, whatever the status says). A nil org
 // means the token is bound to no organisation that exists.

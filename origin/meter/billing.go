@@ -16,7 +16,11 @@ import (
 //
 // What is not here bills nothing: openapi.json, /v1/license, and every
 // refusal before the gate or by entitlement (401, 403, a 400 on a
-// parameter, a 404 on an unknown route).
+// parameter, a 404 on an unknown route). Nor does a request these
+// functions refuse because the enumeration alarm is in force: it is the
+// gate's refusal, 403 ORG_SUSPENDED, which bills nothing (the gate reads
+// the stored status; the meter holds the alarm, so its refusal comes at
+// billing time, docs/decisions.md: Enumeration alarm).
 
 // Key is what o's meters and enumeration record are kept under: its id and
 // its generation, so that an organisation created again under a deleted
@@ -40,7 +44,8 @@ type Biller struct {
 // Bill is the outcome of a billing call.
 type Bill struct {
 	Result
-	// Err is the 429 that refused the request, or nil.
+	// Err is the 429 that refused the request, or the 403 ORG_SUSPENDED
+	// of an enumeration alarm in force; nil when it passed.
 	Err *apierr.Error
 	op  Op
 	org *store.Org
@@ -68,7 +73,8 @@ func (b *Biller) Call(ctx context.Context, o *store.Org, now time.Time) (Bill, e
 // LessonRead bills a lesson, transcript, quiz or media-list read: one call
 // and one lesson read against the hourly cap. read is the lesson for the
 // enumeration alarm, nil for a 404 LESSON_NOT_FOUND (which still bills a
-// call and a lesson read).
+// call and a lesson read). Bill.Tripped reports the read that tripped the
+// alarm: it is served, and the organisation's next call is refused.
 func (b *Biller) LessonRead(ctx context.Context, o *store.Org, now time.Time, read *Read) (Bill, error) {
 	stages := append(call(o), Stage{{Meter: HourLessonReads, N: 1, Limit: o.RateLimits.LessonReadsPerHour}})
 	return b.apply(ctx, o, Op{Org: Key(o), Now: now, Stages: stages, Read: read})
@@ -116,7 +122,10 @@ func (b *Biller) apply(ctx context.Context, o *store.Org, op Op) (Bill, error) {
 		return Bill{}, err
 	}
 	bill := Bill{Result: res, op: op, org: o}
-	if res.Refused != nil {
+	switch {
+	case res.Suspended:
+		bill.Err = apierr.New(apierr.OrgSuspended, "The organisation's plan is suspended by the enumeration alarm: more than 40% of its granted lessons were read in one UTC day. Content access is suspended; contact the service operator.")
+	case res.Refused != nil:
 		bill.Err = refusal(o, *res.Refused, res.After, op.Now)
 	}
 	return bill, nil
@@ -124,7 +133,8 @@ func (b *Biller) apply(ctx context.Context, o *store.Org, op Op) (Bill, error) {
 
 // Alarm reports whether lessonsRead distinct lessons in one UTC day is
 // more than 40% of granted (spec: States and transitions, enumeration
-// alarm).
+// alarm). The first lesson read of a day that leaves the day's count
+// above it trips the alarm (Result.Tripped).
 func Alarm(lessonsRead, granted int) bool {
 	return granted > 0 && lessonsRead*5 > granted*2
 }

@@ -3,6 +3,7 @@ package meter_test
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -38,10 +39,11 @@ func org(mod func(*store.Org)) *store.Org {
 // other meter zero.
 func usage(t *testing.T, s meter.Store, pairs ...any) {
 	t.Helper()
-	got, _, err := s.Usage(context.Background(), "acme", now, "v1")
+	u, err := s.Usage(context.Background(), "acme", now)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := u.Counters
 	var want meter.Counters
 	for i := 0; i < len(pairs); i += 2 {
 		want[pairs[i].(meter.Meter)] = int64(pairs[i+1].(int))
@@ -103,10 +105,11 @@ func TestCostExamples(t *testing.T) {
 	})
 	t.Run("the same subject read class by class is 60 calls and 60 lesson reads", func(t *testing.T) {
 		b, s := biller(t)
-		for class := 0; class < 30; class++ {
+		for class := 1; class <= 30; class++ {
 			// the lesson and its transcript: two lesson reads per class
-			ok(t, r(b.LessonRead(ctx, org(nil), now, &meter.Read{Ordinal: class, Version: "v1"})))
-			ok(t, r(b.LessonRead(ctx, org(nil), now, &meter.Read{Ordinal: class, Version: "v1"})))
+			read := &meter.Read{Lesson: "high/algebra/" + strconv.Itoa(class)}
+			ok(t, r(b.LessonRead(ctx, org(nil), now, read)))
+			ok(t, r(b.LessonRead(ctx, org(nil), now, read)))
 		}
 		usage(t, s, meter.MonthCalls, 60, meter.HourCalls, 60, meter.HourLessonReads, 60)
 	})
@@ -253,7 +256,7 @@ func TestKeyGenerations(t *testing.T) {
 		t.Errorf("Key of an org without generation = %q, want its id", got)
 	}
 	for range 3 {
-		if _, err := b.LessonRead(ctx, old, now, &meter.Read{Ordinal: 7, Version: "v1"}); err != nil {
+		if _, err := b.LessonRead(ctx, old, now, &meter.Read{Lesson: "high/algebra/7"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -261,12 +264,51 @@ func TestKeyGenerations(t *testing.T) {
 	if err != nil || bill.Err != nil {
 		t.Fatalf("the new org's first call, quota 1: %v %v", err, bill.Err)
 	}
-	got, read, err := s.Usage(ctx, meter.Key(cur), now, "v1")
+	u, err := s.Usage(ctx, meter.Key(cur), now)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got, read := u.Counters, u.LessonsRead
 	if got.Get(meter.MonthCalls) != 1 || got.Get(meter.HourLessonReads) != 0 || read != 0 {
 		t.Errorf("new org: month calls %d, hour lesson reads %d, lessons read %d; want 1, 0, 0",
 			got.Get(meter.MonthCalls), got.Get(meter.HourLessonReads), read)
 	}
+}
+
+// spec: States and transitions, enumeration alarm. The read that trips
+// the alarm is served; every billed request after it is refused 403
+// ORG_SUSPENDED, as the gate refuses a suspended organisation, and bills
+// nothing (docs/decisions.md: Enumeration alarm).
+func TestEnumerationAlarm(t *testing.T) {
+	b, s := biller(t)
+	ctx := context.Background()
+	o := org(nil)
+	read := func(class int) *meter.Read {
+		return &meter.Read{Lesson: "high/algebra/" + strconv.Itoa(class), Granted: 10}
+	}
+	for class := 1; class <= 4; class++ {
+		if bill := ok(t, r(b.LessonRead(ctx, o, now, read(class)))); bill.Tripped {
+			t.Fatalf("read %d of 10 tripped the alarm", class)
+		}
+	}
+	if bill := ok(t, r(b.LessonRead(ctx, o, now, read(5)))); !bill.Tripped {
+		t.Fatalf("read 5 of 10 did not trip the alarm")
+	}
+	for name, res := range map[string]result{
+		"call":           r(b.Call(ctx, o, now)),
+		"lesson read":    r(b.LessonRead(ctx, o, now, read(1))),
+		"404 read":       r(b.LessonRead(ctx, o, now, nil)),
+		"mint":           r(b.Mint(ctx, o, now, 3)),
+		"export":         r(b.Export(ctx, o, now, 2)),
+		"test-prep page": r(b.TestprepPage(ctx, o, now, 10)),
+	} {
+		if res.err != nil {
+			t.Fatalf("%s: %v", name, res.err)
+		}
+		e := res.b.Err
+		if e == nil || e.Code != apierr.OrgSuspended || e.Status() != 403 || e.RetryAfter != nil {
+			t.Errorf("%s after the alarm: %+v, want 403 ORG_SUSPENDED without Retry-After", name, e)
+		}
+	}
+	usage(t, s, meter.MonthCalls, 5, meter.HourCalls, 5, meter.HourLessonReads, 5)
 }

@@ -1,7 +1,9 @@
 // Package meter is the origin's metering contract (spec: Limits): the
 // per-organisation meters, monthly and hourly, applied atomically with
-// their caps, durably, and the enumeration alarm's per-day record of
-// distinct lessons read.
+// their caps, durably, and the enumeration alarm: the per-day record of
+// distinct lessons read and the alarm itself, which the read that trips
+// it records in its own transaction and which refuses every later op of
+// the organisation until it is lifted (spec: States and transitions).
 //
 // The Store applies an Op: a sequence of stages, each a set of steps that
 // are billed all or nothing. Stages run in order and stop at the first
@@ -78,17 +80,28 @@ type Op struct {
 	Read *Read
 }
 
-// Read is a lesson read for the enumeration alarm: distinct lessons per
-// organisation and UTC day, kept as a bitset of lesson ordinals.
+// Read is a lesson read for the enumeration alarm. The alarm's record is
+// the set of distinct lessons an organisation read on one UTC day, kept by
+// lesson id, so it survives a corpus reload and is the same from every
+// origin whatever corpus version each serves.
 type Read struct {
-	Ordinal int // the lesson's position in the corpus, 0-based
-	// Version scopes the ordinals: a day's bitset kept under another
-	// corpus version is discarded and started afresh.
-	Version string
+	// Lesson is the lesson's id, "<tier>/<slug>/<classNum>": stable
+	// across corpus versions.
+	Lesson string
+	// Granted is the organisation's granted lessons under the corpus the
+	// request is served from: the alarm's denominator (Alarm).
+	Granted int
 }
 
 // Result is what an Op did.
 type Result struct {
+	// Suspended is set when the op was refused because the enumeration
+	// alarm of its organisation is in force: nothing was billed or
+	// recorded, and Refused is nil. The alarm is read after the batch
+	// holds its locks, so an op committed after the op that tripped it
+	// (from any origin) is refused, and so is every later op of that
+	// batch.
+	Suspended bool
 	// Refused is the step that refused the op, or nil when it passed.
 	Refused *Step
 	// Granted is the N granted to a Shorten step (N when not shortened).
@@ -99,9 +112,29 @@ type Result struct {
 	// LessonsRead is the count of distinct lessons read by the
 	// organisation on Op.Now's UTC day, after the op (0 without Op.Read).
 	LessonsRead int
-	// FirstRead is set when Op.Read recorded a lesson not read before on
-	// that day: the read that may cross the alarm's threshold.
-	FirstRead bool
+	// Tripped is set when Op.Read tripped the enumeration alarm: the
+	// read, which passed and is served, left the day's count above 40%
+	// of Read.Granted (Alarm), and the alarm had not tripped on that day
+	// yet. The alarm is recorded in the op's transaction: from then on
+	// every op of the organisation is Suspended until Store.Reinstate.
+	Tripped bool
+}
+
+// AlarmState is an enumeration alarm as the read that tripped it left it.
+type AlarmState struct {
+	TrippedAt   time.Time // that read's Op.Now
+	Day         string    // its UTC day, "2006-01-02"
+	LessonsRead int       // distinct lessons read that day, that read included
+	Granted     int       // its Read.Granted
+}
+
+// Usage is what Store.Usage reads of an organisation.
+type Usage struct {
+	Counters
+	// LessonsRead is the count of distinct lessons read on the day asked.
+	LessonsRead int
+	// Alarm is the enumeration alarm in force, or nil when none is.
+	Alarm *AlarmState
 }
 
 // Counters are the counts of every meter in one month and hour.
@@ -112,14 +145,20 @@ func (c *Counters) Get(m Meter) int64 { return c[m] }
 
 // Store applies ops durably: an op's effects are committed before Apply
 // returns, and concurrent ops are exact (no over-admission at a hard cap,
-// no lost increment).
+// no lost increment, no op admitted after the one that tripped the
+// enumeration alarm).
 type Store interface {
 	// Apply applies op and returns what it did. An error means nothing was
 	// applied.
 	Apply(ctx context.Context, op Op) (Result, error)
 	// Usage reads the counters of org (an organisation's Key) in the
-	// periods of now, and the count of distinct lessons read on now's UTC
-	// day under version.
-	Usage(ctx context.Context, org string, now time.Time, version string) (Counters, int, error)
+	// periods of now, the count of distinct lessons it read on now's UTC
+	// day, and its enumeration alarm if one is in force.
+	Usage(ctx context.Context, org string, now time.Time) (Usage, error)
+	// Reinstate lifts the enumeration alarm of org (the operator's
+	// reinstatement) and reports whether one was in force. The day's
+	// record stays: reading more lessons on the day it tripped does not
+	// trip it again.
+	Reinstate(ctx context.Context, org string) (bool, error)
 	Close() error
 }

@@ -10,50 +10,74 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
-// StatusSuspended is the plan status the enumeration alarm sets.
+// The enumeration alarm (spec: States and transitions) lives in the
+// meter: the read that takes an organisation's distinct lessons read in a
+// UTC day past 40% of its granted lessons records the alarm in its own
+// transaction and is served; from then on the meter refuses every billed
+// request of the organisation, which answers 403 ORG_SUSPENDED and bills
+// nothing, until an operator reinstates it. The stored status is not
+// written: the organisation's effective status is suspended while the
+// alarm is in force (Status).
+
+// StatusSuspended is the plan status of an organisation the enumeration
+// alarm suspended.
 const StatusSuspended = "suspended"
+
+// Status is o's effective plan status, given its meters' usage u: its
+// stored status, or suspended while the enumeration alarm is in force and
+// the stored status is active (a status an operator set stays as set).
+func Status(o *store.Org, u meter.Usage) string {
+	if u.Alarm != nil && o.Status == licence.StatusActive {
+		return StatusSuspended
+	}
+	return o.Status
+}
+
+// GrantedLessons counts the lessons of c that grants cover: the
+// denominator of the enumeration alarm.
+func GrantedLessons(c *corpus.Corpus, grants []string) int {
+	n := 0
+	for _, t := range c.Tiers {
+		if !licence.TierGranted(grants, t.Name) {
+			continue
+		}
+		for _, sub := range t.Subjects {
+			if licence.Entitled(grants, sub.Tier, sub.Slug) == nil {
+				n += len(sub.Lessons)
+			}
+		}
+	}
+	return n
+}
 
 // billLessonRead bills a lesson, transcript, quiz or media-list read of l,
 // or of a lesson that does not exist when l is nil (a 404 on a licensed
-// lesson id bills a call and a lesson read too), and runs the enumeration
-// alarm (spec: States and transitions): the read that takes the
-// organisation's distinct lessons read today past 40% of its granted
-// lessons suspends it. That read is still served; the next content call
-// answers ORG_SUSPENDED.
+// lesson id bills a call and a lesson read too), and feeds the
+// enumeration alarm with l's id and the organisation's granted lessons
+// under the corpus served. The read that trips the alarm is served, and
+// logged: it is an operator event.
 func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson) (meter.Bill, error) {
 	var read *meter.Read
 	if l != nil {
-		read = &meter.Read{Ordinal: l.Ordinal, Version: req.corpus.ContentVersion}
+		read = &meter.Read{Lesson: l.ID, Granted: GrantedLessons(req.corpus.Corpus, req.org.Grants)}
 	}
 	bill, err := s.biller.LessonRead(r.Context(), req.org, req.now, read)
-	if err != nil || bill.Err != nil || !bill.FirstRead {
-		return bill, err
+	if err == nil && bill.Tripped {
+		s.cfg.Logger.Warn("enumeration alarm: organisation suspended", "org", req.org.ID,
+			"lessonsRead", bill.LessonsRead, "grantedLessons", read.Granted, "requestId", req.id)
 	}
-	granted := GrantedLessons(req.corpus.Corpus, req.org.Grants)
-	if meter.Alarm(bill.LessonsRead, granted) && !meter.Alarm(bill.LessonsRead-1, granted) {
-		if err := s.suspend(r.Context(), req, bill.LessonsRead, granted); err != nil {
-			return bill, err
-		}
-	}
-	return bill, nil
+	return bill, err
 }
 
-// suspend sets the organisation's status to suspended, durably, before the
-// read that crossed the threshold is answered.
-func (s *Server) suspend(ctx context.Context, req *request, read, granted int) error {
-	_, err := s.cfg.Store.UpdateOrg(ctx, req.org.ID, func(o *store.Org) error {
-		// Not an organisation created again under this id since the
-		// request read it: the reads counted were the old one's.
-		if o.Status == licence.StatusActive && o.Generation == req.org.Generation {
-			o.Status = StatusSuspended
-			o.UpdatedAt = req.now
-		}
-		return nil
-	})
+// Reinstate lifts the enumeration alarm of o (the admin API calls it
+// before it stores status active).
+func (s *Server) Reinstate(ctx context.Context, o *store.Org) error {
+	lifted, err := s.cfg.Meters.Reinstate(ctx, meter.Key(o))
 	if err != nil {
 		return err
 	}
-	s.cfg.Logger.Warn("enumeration alarm: organisation suspended", "org", req.org.ID,
-		"lessonsRead", read, "grantedLessons", granted, "requestId", req.id)
+	if lifted {
+		s.cfg.Logger.Info("enumeration alarm: organisation reinstated", "org", o.ID)
+	}
 	return nil
 }

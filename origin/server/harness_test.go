@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -101,6 +102,19 @@ func newHarness(t testing.TB) *harness {
 
 func newHarnessWith(t testing.TB, ct *Content) *harness {
 	t.Helper()
+	return newHarnessOpts(t, ct, harnessOptions{})
+}
+
+// harnessOptions adjust the wiring of newHarnessOpts.
+type harnessOptions struct {
+	// meters, when set, wraps the meters the server bills through
+	// (harness.meters stays the store itself).
+	meters func(meter.Store) meter.Store
+	logger *slog.Logger // the server's (nil: none)
+}
+
+func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	tr := &http.Transport{DisableCompression: true}
@@ -133,6 +147,10 @@ func newHarnessWith(t testing.TB, ct *Content) *harness {
 
 	apiSrv := httptest.NewUnstartedServer(nil)
 	base := "http://" + apiSrv.Listener.Addr().String()
+	var billed meter.Store = ms
+	if opts.meters != nil {
+		billed = opts.meters(ms)
+	}
 	h.srv = New(Config{
 		Store:                st,
 		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
@@ -142,7 +160,8 @@ func newHarnessWith(t testing.TB, ct *Content) *harness {
 		AuthorizationServers: []string{h.issuer},
 		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
 		LicenseURL:           "https://lectern.example/licence",
-		Meters:               ms,
+		Meters:               billed,
+		Logger:               opts.logger,
 		TagKey:               []byte("test-harness-tag-key-0123456789abcdef"),
 		CursorKey:            []byte("test-harness-cursor-key-0123456789ab"),
 	})
@@ -223,11 +242,11 @@ func (h *harness) usage(orgID string) usage {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	u, n, err := h.meters.Usage(context.Background(), meter.Key(o), time.Now(), h.content.Load().ContentVersion)
+	u, err := h.meters.Usage(context.Background(), meter.Key(o), time.Now())
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return usage{u, n}
+	return usage{u.Counters, u.LessonsRead}
 }
 
 // calls is the organisation's monthly call meter.

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -893,40 +894,54 @@ func TestLessonEnumerationAlarm(t *testing.T) {
 		t.Fatalf("distinct lessons %d, want %d", d, crossing-1)
 	}
 	// The crossing read is served; the organisation is then suspended.
+	// The meter holds the alarm: the stored status stays as it was, and
+	// the effective one is suspended.
 	h.ok(path(crossing)+"/media?type=image", tok)
 	if d := h.usage("alarm").distinct; d != crossing {
 		t.Errorf("distinct lessons %d, want %d", d, crossing)
 	}
 	o, err := h.store.GetOrg(context.Background(), "alarm")
-	if err != nil || o.Status != StatusSuspended {
-		t.Fatalf("status after crossing: %v %v", o, err)
+	if err != nil || o.Status != licence.StatusActive {
+		t.Fatalf("stored status after crossing: %v %v", o, err)
 	}
 	before := h.usage("alarm")
 	h.fails(path(1), tok, 403, "ORG_SUSPENDED")
 	h.fails(path(crossing+1)+"/quiz", tok, 403, "ORG_SUSPENDED")
+	h.fails(path(granted+1), tok, 403, "ORG_SUSPENDED")
 	h.fails("/v1/tiers", tok, 403, "ORG_SUSPENDED")
 	if r := h.get(path(1), tok, "If-None-Match", "*"); r.status != 403 {
 		t.Errorf("a conditional request of a suspended org: %d", r.status)
 	}
 	h.billed("alarm", before, 0, 0)
+	if d := h.usage("alarm").distinct; d != crossing {
+		t.Errorf("distinct lessons %d after refused reads, want %d", d, crossing)
+	}
 	lic := h.ok("/v1/license", tok)
 	if lic["status"] != StatusSuspended {
 		t.Errorf("/v1/license status %v", lic["status"])
 	}
+	status, extras, err := h.srv.OrgExtras(context.Background(), o)
+	if err != nil || status != StatusSuspended {
+		t.Errorf("admin status %q, %v; want suspended", status, err)
+	}
+	enum, _ := extras["enumeration"].(map[string]any)
+	alarm, _ := enum["alarm"].(map[string]any)
+	if enum["lessonsRead"] != crossing || enum["grantedLessons"] != granted ||
+		alarm["lessonsRead"] != crossing || alarm["grantedLessons"] != granted || alarm["day"] != time.Now().UTC().Format(time.DateOnly) {
+		t.Errorf("admin enumeration %v", enum)
+	}
 
 	// An operator reinstates it; access resumes on the next call.
-	if _, err := h.store.UpdateOrg(context.Background(), "alarm", func(o *store.Org) error {
-		o.Status = licence.StatusActive
-		return nil
-	}); err != nil {
+	if err := h.srv.Reinstate(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
 	h.ok(path(1), tok)
 	// Reading more lessons the same day does not suspend it again: the
-	// alarm fires on the crossing read only.
+	// alarm trips once a day.
 	h.ok(path(crossing+1), tok)
-	if o, _ := h.store.GetOrg(context.Background(), "alarm"); o.Status != licence.StatusActive {
-		t.Errorf("status %q after reinstatement and another read", o.Status)
+	h.ok(path(crossing+2), tok)
+	if lic := h.ok("/v1/license", tok); lic["status"] != licence.StatusActive {
+		t.Errorf("/v1/license status %v after reinstatement and more reads", lic["status"])
 	}
 }
 

@@ -37,7 +37,7 @@ type quotaValue struct {
 // §8); the pipeline lets it past the gate for that reason.
 func (s *Server) license(w http.ResponseWriter, r *http.Request, req *request) error {
 	o := req.org
-	u, _, err := s.cfg.Meters.Usage(r.Context(), meter.Key(o), req.now, req.corpus.ContentVersion)
+	u, err := s.cfg.Meters.Usage(r.Context(), meter.Key(o), req.now)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (s *Server) license(w http.ResponseWriter, r *http.Request, req *request) e
 		grants = []string{}
 	}
 	body, err := json.Marshal(licenseStatus{
-		OrgID: o.ID, OrgName: o.Name, Tier: o.Tier, Status: o.Status, ContentGrants: grants,
+		OrgID: o.ID, OrgName: o.Name, Tier: o.Tier, Status: Status(o, u), ContentGrants: grants,
 		Quota: map[string]quotaValue{
 			"calls":         {u.Get(meter.MonthCalls), o.Quota.Calls},
 			"downloads":     {u.Get(meter.MonthDownloads), o.Quota.Downloads},

@@ -148,7 +148,7 @@ func (s *Server) testprepItems(w http.ResponseWriter, r *http.Request, req *requ
 	// page the ETag describes.
 	size := want
 	if lim := req.org.Quota.TestprepItems; lim != nil && want > 0 {
-		u, _, err := s.cfg.Meters.Usage(r.Context(), meter.Key(req.org), req.now, ct.ContentVersion)
+		u, err := s.cfg.Meters.Usage(r.Context(), meter.Key(req.org), req.now)
 		if err != nil {
 			return err
 		}

@@ -132,9 +132,9 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		CreateClient: func(ctx context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (string, string, error) {
 			return idp.CreateClient(ctx, st.store, st.clock.Now(), orgID, scopes, grantTypes, redirectURIs)
 		},
-		Reload:    st.reload,
-		OrgExtras: api.OrgExtras,
-		Logger:    st.log,
+		Reload: st.reload,
+		Orgs:   api,
+		Logger: st.log,
 	})
 	st.serve(originLn, api)
 	if idpLn != nil {

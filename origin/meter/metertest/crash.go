@@ -28,16 +28,13 @@ const addrPrefix = "metertest-addr "
 // crashNow is when the crash test's ops count.
 var crashNow = time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
 
-const (
-	crashOrg     = "crash"
-	crashVersion = "v1"
-)
+const crashOrg = "crash"
 
 // crashOp is the op of the crash test's request i: a call, and a read of
 // lesson i (distinct per request, so the day's count is a second tally).
 func crashOp(i int) meter.Op {
 	return meter.Op{Org: crashOrg, Now: crashNow, Stages: []meter.Stage{call(nil, nil)},
-		Read: &meter.Read{Ordinal: i, Version: crashVersion}}
+		Read: &meter.Read{Lesson: lesson(i)}}
 }
 
 // IsChild reports whether this process is a test binary that Crash
@@ -167,7 +164,8 @@ func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) me
 	}
 
 	s := open(t)
-	c, read := usage(t, s, crashOrg, crashNow, crashVersion)
+	u := usage(t, s, crashOrg, crashNow)
+	c, read := u.Counters, u.LessonsRead
 	calls := c[meter.MonthCalls]
 	a, n := acked.Load(), sent.Load()
 	t.Logf("killed after %v: %d ops acknowledged, %d sent, %d counted, %d lessons read", time.Since(start).Round(time.Millisecond), a, n, calls, read)

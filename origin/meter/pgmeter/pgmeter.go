@@ -1,9 +1,10 @@
 // Package pgmeter implements meter.Store over PostgreSQL (pgx), for
 // origins that scale out: several origins may share one database and
-// stay exact. Its tables (meter_counters, meter_reads, and its own
-// migration record meter_migrations) live in the first schema of the
-// connection's search_path, which the DSN may set (search_path=...); they
-// may share a database and schema with pgstore's.
+// stay exact. Its tables (meter_counters; meter_days, meter_lessons_read
+// and meter_alarms for the enumeration alarm; and its own migration record
+// meter_migrations) live in the first schema of the connection's
+// search_path, which the DSN may set (search_path=...); they may share a
+// database and schema with pgstore's.
 //
 // Durability: a commit is acknowledged by PostgreSQL after its WAL flush
 // (synchronous_commit is left at the server's setting, on by default),
@@ -16,13 +17,26 @@
 // and one handful of round trips.
 //
 // Exactness: nothing is cached between transactions. A batch first locks
-// every counter row its ops may change (INSERT ... ON CONFLICT DO UPDATE
-// ... WHERE false inserts the missing ones and locks them all), always in
-// one order, so batches of two origins serialise on the rows they share
-// and never deadlock; it then reads the counters, evaluates its ops one
-// after another against them, and writes back what changed. The same
-// holds for the per-day bitsets of lessons read, locked after the
-// counters.
+// the enumeration alarm row of every org it has an op of, then every
+// counter row its ops may change, then the per-day count row of every day
+// they read a lesson on (INSERT ... ON CONFLICT DO UPDATE ... WHERE false
+// inserts the missing ones and locks them all), always in this order, so
+// batches of two origins serialise on the rows they share and never
+// deadlock; it then reads the alarms, the counters, the day counts and
+// which of its lessons each day's record holds, evaluates its ops one
+// after another against them, and writes back what changed. Each read is
+// a statement after the locks, and sees (READ COMMITTED) what every batch
+// that held them committed: an op is refused if any batch committed
+// before it tripped its org's alarm, whichever origin ran it.
+//
+// Stalled peers: every connection runs with the bounds of pgsession. A
+// peer that stops inside its transaction (SIGSTOP, a partition) holds its
+// locks until PostgreSQL ends its session, IdleInTransaction after its
+// last statement; a batch waiting on them gives up after LockTimeout and
+// is tried again, as is a batch whose own connection the server ended
+// before COMMIT (nothing of it was applied). So a stalled peer costs a
+// batch at most IdleInTransaction + LockTimeout (7 s), well inside
+// batch.Timeout.
 //
 // A lost connection while COMMIT is in flight leaves its outcome unknown:
 // Apply then reports an error for ops that may have been applied. That is
@@ -30,8 +44,9 @@
 // applied", and no client of a remote database can avoid it.
 //
 // Rows: one per org, meter and period (counters of past periods stay;
-// nothing prunes them), and one per org and UTC day holding a bitset of
-// the lesson ordinals read that day, its popcount and its corpus version.
+// nothing prunes them); one per org and UTC day with the count of
+// distinct lessons read that day, and one per lesson read (by id) that
+// day; and one per org that ever had an op, holding its alarm.
 //
 // The Store manages its own few connections (pgx.Conn): the committer's,
 // and up to Options.MaxConns for Usage.
@@ -41,7 +56,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +63,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lectern-api/lectern/origin/internal/pgmig"
+	"github.com/lectern-api/lectern/origin/internal/pgsession"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 )
@@ -62,17 +77,13 @@ var ErrClosed = batch.ErrClosed
 // transaction.
 const DefaultMaxBatch = batch.DefaultMaxBatch
 
-// MaxOrdinal bounds Read.Ordinal: a day's bitset holds at most MaxOrdinal
-// bits (128 KiB), far above the corpus's 3,680 lessons.
-const MaxOrdinal = batch.MaxOrdinal
-
 // Options tune a Store. The zero value is the production setting.
 type Options struct {
 	// MaxBatch caps the ops committed in one transaction
 	// (DefaultMaxBatch when zero).
 	MaxBatch int
-	// MaxConns caps the connections Usage uses, and Apply under
-	// NoGroupCommit (4 when zero). The committer has one of its own.
+	// MaxConns caps the connections Usage uses, and Apply and Reinstate
+	// under NoGroupCommit (4 when zero). The committer has one of its own.
 	MaxConns int
 	// NoGroupCommit commits every op in its own transaction on a
 	// connection of its own: the baseline tools/meterbench measures
@@ -93,7 +104,8 @@ type Store struct {
 }
 
 // New connects to the database named by dsn (a postgres:// URL or
-// keyword/value string) and applies any pending migrations.
+// keyword/value string) and applies any pending migrations. Its
+// connections run with pgsession's bounds, except where the DSN sets them.
 func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -102,23 +114,36 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 4
 	}
-	p := newPool(cfg, opts.MaxConns)
-	conn, err := p.dial(ctx)
-	if err != nil {
+	// Migrations run on a connection of the DSN's own settings: origins
+	// starting together wait for each other's migration (its advisory
+	// lock) for as long as it takes, not LockTimeout.
+	if err := migrate(ctx, cfg.Copy()); err != nil {
 		return nil, err
 	}
-	if err := pgmig.Apply(ctx, conn, migrations, "migrations", "meter_migrations", migrationLock); err != nil {
-		conn.Close(context.Background())
-		return nil, fmt.Errorf("migrate meters: %w", err)
-	}
+	pgsession.Apply(cfg.RuntimeParams)
+	p := newPool(cfg, opts.MaxConns)
 	s := &Store{pool: p}
-	if opts.NoGroupCommit {
-		conn.Close(ctx)
-	} else {
+	if !opts.NoGroupCommit {
+		conn, err := p.dial(ctx)
+		if err != nil {
+			return nil, err
+		}
 		s.w = &writer{backend: backend{conn}, pool: p}
 		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
 	}
 	return s, nil
+}
+
+func migrate(ctx context.Context, cfg *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to meter database: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if err := pgmig.Apply(ctx, conn, migrations, "migrations", "meter_migrations", migrationLock); err != nil {
+		return fmt.Errorf("migrate meters: %w", err)
+	}
+	return nil
 }
 
 // Apply applies op durably: its effects are committed when it returns.
@@ -136,6 +161,29 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	if s.c != nil {
 		return s.c.Apply(ctx, op)
 	}
+	return s.commit(ctx, batch.Job{Op: op})
+}
+
+// Reinstate lifts the enumeration alarm of org, in a batch, and reports
+// whether one was in force. An error means nothing was changed (but see
+// the package comment on a connection lost during COMMIT).
+func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
+	if org == "" {
+		return false, errors.New("meter reinstate: empty org")
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if s.c != nil {
+		return s.c.Reinstate(ctx, org)
+	}
+	res, err := s.commit(ctx, batch.Job{Op: meter.Op{Org: org}, Reinstate: true})
+	return res.Suspended, err
+}
+
+// commit runs j in a transaction of its own on a pooled connection
+// (NoGroupCommit).
+func (s *Store) commit(ctx context.Context, j batch.Job) (meter.Result, error) {
 	s.noGroup.RLock()
 	defer s.noGroup.RUnlock()
 	if s.closed {
@@ -150,7 +198,7 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	// commits or fails on its own.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
 	defer cancel()
-	res, err := batch.Commit(tctx, backend{conn}, []meter.Op{op})
+	res, err := batch.Commit(tctx, backend{conn}, []batch.Job{j})
 	if err != nil {
 		return meter.Result{}, err
 	}
@@ -168,12 +216,27 @@ func (b backend) Begin(ctx context.Context) (batch.Tx, error) {
 	return tx{t}, nil
 }
 
-// Retry retries a batch a few times when PostgreSQL aborts it as a
-// deadlock or serialisation failure (which the lock order should
-// prevent).
+// Retry tries a batch again when it failed before COMMIT (so nothing of
+// it was applied) on a lock wait cut short by lock_timeout: a stalled
+// peer holds the rows, and PostgreSQL ends its session, and releases
+// them, IdleInTransaction after its last statement; the batch's own
+// Timeout bounds the retries. It also retries a few times a deadlock or
+// serialisation failure (which the lock order should prevent).
 func (backend) Retry(err error, attempt int) bool {
+	if batch.DuringCommit(err) {
+		return false
+	}
 	var pe *pgconn.PgError
-	return attempt < 5 && errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "55P03": // lock_not_available
+		return true
+	case "40P01", "40001": // deadlock_detected, serialization_failure
+		return attempt < 5
+	}
+	return false
 }
 
 // writer is the committer's batch.Backend: a connection of its own,
@@ -181,6 +244,25 @@ func (backend) Retry(err error, attempt int) bool {
 type writer struct {
 	backend
 	pool *pool
+}
+
+// maxRedials bounds the batch attempts that follow the loss of the
+// writer's connection, so that a database that is down fails the batch
+// instead of spinning until its Timeout.
+const maxRedials = 3
+
+// Retry retries what backend.Retry does, and a batch whose connection
+// was lost before COMMIT: the server ended the session (its
+// idle_in_transaction_session_timeout after this process stalled
+// mid-batch, an administrator) or the network dropped it. The
+// transaction died with the session, so nothing of the batch was
+// applied; Begin redials.
+func (w *writer) Retry(err error, attempt int) bool {
+	if w.backend.Retry(err, attempt) {
+		return true
+	}
+	lost := w.conn == nil || w.conn.IsClosed()
+	return lost && !batch.DuringCommit(err) && attempt <= maxRedials
 }
 
 func (w *writer) Begin(ctx context.Context) (batch.Tx, error) {
@@ -207,30 +289,69 @@ func (t tx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
 // SQL of a batch. Keys travel as parallel arrays. The ORDER BY ... COLLATE
 // "C" fixes the order in which every batch locks rows.
 const (
+	lockAlarms = `INSERT INTO meter_alarms AS a (org)
+		SELECT o FROM unnest($1::text[]) AS o ORDER BY o COLLATE "C"
+		ON CONFLICT (org) DO UPDATE SET in_force = a.in_force WHERE false`
+	readAlarms   = `SELECT org, in_force, day, tripped_at, lessons, granted FROM meter_alarms WHERE org = ANY($1::text[])`
 	lockCounters = `INSERT INTO meter_counters AS c (org, period, meter, n)
 		SELECT k.org, k.period, k.meter, 0 FROM unnest($1::text[], $2::text[], $3::text[]) AS k (org, period, meter)
 		ORDER BY k.org COLLATE "C", k.period COLLATE "C", k.meter COLLATE "C"
 		ON CONFLICT (org, period, meter) DO UPDATE SET n = c.n WHERE false`
 	readCounters = `SELECT c.org, c.period, c.meter, c.n FROM meter_counters c
 		JOIN unnest($1::text[], $2::text[]) AS p (org, period) ON c.org = p.org AND c.period = p.period`
-	lockDays = `INSERT INTO meter_reads AS r (org, day, version, bits, n)
-		SELECT d.org, d.day, '', ''::bytea, 0 FROM unnest($1::text[], $2::text[]) AS d (org, day)
-		ORDER BY d.org COLLATE "C", d.day COLLATE "C"
-		ON CONFLICT (org, day) DO UPDATE SET n = r.n WHERE false`
-	readDaysSQL = `SELECT r.org, r.day, r.version, r.bits, r.n FROM meter_reads r
-		JOIN unnest($1::text[], $2::text[]) AS d (org, day) ON r.org = d.org AND r.day = d.day`
+	lockDays = `INSERT INTO meter_days AS d (org, day, n)
+		SELECT k.org, k.day, 0 FROM unnest($1::text[], $2::text[]) AS k (org, day)
+		ORDER BY k.org COLLATE "C", k.day COLLATE "C"
+		ON CONFLICT (org, day) DO UPDATE SET n = d.n WHERE false`
+	readDays = `SELECT d.org, d.day, d.n FROM meter_days d
+		JOIN unnest($1::text[], $2::text[]) AS k (org, day) ON d.org = k.org AND d.day = k.day`
+	readLessons = `SELECT r.org, r.day, r.lesson FROM meter_lessons_read r
+		JOIN unnest($1::text[], $2::text[], $3::text[]) AS k (org, day, lesson)
+		ON r.org = k.org AND r.day = k.day AND r.lesson = k.lesson`
 	writeCounters = `UPDATE meter_counters AS c SET n = v.n
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS v (org, period, meter, n)
 		WHERE c.org = v.org AND c.period = v.period AND c.meter = v.meter`
-	writeDays = `UPDATE meter_reads AS r SET version = v.version, bits = v.bits, n = v.n
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int4[]) AS v (org, day, version, bits, n)
-		WHERE r.org = v.org AND r.day = v.day`
+	writeDays = `UPDATE meter_days AS d SET n = v.n
+		FROM unnest($1::text[], $2::text[], $3::int4[]) AS v (org, day, n)
+		WHERE d.org = v.org AND d.day = v.day`
+	addLessons = `INSERT INTO meter_lessons_read (org, day, lesson)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`
+	writeAlarms = `UPDATE meter_alarms AS a
+		SET in_force = v.in_force, day = v.day, tripped_at = v.tripped_at, lessons = v.lessons, granted = v.granted
+		FROM unnest($1::text[], $2::bool[], $3::text[], $4::timestamptz[], $5::int4[], $6::int4[])
+			AS v (org, in_force, day, tripped_at, lessons, granted)
+		WHERE a.org = v.org`
 )
 
-// Load locks, in one round trip, the rows the batch's ops may change and
-// reads those they see.
+// scanAlarm is the columns of readAlarms after org.
+func scanAlarm(row pgx.Row, org *string, a *batch.Alarm) error {
+	var at *time.Time
+	if err := row.Scan(org, &a.InForce, &a.Day, &at, &a.LessonsRead, &a.Granted); err != nil {
+		return err
+	}
+	if at != nil {
+		a.TrippedAt = *at
+	}
+	return nil
+}
+
+// Load locks, in one round trip, the rows the batch's jobs may change and
+// reads those they see, each read after its locks.
 func (t tx) Load(ctx context.Context, s *batch.State) error {
 	var b pgx.Batch
+	orgs := s.Orgs()
+	b.Queue(lockAlarms, orgs)
+	b.Queue(readAlarms, orgs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var org string
+			var a batch.Alarm
+			if err := scanAlarm(rows, &org, &a); err != nil {
+				return err
+			}
+			s.SetAlarm(org, a)
+		}
+		return rows.Err()
+	})
 	if ks := s.Stepped(); len(ks) > 0 {
 		orgs, periods, meters := make([]string, len(ks)), make([]string, len(ks)), make([]string, len(ks))
 		for i, k := range ks {
@@ -238,38 +359,53 @@ func (t tx) Load(ctx context.Context, s *batch.State) error {
 		}
 		b.Queue(lockCounters, orgs, periods, meters)
 	}
-	var orgs, periods []string
-	seen := map[[2]string]bool{}
-	for _, p := range s.Periods() {
-		for _, period := range []string{p.Month, p.Hour} {
-			if k := [2]string{p.Org, period}; !seen[k] {
-				seen[k] = true
-				orgs, periods = append(orgs, p.Org), append(periods, period)
+	if ps := s.Periods(); len(ps) > 0 {
+		var orgs, periods []string
+		seen := map[[2]string]bool{}
+		for _, p := range ps {
+			for _, period := range []string{p.Month, p.Hour} {
+				if k := [2]string{p.Org, period}; !seen[k] {
+					seen[k] = true
+					orgs, periods = append(orgs, p.Org), append(periods, period)
+				}
 			}
 		}
-	}
-	b.Queue(readCounters, orgs, periods).Query(func(rows pgx.Rows) error {
-		var org, period, name string
-		var n int64
-		_, err := pgx.ForEachRow(rows, []any{&org, &period, &name, &n}, func() error {
-			if m, ok := batch.MeterOf(name, isHour(period)); ok {
-				s.Set(batch.Key{Org: org, Meter: m, Period: period}, n)
-			}
-			return nil
+		b.Queue(readCounters, orgs, periods).Query(func(rows pgx.Rows) error {
+			var org, period, name string
+			var n int64
+			_, err := pgx.ForEachRow(rows, []any{&org, &period, &name, &n}, func() error {
+				if m, ok := batch.MeterOf(name, isHour(period)); ok {
+					s.Set(batch.Key{Org: org, Meter: m, Period: period}, n)
+				}
+				return nil
+			})
+			return err
 		})
-		return err
-	})
+	}
 	if ds := s.Days(); len(ds) > 0 {
 		orgs, days := make([]string, len(ds)), make([]string, len(ds))
+		var lorgs, ldays, lessons []string
 		for i, d := range ds {
 			orgs[i], days[i] = d.Org, d.Date
+			for _, l := range s.Lessons(d) {
+				lorgs, ldays, lessons = append(lorgs, d.Org), append(ldays, d.Date), append(lessons, l)
+			}
 		}
 		b.Queue(lockDays, orgs, days)
-		b.Queue(readDaysSQL, orgs, days).Query(func(rows pgx.Rows) error {
+		b.Queue(readDays, orgs, days).Query(func(rows pgx.Rows) error {
 			var d batch.Day
-			var bs batch.Bitset
-			_, err := pgx.ForEachRow(rows, []any{&d.Org, &d.Date, &bs.Version, &bs.Bits, &bs.N}, func() error {
-				s.SetDay(d, &batch.Bitset{Version: bs.Version, Bits: slices.Clone(bs.Bits), N: bs.N})
+			var n int
+			_, err := pgx.ForEachRow(rows, []any{&d.Org, &d.Date, &n}, func() error {
+				s.SetDayCount(d, n)
+				return nil
+			})
+			return err
+		})
+		b.Queue(readLessons, lorgs, ldays, lessons).Query(func(rows pgx.Rows) error {
+			var d batch.Day
+			var l string
+			_, err := pgx.ForEachRow(rows, []any{&d.Org, &d.Date, &l}, func() error {
+				s.SetRead(d, l)
 				return nil
 			})
 			return err
@@ -289,15 +425,28 @@ func (t tx) Save(ctx context.Context, s *batch.State) error {
 	if len(orgs) > 0 {
 		w.Queue(writeCounters, orgs, periods, meters, ns)
 	}
-	var dorgs, days, versions []string
-	var bits [][]byte
+	var dorgs, days, lorgs, ldays, lessons []string
 	var dns []int32
-	for d, bs := range s.ChangedDays() {
-		dorgs, days, versions = append(dorgs, d.Org), append(days, d.Date), append(versions, bs.Version)
-		bits, dns = append(bits, bs.Bits), append(dns, int32(bs.N))
+	for d, c := range s.ChangedDays() {
+		dorgs, days, dns = append(dorgs, d.Org), append(days, d.Date), append(dns, int32(c.N))
+		for _, l := range c.Added {
+			lorgs, ldays, lessons = append(lorgs, d.Org), append(ldays, d.Date), append(lessons, l)
+		}
 	}
 	if len(dorgs) > 0 {
-		w.Queue(writeDays, dorgs, days, versions, bits, dns)
+		w.Queue(writeDays, dorgs, days, dns)
+		w.Queue(addLessons, lorgs, ldays, lessons)
+	}
+	var aorgs, adays []string
+	var inForce []bool
+	var at []time.Time
+	var alessons, granted []int32
+	for org, a := range s.ChangedAlarms() {
+		aorgs, inForce, adays, at = append(aorgs, org), append(inForce, a.InForce), append(adays, a.Day), append(at, a.TrippedAt)
+		alessons, granted = append(alessons, int32(a.LessonsRead)), append(granted, int32(a.Granted))
+	}
+	if len(aorgs) > 0 {
+		w.Queue(writeAlarms, aorgs, inForce, adays, at, alessons, granted)
 	}
 	if w.Len() == 0 {
 		return nil
@@ -309,19 +458,19 @@ func (t tx) Save(ctx context.Context, s *batch.State) error {
 // than a month's ("2006-01").
 func isHour(period string) bool { return strings.Contains(period, "T") }
 
-// Usage reads the counters of org in the periods of now, and the number
-// of distinct lessons it read on now's UTC day under version (0 when the
-// day's record is of another version). It sees committed ops only.
-func (s *Store) Usage(ctx context.Context, org string, now time.Time, version string) (meter.Counters, int, error) {
-	var c meter.Counters
+// Usage reads the counters of org in the periods of now, the number of
+// distinct lessons it read on now's UTC day, and its enumeration alarm if
+// one is in force. It sees committed ops only.
+func (s *Store) Usage(ctx context.Context, org string, now time.Time) (meter.Usage, error) {
+	var u meter.Usage
 	conn, err := s.pool.get(ctx)
 	if err != nil {
-		return c, 0, fmt.Errorf("meter usage: %w", err)
+		return u, fmt.Errorf("meter usage: %w", err)
 	}
 	defer s.pool.put(conn)
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}) // one snapshot
 	if err != nil {
-		return c, 0, fmt.Errorf("meter usage: %w", err)
+		return u, fmt.Errorf("meter usage: %w", err)
 	}
 	defer tx.Rollback(ctx)
 	var b pgx.Batch
@@ -331,24 +480,35 @@ func (s *Store) Usage(ctx context.Context, org string, now time.Time, version st
 		var n int64
 		_, err := pgx.ForEachRow(rows, []any{&period, &name, &n}, func() error {
 			if m, ok := batch.MeterOf(name, isHour(period)); ok {
-				c[m] = n
+				u.Counters[m] = n
 			}
 			return nil
 		})
 		return err
 	})
-	var read batch.Bitset
-	b.Queue(`SELECT version, n FROM meter_reads WHERE org = $1 AND day = $2`, org, batch.DayOf(now)).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&read.Version, &read.N)
+	b.Queue(`SELECT n FROM meter_days WHERE org = $1 AND day = $2`, org, batch.DayOf(now)).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&u.LessonsRead)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	var a batch.Alarm
+	b.Queue(readAlarms, []string{org}).QueryRow(func(row pgx.Row) error {
+		var o string
+		err := scanAlarm(row, &o, &a)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		return err
 	})
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return meter.Counters{}, 0, fmt.Errorf("meter usage: %w", err)
+		return meter.Usage{}, fmt.Errorf("meter usage: %w", err)
 	}
-	return c, read.Count(version), nil
+	if a.InForce {
+		u.Alarm = &a.AlarmState
+	}
+	return u, nil
 }
 
 // Close commits the ops already queued, then closes the connections.

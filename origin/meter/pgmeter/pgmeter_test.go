@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/lectern-api/lectern/origin/internal/pgsession"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/metertest"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
@@ -125,4 +126,151 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatalf("open meter store: %v", err)
 	}
 	metertest.Serve(s)
+}
+
+// Every connection of a Store runs with pgsession's bounds, and a DSN's
+// own setting is kept.
+func TestSessionBounds(t *testing.T) {
+	dsn := newSchema(t, baseDSN(t))
+	s := openStore(t, dsn, pgmeter.Options{}).(*pgmeter.Store)
+	for name, want := range map[string]string{
+		"lock_timeout":                        "2s",
+		"idle_in_transaction_session_timeout": "5s",
+		"statement_timeout":                   "10s",
+	} {
+		if got, err := s.Setting(t.Context(), name); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	own := openStore(t, dsn+"&lock_timeout=1500ms", pgmeter.Options{}).(*pgmeter.Store)
+	if got, err := own.Setting(t.Context(), "lock_timeout"); err != nil || got != "1500ms" {
+		t.Errorf("lock_timeout with the DSN's own = %q, %v; want 1500ms", got, err)
+	}
+}
+
+// A peer that stops inside its transaction holding the meter rows' locks
+// (an origin SIGSTOPped mid-batch; its connection has pgsession's bounds,
+// as every origin's has) costs a batch of the same org at most
+// IdleInTransaction + LockTimeout: its lock waits give up after
+// LockTimeout and are tried again until PostgreSQL ends the peer's
+// session. The batch then succeeds, after the peer's locks are gone.
+func TestStalledPeer(t *testing.T) {
+	dsn := newSchema(t, baseDSN(t))
+	s := openStore(t, dsn, pgmeter.Options{})
+	op := meter.Op{Org: "acme", Now: time.Now(), Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}, {Meter: meter.HourCalls, N: 1}}}}
+	if _, err := s.Apply(t.Context(), op); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgsession.Apply(cfg.RuntimeParams)
+	peer, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close(context.Background())
+	ptx, err := peer.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	if _, err := ptx.Exec(t.Context(), `SELECT 1 FROM meter_alarms WHERE org = 'acme' FOR UPDATE;
+		SELECT 1 FROM meter_counters WHERE org = 'acme' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	// The peer now sends nothing more.
+
+	start := time.Now()
+	bound := pgsession.IdleInTransaction + pgsession.LockTimeout + 2*time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), bound)
+	defer cancel()
+	res, err := s.Apply(ctx, op)
+	end := time.Now()
+	if err != nil {
+		t.Fatalf("Apply while a stalled peer holds the rows: %v after %v", err, end.Sub(start))
+	}
+	if took := end.Sub(start); took > bound {
+		t.Errorf("Apply took %v, want at most %v", took, bound)
+	}
+	if res.After.Get(meter.MonthCalls) != 2 {
+		t.Errorf("month calls after = %d, want 2", res.After.Get(meter.MonthCalls))
+	}
+	// It did not pass the peer's locks: it committed only once PostgreSQL
+	// had ended the peer's session, IdleInTransaction after the peer's
+	// last statement at the earliest.
+	if waited := end.Sub(sent); waited < pgsession.IdleInTransaction {
+		t.Errorf("Apply committed %v after the peer took the locks, before its session could have ended (%v)", waited, pgsession.IdleInTransaction)
+	}
+	if err := peer.Ping(t.Context()); err == nil {
+		t.Errorf("the stalled peer's session is still open")
+	}
+}
+
+// A batch whose connection the server ended before COMMIT (as
+// idle_in_transaction_session_timeout ends that of an origin that stalled
+// mid-batch) applied nothing; it is tried again on a new connection.
+func TestLostConnection(t *testing.T) {
+	app := "pgmeter_lost_" + strings.ToLower(rand.Text()[:8])
+	dsn := newSchema(t, baseDSN(t)) + "&application_name=" + app
+	s := openStore(t, dsn, pgmeter.Options{})
+	op := meter.Op{Org: "acme", Now: time.Now(), Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}
+	if _, err := s.Apply(t.Context(), op); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(t.Context(), baseDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var ended int
+	if err := admin.QueryRow(t.Context(), `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) t`, app).Scan(&ended); err != nil || ended == 0 {
+		t.Fatalf("terminate the store's sessions: %d ended, %v", ended, err)
+	}
+	res, err := s.Apply(t.Context(), op)
+	if err != nil {
+		t.Fatalf("Apply after the server ended the writer's session: %v", err)
+	}
+	if res.After.Get(meter.MonthCalls) != 2 {
+		t.Errorf("month calls after = %d, want 2", res.After.Get(meter.MonthCalls))
+	}
+}
+
+// A database of the per-version bitsets (migration 0001) upgrades: its
+// counters stay, the day's count of lessons read restarts, and the alarm
+// works.
+func TestUpgradeFromBitsets(t *testing.T) {
+	dsn := newSchema(t, baseDSN(t))
+	old, err := os.ReadFile("migrations/0001_meters.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE meter_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+		string(old),
+		`INSERT INTO meter_migrations (version) VALUES ('0001_meters.sql')`,
+		`INSERT INTO meter_counters VALUES ('acme', '2026-11', 'calls', 41)`,
+		`INSERT INTO meter_reads VALUES ('acme', '2026-11-22', 'v1', '\xff', 8)`,
+	} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close(t.Context())
+	s := openStore(t, dsn, pgmeter.Options{})
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	u, err := s.Usage(t.Context(), "acme", now)
+	if err != nil || u.Get(meter.MonthCalls) != 41 || u.LessonsRead != 0 {
+		t.Fatalf("after the upgrade: month calls %d, lessons read %d, %v; want 41, 0", u.Get(meter.MonthCalls), u.LessonsRead, err)
+	}
+	res, err := s.Apply(t.Context(), meter.Op{Org: "acme", Now: now, Read: &meter.Read{Lesson: "high/algebra/1", Granted: 2}})
+	if err != nil || !res.Tripped || res.LessonsRead != 1 {
+		t.Errorf("a read of 2 granted after the upgrade: Tripped %v, LessonsRead %d, %v; want true, 1", res.Tripped, res.LessonsRead, err)
+	}
 }

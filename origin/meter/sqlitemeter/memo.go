@@ -6,19 +6,37 @@ import (
 )
 
 // memo holds what this Store's transactions committed: every counter of
-// the periods they loaded, and the bitsets of the days they read on. It is
-// exact because the Store is its tables' only writer (see the package
-// doc); it is bounded by forgetting everything when it grows past
-// maxMemo periods, after which batches read from the database again.
-// A nil memo remembers nothing.
+// the periods they loaded, the alarms of the orgs they touched, and of the
+// days they read lessons on, the count and the lessons known to be in the
+// record. It is exact because the Store is its tables' only writer (see
+// the package doc); it is bounded by forgetting everything when it grows
+// past maxMemo entries or maxMemoLessons lessons, after which batches read
+// from the database again. A nil memo remembers nothing.
 type memo struct {
 	periods map[batch.Periods]bool
 	counts  map[batch.Key]int64
-	days    map[batch.Day]*batch.Bitset
+	alarms  map[string]batch.Alarm
+	days    map[batch.Day]*memoDay
+	lessons int // lessons held by days
 }
 
-// maxMemo bounds the periods (org × hour) remembered.
-const maxMemo = 10000
+// memoDay is what the memo knows of a day's record: its count, and some
+// of the lessons in it (all of them when complete).
+type memoDay struct {
+	n    int
+	read map[string]bool
+}
+
+// complete reports whether d knows every lesson of the record, so that a
+// lesson it does not know is not in it.
+func (d *memoDay) complete() bool { return d != nil && len(d.read) == d.n }
+
+// maxMemo bounds the periods (org × hour), alarms and days remembered;
+// maxMemoLessons the lessons.
+const (
+	maxMemo        = 10000
+	maxMemoLessons = 100000
+)
 
 func newMemo() *memo {
 	m := &memo{}
@@ -29,7 +47,9 @@ func newMemo() *memo {
 func (m *memo) reset() {
 	m.periods = map[batch.Periods]bool{}
 	m.counts = map[batch.Key]int64{}
-	m.days = map[batch.Day]*batch.Bitset{}
+	m.alarms = map[string]batch.Alarm{}
+	m.days = map[batch.Day]*memoDay{}
+	m.lessons = 0
 }
 
 // load sets into s the counters of p, if all of them are remembered.
@@ -43,21 +63,28 @@ func (m *memo) load(p batch.Periods, s *batch.State) bool {
 	return true
 }
 
-// day returns a copy of the remembered bitset of d, or nil.
-func (m *memo) day(d batch.Day) *batch.Bitset {
+// alarm returns the remembered alarm of org, and whether there is one.
+func (m *memo) alarm(org string) (batch.Alarm, bool) {
+	if m == nil {
+		return batch.Alarm{}, false
+	}
+	a, ok := m.alarms[org]
+	return a, ok
+}
+
+// day returns what the memo knows of d, or nil; the caller must not
+// change it.
+func (m *memo) day(d batch.Day) *memoDay {
 	if m == nil {
 		return nil
 	}
-	if b := m.days[d]; b != nil {
-		return b.Clone()
-	}
-	return nil
+	return m.days[d]
 }
 
 // remember records what a committed batch left in s.
 func (m *memo) remember(s *batch.State) {
-	ps := s.Periods()
-	if len(m.periods)+len(ps) > maxMemo {
+	ps, orgs, ds := s.Periods(), s.Orgs(), s.Days()
+	if len(m.periods)+len(ps) > maxMemo || len(m.alarms)+len(orgs) > maxMemo || len(m.days)+len(ds) > maxMemo || m.lessons > maxMemoLessons {
 		m.reset()
 	}
 	for _, p := range ps {
@@ -66,9 +93,21 @@ func (m *memo) remember(s *batch.State) {
 			m.counts[k] = s.Count(k)
 		}
 	}
-	for _, d := range s.Days() {
-		if b := s.Day(d); b != nil {
-			m.days[d] = b.Clone()
+	for _, org := range orgs {
+		m.alarms[org] = s.Alarm(org)
+	}
+	for _, d := range ds {
+		md := m.days[d]
+		if md == nil {
+			md = &memoDay{read: map[string]bool{}}
+			m.days[d] = md
+		}
+		md.n = s.DayCount(d)
+		for _, l := range s.Lessons(d) {
+			if s.Read(d, l) && !md.read[l] {
+				md.read[l] = true
+				m.lessons++
+			}
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package sqlitemeter implements meter.Store over an embedded SQLite
 // database (modernc.org/sqlite, no cgo), the origin's default. Its tables
-// (meter_counters, meter_reads, and its own migration record
-// meter_migrations) may live in the same file as sqlitestore's.
+// (meter_counters; meter_days, meter_lessons_read and meter_alarms for the
+// enumeration alarm; and its own migration record meter_migrations) may
+// live in the same file as sqlitestore's.
 //
 // Durability: the database runs in WAL mode, and this Store's connection
 // with synchronous=NORMAL: when Apply returns, the op's transaction is in
@@ -23,15 +24,17 @@
 // lock beside the database (path + ".meters.lock"), and a second Store on
 // the same file, in this process or another, is refused. Its batches run
 // one after another on one connection, each holding SQLite's write lock,
-// and evaluate their ops in order against the counters as the previous
-// batch committed them. Those the Store has committed it remembers (the
-// memo), so a batch reads from the database only counters and bitsets no
-// earlier batch of this Store touched; a failed commit forgets them all.
-// So caps are exact under any concurrency.
+// and evaluate their ops in order against the counters, records of
+// lessons read and alarms as the previous batch committed them. What the
+// Store has committed it remembers (the memo), so a batch reads from the
+// database only what no earlier batch of this Store touched; a failed
+// commit forgets it all. So caps and the enumeration alarm are exact under
+// any concurrency. Reinstate is a batch too.
 //
 // Rows: one per org, meter and period (counters of past periods stay;
-// nothing prunes them), and one per org and UTC day holding a bitset of
-// the lesson ordinals read that day, its popcount and its corpus version.
+// nothing prunes them); one per org and UTC day with the count of
+// distinct lessons read that day, and one per lesson read (by id) that
+// day; and one per org whose enumeration alarm ever tripped.
 package sqlitemeter
 
 import (
@@ -69,10 +72,6 @@ var ErrClosed = batch.ErrClosed
 // transaction.
 const DefaultMaxBatch = batch.DefaultMaxBatch
 
-// MaxOrdinal bounds Read.Ordinal: a day's bitset holds at most MaxOrdinal
-// bits (128 KiB), far above the corpus's 3,680 lessons.
-const MaxOrdinal = batch.MaxOrdinal
-
 // Options tune a Store. The zero value is the production setting.
 type Options struct {
 	// MaxBatch caps the ops committed in one transaction
@@ -88,6 +87,7 @@ type Options struct {
 type Store struct {
 	db   *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
 	rdb  *sql.DB // read-only connections for Usage
+	w    writer  // the batches' backend: the committer's, or Apply's under NoGroupCommit
 	c    *batch.Committer
 	lock *os.File
 
@@ -140,10 +140,11 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	rdb.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
-	s := &Store{db: db, rdb: rdb, lock: lock}
+	s := &Store{db: db, rdb: rdb, w: writer{db: db}, lock: lock}
 	if !opts.NoGroupCommit {
 		// One committer goroutine runs every batch: the memo needs no lock.
-		s.c = batch.NewCommitter(writer{db: db, memo: newMemo()}, opts.MaxBatch)
+		s.w.memo = newMemo()
+		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
 	}
 	return s, nil
 }
@@ -182,6 +183,27 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	if s.c != nil {
 		return s.c.Apply(ctx, op)
 	}
+	return s.commit(ctx, batch.Job{Op: op})
+}
+
+// Reinstate lifts the enumeration alarm of org, in a batch, and reports
+// whether one was in force. An error means nothing was changed.
+func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
+	if org == "" {
+		return false, errors.New("meter reinstate: empty org")
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if s.c != nil {
+		return s.c.Reinstate(ctx, org)
+	}
+	res, err := s.commit(ctx, batch.Job{Op: meter.Op{Org: org}, Reinstate: true})
+	return res.Suspended, err
+}
+
+// commit runs j in a transaction of its own (NoGroupCommit).
+func (s *Store) commit(ctx context.Context, j batch.Job) (meter.Result, error) {
 	s.noGroup.RLock()
 	defer s.noGroup.RUnlock()
 	if s.closed {
@@ -191,7 +213,7 @@ func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	// commits or fails on its own, so an error means nothing was applied.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
 	defer cancel()
-	res, err := batch.Commit(tctx, writer{db: s.db}, []meter.Op{op})
+	res, err := batch.Commit(tctx, s.w, []batch.Job{j})
 	if err != nil {
 		return meter.Result{}, err
 	}
@@ -240,10 +262,22 @@ func (t *tx) Commit(context.Context) error {
 
 func (t *tx) Rollback(context.Context) error { return t.tx.Rollback() }
 
-// Load reads every counter in the periods of the batch's ops and the
-// bitset of every day they read a lesson on, except those the memo has.
+// Load reads the alarm of every org of the batch, every counter in the
+// periods of its ops, and for every day they read a lesson on the day's
+// count and which of their lessons its record holds, except what the
+// memo has.
 func (t *tx) Load(ctx context.Context, s *batch.State) error {
 	t.state = s
+	for _, org := range s.Orgs() {
+		a, ok := t.memo.alarm(org)
+		if !ok {
+			var err error
+			if a, err = readAlarm(ctx, t.tx, org); err != nil {
+				return err
+			}
+		}
+		s.SetAlarm(org, a)
+	}
 	for _, p := range s.Periods() {
 		if t.memo.load(p, s) {
 			continue
@@ -253,15 +287,31 @@ func (t *tx) Load(ctx context.Context, s *batch.State) error {
 		}
 	}
 	for _, d := range s.Days() {
-		if b := t.memo.day(d); b != nil {
-			s.SetDay(d, b)
-			continue
+		md := t.memo.day(d)
+		n := 0
+		if md != nil {
+			n = md.n
+		} else {
+			var err error
+			if n, err = readDayCount(ctx, t.tx, d); err != nil {
+				return err
+			}
 		}
-		b, err := readBitset(ctx, t.tx, d)
-		if err != nil {
-			return err
+		s.SetDayCount(d, n)
+		// Only the batch's own lessons are looked up, and only those the
+		// memo cannot answer for.
+		for _, l := range s.Lessons(d) {
+			read := md != nil && md.read[l]
+			if !read && n > 0 && !md.complete() {
+				var err error
+				if read, err = readLesson(ctx, t.tx, d, l); err != nil {
+					return err
+				}
+			}
+			if read {
+				s.SetRead(d, l)
+			}
 		}
-		s.SetDay(d, b)
 	}
 	return nil
 }
@@ -297,18 +347,48 @@ func readCounters(ctx context.Context, db q, org, month, hour string, fn func(ba
 	return nil
 }
 
-// readBitset reads a day's bitset; a missing row is an empty one.
-func readBitset(ctx context.Context, db q, d batch.Day) (*batch.Bitset, error) {
-	b := &batch.Bitset{}
-	err := db.QueryRowContext(ctx, `SELECT version, bits, n FROM meter_reads WHERE org = ? AND day = ?`, d.Org, d.Date).
-		Scan(&b.Version, &b.Bits, &b.N)
+// readDayCount reads the count of lessons read on d; no row is 0.
+func readDayCount(ctx context.Context, db q, d batch.Day) (int, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT n FROM meter_days WHERE org = ? AND day = ?`, d.Org, d.Date).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
-		return &batch.Bitset{}, nil
+		return 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read lessons read: %w", err)
+		return 0, fmt.Errorf("read lessons read: %w", err)
 	}
-	return b, nil
+	return n, nil
+}
+
+// readLesson reports whether lesson is in d's record.
+func readLesson(ctx context.Context, db q, d batch.Day, lesson string) (bool, error) {
+	var one int
+	err := db.QueryRowContext(ctx, `SELECT 1 FROM meter_lessons_read WHERE org = ? AND day = ? AND lesson = ?`, d.Org, d.Date, lesson).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read lessons read: %w", err)
+	}
+	return true, nil
+}
+
+// readAlarm reads the alarm of org; no row is one that never tripped.
+func readAlarm(ctx context.Context, db q, org string) (batch.Alarm, error) {
+	var a batch.Alarm
+	var at string
+	err := db.QueryRowContext(ctx, `SELECT in_force, day, tripped_at, lessons, granted FROM meter_alarms WHERE org = ?`, org).
+		Scan(&a.InForce, &a.Day, &at, &a.LessonsRead, &a.Granted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return batch.Alarm{}, nil
+	}
+	if err == nil {
+		a.TrippedAt, err = time.Parse(time.RFC3339Nano, at)
+	}
+	if err != nil {
+		return a, fmt.Errorf("read enumeration alarm: %w", err)
+	}
+	return a, nil
 }
 
 // Save writes back what the batch changed, one row per statement: a
@@ -321,34 +401,50 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 			return fmt.Errorf("write counters: %w", err)
 		}
 	}
-	for d, b := range s.ChangedDays() {
-		if _, err := t.tx.ExecContext(ctx, `REPLACE INTO meter_reads (org, day, version, bits, n) VALUES (?, ?, ?, ?, ?)`,
-			d.Org, d.Date, b.Version, b.Bits, b.N); err != nil {
+	for d, c := range s.ChangedDays() {
+		if _, err := t.tx.ExecContext(ctx, `REPLACE INTO meter_days (org, day, n) VALUES (?, ?, ?)`, d.Org, d.Date, c.N); err != nil {
 			return fmt.Errorf("write lessons read: %w", err)
+		}
+		for _, l := range c.Added {
+			if _, err := t.tx.ExecContext(ctx, `INSERT INTO meter_lessons_read (org, day, lesson) VALUES (?, ?, ?)`, d.Org, d.Date, l); err != nil {
+				return fmt.Errorf("write lessons read: %w", err)
+			}
+		}
+	}
+	for org, a := range s.ChangedAlarms() {
+		if _, err := t.tx.ExecContext(ctx, `REPLACE INTO meter_alarms (org, in_force, day, tripped_at, lessons, granted) VALUES (?, ?, ?, ?, ?, ?)`,
+			org, a.InForce, a.Day, a.TrippedAt.UTC().Format(time.RFC3339Nano), a.LessonsRead, a.Granted); err != nil {
+			return fmt.Errorf("write enumeration alarm: %w", err)
 		}
 	}
 	return nil
 }
 
-// Usage reads the counters of org in the periods of now, and the number
-// of distinct lessons it read on now's UTC day under version (0 when the
-// day's record is of another version). It sees committed ops only.
-func (s *Store) Usage(ctx context.Context, org string, now time.Time, version string) (meter.Counters, int, error) {
-	var c meter.Counters
-	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // one snapshot for both reads
+// Usage reads the counters of org in the periods of now, the number of
+// distinct lessons it read on now's UTC day, and its enumeration alarm if
+// one is in force. It sees committed ops only.
+func (s *Store) Usage(ctx context.Context, org string, now time.Time) (meter.Usage, error) {
+	var u meter.Usage
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}) // one snapshot for every read
 	if err != nil {
-		return c, 0, fmt.Errorf("meter usage: %w", err)
+		return u, fmt.Errorf("meter usage: %w", err)
 	}
 	defer tx.Rollback()
 	month, hour := meter.MonthCalls.Period(now), meter.HourCalls.Period(now)
-	if err := readCounters(ctx, tx, org, month, hour, func(k batch.Key, n int64) { c[k.Meter] = n }); err != nil {
-		return c, 0, fmt.Errorf("meter usage: %w", err)
+	if err := readCounters(ctx, tx, org, month, hour, func(k batch.Key, n int64) { u.Counters[k.Meter] = n }); err != nil {
+		return meter.Usage{}, fmt.Errorf("meter usage: %w", err)
 	}
-	b, err := readBitset(ctx, tx, batch.Day{Org: org, Date: batch.DayOf(now)})
+	if u.LessonsRead, err = readDayCount(ctx, tx, batch.Day{Org: org, Date: batch.DayOf(now)}); err != nil {
+		return meter.Usage{}, fmt.Errorf("meter usage: %w", err)
+	}
+	a, err := readAlarm(ctx, tx, org)
 	if err != nil {
-		return c, 0, fmt.Errorf("meter usage: %w", err)
+		return meter.Usage{}, fmt.Errorf("meter usage: %w", err)
 	}
-	return c, b.Count(version), nil
+	if a.InForce {
+		u.Alarm = &a.AlarmState
+	}
+	return u, nil
 }
 
 // Close commits the ops already queued, then closes the database. Apply

@@ -2,10 +2,12 @@ package sqlitemeter_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/metertest"
@@ -93,4 +95,45 @@ func TestExclusive(t *testing.T) {
 		t.Fatalf("open after the first closed: %v", err)
 	}
 	b.Close()
+}
+
+// A database of the per-version bitsets (migration 0001) upgrades: its
+// counters stay, the day's count of lessons read restarts, and the alarm
+// works.
+func TestUpgradeFromBitsets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meter.db")
+	old, err := os.ReadFile("migrations/0001_meters.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE meter_migrations (version TEXT PRIMARY KEY, applied_at TEXT NOT NULL) STRICT`,
+		string(old),
+		`INSERT INTO meter_migrations VALUES ('0001_meters.sql', '2026-11-01T00:00:00Z')`,
+		`INSERT INTO meter_counters VALUES ('acme', '2026-11', 'calls', 41)`,
+		`INSERT INTO meter_reads VALUES ('acme', '2026-11-22', 'v1', x'ff', 8)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err := sqlitemeter.New(t.Context(), path, sqlitemeter.Options{})
+	if err != nil {
+		t.Fatalf("open the old database: %v", err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	u, err := s.Usage(t.Context(), "acme", now)
+	if err != nil || u.Get(meter.MonthCalls) != 41 || u.LessonsRead != 0 {
+		t.Fatalf("after the upgrade: month calls %d, lessons read %d, %v; want 41, 0", u.Get(meter.MonthCalls), u.LessonsRead, err)
+	}
+	res, err := s.Apply(t.Context(), meter.Op{Org: "acme", Now: now, Read: &meter.Read{Lesson: "high/algebra/1", Granted: 2}})
+	if err != nil || !res.Tripped || res.LessonsRead != 1 {
+		t.Errorf("a read of 2 granted after the upgrade: Tripped %v, LessonsRead %d, %v; want true, 1", res.Tripped, res.LessonsRead, err)
+	}
 }

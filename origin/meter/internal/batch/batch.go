@@ -1,8 +1,8 @@
 // Package batch is what the meter backends (sqlitemeter, pgmeter) share:
-// the validation of ops, their evaluation against the counters and
-// bitsets one transaction read (State), the transaction itself (Commit),
-// and the group committer that batches concurrent ops into it
-// (Committer).
+// the validation of ops, their evaluation against the counters, the
+// records of lessons read and the enumeration alarms one transaction read
+// (State), the transaction itself (Commit), and the group committer that
+// batches concurrent ops into it (Committer).
 //
 // A backend supplies only its dialect: a Backend that begins transactions
 // and says which failures to retry, and a Tx that loads a State's rows,
@@ -18,11 +18,15 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 )
 
-// MaxOrdinal bounds Read.Ordinal: a day's bitset holds at most MaxOrdinal
-// bits (128 KiB), far above the corpus's 3,680 lessons.
-const MaxOrdinal = 1 << 20
+// MaxLesson bounds the length of Read.Lesson: lesson ids are
+// "<tier>/<slug>/<classNum>", a few dozen bytes.
+const MaxLesson = 256
 
-// Timeout bounds one batch transaction, lock waits included.
+// Timeout bounds one batch transaction, lock waits and retries included.
+// It is well above what a stalled peer may cost a batch on PostgreSQL
+// (pgmeter: pgsession.IdleInTransaction + pgsession.LockTimeout, 7 s):
+// that bound, not this one, is what the others wait at most; this one
+// only stops a batch against a database that does not answer at all.
 const Timeout = 30 * time.Second
 
 // Validate rejects an op that no store could apply, before it is queued,
@@ -41,10 +45,23 @@ func Validate(op meter.Op) error {
 			}
 		}
 	}
-	if op.Read != nil && (op.Read.Ordinal < 0 || op.Read.Ordinal >= MaxOrdinal) {
-		return fmt.Errorf("meter op: lesson ordinal %d out of range [0, %d)", op.Read.Ordinal, MaxOrdinal)
+	if r := op.Read; r != nil {
+		if r.Lesson == "" || len(r.Lesson) > MaxLesson {
+			return fmt.Errorf("meter op: lesson id of %d bytes, want 1 to %d", len(r.Lesson), MaxLesson)
+		}
+		if r.Granted < 0 {
+			return fmt.Errorf("meter op: negative granted lessons %d", r.Granted)
+		}
 	}
 	return nil
+}
+
+// Job is one entry of a batch: an op to apply, or, with Reinstate, the
+// lifting of the enumeration alarm of Op.Org (Op has nothing else then).
+// A Reinstate job's Result has Suspended set when an alarm was in force.
+type Job struct {
+	Op        meter.Op
+	Reinstate bool
 }
 
 // Backend is a database a batch runs in.
@@ -52,19 +69,25 @@ type Backend interface {
 	// Begin begins a read-write transaction.
 	Begin(ctx context.Context) (Tx, error)
 	// Retry reports whether a batch whose attempt-th try (from 1) failed
-	// with err is tried again in a new transaction.
+	// with err is tried again in a new transaction. It must not retry a
+	// failure DuringCommit.
 	Retry(err error, attempt int) bool
 }
 
 // Tx is one batch transaction.
 type Tx interface {
-	// Load reads into s, with s.Set and s.SetDay, the counters of every
-	// period in s.Periods and the bitset of every day in s.Days, and
-	// holds the locks on those the ops may change (s.Stepped, s.Days)
-	// until the transaction ends, so that evaluating the ops against
-	// what it read is exact. Rows not stored need not be set.
+	// Load reads into s what its jobs see, and holds until the
+	// transaction ends the locks on what they may change, so that
+	// evaluating them against what it read is exact: the enumeration
+	// alarm of every org in s.Orgs (SetAlarm), the counters of every
+	// period in s.Periods (Set; locked: s.Stepped), and for every day in
+	// s.Days its count of lessons read (SetDayCount; locked) and which of
+	// s.Lessons are in its record (SetRead). The alarms are read once
+	// their locks are held, so a batch sees every alarm a batch committed
+	// before it. Rows not stored need not be set.
 	Load(ctx context.Context, s *State) error
-	// Save writes back what the ops changed (s.Changed, s.ChangedDays).
+	// Save writes back what the jobs changed (s.Changed, s.ChangedDays,
+	// s.ChangedAlarms).
 	Save(ctx context.Context, s *State) error
 	Commit(ctx context.Context) error
 	// Rollback ends the transaction if Commit has not; it is deferred
@@ -72,39 +95,55 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
-// Commit applies ops, in order, in one transaction of b, and commits it;
-// on a failure that b retries it starts over in a new transaction. On
-// error nothing was applied (but see pgmeter on a lost connection during
-// COMMIT).
-func Commit(ctx context.Context, b Backend, ops []meter.Op) ([]meter.Result, error) {
+// commitError marks a failure of COMMIT itself, whose outcome may be
+// unknown.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// DuringCommit reports whether err is a failure of COMMIT itself: the
+// transaction may have been applied, so a Backend must not retry it. Any
+// other failure of a batch came before COMMIT was sent, and the database
+// applied nothing of it.
+func DuringCommit(err error) bool {
+	var ce *commitError
+	return errors.As(err, &ce)
+}
+
+// Commit applies jobs, in order, in one transaction of b, and commits it;
+// on a failure that b retries it starts over in a new transaction, until
+// ctx is done. On error nothing was applied (but see pgmeter on a lost
+// connection during COMMIT).
+func Commit(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, error) {
 	for attempt := 1; ; attempt++ {
-		res, err := commitOnce(ctx, b, ops)
-		if err != nil && b.Retry(err, attempt) {
+		res, err := commitOnce(ctx, b, jobs)
+		if err != nil && ctx.Err() == nil && b.Retry(err, attempt) {
 			continue
 		}
 		return res, err
 	}
 }
 
-func commitOnce(ctx context.Context, b Backend, ops []meter.Op) ([]meter.Result, error) {
+func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, error) {
 	tx, err := b.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
 	}
 	defer tx.Rollback(ctx)
-	s := newState(ops)
+	s := newState(jobs)
 	if err := tx.Load(ctx, s); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
 	}
-	results := make([]meter.Result, len(ops))
-	for i, op := range ops {
-		results[i] = s.apply(op)
+	results := make([]meter.Result, len(jobs))
+	for i, j := range jobs {
+		results[i] = s.apply(j)
 	}
 	if err := tx.Save(ctx, s); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("meter batch: commit: %w", err)
+		return nil, fmt.Errorf("meter batch: %w", &commitError{err})
 	}
 	return results, nil
 }

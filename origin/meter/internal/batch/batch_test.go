@@ -2,6 +2,7 @@ package batch_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"sync"
@@ -19,7 +20,7 @@ import (
 func TestMeter(t *testing.T) {
 	var dbs sync.Map // *testing.T → *mem
 	metertest.Run(t, metertest.Shared, func(t *testing.T) meter.Store {
-		db, _ := dbs.LoadOrStore(t, &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]batch.Bitset{}})
+		db, _ := dbs.LoadOrStore(t, newMem())
 		s := &store{db: db.(*mem)}
 		s.c = batch.NewCommitter(s.db, 3) // small batches exercise the cap
 		t.Cleanup(func() { s.Close() })
@@ -30,14 +31,20 @@ func TestMeter(t *testing.T) {
 // mem is a database in memory. A transaction holds mu from Begin to its
 // end, as one holds SQLite's write lock.
 type mem struct {
-	mu     sync.Mutex
-	counts map[batch.Key]int64
-	days   map[batch.Day]batch.Bitset
+	mu      sync.Mutex
+	counts  map[batch.Key]int64
+	days    map[batch.Day]int
+	lessons map[batch.Day]map[string]bool
+	alarms  map[string]batch.Alarm
+}
+
+func newMem() *mem {
+	return &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]int{}, lessons: map[batch.Day]map[string]bool{}, alarms: map[string]batch.Alarm{}}
 }
 
 func (db *mem) Begin(ctx context.Context) (batch.Tx, error) {
 	db.mu.Lock()
-	return &tx{db: db, counts: map[batch.Key]int64{}, days: map[batch.Day]batch.Bitset{}}, nil
+	return &tx{db: db, counts: map[batch.Key]int64{}, days: map[batch.Day]batch.DayChange{}, alarms: map[string]batch.Alarm{}}, nil
 }
 
 func (db *mem) Retry(error, int) bool { return false }
@@ -46,11 +53,17 @@ func (db *mem) Retry(error, int) bool { return false }
 type tx struct {
 	db     *mem
 	counts map[batch.Key]int64
-	days   map[batch.Day]batch.Bitset
+	days   map[batch.Day]batch.DayChange
+	alarms map[string]batch.Alarm
 	done   bool
 }
 
 func (t *tx) Load(ctx context.Context, s *batch.State) error {
+	for _, org := range s.Orgs() {
+		if a, ok := t.db.alarms[org]; ok {
+			s.SetAlarm(org, a)
+		}
+	}
 	for _, p := range s.Periods() {
 		for _, m := range meter.Meters {
 			k := batch.Key{Org: p.Org, Meter: m, Period: p.Month}
@@ -63,9 +76,11 @@ func (t *tx) Load(ctx context.Context, s *batch.State) error {
 		}
 	}
 	for _, d := range s.Days() {
-		if b, ok := t.db.days[d]; ok {
-			b.Bits = slices.Clone(b.Bits) // the ops set bits in place
-			s.SetDay(d, &b)
+		s.SetDayCount(d, t.db.days[d])
+		for _, l := range s.Lessons(d) {
+			if t.db.lessons[d][l] {
+				s.SetRead(d, l)
+			}
 		}
 	}
 	return nil
@@ -75,8 +90,11 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 	for k, n := range s.Changed() {
 		t.counts[k] = n
 	}
-	for d, b := range s.ChangedDays() {
-		t.days[d] = batch.Bitset{Version: b.Version, Bits: slices.Clone(b.Bits), N: b.N}
+	for d, c := range s.ChangedDays() {
+		t.days[d] = batch.DayChange{N: c.N, Added: slices.Clone(c.Added)}
+	}
+	for org, a := range s.ChangedAlarms() {
+		t.alarms[org] = a
 	}
 	return nil
 }
@@ -85,8 +103,17 @@ func (t *tx) Commit(context.Context) error {
 	for k, n := range t.counts {
 		t.db.counts[k] = n
 	}
-	for d, b := range t.days {
-		t.db.days[d] = b
+	for d, c := range t.days {
+		t.db.days[d] = c.N
+		if t.db.lessons[d] == nil {
+			t.db.lessons[d] = map[string]bool{}
+		}
+		for _, l := range c.Added {
+			t.db.lessons[d][l] = true
+		}
+	}
+	for org, a := range t.alarms {
+		t.db.alarms[org] = a
 	}
 	return t.Rollback(context.Background())
 }
@@ -115,15 +142,34 @@ func (s *store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	return s.c.Apply(ctx, op)
 }
 
-func (s *store) Usage(ctx context.Context, org string, now time.Time, version string) (meter.Counters, int, error) {
+func (s *store) Usage(ctx context.Context, org string, now time.Time) (meter.Usage, error) {
 	s.db.mu.Lock()
 	defer s.db.mu.Unlock()
-	var c meter.Counters
+	var u meter.Usage
 	for _, m := range meter.Meters {
-		c[m] = s.db.counts[batch.Key{Org: org, Meter: m, Period: m.Period(now)}]
+		u.Counters[m] = s.db.counts[batch.Key{Org: org, Meter: m, Period: m.Period(now)}]
 	}
-	b := s.db.days[batch.Day{Org: org, Date: batch.DayOf(now)}]
-	return c, b.Count(version), nil
+	u.LessonsRead = s.db.days[batch.Day{Org: org, Date: batch.DayOf(now)}]
+	if a := s.db.alarms[org]; a.InForce {
+		u.Alarm = &a.AlarmState
+	}
+	return u, nil
+}
+
+// ApplyBatch applies ops in one transaction (metertest.Batcher).
+func (s *store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result, error) {
+	jobs := make([]batch.Job, len(ops))
+	for i, op := range ops {
+		if err := batch.Validate(op); err != nil {
+			return nil, err
+		}
+		jobs[i] = batch.Job{Op: op}
+	}
+	return batch.Commit(ctx, s.db, jobs)
+}
+
+func (s *store) Reinstate(ctx context.Context, org string) (bool, error) {
+	return s.c.Reinstate(ctx, org)
 }
 
 func (s *store) Close() error {
@@ -148,7 +194,7 @@ func (c *counting) Begin(ctx context.Context) (batch.Tx, error) {
 // its yields let them queue their ops before it commits.
 func TestReadyOpsJoinTheBatch(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	db := &counting{mem: &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]batch.Bitset{}}}
+	db := &counting{mem: newMem()}
 	c := batch.NewCommitter(db, 0)
 	defer c.Close()
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -167,5 +213,64 @@ func TestReadyOpsJoinTheBatch(t *testing.T) {
 	}
 	if got := db.counts[batch.Key{Org: "acme", Meter: meter.MonthCalls, Period: meter.MonthCalls.Period(now)}]; got != 3 {
 		t.Errorf("calls = %d, want 3", got)
+	}
+}
+
+// flaky is a backend whose transactions fail: their Load, or their
+// Commit, the first loadFails or commitFails times. It retries what
+// failed before COMMIT only, as a backend must.
+type flaky struct {
+	*mem
+	loadFails, commitFails int
+	begun                  int
+}
+
+func (f *flaky) Begin(ctx context.Context) (batch.Tx, error) {
+	f.begun++
+	t, err := f.mem.Begin(ctx)
+	return &flakyTx{Tx: t, f: f}, err
+}
+
+func (f *flaky) Retry(err error, attempt int) bool { return !batch.DuringCommit(err) && attempt < 10 }
+
+type flakyTx struct {
+	batch.Tx
+	f *flaky
+}
+
+func (t *flakyTx) Load(ctx context.Context, s *batch.State) error {
+	if t.f.loadFails > 0 {
+		t.f.loadFails--
+		return errors.New("lock timeout")
+	}
+	return t.Tx.Load(ctx, s)
+}
+
+func (t *flakyTx) Commit(ctx context.Context) error {
+	if t.f.commitFails > 0 {
+		t.f.commitFails--
+		t.Tx.Rollback(ctx)
+		return errors.New("connection lost during COMMIT")
+	}
+	return t.Tx.Commit(ctx)
+}
+
+// A batch that failed before COMMIT is tried again in a new transaction;
+// one whose COMMIT failed is reported (DuringCommit), not tried again.
+func TestDuringCommit(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	jobs := []batch.Job{{Op: meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}}}
+	f := &flaky{mem: newMem(), loadFails: 2}
+	res, err := batch.Commit(context.Background(), f, jobs)
+	if err != nil || f.begun != 3 || res[0].After.Get(meter.MonthCalls) != 1 {
+		t.Errorf("two failed loads: %v after %d transactions, calls %v; want success in 3, 1", err, f.begun, res)
+	}
+	f = &flaky{mem: newMem(), commitFails: 1}
+	_, err = batch.Commit(context.Background(), f, jobs)
+	if err == nil || !batch.DuringCommit(err) || f.begun != 1 {
+		t.Errorf("a failed COMMIT: %v (DuringCommit %v) after %d transactions; want reported after 1", err, batch.DuringCommit(err), f.begun)
+	}
+	if batch.DuringCommit(errors.New("meter batch: lock timeout")) {
+		t.Errorf("DuringCommit of another error")
 	}
 }

@@ -35,7 +35,7 @@ const (
 )
 
 type request struct {
-	op    meter.Op
+	job   Job
 	state atomic.Int32
 	done  chan reply // buffered: the committer never blocks on a reply
 }
@@ -84,7 +84,18 @@ func NewCommitter(b Backend, max int) *Committer {
 // applied, as meter.Store promises, at the cost of a late return of at
 // most one transaction. op is expected to be valid (Validate).
 func (c *Committer) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
-	r := &request{op: op, done: make(chan reply, 1)}
+	return c.do(ctx, Job{Op: op})
+}
+
+// Reinstate lifts the enumeration alarm of org in a batch, and reports
+// whether one was in force. ctx withdraws it as it does an op (Apply).
+func (c *Committer) Reinstate(ctx context.Context, org string) (bool, error) {
+	res, err := c.do(ctx, Job{Op: meter.Op{Org: org}, Reinstate: true})
+	return res.Suspended, err
+}
+
+func (c *Committer) do(ctx context.Context, j Job) (meter.Result, error) {
+	r := &request{job: j, done: make(chan reply, 1)}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -112,7 +123,7 @@ func (c *Committer) Apply(ctx context.Context, op meter.Op) (meter.Result, error
 func (c *Committer) run() {
 	defer close(c.stopped)
 	batch := make([]*request, 0, c.max)
-	ops := make([]meter.Op, 0, c.max)
+	jobs := make([]Job, 0, c.max)
 	for r := range c.queue {
 		batch = c.fill(append(batch[:0], r))
 		live := batch[:0]
@@ -124,12 +135,12 @@ func (c *Committer) run() {
 		if len(live) == 0 {
 			continue
 		}
-		ops = ops[:0]
+		jobs = jobs[:0]
 		for _, r := range live {
-			ops = append(ops, r.op)
+			jobs = append(jobs, r.job)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-		results, err := Commit(ctx, c.b, ops)
+		results, err := Commit(ctx, c.b, jobs)
 		cancel()
 		for i, r := range live {
 			if err != nil {
@@ -139,6 +150,7 @@ func (c *Committer) run() {
 			}
 		}
 		clear(batch) // drop references to answered requests
+		clear(jobs)
 	}
 }
 

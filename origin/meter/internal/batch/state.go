@@ -45,7 +45,7 @@ type Periods struct {
 	Hour  string // "2006-01-02T15"
 }
 
-// Day names one day's bitset of lessons read by an org.
+// Day names one org's record of the lessons it read on one UTC day.
 type Day struct {
 	Org  string
 	Date string // "2006-01-02", UTC
@@ -54,85 +54,116 @@ type Day struct {
 // DayOf is the UTC date of t, as Day.Date holds it.
 func DayOf(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// Bitset is one org's lessons read on one day under one corpus version:
-// bit i set means ordinal i was read. N caches the popcount.
-type Bitset struct {
-	Version string
-	Bits    []byte
-	N       int
-	dirty   bool
+// DayChange is what the ops of a batch did to a day's record: its new
+// count, and the lessons they added to it, each not in it before.
+type DayChange struct {
+	N     int
+	Added []string
 }
 
-// Clone returns a copy of b that shares no memory with it.
-func (b *Bitset) Clone() *Bitset {
-	return &Bitset{Version: b.Version, Bits: append([]byte(nil), b.Bits...), N: b.N}
+// Alarm is an org's enumeration alarm as stored: the state the read that
+// last tripped it left (Day "" when it never tripped), and whether it is
+// in force (tripped and not lifted since).
+type Alarm struct {
+	meter.AlarmState
+	InForce bool
 }
 
-// set records ordinal i under version, starting afresh when the stored
-// bitset belongs to another version, and reports whether i is new.
-func (b *Bitset) set(version string, i int) bool {
-	if b.Version != version {
-		*b = Bitset{Version: version, dirty: true}
-	}
-	if need := i/8 + 1; len(b.Bits) < need {
-		b.Bits = append(b.Bits, make([]byte, need-len(b.Bits))...)
-	}
-	mask := byte(1) << (i % 8)
-	if b.Bits[i/8]&mask == 0 {
-		b.Bits[i/8] |= mask
-		b.N++
-		b.dirty = true
-		return true
-	}
-	return false
+// day is what a batch knows of one day's record.
+type day struct {
+	n       int             // distinct lessons read that day
+	lessons []string        // the batch's lessons of that day, sorted
+	read    map[string]bool // which of them are in the record
+	added   []string        // those the ops added
 }
 
-// Count is the number of distinct lessons read under version.
-func (b *Bitset) Count(version string) int {
-	if b == nil || b.Version != version {
-		return 0
-	}
-	return b.N
+type alarm struct {
+	Alarm
+	dirty bool
 }
 
-// State is what one batch transaction read, and what its ops did to it.
-// It holds every counter of every op's periods and the bitset of every
-// op's day; the transaction holds the write lock (SQLite) or the row
-// locks (PostgreSQL) of the ones its ops may change, so evaluating the
-// ops one after another in memory is exact, and each op sees the effects
-// of the ones before it.
+// State is what one batch transaction read, and what its jobs did to it.
+// It holds the alarm of every org of the batch, every counter of every
+// op's periods, and for each day an op reads a lesson on, the day's count
+// and which of the batch's lessons its record holds; the transaction
+// holds the write lock (SQLite) or the row locks (PostgreSQL) of the ones
+// its jobs may change, so evaluating them one after another in memory is
+// exact, and each sees the effects of the ones before it.
 type State struct {
-	ops     []meter.Op
+	jobs    []Job
 	counts  map[Key]int64
 	dirty   map[Key]bool
-	days    map[Day]*Bitset
+	days    map[Day]*day
 	dayKeys []Day
+	alarms  map[string]*alarm
+	orgs    []string
 }
 
 // numMeters is the number of meters.
 const numMeters = len(meter.Counters{})
 
-// newState is the state of ops before Load: every counter they may read
-// is 0 and every day's bitset empty, as when no row is stored.
-func newState(ops []meter.Op) *State {
-	s := &State{ops: ops, counts: map[Key]int64{}, dirty: map[Key]bool{}, days: map[Day]*Bitset{}}
-	for _, op := range ops {
-		for _, k := range opKeys(op) {
+// newState is the state of jobs before Load: every counter they may read
+// is 0, every day's record and every alarm empty, as when no row is
+// stored.
+func newState(jobs []Job) *State {
+	s := &State{jobs: jobs, counts: map[Key]int64{}, dirty: map[Key]bool{}, days: map[Day]*day{}, alarms: map[string]*alarm{}}
+	for _, j := range jobs {
+		if _, ok := s.alarms[j.Op.Org]; !ok {
+			s.alarms[j.Op.Org] = &alarm{}
+			s.orgs = append(s.orgs, j.Op.Org)
+		}
+		if j.Reinstate {
+			continue
+		}
+		for _, k := range opKeys(j.Op) {
 			s.counts[k] = 0
 		}
+		if r := j.Op.Read; r != nil {
+			dk := Day{j.Op.Org, DayOf(j.Op.Now)}
+			d := s.days[dk]
+			if d == nil {
+				d = &day{read: map[string]bool{}}
+				s.days[dk] = d
+				s.dayKeys = append(s.dayKeys, dk)
+			}
+			if !slices.Contains(d.lessons, r.Lesson) {
+				d.lessons = append(d.lessons, r.Lesson)
+			}
+		}
 	}
-	s.dayKeys = readDays(ops)
-	for _, d := range s.dayKeys {
-		s.days[d] = &Bitset{}
+	slices.Sort(s.orgs)
+	slices.SortFunc(s.dayKeys, func(a, b Day) int {
+		if c := strings.Compare(a.Org, b.Org); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Date, b.Date)
+	})
+	for _, d := range s.days {
+		slices.Sort(d.lessons)
 	}
 	return s
 }
+
+// ops yields the jobs' ops, reinstatements left out.
+func (s *State) ops() iter.Seq[meter.Op] {
+	return func(yield func(meter.Op) bool) {
+		for _, j := range s.jobs {
+			if !j.Reinstate && !yield(j.Op) {
+				return
+			}
+		}
+	}
+}
+
+// Orgs are the distinct orgs of the jobs, sorted: the alarms a batch
+// reads and locks, always in this order.
+func (s *State) Orgs() []string { return s.orgs }
 
 // Periods are the distinct periods of the ops, in their order.
 func (s *State) Periods() []Periods {
 	seen := map[Periods]bool{}
 	var ps []Periods
-	for _, op := range s.ops {
+	for op := range s.ops() {
 		p := Periods{op.Org, meter.MonthCalls.Period(op.Now), meter.HourCalls.Period(op.Now)}
 		if !seen[p] {
 			seen[p] = true
@@ -147,7 +178,7 @@ func (s *State) Periods() []Periods {
 func (s *State) Stepped() []Key {
 	seen := map[Key]bool{}
 	var ks []Key
-	for _, op := range s.ops {
+	for op := range s.ops() {
 		for _, stage := range op.Stages {
 			for _, st := range stage {
 				k := Key{op.Org, st.Meter, st.Meter.Period(op.Now)}
@@ -162,21 +193,68 @@ func (s *State) Stepped() []Key {
 	return ks
 }
 
-// Days are the distinct days whose bitsets the ops may write, sorted.
+// Days are the distinct days whose records the ops may write, sorted.
 func (s *State) Days() []Day { return s.dayKeys }
+
+// Lessons are the distinct lessons the ops read on d, sorted: the only
+// ones of d's record a batch needs to look up.
+func (s *State) Lessons(d Day) []string {
+	if dd := s.days[d]; dd != nil {
+		return dd.lessons
+	}
+	return nil
+}
 
 // Count is the count of k as the ops left it (what was loaded before any
 // op ran).
 func (s *State) Count(k Key) int64 { return s.counts[k] }
 
-// Day is the bitset of d as the ops left it; nil if no op reads on d.
-func (s *State) Day(d Day) *Bitset { return s.days[d] }
+// DayCount is the count of lessons read on d as the ops left it.
+func (s *State) DayCount(d Day) int {
+	if dd := s.days[d]; dd != nil {
+		return dd.n
+	}
+	return 0
+}
+
+// Read reports whether lesson is in d's record as the ops left it (of the
+// lessons the ops read on d; any other is reported false).
+func (s *State) Read(d Day, lesson string) bool {
+	dd := s.days[d]
+	return dd != nil && dd.read[lesson]
+}
+
+// Alarm is the alarm of org as the jobs left it.
+func (s *State) Alarm(org string) Alarm {
+	if a := s.alarms[org]; a != nil {
+		return a.Alarm
+	}
+	return Alarm{}
+}
 
 // Set records the stored count of k.
 func (s *State) Set(k Key, n int64) { s.counts[k] = n }
 
-// SetDay records the stored bitset of d.
-func (s *State) SetDay(d Day, b *Bitset) { s.days[d] = b }
+// SetDayCount records the stored count of lessons read on d.
+func (s *State) SetDayCount(d Day, n int) {
+	if dd := s.days[d]; dd != nil {
+		dd.n = n
+	}
+}
+
+// SetRead records that lesson is in d's record.
+func (s *State) SetRead(d Day, lesson string) {
+	if dd := s.days[d]; dd != nil {
+		dd.read[lesson] = true
+	}
+}
+
+// SetAlarm records the stored alarm of org.
+func (s *State) SetAlarm(org string, a Alarm) {
+	if sa := s.alarms[org]; sa != nil {
+		sa.Alarm = a
+	}
+}
 
 // Changed yields the counters the ops changed, with their new counts.
 func (s *State) Changed() iter.Seq2[Key, int64] {
@@ -189,11 +267,23 @@ func (s *State) Changed() iter.Seq2[Key, int64] {
 	}
 }
 
-// ChangedDays yields the bitsets the ops changed.
-func (s *State) ChangedDays() iter.Seq2[Day, *Bitset] {
-	return func(yield func(Day, *Bitset) bool) {
-		for d, b := range s.days {
-			if b.dirty && !yield(d, b) {
+// ChangedDays yields the days whose records the ops added lessons to.
+func (s *State) ChangedDays() iter.Seq2[Day, DayChange] {
+	return func(yield func(Day, DayChange) bool) {
+		for _, k := range s.dayKeys {
+			if d := s.days[k]; len(d.added) > 0 && !yield(k, DayChange{N: d.n, Added: d.added}) {
+				return
+			}
+		}
+	}
+}
+
+// ChangedAlarms yields the alarms the jobs tripped or lifted, with their
+// new state.
+func (s *State) ChangedAlarms() iter.Seq2[string, Alarm] {
+	return func(yield func(string, Alarm) bool) {
+		for _, org := range s.orgs {
+			if a := s.alarms[org]; a.dirty && !yield(org, a.Alarm) {
 				return
 			}
 		}
@@ -210,39 +300,35 @@ func opKeys(op meter.Op) [numMeters]Key {
 	return ks
 }
 
-// readDays are the distinct days whose bitsets ops may write, sorted.
-func readDays(ops []meter.Op) []Day {
-	seen := map[Day]bool{}
-	var ds []Day
-	for _, op := range ops {
-		if op.Read == nil {
-			continue
-		}
-		d := Day{op.Org, DayOf(op.Now)}
-		if !seen[d] {
-			seen[d] = true
-			ds = append(ds, d)
-		}
-	}
-	slices.SortFunc(ds, func(a, b Day) int {
-		if c := strings.Compare(a.Org, b.Org); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Date, b.Date)
-	})
-	return ds
-}
-
-// apply evaluates op against s and records its effects in s.
+// apply evaluates j against s and records its effects in s.
 //
-// A stage is billed all or nothing. Within a stage, a step that does not
-// fit its limit refuses the op and bills none of the stage, even when
-// another step of the stage is a Force step over its limit (a monthly
-// quota refusal bills nothing, spec: Limits, "Effects of refusals"); when
-// only Force steps are over, the stage is billed and the first of them
-// refuses the op. Steps of one stage on the same counter add up.
-func (s *State) apply(op meter.Op) meter.Result {
+// An op of an org whose alarm is in force is refused whole (Suspended).
+// Otherwise a stage is billed all or nothing. Within a stage, a step that
+// does not fit its limit refuses the op and bills none of the stage, even
+// when another step of the stage is a Force step over its limit (a
+// monthly quota refusal bills nothing, spec: Limits, "Effects of
+// refusals"); when only Force steps are over, the stage is billed and the
+// first of them refuses the op. Steps of one stage on the same counter
+// add up. An op that passes records its Read, and trips the alarm when
+// the day's count is then over the threshold and the alarm has not
+// tripped on that day yet (once lifted, it stays lifted for the day).
+func (s *State) apply(j Job) meter.Result {
 	var res meter.Result
+	op := j.Op
+	a := s.alarms[op.Org]
+	if j.Reinstate {
+		if a.InForce {
+			res.Suspended = true
+			a.InForce = false
+			a.dirty = true
+		}
+		return res
+	}
+	if a.InForce {
+		res.Suspended = true
+		s.after(op, &res)
+		return res
+	}
 	type add struct {
 		k Key
 		n int64
@@ -302,15 +388,31 @@ stages:
 			break stages
 		}
 	}
+	if r := op.Read; r != nil && res.Refused == nil {
+		date := DayOf(op.Now)
+		d := s.days[Day{op.Org, date}]
+		if !d.read[r.Lesson] {
+			d.read[r.Lesson] = true
+			d.n++
+			d.added = append(d.added, r.Lesson)
+		}
+		if meter.Alarm(d.n, r.Granted) && a.Day != date {
+			a.Alarm = Alarm{AlarmState: meter.AlarmState{TrippedAt: op.Now, Day: date, LessonsRead: d.n, Granted: r.Granted}, InForce: true}
+			a.dirty = true
+			res.Tripped = true
+		}
+	}
+	s.after(op, &res)
+	return res
+}
+
+// after fills in what res reports of the state op leaves: every meter's
+// count and, for an op with a Read, the day's count of lessons read.
+func (s *State) after(op meter.Op, res *meter.Result) {
 	for m, k := range opKeys(op) {
 		res.After[m] = s.counts[k]
 	}
 	if op.Read != nil {
-		d := s.days[Day{op.Org, DayOf(op.Now)}]
-		if res.Refused == nil {
-			res.FirstRead = d.set(op.Read.Version, op.Read.Ordinal)
-		}
-		res.LessonsRead = d.Count(op.Read.Version)
+		res.LessonsRead = s.days[Day{op.Org, DayOf(op.Now)}].n
 	}
-	return res
 }
