@@ -558,10 +558,8 @@ function refreshInBackground(guest, refresh, ctx) {
 async function forwardBody(request, method, origins) {
 	if (request.method === "GET" || request.method === "HEAD" || request.body === null) return null;
 	const length = request.headers.get("content-length");
-	if (origins.list.length > 1 && IDEMPOTENT.has(method) && length !== null && /^[0-9]+$/.test(length) && Number(length) <= MAX_KEPT_BODY) {
-		return await request.arrayBuffer();
-	}
-	return request.body;
+	const small = length !== null && /^[0-9]+$/.test(length) && Number(length) <= MAX_KEPT_BODY;
+	return origins.list.length > 1 && IDEMPOTENT.has(method) && small ? await request.arrayBuffer() : request.body;
 }
 
 async function drive(guest, request, ctx) {
