@@ -62,9 +62,10 @@ func buildModule(t *testing.T) string {
 	return module.path
 }
 
-// startEdge serves the edge in front of origin with short limits and
-// returns its base URL.
-func startEdge(t *testing.T, origin string) string {
+// startEdge serves the edge in front of origin (one base URL, or several,
+// comma-separated) with short limits, changed by the options, and returns
+// its base URL.
+func startEdge(t *testing.T, origin string, options ...func(*config)) string {
 	t.Helper()
 	cfg, err := parseConfig([]string{"-addr", "127.0.0.1:0", "-wasm", buildModule(t), "-instances", "1", "-origin-url", origin},
 		env(map[string]string{"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters"}))
@@ -73,6 +74,9 @@ func startEdge(t *testing.T, origin string) string {
 	}
 	cfg.Limits = httpsrv.Limits{ReadHeader: 500 * time.Millisecond, Read: 500 * time.Millisecond}
 	cfg.ForwardTimeout = 500 * time.Millisecond
+	for _, o := range options {
+		o(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)

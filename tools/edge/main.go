@@ -1,7 +1,8 @@
 // Command edge is the local edge: it serves the edge module
 // (build/worker.wasm, docs/edge.md) under wazero on LECTERN_EDGE_ADDR,
-// in front of the origin at LECTERN_ORIGIN_URL. `make run` starts it beside
-// the origin stack.
+// in front of the origin at LECTERN_ORIGIN_URL, or of the origins it lists,
+// comma-separated (docs/edge.md, "Several origins"). `make run` starts it
+// beside the origin stack.
 //
 //	go run ./tools/edge [-wasm build/worker.wasm] [-addr 127.0.0.1:8787] ...
 //
@@ -51,16 +52,16 @@ func main() {
 
 // config is the edge's share of DESIGN.md's operator contract.
 type config struct {
-	Addr      string // LECTERN_EDGE_ADDR
-	OriginURL string // LECTERN_ORIGIN_URL: default http://<LECTERN_ORIGIN_ADDR>
-	IdPAddr   string // LECTERN_IDP_ADDR: for the issuer's default, as at the origin
-	Issuer    string // LECTERN_ISSUER: default http://<IdPAddr>
-	JWKSURL   string // LECTERN_JWKS_URL: default <issuer>/.well-known/jwks.json
-	Audience  string // LECTERN_AUDIENCE
-	Secret    string // LECTERN_SECRET: default the contents of var/secret
-	PublicURL string // LECTERN_PUBLIC_URL: default http://<Addr>; names the resource metadata in challenges
-	Wasm      string // -wasm: the module
-	Instances int    // LECTERN_EDGE_INSTANCES: module instances serving in parallel
+	Addr      string   // LECTERN_EDGE_ADDR
+	Origins   []string // LECTERN_ORIGIN_URL, a comma-separated list: default http://<LECTERN_ORIGIN_ADDR>
+	IdPAddr   string   // LECTERN_IDP_ADDR: for the issuer's default, as at the origin
+	Issuer    string   // LECTERN_ISSUER: default http://<IdPAddr>
+	JWKSURL   string   // LECTERN_JWKS_URL: default <issuer>/.well-known/jwks.json
+	Audience  string   // LECTERN_AUDIENCE
+	Secret    string   // LECTERN_SECRET: default the contents of var/secret
+	PublicURL string   // LECTERN_PUBLIC_URL: default http://<Addr>; names the resource metadata in challenges
+	Wasm      string   // -wasm: the module
+	Instances int      // LECTERN_EDGE_INSTANCES: module instances serving in parallel
 
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
 	AdminAddr  string // LECTERN_ADMIN_ADDR, for the test clock
@@ -68,21 +69,23 @@ type config struct {
 
 	// Not from the environment (zero: the defaults; tests set short
 	// ones). Limits are the listener's, as at the origin (httpsrv.Default);
-	// ForwardTimeout is host.Config's.
+	// ForwardTimeout, OriginBackoff and DialTimeout are host.Config's.
 	Limits         httpsrv.Limits
 	ForwardTimeout time.Duration
+	OriginBackoff  time.Duration
+	DialTimeout    time.Duration
 }
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
-	var originAddr, testClock, instances string
+	var originAddr, originURL, testClock, instances string
 	settings := []struct {
 		env, flag, def, usage string
 		dst                   *string
 	}{
 		{"LECTERN_EDGE_ADDR", "addr", "127.0.0.1:8787", "edge address", &c.Addr},
 		{"LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (the default of -origin-url)", &originAddr},
-		{"LECTERN_ORIGIN_URL", "origin-url", "", "origin base URL (default: http://<origin-addr>, i.e. http://127.0.0.1:8080)", &c.OriginURL},
+		{"LECTERN_ORIGIN_URL", "origin-url", "", "origin base URL, or several, comma-separated (default: http://<origin-addr>, i.e. http://127.0.0.1:8080)", &originURL},
 		{"LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address (the default issuer)", &c.IdPAddr},
 		{"LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>)", &c.Issuer},
 		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of the issuer (default: <issuer>/.well-known/jwks.json)", &c.JWKSURL},
@@ -109,10 +112,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if c.OriginURL == "" {
-		c.OriginURL = "http://" + originAddr
+	if originURL == "" {
+		originURL = "http://" + originAddr
 	}
-	c.OriginURL = strings.TrimSuffix(c.OriginURL, "/")
+	var err error
+	if c.Origins, err = host.ParseOrigins(originURL); err != nil {
+		return c, fmt.Errorf("LECTERN_ORIGIN_URL: %w", err)
+	}
 	if c.Issuer == "" {
 		c.Issuer = "http://" + c.IdPAddr
 	}
@@ -195,9 +201,10 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		now = (&adminClock{url: "http://" + cfg.AdminAddr + "/admin/v1/clock", token: cfg.AdminToken, log: log}).Now
 	}
 	h, err := host.New(ctx, mod, host.Config{
-		Origin: cfg.OriginURL, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
+		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		Secret: secret, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
+		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout,
 	})
 	if err != nil {
 		ln.Close()
@@ -205,8 +212,13 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	defer h.Close(context.Background())
 
-	fmt.Fprintf(stdout, "\nLectern edge\n  API (edge)         %s/v1\n  module             %s: %s, %d KB, compiled in %s, %d instance(s)\n  origin             %s\n",
-		edgeURL, cfg.Wasm, mod.Toolchain, (mod.Size+1023)/1024, compiled.Round(time.Millisecond), cfg.Instances, cfg.OriginURL)
+	fmt.Fprintf(stdout, "\nLectern edge\n  API (edge)         %s/v1\n  module             %s: %s, %d KB, compiled in %s, %d instance(s)\n",
+		edgeURL, cfg.Wasm, mod.Toolchain, (mod.Size+1023)/1024, compiled.Round(time.Millisecond), cfg.Instances)
+	if len(cfg.Origins) == 1 {
+		fmt.Fprintf(stdout, "  origin             %s\n", cfg.Origins[0])
+	} else {
+		fmt.Fprintf(stdout, "  origins            %s (round robin; failover on connection failures)\n", strings.Join(cfg.Origins, ", "))
+	}
 	if cfg.TestClock {
 		fmt.Fprintf(stdout, "  clock              the origin's test clock (http://%s/admin/v1/clock)\n", cfg.AdminAddr)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Addr != "127.0.0.1:8787" || c.OriginURL != "http://127.0.0.1:8080" || c.Issuer != "http://127.0.0.1:9090" ||
+	if c.Addr != "127.0.0.1:8787" || !slices.Equal(c.Origins, []string{"http://127.0.0.1:8080"}) || c.Issuer != "http://127.0.0.1:9090" ||
 		c.JWKSURL != "http://127.0.0.1:9090/.well-known/jwks.json" || c.Audience != "lectern-api" || c.Wasm != "build/worker.wasm" {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -29,10 +30,19 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.OriginURL != "http://o.example" || c.Instances != 3 || c.JWKSURL != "https://idp.example/.well-known/jwks.json" || c.Addr != ":9999" {
+	if !slices.Equal(c.Origins, []string{"http://o.example"}) || c.Instances != 3 || c.JWKSURL != "https://idp.example/.well-known/jwks.json" || c.Addr != ":9999" {
 		t.Errorf("settings: %+v", c)
 	}
-	for _, bad := range [][]string{{"-instances", "0"}, {"-test-clock", "1"}, {"stray"}} {
+	c, err = parseConfig(nil, env(map[string]string{"LECTERN_ORIGIN_URL": "http://a.example:8080/, https://b.example/base"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"http://a.example:8080", "https://b.example/base"}; !slices.Equal(c.Origins, want) {
+		t.Errorf("a list of origins: %q, want %q", c.Origins, want)
+	}
+	for _, bad := range [][]string{{"-instances", "0"}, {"-test-clock", "1"}, {"stray"},
+		{"-origin-url", "http://a.example,"}, {"-origin-url", "http://a.example,http://a.example/"},
+		{"-origin-url", "a.example:8080"}, {"-origin-url", "http://a.example,ftp://b.example"}} {
 		if _, err := parseConfig(bad, env(nil)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

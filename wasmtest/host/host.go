@@ -12,9 +12,14 @@
 // a pool of N serves N calls in parallel. A request stays on the instance
 // it started on; the JWKS, verified-token and per-organisation ETag caches
 // are per instance, so requests bearing one token go to one instance.
+//
+// With several origins (Config.Origins), subrequests to the origin go to
+// each in turn and fail over where that cannot apply a request twice
+// (origins.go).
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,6 +29,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -76,12 +82,28 @@ func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
 // Config is what a Host needs besides the module.
 type Config struct {
 	// The configuration message of docs/edge.md.
-	Origin           string // origin base URL, e.g. http://127.0.0.1:8080
+	Origin           string // origin base URL, e.g. http://127.0.0.1:8080 (with Origins: empty, or the first of them)
 	JWKSURL          string
 	Issuer           string
 	Audience         string
 	Secret           string // LECTERN_SECRET, shared with the origin
 	ResourceMetadata string // URL named in 401 challenges
+
+	// Origins, when there are several, are the origins' base URLs
+	// (docs/edge.md, "Several origins"): the module is configured with the
+	// first, and the host sends each subrequest under it to one of them,
+	// round robin, trying another on a connection failure where that is
+	// safe. Default: Origin alone.
+	Origins []string
+	// OriginBackoff is how long an origin that gave an attempt no
+	// connection is tried only after the others (default
+	// DefaultOriginBackoff).
+	OriginBackoff time.Duration
+	// DialTimeout bounds each connection attempt of the default Client
+	// (default: net/http's 30 s with one origin, DefaultOriginDialTimeout
+	// with several, so that an origin that drops packets, rather than
+	// refusing, costs that much before the next is tried).
+	DialTimeout time.Duration
 
 	// Instances is the pool size (default 1).
 	Instances int
@@ -120,12 +142,13 @@ type Config struct {
 
 // Host serves HTTP through a pool of module instances.
 type Host struct {
-	mod   *Module
-	cfg   Config
-	next  atomic.Uint64
-	stats struct {
-		requests, forwards, subrequests, parks, failures, refreshes atomic.Int64
-		moduleCPU                                                   atomic.Int64 // ns
+	mod     *Module
+	cfg     Config
+	origins *origins
+	next    atomic.Uint64
+	stats   struct {
+		requests, forwards, subrequests, parks, failures, refreshes, failovers atomic.Int64
+		moduleCPU                                                              atomic.Int64 // ns
 	}
 
 	// Background JWKS refreshes (docs/edge.md, "refresh"): their context,
@@ -152,6 +175,12 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DisableCompression = true
 		t.MaxIdleConnsPerHost = 64
+		if cfg.DialTimeout <= 0 && len(cfg.Origins) > 1 {
+			cfg.DialTimeout = DefaultOriginDialTimeout
+		}
+		if cfg.DialTimeout > 0 {
+			t.DialContext = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+		}
 		cfg.Client = &http.Client{Transport: t,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -167,7 +196,17 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	h := &Host{mod: m, cfg: cfg}
+	if cfg.Origin == "" && len(cfg.Origins) > 0 {
+		cfg.Origin = cfg.Origins[0]
+	}
+	if cfg.OriginBackoff <= 0 {
+		cfg.OriginBackoff = DefaultOriginBackoff
+	}
+	origins, err := newOrigins(cfg.Origin, cfg.Origins, cfg.OriginBackoff)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{mod: m, cfg: cfg, origins: origins}
 	h.bgCtx, h.bgCancel = context.WithCancel(context.Background())
 	for range cfg.Instances {
 		in, err := h.instantiate(ctx)
@@ -224,6 +263,7 @@ type Stats struct {
 	Parks       int64 // requests parked behind another's JWKS fetch
 	Failures    int64 // requests answered 500 by the host itself
 	Refreshes   int64 // background JWKS refreshes answered to the guest
+	Failovers   int64 // subrequests sent on to another origin after a failed attempt
 	// ModuleCPU is the CPU time spent in module calls (configure, and for
 	// each message alloc, the copy in and start or resume), counted only
 	// when Config.ThreadCPU is set: an estimate from a sample of the calls
@@ -235,7 +275,7 @@ type Stats struct {
 func (h *Host) Stats() Stats {
 	return Stats{Requests: h.stats.requests.Load(), Forwards: h.stats.forwards.Load(),
 		Subrequests: h.stats.subrequests.Load(), Parks: h.stats.parks.Load(), Failures: h.stats.failures.Load(),
-		Refreshes: h.stats.refreshes.Load(),
+		Refreshes: h.stats.refreshes.Load(), Failovers: h.stats.failovers.Load(),
 		ModuleCPU: time.Duration(h.stats.moduleCPU.Load())}
 }
 
@@ -620,6 +660,14 @@ func (h *Host) refresh(in *instance, rf refresh) {
 // request's context; r is that request, nil for a background refresh).
 // For a forward it returns the origin's response too, its body unread: it
 // streams to the client on passthrough and never enters the guest.
+//
+// A URL under the origin base goes to one of the origins (origins.go):
+// when an attempt fails without an answer, the next origin is tried if
+// the request cannot have been sent (it got no connection) or is
+// idempotent, and the client's body, if any, has not been read (or was
+// small enough to keep); never after the forward timeout or the client
+// going away. Otherwise the guest gets the failure (status 0), as with
+// one origin.
 func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) (resumeMessage, *http.Response) {
 	failed := func(err error) (resumeMessage, *http.Response) {
 		return resumeMessage{Status: 0, Error: err.Error()}, nil
@@ -633,38 +681,71 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) 
 	} else {
 		ctx, cancel = context.WithTimeout(parent, h.cfg.SubrequestTimeout)
 	}
-	var body io.Reader
+	var body *clientBody
 	if out.Forward && r != nil && r.Body != nil && r.ContentLength != 0 {
-		body = clientBody{r.Body, st}
+		body = &clientBody{r: r.Body, st: st}
 	}
-	req, err := http.NewRequestWithContext(ctx, out.Method, out.URL, body)
-	if err != nil {
-		cancel()
-		return failed(err)
-	}
-	if out.Forward && r != nil {
-		req.ContentLength = r.ContentLength
-		if body == nil {
-			req.ContentLength = 0
+	targets := h.origins.route(out.URL)
+	if body != nil && len(targets) > 1 && idempotent(out.Method) && r.ContentLength > 0 && r.ContentLength <= maxKeptBody {
+		if err := body.keep(r.ContentLength); err != nil {
+			cancel()
+			return failed(err)
 		}
 	}
-	for _, kv := range out.Headers {
-		switch strings.ToLower(kv[0]) {
-		case "host":
-			req.Host = kv[1]
-		case "content-length", "transfer-encoding", "connection":
-			// Framing is the transport's business.
-		default:
-			req.Header.Add(kv[0], kv[1])
+	var resp *http.Response
+	for i, t := range targets {
+		var rd io.Reader
+		if body != nil {
+			rd = body.view(i)
 		}
-	}
-	st.set(func() { st.head = true })
-	resp, err := h.cfg.Client.Do(req)
-	st.set(func() { st.head = false })
-	if err != nil {
+		actx := ctx
+		var connected *atomic.Bool // with several origins: whether the attempt got a connection
+		if len(targets) > 1 {
+			actx, connected = traceConnection(ctx)
+		}
+		req, err := http.NewRequestWithContext(actx, out.Method, t.url, rd)
+		if err != nil {
+			cancel()
+			return failed(err)
+		}
+		if out.Forward && r != nil {
+			req.ContentLength = r.ContentLength
+			if body == nil {
+				req.ContentLength = 0
+			}
+		}
+		for _, kv := range out.Headers {
+			switch strings.ToLower(kv[0]) {
+			case "host":
+				req.Host = kv[1]
+			case "content-length", "transfer-encoding", "connection":
+				// Framing is the transport's business.
+			default:
+				req.Header.Add(kv[0], kv[1])
+			}
+		}
+		st.set(func() { st.head = true })
+		resp, err = h.cfg.Client.Do(req)
+		st.set(func() { st.head = false })
+		if err == nil {
+			break
+		}
+		// An attempt that got no connection sent nothing: its dial failed,
+		// or our own timers (the forward timeout, the subrequest bound)
+		// cut it, which is as much the origin's failure; the client's
+		// leaving is not.
+		unsent := connected != nil && !connected.Load()
+		if unsent && parent.Err() == nil {
+			h.origins.failed(t.origin)
+		}
+		if i+1 < len(targets) && ctx.Err() == nil && (unsent || idempotent(out.Method)) && body.handOn(i+1) {
+			h.stats.failovers.Add(1)
+			h.cfg.Logger.Warn("edge: origin failed; trying the next", "url", t.url, "err", err)
+			continue
+		}
 		cancel()
 		if st.stalled() {
-			h.cfg.Logger.Warn("edge: the origin did not answer a forward in time", "url", out.URL, "timeout", h.cfg.ForwardTimeout)
+			h.cfg.Logger.Warn("edge: the origin did not answer a forward in time", "url", t.url, "timeout", h.cfg.ForwardTimeout)
 		}
 		return failed(err)
 	}
@@ -740,18 +821,84 @@ func (s *stall) stalled() bool {
 	return s.fired
 }
 
-// clientBody is the client's body on its way to the origin.
+// clientBody is the client's body on its way to the origin. It stays the
+// server's to close (the server closes it when the handler returns), so a
+// forward that failed before reading any of it can hand it to the next
+// origin: each attempt reads through its own view, and once the body is
+// handed on, a failed attempt's transport can no longer read from it.
 type clientBody struct {
-	io.ReadCloser
-	st *stall
+	r       io.Reader
+	st      *stall
+	buf     []byte // the whole body, when kept (keep)
+	mu      sync.Mutex
+	attempt int  // the attempt whose view may read
+	read    bool // a view has read from the body: it can go nowhere else
 }
 
-func (b clientBody) Read(p []byte) (int, error) {
+// maxKeptBody is the largest client body kept in memory so that an
+// idempotent forward (a PUT) can be sent again, to another origin, after
+// a connection failure that may have followed its sending. A larger or
+// unsized body is streamed, and never sent twice.
+const maxKeptBody = 64 << 10
+
+// keep reads the whole body, of n bytes, into memory. The forward timer
+// does not run meanwhile: the client's time is the server's limits'.
+func (b *clientBody) keep(n int64) error {
+	buf := make([]byte, n)
 	b.st.set(func() { b.st.client = true })
-	n, err := b.ReadCloser.Read(p)
+	_, err := io.ReadFull(b.r, buf)
+	b.st.set(func() { b.st.client = false })
+	if err != nil {
+		return fmt.Errorf("read the client's body: %w", err)
+	}
+	b.buf = buf
+	return nil
+}
+
+// view is attempt's reader of b.
+func (b *clientBody) view(attempt int) io.ReadCloser {
+	if b.buf != nil {
+		return io.NopCloser(bytes.NewReader(b.buf))
+	}
+	return bodyView{b, attempt}
+}
+
+// handOn gives the body to attempt, unless any of it has been read from
+// the client and not kept.
+func (b *clientBody) handOn(attempt int) bool {
+	if b == nil || b.buf != nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.read {
+		return false
+	}
+	b.attempt = attempt
+	return true
+}
+
+type bodyView struct {
+	b       *clientBody
+	attempt int
+}
+
+func (v bodyView) Read(p []byte) (int, error) {
+	b := v.b
+	b.mu.Lock()
+	if b.attempt != v.attempt {
+		b.mu.Unlock()
+		return 0, errHandedOn
+	}
+	b.read = true
+	b.mu.Unlock()
+	b.st.set(func() { b.st.client = true })
+	n, err := b.r.Read(p)
 	b.st.set(func() { b.st.client = false })
 	return n, err
 }
+
+func (bodyView) Close() error { return nil }
 
 // originBody is the origin's answer to a forward, on its way to the
 // client.

@@ -7,20 +7,11 @@
 //   node worker/cloudflare/refresh_check.mjs <worker.mjs> <worker.wasm>
 //
 // It prints PASS/FAIL lines and exits non-zero on a failure.
-import fs from "node:fs";
 import http from "node:http";
 import crypto from "node:crypto";
-import os from "node:os";
-import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { cleanUp, loadWorker } from "./node_load.mjs";
 
 const [workerPath, wasmPath] = process.argv.slice(2);
-globalThis.__wasm = fs.readFileSync(wasmPath);
-const src = fs
-	.readFileSync(workerPath, "utf8")
-	.replace('import wasmModule from "../../build/worker.wasm";', "const wasmModule = new WebAssembly.Module(globalThis.__wasm);");
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lectern-refresh-"));
-fs.writeFileSync(path.join(dir, "worker.mjs"), src);
 let offset = 0;
 const realNow = Date.now;
 Date.now = () => realNow() + offset;
@@ -53,7 +44,7 @@ await new Promise((r) => jwks.listen(0, "127.0.0.1", r));
 await new Promise((r) => origin.listen(0, "127.0.0.1", r));
 const env = { ORIGIN_URL: `http://127.0.0.1:${origin.address().port}`, JWKS_URL: `http://127.0.0.1:${jwks.address().port}/jwks`,
 	ISSUER: ISS, AUDIENCE: AUD, LECTERN_SECRET: "0123456789abcdef0123456789abcdef", RESOURCE_METADATA: "http://edge.test/rm" };
-const { default: worker } = await import(pathToFileURL(path.join(dir, "worker.mjs")).href);
+const worker = await loadWorker(workerPath, wasmPath);
 const waits = [];
 const ctx = { waitUntil: (p) => waits.push(p) };
 const get = (tok) => worker.fetch(new Request("http://edge.test/v1/tiers", { headers: { authorization: `Bearer ${tok}` } }), env, ctx);
@@ -77,5 +68,5 @@ r = await get(sign("k2", "d"));
 check(r.status === 200 && fetches === 2, `after the refresh: 200 with no further fetch (${r.status}, ${fetches})`);
 jwks.close();
 origin.close();
-fs.rmSync(dir, { recursive: true, force: true });
+cleanUp();
 process.exit();

@@ -7,7 +7,8 @@
 # Needs Go, Node 20 + npm and curl. Installs wrangler@4.86.0 into .ci/node
 # (gitignored) when absent, builds the module, starts the origin stack and
 # wrangler dev on fixed local ports (override with SMOKE_ORIGIN_PORT,
-# SMOKE_IDP_PORT, SMOKE_ADMIN_PORT, SMOKE_EDGE_PORT, SMOKE_JWKS_PORT), runs each check
+# SMOKE_IDP_PORT, SMOKE_ADMIN_PORT, SMOKE_EDGE_PORT, SMOKE_JWKS_PORT,
+# SMOKE_EDGE2_PORT, SMOKE_DEAD_PORT), runs each check
 # (PASS/FAIL), prints timings, and exits non-zero when any check fails.
 # Everything it starts is stopped on exit. SMOKE_KEEP=1 keeps the temp dir;
 # SMOKE_HOLD=1 keeps the stack running after the checks, for poking at.
@@ -23,6 +24,8 @@ IDP_PORT=${SMOKE_IDP_PORT:-19090}
 ADMIN_PORT=${SMOKE_ADMIN_PORT:-18081}
 EDGE_PORT=${SMOKE_EDGE_PORT:-18787}
 JWKS_PORT=${SMOKE_JWKS_PORT:-19091}
+EDGE2_PORT=${SMOKE_EDGE2_PORT:-18788} # a second edge, in front of a dead origin and the real one
+DEAD_PORT=${SMOKE_DEAD_PORT:-18089}   # nothing listens there
 ORIGIN=http://127.0.0.1:$ORIGIN_PORT
 IDP=http://127.0.0.1:$IDP_PORT
 ADMIN=http://127.0.0.1:$ADMIN_PORT
@@ -53,7 +56,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for port in "$ORIGIN_PORT" "$IDP_PORT" "$ADMIN_PORT" "$EDGE_PORT" "$JWKS_PORT"; do
+for port in "$ORIGIN_PORT" "$IDP_PORT" "$ADMIN_PORT" "$EDGE_PORT" "$JWKS_PORT" "$EDGE2_PORT" "$DEAD_PORT"; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		say "port $port is in use; free it or set SMOKE_*_PORT"
 		exit 2
@@ -141,25 +144,31 @@ PIDS+=($!)
 
 # --- wrangler dev --------------------------------------------------------------
 printf 'LECTERN_SECRET=%s\n' "$SECRET" >"$TMP/dev.vars"
+# wrangler_dev PORT ORIGIN_URL NAME: starts wrangler dev on PORT in front of
+# ORIGIN_URL, logging to $TMP/NAME.log, and waits until it is ready
+# ($ready: when, in ms).
+wrangler_dev() {
+	# Offline: no metrics, no cf-object fetch, no banner (which would check
+	# npm for a newer wrangler).
+	WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_HIDE_BANNER=true CI=1 \
+		setsid "$WRANGLER" dev --config "$CONFIG" --ip 127.0.0.1 --port "$1" \
+		--env-file "$TMP/dev.vars" --persist-to "$TMP/$3-state" \
+		--inspector-port 0 --show-interactive-dev-session=false \
+		--var "ORIGIN_URL:$2" --var "JWKS_URL:http://127.0.0.1:$JWKS_PORT/.well-known/jwks.json" \
+		--var "ISSUER:$IDP" --var "AUDIENCE:lectern-api" \
+		--var "RESOURCE_METADATA:http://127.0.0.1:$1/.well-known/oauth-protected-resource" \
+		</dev/null >"$TMP/$3.log" 2>&1 &
+	PIDS+=($!)
+	ready=
+	for _ in $(seq 1200); do
+		if grep -q "Ready on" "$TMP/$3.log"; then ready=$(now_ms); break; fi
+		kill -0 "${PIDS[-1]}" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -n "$ready" ] || { cat "$TMP/$3.log"; say "wrangler dev ($3) did not become ready"; exit 1; }
+}
 t0=$(now_ms)
-# Offline: no metrics, no cf-object fetch, no banner (which would check
-# npm for a newer wrangler).
-WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false WRANGLER_HIDE_BANNER=true CI=1 \
-	setsid "$WRANGLER" dev --config "$CONFIG" --ip 127.0.0.1 --port "$EDGE_PORT" \
-	--env-file "$TMP/dev.vars" --persist-to "$TMP/wrangler-state" \
-	--inspector-port 0 --show-interactive-dev-session=false \
-	--var "ORIGIN_URL:$ORIGIN" --var "JWKS_URL:http://127.0.0.1:$JWKS_PORT/.well-known/jwks.json" \
-	--var "ISSUER:$IDP" --var "AUDIENCE:lectern-api" \
-	--var "RESOURCE_METADATA:$EDGE/.well-known/oauth-protected-resource" \
-	</dev/null >"$TMP/wrangler.log" 2>&1 &
-PIDS+=($!)
-ready=
-for _ in $(seq 1200); do
-	if grep -q "Ready on" "$TMP/wrangler.log"; then ready=$(now_ms); break; fi
-	kill -0 "${PIDS[-1]}" 2>/dev/null || break
-	sleep 0.05
-done
-[ -n "$ready" ] || { cat "$TMP/wrangler.log"; say "wrangler dev did not become ready"; exit 1; }
+wrangler_dev "$EDGE_PORT" "$ORIGIN" wrangler
 # The first request instantiates and configures the module.
 first=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$EDGE/v1/teachers" || true)
 served=$(now_ms)
@@ -274,6 +283,25 @@ if out=$(node worker/cloudflare/refresh_check.mjs worker/cloudflare/worker.mjs "
 	pass "background JWKS refresh (worker.mjs under Node, the clock moved): stale set served while the fetch hangs"
 else fail "background JWKS refresh" "$(printf '%s\n' "$out" | grep -E 'FAIL|Error' | head -5)"; fi
 
+# Several origins in ORIGIN_URL (docs/edge.md): spreading, failover on a
+# dead or resetting origin, what is never sent twice; also under Node, with
+# origins it can kill and count (origins_check.mjs).
+if out=$(node worker/cloudflare/origins_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
+	pass "several origins (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of spreading and failover"
+else fail "several origins" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
+
+# Several origins in workerd: a second edge in front of a dead origin and
+# the real one (docs/edge.md, "Several origins"). Every GET is answered by
+# the real origin, one of the first two after trying the dead one (round
+# robin); origins_check.mjs counts the backoff.
+wrangler_dev "$EDGE2_PORT" "http://127.0.0.1:$DEAD_PORT,$ORIGIN/" wrangler2
+EDGE2=http://127.0.0.1:$EDGE2_PORT
+codes=$(for _ in $(seq 6); do curl -s -m 30 -o /dev/null -w '%{http_code} ' -H "$AUTH" "$EDGE2/v1/tiers"; done)
+tried=$(grep -c "trying the next origin" "$TMP/wrangler2.log" || true)
+if [ "$codes" = "200 200 200 200 200 200 " ] && [ "$tried" -ge 1 ]; then
+	pass "ORIGIN_URL listing a dead origin: 6 GETs -> 200 through the live one ($tried failed over)"
+else fail "ORIGIN_URL with a dead origin" "statuses $codes; the dead origin tried $tried time(s)"; fi
+
 # --- timings -----------------------------------------------------------------
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) printf "%.2f", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2) * 1000}'; }
 lat() { for _ in $(seq 50); do curl -s -m 30 -o /dev/null -w '%{time_total}\n' "$@"; done | median; }
@@ -283,9 +311,9 @@ say "median of 50: edge 404 with a token $(lat -H "$AUTH" "$EDGE/v1/teachers") m
 	"forwarded 200 $(lat -H "$AUTH" "$EDGE/v1/tiers") ms," \
 	"direct 200 $(lat -H "$AUTH" "$ORIGIN/v1/tiers") ms"
 
-if grep -q "instance retired\|request failed" "$TMP/wrangler.log"; then
+if grep -q "instance retired\|request failed" "$TMP/wrangler.log" "$TMP/wrangler2.log"; then
 	fail "worker log" "the host logged failures:"
-	grep -A3 "instance retired\|request failed" "$TMP/wrangler.log" | head -20
+	grep -A3 "instance retired\|request failed" "$TMP/wrangler.log" "$TMP/wrangler2.log" | head -20
 fi
 
 grep -o '\[edge host\] module instantiated.*configured in [0-9.]* ms' "$TMP/wrangler.log" | head -1 | sed 's/^/smoke: /' || true

@@ -7,8 +7,14 @@
 // `response` ends it, `subrequest` is performed with fetch() and answered
 // with `resume`, `park` waits until another request's output names it in
 // `wake`. An output carrying `refresh` also asks for the JWKS in the
-// background (ctx.waitUntil): its resume answers `done`, which only wakes. Each call into the module is synchronous, so calls from requests
-// that interleave at awaits never overlap, which is what the ABI needs.
+// background (ctx.waitUntil): its resume answers `done`, which only wakes.
+// Each call into the module is synchronous, so calls from requests that
+// interleave at awaits never overlap, which is what the ABI needs.
+//
+// ORIGIN_URL may list several origins, comma-separated (docs/edge.md,
+// "Several origins"): the module is configured with the first, and every
+// subrequest under it goes to one of them, round robin, trying the next
+// when fetch() throws and the request can be sent again (Origins below).
 
 import wasmModule from "../../build/worker.wasm";
 
@@ -35,6 +41,108 @@ const PARK_TIMEOUT_MS = 35_000;
 // A request takes a handful of steps (JWKS, gate, forward); a guest that
 // asks for more is looping.
 const MAX_STEPS = 32;
+
+// Several origins. An origin whose fetch threw is tried after the others
+// for ORIGIN_BACKOFF_MS, so that a down origin costs one failed request per
+// few seconds, not every other one.
+const ORIGIN_BACKOFF_MS = 5_000;
+
+// An idempotent forward's body up to this size is kept in memory, so that
+// it can be sent again to another origin; a larger or unsized one is
+// streamed and never sent twice.
+const MAX_KEPT_BODY = 64 * 1024;
+
+// RFC 9110 §9.2.2. A request that may have reached an origin is sent to
+// another only when its method is idempotent: workerd's fetch() throws the
+// same "Network connection lost." for a refused connection and for one
+// lost after the request was sent, so a POST (the gate call, which
+// meters; the media mint) is never sent twice.
+const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
+
+/**
+ * parseOrigins reads ORIGIN_URL: one base URL or several, comma-separated,
+ * each http or https without query or fragment (a trailing slash dropped),
+ * none twice. The same rules as LECTERN_ORIGIN_URL (wasmtest/host.ParseOrigins).
+ */
+function parseOrigins(value) {
+	const out = [];
+	for (const entry of String(value).split(",")) {
+		const base = entry.trim().replace(/\/+$/, "");
+		if (base === "") throw new Error(`ORIGIN_URL ${JSON.stringify(value)} has an empty entry`);
+		let u;
+		try {
+			u = new URL(base);
+		} catch {
+			u = null;
+		}
+		if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || u.search || u.hash || u.username || u.password) {
+			throw new Error(`ORIGIN_URL: ${JSON.stringify(base)} is not an http or https base URL`);
+		}
+		if (out.includes(base)) throw new Error(`ORIGIN_URL: ${JSON.stringify(base)} is listed twice`);
+		out.push(base);
+	}
+	return out;
+}
+
+/** The origins of one isolate: their order for each subrequest, and which are in backoff. */
+class Origins {
+	constructor(list) {
+		this.base = list[0]; // the module's: every forward and gate URL is under it
+		this.list = list.map((base) => ({ base, downUntil: 0 }));
+		// Isolates start at different origins, so that they do not all
+		// send their first requests to the first.
+		this.next = Math.floor(Math.random() * list.length);
+	}
+
+	/**
+	 * The URLs to try for url, in order: for a URL under the base, with
+	 * several origins, one per origin, the next in round robin first and
+	 * those in backoff last; any other URL (the identity provider's JWKS)
+	 * alone, as it is.
+	 */
+	route(url) {
+		const rest = url.startsWith(this.base) ? url.slice(this.base.length) : null;
+		if (this.list.length < 2 || rest === null || (rest !== "" && rest[0] !== "/" && rest[0] !== "?")) {
+			return [{ url, origin: null }];
+		}
+		const n = this.list.length;
+		const first = this.next;
+		this.next = (this.next + 1) % n;
+		const now = Date.now();
+		const up = [];
+		const down = [];
+		for (let i = 0; i < n; i++) {
+			const origin = this.list[(first + i) % n];
+			(origin.downUntil > now ? down : up).push({ url: origin.base + rest, origin });
+		}
+		return up.concat(down);
+	}
+
+	failed(origin) {
+		if (origin) origin.downUntil = Date.now() + ORIGIN_BACKOFF_MS;
+	}
+}
+
+/**
+ * fetchOrigin is fetch(url, init) for a URL that may be under the origin
+ * base: origin after origin while fetch() throws, if repeatable (the
+ * method idempotent and the body absent or kept); never once init.signal
+ * has aborted (the subrequest timeout bounds all attempts together).
+ */
+async function fetchOrigin(origins, url, init, repeatable) {
+	const targets = origins.route(url);
+	for (let i = 0; ; i++) {
+		const { url: target, origin } = targets[i];
+		try {
+			return await fetch(target, init);
+		} catch (err) {
+			if (init.signal?.aborted) throw err;
+			origins.failed(origin);
+			if (!repeatable || i + 1 >= targets.length) throw err;
+			console.warn(`[edge host] ${init.method} ${target} failed (${errorText(err)}); trying the next origin`);
+		}
+	}
+}
 
 /** alloc refused a message (over the module's limit, 1 MiB). */
 class TooLarge extends Error {}
@@ -205,7 +313,10 @@ async function instantiate(env) {
 	const t1 = performance.now();
 	const d1 = Date.now();
 	const guest = new Guest(instance);
-	const out = guest.call("configure", configFrom(env));
+	const config = configFrom(env);
+	guest.origins = new Origins(config.origins);
+	delete config.origins;
+	const out = guest.call("configure", config);
 	if (!out || out.kind !== "configured") {
 		throw new Error(`edge module refused its configuration: ${out?.error ?? JSON.stringify(out)}`);
 	}
@@ -224,8 +335,10 @@ function configFrom(env) {
 		(k) => !env[k],
 	);
 	if (missing.length) throw new Error(`worker is missing configuration: ${missing.join(", ")} (see wrangler.toml)`);
+	const origins = parseOrigins(env.ORIGIN_URL);
 	return {
-		origin: env.ORIGIN_URL,
+		origins, // the host's (Origins); the module is configured with the first
+		origin: origins[0],
 		jwksUrl: env.JWKS_URL,
 		issuer: env.ISSUER,
 		audience: env.AUDIENCE,
@@ -240,6 +353,7 @@ class Guest {
 		this.x = instance.exports;
 		this.broken = null; // the error that made the instance unusable
 		this.parked = new Map(); // handle -> {resolve, reject}
+		this.origins = null; // Origins, set once configured
 	}
 
 	call(fn, msg) {
@@ -378,10 +492,11 @@ function hostError(status, message, code = "INTERNAL") {
  * JWKS, the gate), bounded by SUBREQUEST_TIMEOUT_MS, and returns the
  * resume message for it: status 0 with the error when it failed.
  */
-async function fetchForGuest(handle, method, url, headers) {
+async function fetchForGuest(origins, handle, method, url, headers) {
 	const msg = { handle };
 	try {
-		const resp = await fetch(url, { method, headers, redirect: "manual", signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS) });
+		const init = { method, headers, redirect: "manual", signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS) };
+		const resp = await fetchOrigin(origins, url, init, IDEMPOTENT.has(method));
 		msg.status = resp.status;
 		msg.headers = headerPairs(resp.headers);
 		msg.body = await resp.text();
@@ -422,7 +537,7 @@ function errorText(err) {
  */
 function refreshInBackground(guest, refresh, ctx) {
 	const task = (async () => {
-		const msg = await fetchForGuest(refresh.handle, "GET", refresh.url, [["Accept", "application/json"]]);
+		const msg = await fetchForGuest(guest.origins, refresh.handle, "GET", refresh.url, [["Accept", "application/json"]]);
 		const out = resumeWith((name, m) => guest.call(name, m), msg, "JWKS");
 		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
 		if (out.refresh) refreshInBackground(guest, out.refresh, ctx);
@@ -433,6 +548,18 @@ function refreshInBackground(guest, refresh, ctx) {
 	ctx.waitUntil(
 		task.catch((err) => console.error(`[edge host] background JWKS refresh failed: ${err && err.stack ? err.stack : err}`)),
 	);
+}
+
+/**
+ * The client's body for a forward: none for GET and HEAD; kept in memory
+ * when it may be sent to a second origin (several origins, an idempotent
+ * method, a Content-Length up to MAX_KEPT_BODY); else the stream.
+ */
+async function forwardBody(request, method, origins) {
+	if (request.method === "GET" || request.method === "HEAD" || request.body === null) return null;
+	const length = request.headers.get("content-length");
+	const small = length !== null && /^[0-9]+$/.test(length) && Number(length) <= MAX_KEPT_BODY;
+	return origins.list.length > 1 && IDEMPOTENT.has(method) && small ? await request.arrayBuffer() : request.body;
 }
 
 async function drive(guest, request, ctx) {
@@ -471,13 +598,10 @@ async function drive(guest, request, ctx) {
 				if (out.forward) {
 					msg = { handle: out.handle };
 					try {
-						const hasBody = request.method !== "GET" && request.method !== "HEAD";
-						const resp = await fetch(out.url, {
-							method: out.method,
-							headers: out.headers ?? [],
-							body: hasBody ? request.body : null,
-							redirect: "manual",
-						});
+						const body = await forwardBody(request, out.method, guest.origins);
+						const init = { method: out.method, headers: out.headers ?? [], body, redirect: "manual" };
+						const repeatable = IDEMPOTENT.has(out.method) && (body === null || body instanceof ArrayBuffer);
+						const resp = await fetchOrigin(guest.origins, out.url, init, repeatable);
 						forwarded = resp;
 						msg.status = resp.status;
 						msg.headers = headerPairs(resp.headers);
@@ -488,7 +612,7 @@ async function drive(guest, request, ctx) {
 					}
 					msg.now = Date.now();
 				} else {
-					msg = await fetchForGuest(out.handle, out.method, out.url, out.headers ?? []);
+					msg = await fetchForGuest(guest.origins, out.handle, out.method, out.url, out.headers ?? []);
 				}
 				// A response too large for the guest still answers the
 				// subrequest, so the guest (and anyone parked on it) moves on.
