@@ -11,8 +11,10 @@ import (
 	"time"
 )
 
-// The bounds, as PostgreSQL settings. A DSN may set them itself (the
-// options parameter); these apply where it does not.
+// The bounds, as PostgreSQL settings. A DSN may set one itself as a
+// parameter of its own (lock_timeout=5s); these apply where it does not.
+// A DSN's options=-c ... does not override them: pgx sends the runtime
+// parameters after options.
 const (
 	// LockTimeout bounds a wait for a lock another session holds; the
 	// waiting statement fails (SQLSTATE 55P03) and its transaction is
