@@ -276,6 +276,11 @@ func TestLoadFaults(t *testing.T) {
 		{"empty file", write("tiers.json", ``), "tiers.json: invalid JSON"},
 		{"trailing data", write("tiers.json", `{"tiers":[{"tier":"high","label":"High"}]} {}`), "tiers.json: invalid JSON at line 1"},
 		{"wrong type", lesson(func(v map[string]any) { obj(v, "classes", 0)["number"] = "1" }), `lessons/high/algebra.json: classes.number: wrong type: JSON string where an integer is expected`},
+		// The expected kind comes from the Go type's kind, never its name:
+		// an interactive (whose type name spells "int") and a tier row
+		// (whose fields are strings) are objects.
+		{"interactive not an object", lesson(func(v map[string]any) { obj(v, "classes", 0)["interactives"] = []any{"x"} }), `classes.interactives: wrong type: JSON string where an object is expected`},
+		{"tier row not an object", write("tiers.json", `{"tiers":[1]}`), `tiers.json: tiers: wrong type: JSON number where an object is expected`},
 		{"unknown field", lesson(func(v map[string]any) { obj(v, "classes", 0)["answerindex"] = 1 }), `lessons/high/algebra.json: invalid JSON: unknown field "answerindex"`},
 		{"bad card id", lesson(func(v map[string]any) { obj(v, "classes", 3, "cards", 2)["id"] = "C 2" }), `lessons/high/algebra.json: classes[3].cards[2].id: "C 2" is not a valid card id`},
 		{"duplicate card id", lesson(func(v map[string]any) { obj(v, "classes", 1, "cards", 4)["id"] = "c1" }), `classes[1].cards[4].id: duplicate card id "c1" (also cards[0])`},

@@ -22,6 +22,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"sort"
@@ -350,7 +351,7 @@ func jsonError(file string, data []byte, err error) error {
 			field = "(top level)"
 		}
 		line, col := lineCol(data, typ.Offset)
-		return errf(file, field, "wrong type: JSON %s where %s is expected (line %d, column %d, offset %d)", typ.Value, jsonKind(typ.Type.String()), line, col, typ.Offset)
+		return errf(file, field, "wrong type: JSON %s where %s is expected (line %d, column %d, offset %d)", typ.Value, jsonKind(typ.Type), line, col, typ.Offset)
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		return errf(file, "", "invalid JSON: unexpected end of input (offset %d)", len(data))
 	}
@@ -358,16 +359,24 @@ func jsonError(file string, data []byte, err error) error {
 	return errf(file, "", "invalid JSON: %s", msg)
 }
 
-// jsonKind names a Go type as the JSON kind it decodes from.
-func jsonKind(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]") || strings.HasPrefix(goType, "json.RawMessage"):
+// jsonKind names a Go type as the JSON kind it decodes from. It goes by
+// the type's kind, not its name: a struct whose name or fields happen to
+// spell "int" or "string" is still an object.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
 		return "an array"
-	case strings.Contains(goType, "int"):
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "an integer"
-	case strings.Contains(goType, "bool"):
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
 		return "a boolean"
-	case strings.Contains(goType, "string"):
+	case reflect.String:
 		return "a string"
 	}
 	return "an object"
