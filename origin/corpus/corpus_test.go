@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/id"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 var (

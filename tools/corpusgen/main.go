@@ -11,7 +11,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 )
 
 func main() {

@@ -19,6 +19,7 @@ import (
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
@@ -33,7 +34,6 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // stack is the running origin: its listeners and what they serve.
