@@ -6,6 +6,9 @@
 // not store: media ids, each lesson's key terms and estimated study time,
 // and per-subject coverage.
 //
+// The format's JSON shapes are the types of format.go: Load decodes them,
+// and the generator, origin/corpus/gen, encodes them.
+//
 // Load never panics on bad input: every fault is an *Error naming the file
 // and the field path, such as
 //
@@ -77,135 +80,6 @@ func errf(file, field, format string, a ...any) *Error {
 
 var versionRE = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])\+[0-9A-Za-z]{1,64}$`)
 
-// Wire types: the files' JSON. Pointers mark required numbers and booleans
-// so that a missing one is reported rather than read as zero.
-
-type manifestJSON struct {
-	Format         string      `json:"format"`
-	ContentVersion string      `json:"contentVersion"`
-	Counts         *countsJSON `json:"counts"`
-	Files          []string    `json:"files"`
-}
-
-type countsJSON struct {
-	Tiers         *int `json:"tiers"`
-	Subjects      *int `json:"subjects"`
-	Classes       *int `json:"classes"`
-	Media         *int `json:"media"`
-	TestprepItems *int `json:"testprepItems"`
-}
-
-type tiersJSON struct {
-	Tiers []struct {
-		Tier  string `json:"tier"`
-		Label string `json:"label"`
-	} `json:"tiers"`
-}
-
-type subjectsJSON struct {
-	Subjects []struct {
-		Slug          string   `json:"slug"`
-		Tier          string   `json:"tier"`
-		Name          string   `json:"name"`
-		Description   string   `json:"description"`
-		Difficulty    string   `json:"difficulty"`
-		Tags          []string `json:"tags"`
-		Prerequisites []string `json:"prerequisites"`
-		Related       []string `json:"related"`
-	} `json:"subjects"`
-}
-
-type lessonFileJSON struct {
-	Tier    string      `json:"tier"`
-	Slug    string      `json:"slug"`
-	Classes []classJSON `json:"classes"`
-}
-
-type classJSON struct {
-	Number        *int              `json:"number"`
-	Title         string            `json:"title"`
-	Subtitle      string            `json:"subtitle"`
-	HasVideo      *bool             `json:"hasVideo"`
-	HasNarration  *bool             `json:"hasNarration"`
-	HasTranscript *bool             `json:"hasTranscript"`
-	Cards         []cardJSON        `json:"cards"`
-	Quiz          []quizJSON        `json:"quiz"`
-	InlineChecks  []checkJSON       `json:"inlineChecks"`
-	Interactives  []interactiveJSON `json:"interactives"`
-	WorkedExample *workedJSON       `json:"workedExample"`
-}
-
-type cardJSON struct {
-	ID              string      `json:"id"`
-	Label           string      `json:"label"`
-	Body            string      `json:"body"`
-	KeyPoints       []string    `json:"keyPoints"`
-	IllustrationAlt string      `json:"illustrationAlt"`
-	Narrated        bool        `json:"narrated"`
-	NarrationScript string      `json:"narrationScript"`
-	VideoVoiceover  string      `json:"videoVoiceover"`
-	Media           []mediaJSON `json:"media"`
-}
-
-type mediaJSON struct {
-	Type        string `json:"type"`
-	Location    string `json:"location"`
-	Bytes       *int64 `json:"bytes"`
-	DurationSec int    `json:"durationSec"`
-	MIME        string `json:"mime"`
-}
-
-type quizJSON struct {
-	Question    string   `json:"question"`
-	Options     []string `json:"options"`
-	AnswerIndex *int     `json:"answerIndex"`
-}
-
-type checkJSON struct {
-	AfterCard   string   `json:"afterCard"`
-	Question    string   `json:"question"`
-	Options     []string `json:"options"`
-	AnswerIndex *int     `json:"answerIndex"`
-	Hints       []string `json:"hints"`
-	Rationale   string   `json:"rationale"`
-}
-
-type interactiveJSON struct {
-	ID     string          `json:"id"`
-	Card   string          `json:"card"`
-	Kind   string          `json:"kind"`
-	Prompt string          `json:"prompt"`
-	Config json.RawMessage `json:"config"`
-}
-
-type workedJSON struct {
-	Problem string   `json:"problem"`
-	Steps   []string `json:"steps"`
-	Answer  string   `json:"answer"`
-}
-
-type testJSON struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	Sections []struct {
-		ID    string     `json:"id"`
-		Label string     `json:"label"`
-		Items []itemJSON `json:"items"`
-	} `json:"sections"`
-}
-
-type itemJSON struct {
-	ID               string   `json:"id"`
-	Domain           string   `json:"domain"`
-	Difficulty       string   `json:"difficulty"`
-	Passage          string   `json:"passage"`
-	Prompt           string   `json:"prompt"`
-	Options          []string `json:"options"`
-	AnswerIndex      *int     `json:"answerIndex"`
-	Rationale        string   `json:"rationale"`
-	OptionRationales []string `json:"optionRationales"`
-}
-
 // Load reads the corpus in dir, validates all of it and builds the indexes.
 // Any fault is returned as an *Error; Load never panics on bad input.
 func Load(dir string) (c *Corpus, err error) {
@@ -231,7 +105,7 @@ func load(dir string) (*Corpus, error) {
 		return b, nil
 	}
 
-	var man manifestJSON
+	var man ManifestJSON
 	b, err := read("corpus.json")
 	if err != nil {
 		return nil, err
@@ -401,7 +275,7 @@ func (c *Corpus) loadTiers(read func(string) ([]byte, error)) error {
 	if err != nil {
 		return err
 	}
-	var tj tiersJSON
+	var tj TiersJSON
 	if err := decode(file, b, &tj); err != nil {
 		return err
 	}
@@ -435,7 +309,7 @@ func (c *Corpus) loadSubjects(read func(string) ([]byte, error), listed map[stri
 	if err != nil {
 		return err
 	}
-	var sj subjectsJSON
+	var sj SubjectsJSON
 	if err := decode(file, b, &sj); err != nil {
 		return err
 	}
@@ -595,7 +469,7 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 
 // parseLessons decodes and validates one subject's lesson file.
 func parseLessons(file string, data []byte, s *Subject) ([]*Lesson, error) {
-	var lf lessonFileJSON
+	var lf LessonFileJSON
 	if err := decode(file, data, &lf); err != nil {
 		return nil, err
 	}
@@ -647,7 +521,7 @@ func parseLessons(file string, data []byte, s *Subject) ([]*Lesson, error) {
 	return lessons, nil
 }
 
-func parseClass(file, f string, cj *classJSON, s *Subject) (*Lesson, error) {
+func parseClass(file, f string, cj *ClassJSON, s *Subject) (*Lesson, error) {
 	l := &Lesson{
 		ID:      s.Ref() + "/" + strconv.Itoa(*cj.Number),
 		Subject: s, Number: *cj.Number, Title: cj.Title, Subtitle: cj.Subtitle,
@@ -921,7 +795,7 @@ func (c *Corpus) loadTests(read func(string) ([]byte, error), files []string) er
 
 func parseTest(file string, data []byte, rank int, itemIDs map[string]string) (*Test, error) {
 	spec := TestSections[rank]
-	var tj testJSON
+	var tj TestJSON
 	if err := decode(file, data, &tj); err != nil {
 		return nil, err
 	}
