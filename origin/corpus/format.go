@@ -2,6 +2,28 @@ package corpus
 
 import "encoding/json"
 
+// Format is the only corpus format this package reads.
+const Format = "lectern-corpus/1"
+
+// TestSections are the spec's tests and their sections, in order
+// (spec: Test prep).
+var TestSections = []struct {
+	Test     string
+	Sections []string
+}{
+	{"digital-sat", []string{"rw", "math"}},
+	{"act", []string{"english", "math", "reading", "science"}},
+	{"psat-nmsqt", []string{"rw", "math"}},
+	{"caaspp", []string{"ela", "math", "science"}},
+}
+
+// Difficulties are the legal subject difficulties, and ItemDifficulties
+// the legal test-prep item difficulties.
+var (
+	Difficulties     = []string{"beginner", "intermediate", "advanced"}
+	ItemDifficulties = []string{"easy", "medium", "hard"}
+)
+
 // The file format (docs/corpus-format.md): one Go type per JSON shape,
 // read by Load and written by the generator (origin/corpus/gen), so the
 // two cannot drift apart.
