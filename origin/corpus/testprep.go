@@ -42,6 +42,8 @@ func (c *Corpus) loadTests(read func(string) ([]byte, error), files []string) er
 	return nil
 }
 
+// parseTest decodes and validates one test file, the test at rank in
+// TestSections; itemIDs spans every test, as item ids are unique across them.
 func parseTest(file string, data []byte, rank int, itemIDs map[string]string) (*Test, error) {
 	spec := TestSections[rank]
 	var tj TestJSON
@@ -79,38 +81,11 @@ func parseTest(file string, data []byte, rank int, itemIDs map[string]string) (*
 		}
 		sec := &Section{ID: sj.ID, Label: sj.Label, Test: t}
 		for k := range sj.Items {
-			it := &sj.Items[k]
-			itf := fmt.Sprintf("%s.items[%d]", f, k)
-			if !id.ValidSlug(it.ID) {
-				return nil, errf(file, itf+".id", "%q is not a valid item id (lowercase letters and digits joined by hyphens)", it.ID)
-			}
-			if prev, dup := itemIDs[it.ID]; dup {
-				return nil, errf(file, itf+".id", "duplicate item id %q (also in %s)", it.ID, prev)
-			}
-			itemIDs[it.ID] = file
-			if strings.TrimSpace(it.Domain) == "" {
-				return nil, errf(file, itf+".domain", "missing")
-			}
-			if !oneOf(it.Difficulty, ItemDifficulties) {
-				return nil, errf(file, itf+".difficulty", "%q is not one of %s", it.Difficulty, strings.Join(ItemDifficulties, ", "))
-			}
-			if strings.TrimSpace(it.Prompt) == "" {
-				return nil, errf(file, itf+".prompt", "missing")
-			}
-			if err := choices(file, itf, it.Options, it.AnswerIndex); err != nil {
+			item, err := parseItem(file, fmt.Sprintf("%s.items[%d]", f, k), &sj.Items[k], sec, itemIDs)
+			if err != nil {
 				return nil, err
 			}
-			if strings.TrimSpace(it.Rationale) == "" {
-				return nil, errf(file, itf+".rationale", "missing")
-			}
-			if it.OptionRationales != nil && len(it.OptionRationales) != len(it.Options) {
-				return nil, errf(file, itf+".optionRationales", "%d rationales for %d options", len(it.OptionRationales), len(it.Options))
-			}
-			sec.Items = append(sec.Items, &Item{
-				ID: it.ID, Test: tj.ID, Section: sj.ID, Domain: it.Domain, Difficulty: it.Difficulty,
-				Passage: it.Passage, Prompt: it.Prompt, Options: it.Options, AnswerIndex: *it.AnswerIndex,
-				Rationale: it.Rationale, OptionRationales: it.OptionRationales,
-			})
+			sec.Items = append(sec.Items, item)
 		}
 		bySection[r] = sec
 	}
@@ -120,4 +95,39 @@ func parseTest(file string, data []byte, rank int, itemIDs map[string]string) (*
 		}
 	}
 	return t, nil
+}
+
+// parseItem validates one item of section sec at field itf; itemIDs maps
+// the item ids seen so far, in every test, to their file.
+func parseItem(file, itf string, it *ItemJSON, sec *Section, itemIDs map[string]string) (*Item, error) {
+	if !id.ValidSlug(it.ID) {
+		return nil, errf(file, itf+".id", "%q is not a valid item id (lowercase letters and digits joined by hyphens)", it.ID)
+	}
+	if prev, dup := itemIDs[it.ID]; dup {
+		return nil, errf(file, itf+".id", "duplicate item id %q (also in %s)", it.ID, prev)
+	}
+	itemIDs[it.ID] = file
+	if strings.TrimSpace(it.Domain) == "" {
+		return nil, errf(file, itf+".domain", "missing")
+	}
+	if !oneOf(it.Difficulty, ItemDifficulties) {
+		return nil, errf(file, itf+".difficulty", "%q is not one of %s", it.Difficulty, strings.Join(ItemDifficulties, ", "))
+	}
+	if strings.TrimSpace(it.Prompt) == "" {
+		return nil, errf(file, itf+".prompt", "missing")
+	}
+	if err := choices(file, itf, it.Options, it.AnswerIndex); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(it.Rationale) == "" {
+		return nil, errf(file, itf+".rationale", "missing")
+	}
+	if it.OptionRationales != nil && len(it.OptionRationales) != len(it.Options) {
+		return nil, errf(file, itf+".optionRationales", "%d rationales for %d options", len(it.OptionRationales), len(it.Options))
+	}
+	return &Item{
+		ID: it.ID, Test: sec.Test.ID, Section: sec.ID, Domain: it.Domain, Difficulty: it.Difficulty,
+		Passage: it.Passage, Prompt: it.Prompt, Options: it.Options, AnswerIndex: *it.AnswerIndex,
+		Rationale: it.Rationale, OptionRationales: it.OptionRationales,
+	}, nil
 }
