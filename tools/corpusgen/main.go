@@ -1,5 +1,6 @@
 // Command corpusgen writes Lectern's deterministic synthetic corpus
-// (docs/corpus-format.md) and prints a JSON summary as its last line:
+// (docs/corpus-format.md) with the generator, origin/corpus/gen, and prints
+// a JSON summary as its last line:
 //
 //	go run ./tools/corpusgen -out DIR [-seed N] [-date YYYY-MM-DD] [-small]
 package main
