@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/wasmtest/host"
 	"golang.org/x/oauth2/clientcredentials"
 )

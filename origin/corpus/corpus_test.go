@@ -1,4 +1,4 @@
-package corpus
+package corpus_test
 
 import (
 	"encoding/json"
@@ -11,8 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/id"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 var (
@@ -64,14 +65,14 @@ func TestMain(m *testing.M) {
 }
 
 func TestLoadSmall(t *testing.T) {
-	c, err := Load(small(t))
+	c, err := corpus.Load(small(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tiers []string
 	for _, tr := range c.Tiers {
 		tiers = append(tiers, tr.Name)
-		if !slices.IsSortedFunc(tr.Subjects, func(a, b *Subject) int { return strings.Compare(a.Name, b.Name) }) {
+		if !slices.IsSortedFunc(tr.Subjects, func(a, b *corpus.Subject) int { return strings.Compare(a.Name, b.Name) }) {
 			t.Errorf("tier %s: subjects not ordered by name", tr.Name)
 		}
 		if c.Tier(tr.Name) != tr {
@@ -94,7 +95,7 @@ func TestLoadSmall(t *testing.T) {
 	if c.Subject("primary", "algebra") != nil {
 		t.Error("Subject(primary, algebra) found a subject that does not exist")
 	}
-	cov := Coverage{}
+	cov := corpus.Coverage{}
 	for n, l := range s.Lessons {
 		if l.Number != n+1 || l.ID != "high/algebra/"+itoa(n+1) || c.Lesson(l.ID) != l || c.LessonAt("high", "algebra", n+1) != l || l.Subject != s {
 			t.Errorf("lesson %d: indexes disagree (%s)", n+1, l.ID)
@@ -114,7 +115,7 @@ func TestLoadSmall(t *testing.T) {
 			if wantID := l.ID + "#" + m.CardID + "#" + m.Type; m.ID != wantID {
 				t.Errorf("media id %q, want %q", m.ID, wantID)
 			}
-			if i > 0 && l.Media[i-1].CardID == m.CardID && mediaRank(l.Media[i-1].Type) >= mediaRank(m.Type) {
+			if i > 0 && l.Media[i-1].CardID == m.CardID && corpus.MediaRank(l.Media[i-1].Type) >= corpus.MediaRank(m.Type) {
 				t.Errorf("%s: media not in video, audio, image order", l.ID)
 			}
 		}
@@ -166,7 +167,7 @@ func TestLoadSmall(t *testing.T) {
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestNarrationAndTranscript(t *testing.T) {
-	c := &Card{Body: "body", Narrated: true}
+	c := &corpus.Card{Body: "body", Narrated: true}
 	if c.Narration() != "body" || !c.InTranscript() {
 		t.Error("a narrated card without a script narrates its body")
 	}
@@ -174,23 +175,23 @@ func TestNarrationAndTranscript(t *testing.T) {
 	if c.Narration() != "script" {
 		t.Error("a narration script wins over the body")
 	}
-	c = &Card{Body: "body", VideoVoiceover: "vo"}
+	c = &corpus.Card{Body: "body", VideoVoiceover: "vo"}
 	if c.Narration() != "" || !c.InTranscript() {
 		t.Error("a voiced card without narration is in the transcript but has no narration")
 	}
-	c = &Card{Body: "body"}
+	c = &corpus.Card{Body: "body"}
 	if c.InTranscript() {
 		t.Error("a card with neither narration nor voiceover is omitted from the transcript")
 	}
 }
 
 func TestKeyTermsAndStudyTime(t *testing.T) {
-	cards := []*Card{
+	cards := []*corpus.Card{
 		{ID: "c1", Body: "Intro line.\n\nThe **Slope** is the steepness of a line. It has a **sign**! Then **slope** again."},
 		{ID: "c2", Body: "Here **rise over run** measures it? Yes. Broken **marker and ** ** nothing."},
 	}
-	got := keyTerms(cards)
-	want := []KeyTerm{
+	got := corpus.KeyTerms(cards)
+	want := []corpus.KeyTerm{
 		{Term: "Slope", Definition: "The Slope is the steepness of a line.", CardID: "c1"},
 		{Term: "sign", Definition: "It has a sign!", CardID: "c1"},
 		{Term: "rise over run", Definition: "Here rise over run measures it?", CardID: "c2"},
@@ -200,15 +201,15 @@ func TestKeyTermsAndStudyTime(t *testing.T) {
 		t.Errorf("keyTerms:\n got %+v\nwant %+v", got, want)
 	}
 
-	l := &Lesson{
-		Cards: []*Card{{Body: strings.Repeat("word ", 450), Media: []*Media{{Type: "video", DurationSec: 90}, {Type: "audio", DurationSec: 200}}}},
-		Quiz:  make([]QuizItem, 3), InlineChecks: make([]InlineCheck, 1),
+	l := &corpus.Lesson{
+		Cards: []*corpus.Card{{Body: strings.Repeat("word ", 450), Media: []*corpus.Media{{Type: "video", DurationSec: 90}, {Type: "audio", DurationSec: 200}}}},
+		Quiz:  make([]corpus.QuizItem, 3), InlineChecks: make([]corpus.InlineCheck, 1),
 	}
 	// 450 words = 135 s, + 90 s video, + 4 × 30 s = 345 s -> 6 minutes.
-	if got := studyMinutes(l); got != 6 {
+	if got := corpus.StudyMinutes(l); got != 6 {
 		t.Errorf("studyMinutes = %d, want 6", got)
 	}
-	if got := studyMinutes(&Lesson{Cards: []*Card{{Body: "x"}}}); got != 1 {
+	if got := corpus.StudyMinutes(&corpus.Lesson{Cards: []*corpus.Card{{Body: "x"}}}); got != 1 {
 		t.Errorf("studyMinutes of a tiny lesson = %d, want 1", got)
 	}
 }
@@ -276,6 +277,11 @@ func TestLoadFaults(t *testing.T) {
 		{"empty file", write("tiers.json", ``), "tiers.json: invalid JSON"},
 		{"trailing data", write("tiers.json", `{"tiers":[{"tier":"high","label":"High"}]} {}`), "tiers.json: invalid JSON at line 1"},
 		{"wrong type", lesson(func(v map[string]any) { obj(v, "classes", 0)["number"] = "1" }), `lessons/high/algebra.json: classes.number: wrong type: JSON string where an integer is expected`},
+		// The expected kind comes from the Go type's kind, never its name:
+		// an interactive (whose type name spells "int") and a tier row
+		// (whose fields are strings) are objects.
+		{"interactive not an object", lesson(func(v map[string]any) { obj(v, "classes", 0)["interactives"] = []any{"x"} }), `classes.interactives: wrong type: JSON string where an object is expected`},
+		{"tier row not an object", write("tiers.json", `{"tiers":[1]}`), `tiers.json: tiers: wrong type: JSON number where an object is expected`},
 		{"unknown field", lesson(func(v map[string]any) { obj(v, "classes", 0)["answerindex"] = 1 }), `lessons/high/algebra.json: invalid JSON: unknown field "answerindex"`},
 		{"bad card id", lesson(func(v map[string]any) { obj(v, "classes", 3, "cards", 2)["id"] = "C 2" }), `lessons/high/algebra.json: classes[3].cards[2].id: "C 2" is not a valid card id`},
 		{"duplicate card id", lesson(func(v map[string]any) { obj(v, "classes", 1, "cards", 4)["id"] = "c1" }), `classes[1].cards[4].id: duplicate card id "c1" (also cards[0])`},
@@ -371,14 +377,14 @@ func TestLoadFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := small(t)
 			tt.damage(t, dir)
-			c, err := Load(dir)
+			c, err := corpus.Load(dir)
 			if err == nil {
 				t.Fatalf("loaded a damaged corpus (%d classes); want error containing %q", c.Counts.Classes, tt.want)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error\n  %v\nwant it to contain\n  %s", err, tt.want)
 			}
-			var ce *Error
+			var ce *corpus.Error
 			if !errors.As(err, &ce) || ce.File == "" {
 				t.Errorf("error %v is not a *corpus.Error naming a file", err)
 			}
@@ -411,7 +417,7 @@ func TestNoPanicOnCorruptFiles(t *testing.T) {
 			damaged := [][]byte{orig[:k], flip(orig, k)}
 			for _, b := range damaged {
 				os.WriteFile(f, b, 0o644)
-				c, err := load(base)
+				c, err := corpus.LoadUnguarded(base)
 				if err == nil && len(b) != len(orig) {
 					t.Errorf("%s truncated at %d: loaded without error (%d classes)", rel, k, c.Counts.Classes)
 				}
@@ -419,7 +425,7 @@ func TestNoPanicOnCorruptFiles(t *testing.T) {
 		}
 		os.WriteFile(f, orig, 0o644)
 	}
-	if _, err := load(base); err != nil {
+	if _, err := corpus.LoadUnguarded(base); err != nil {
 		t.Fatalf("restored corpus fails: %v", err)
 	}
 }
@@ -451,8 +457,8 @@ func FuzzLessonFile(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := &Subject{Tier: "high", Slug: "algebra"}
-		ls, err := parseLessons(algebra, data, s)
+		s := &corpus.Subject{Tier: "high", Slug: "algebra"}
+		ls, err := corpus.ParseLessons(algebra, data, s)
 		if err == nil {
 			for _, l := range ls {
 				if l.Subject != s || len(l.Cards) == 0 {

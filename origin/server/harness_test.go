@@ -18,6 +18,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -26,7 +27,6 @@ import (
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	shid "github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2/clientcredentials"
 )

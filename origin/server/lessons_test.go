@@ -23,6 +23,7 @@ import (
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -30,7 +31,6 @@ import (
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/lectern-api/lectern/shared/token"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // findLessonWhere returns the first lesson of the corpus that satisfies f.

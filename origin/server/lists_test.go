@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // listPage is the list envelope with raw rows, decoded strictly.

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 

@@ -14,8 +14,8 @@ import (
 	"unicode"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // searchHitT is a search hit as these tests read it.

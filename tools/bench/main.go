@@ -3,7 +3,7 @@
 // body — and prints one table with the goal of each line (PASS/MISS is
 // informational: the exit status is 0 unless something failed).
 //
-// It generates the full deterministic corpus (tools/corpusgen/gen, seed 1)
+// It generates the full deterministic corpus (origin/corpus/gen, seed 1)
 // into a temporary directory, wires the origin stack in process as
 // origin/cmd/origin does (public API, identity provider, SQLite store and
 // meters in a temporary database), creates an organisation granted every
@@ -60,7 +60,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/wasmtest/host"
 )
 

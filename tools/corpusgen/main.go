@@ -1,5 +1,6 @@
 // Command corpusgen writes Lectern's deterministic synthetic corpus
-// (docs/corpus-format.md) and prints a JSON summary as its last line:
+// (docs/corpus-format.md) with the generator, origin/corpus/gen, and prints
+// a JSON summary as its last line:
 //
 //	go run ./tools/corpusgen -out DIR [-seed N] [-date YYYY-MM-DD] [-small]
 package main
@@ -11,7 +12,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 )
 
 func main() {

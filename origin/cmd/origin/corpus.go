@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // The deployment's corpus (issue #14; docs/operations.md, Corpus reload).

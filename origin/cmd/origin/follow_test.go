@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // Issue #14, point 6: a corpus reload reaches every origin on the

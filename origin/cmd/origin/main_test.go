@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"golang.org/x/oauth2/clientcredentials"
 )
 

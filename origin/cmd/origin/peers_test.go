@@ -21,8 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
 )
 
 // Issue #14: several origins on one PostgreSQL database, each a process

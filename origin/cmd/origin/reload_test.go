@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 )
 
 // The admin API's reload while serving: the version moves, ETags move and

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/tools/corpusgen/gen"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
 )
 
 // tree reads every file under dir, keyed by slash path.

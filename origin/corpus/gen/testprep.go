@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/lectern-api/lectern/origin/corpus"
 )
 
 // Test prep: the spec's four tests with exactly its sections (spec: "Test
@@ -52,15 +54,15 @@ var testSpecs = []testSpec{
 	}},
 }
 
-func genTest(r *rand.Rand, t *testSpec, small bool) (testFile, int) {
-	tf := testFile{ID: t.id, Name: t.name}
+func genTest(r *rand.Rand, t *testSpec, small bool) (corpus.TestJSON, int) {
+	tf := corpus.TestJSON{ID: t.id, Name: t.name}
 	total := 0
 	for _, s := range t.sections {
 		n := between(r, 300, 480)
 		if small {
 			n = 20
 		}
-		sec := sectionJSON{ID: s.id, Label: s.label}
+		sec := corpus.SectionJSON{ID: s.id, Label: s.label}
 		for i := 0; i < n; i++ {
 			d := s.domains[i%len(s.domains)]
 			g := &itemGen{r: r, diff: []string{"easy", "medium", "medium", "hard"}[r.IntN(4)]}
@@ -162,10 +164,10 @@ func (g *itemGen) passage(long bool) passage {
 }
 
 // rat builds per-option rationales: "Correct." for the answer, why-not for the rest.
-func rat(opts []string, ans int, right string, wrong func(o string) string) []string {
+func rat(opts []string, ans *int, right string, wrong func(o string) string) []string {
 	out := make([]string, len(opts))
 	for i, o := range opts {
-		if i == ans {
+		if i == *ans {
 			out[i] = "Correct. " + right
 		} else {
 			out[i] = "Incorrect. " + wrong(o)
@@ -174,13 +176,13 @@ func rat(opts []string, ans int, right string, wrong func(o string) string) []st
 	return out
 }
 
-func (g *itemGen) item(kind string) itemJSON {
+func (g *itemGen) item(kind string) corpus.ItemJSON {
 	r := g.r
 	switch kind {
 	case "mainidea", "detail", "purpose", "inference", "listening":
 		p := g.passage(g.diff == "hard" || kind == "inference" || kind == "purpose")
 		s := p.st
-		var it itemJSON
+		var it corpus.ItemJSON
 		it.Passage = p.text
 		if kind == "listening" {
 			it.Passage = "Transcript of a short class presentation: " + p.text
@@ -231,7 +233,7 @@ func (g *itemGen) item(kind string) itemJSON {
 	case "vocab":
 		v := vocabBank[r.IntN(len(vocabBank))]
 		st := studies[r.IntN(len(studies))]
-		it := itemJSON{
+		it := corpus.ItemJSON{
 			Passage: fmt.Sprintf(v.context, st.field, st.phenomenon),
 			Prompt:  fmt.Sprintf("As used in the text, what does the word %q most nearly mean?", v.word),
 		}
@@ -244,7 +246,7 @@ func (g *itemGen) item(kind string) itemJSON {
 	case "transition":
 		st := studies[r.IntN(len(studies))]
 		tr := transitions[r.IntN(len(transitions))]
-		it := itemJSON{
+		it := corpus.ItemJSON{
 			Passage: fmt.Sprintf(tr.text, st.phenomenon, st.cause, st.rival, st.place),
 			Prompt:  "Which choice completes the text with the most logical transition?",
 		}
@@ -270,7 +272,7 @@ func (g *itemGen) item(kind string) itemJSON {
 		if past {
 			right, wrong = "was", []string{"were", "are", "have been"}
 		}
-		it := itemJSON{
+		it := corpus.ItemJSON{
 			Passage: fmt.Sprintf("%s %s ______ %s.", head, noun, pred),
 			Prompt:  "Which choice completes the text so that it conforms to the conventions of Standard English?",
 		}
@@ -282,7 +284,7 @@ func (g *itemGen) item(kind string) itemJSON {
 		return it
 	case "punctuation":
 		st := studies[r.IntN(len(studies))]
-		it := itemJSON{
+		it := corpus.ItemJSON{
 			Passage: capFirst(fmt.Sprintf("%s was studied for years______ the clearest signal turned out to be %s.", st.phenomenon, st.cause)),
 			Prompt:  "Which choice completes the text so that it conforms to the conventions of Standard English?",
 		}
@@ -294,7 +296,7 @@ func (g *itemGen) item(kind string) itemJSON {
 		return it
 	case "research":
 		st := studies[r.IntN(len(studies))]
-		it := itemJSON{
+		it := corpus.ItemJSON{
 			Prompt: fmt.Sprintf("A student is writing a report arguing that %s depends on %s. Which source would best support the claim?", st.phenomenon, st.cause),
 		}
 		right := fmt.Sprintf("A field study that measured %s and %s at several sites over many years", st.phenomenon, st.cause)
@@ -347,7 +349,7 @@ var transitions = []transition{
 	{"Similarly,", "describes a comparable case", "In %[4]s, %[1]s tracked %[2]s. ______ a second region showed the same link."},
 }
 
-func (g *itemGen) science(kind string) itemJSON {
+func (g *itemGen) science(kind string) corpus.ItemJSON {
 	r := g.r
 	st := studies[r.IntN(len(studies))]
 	a, b := between(r, 5, 40), between(r, 1, 6)*g.scale()
@@ -363,7 +365,7 @@ func (g *itemGen) science(kind string) itemJSON {
 		}
 		rows = append(rows, fmt.Sprintf("level %d: %d units", x, ys[i]))
 	}
-	it := itemJSON{Passage: fmt.Sprintf("In a study of %s, students varied %s across four levels and recorded the response. Results: %s.", st.phenomenon, st.cause, strings.Join(rows, "; "))}
+	it := corpus.ItemJSON{Passage: fmt.Sprintf("In a study of %s, students varied %s across four levels and recorded the response. Results: %s.", st.phenomenon, st.cause, strings.Join(rows, "; "))}
 	switch kind {
 	case "trend":
 		it.Prompt = fmt.Sprintf("According to the results, as %s increased, the recorded response:", st.cause)
@@ -419,10 +421,10 @@ func numOpts(r *rand.Rand, ans int, near []int) (string, []string) {
 	return strconv.Itoa(ans), wrong
 }
 
-func (g *itemGen) math(kind string) itemJSON {
+func (g *itemGen) math(kind string) corpus.ItemJSON {
 	r := g.r
 	k := g.scale()
-	var it itemJSON
+	var it corpus.ItemJSON
 	var right string
 	var wrong []string
 	switch kind {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/lectern-api/lectern/origin/corpus"
 )
 
 // Class kinds fix a class's media shape; their mix gives the corpus classes
@@ -234,7 +236,7 @@ var levelWords = map[string]string{
 	"middle": "middle-school students", "primary": "young learners",
 }
 
-func (s *subjectPlan) row() subjectRow {
+func (s *subjectPlan) row() corpus.SubjectJSON {
 	a := areas[s.fam.Area]
 	t := s.terms
 	desc := fmt.Sprintf("%s for %s: %s, %s and %s, taught through short cards, worked examples and practice checks.",
@@ -246,7 +248,7 @@ func (s *subjectPlan) row() subjectRow {
 	if s.related == nil {
 		s.related = []string{}
 	}
-	return subjectRow{
+	return corpus.SubjectJSON{
 		Slug: s.fam.Slug, Tier: s.tier, Name: s.fam.Name, Description: desc, Difficulty: s.diff,
 		Tags: tags, Prerequisites: s.prereqs, Related: s.related,
 	}

@@ -1,12 +1,13 @@
 // Package gen writes Lectern's deterministic synthetic corpus (DESIGN.md,
 // "Corpus"): at full scale exactly 5 tiers, 125 subjects, 3,680 classes and
 // 113,844 media assets, plus original test-prep items for the spec's four
-// tests. The format is documented in docs/corpus-format.md and read by
-// origin/corpus.
+// tests. The format is documented in docs/corpus-format.md; every file is
+// encoded from origin/corpus's format types (format.go), the ones
+// corpus.Load decodes. tools/corpusgen is its command.
 //
 // Output depends only on Options: all randomness comes from math/rand/v2 PCG
 // streams seeded from Options.Seed, nothing iterates a map to produce output,
-// and every file is marshalled from structs with a fixed field order.
+// and those types fix the order of every file's keys.
 package gen
 
 import (
@@ -25,11 +26,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/shared/id"
 )
-
-// Format is the manifest's format identifier.
-const Format = "lectern-corpus/1"
 
 // DefaultDate is the date part of contentVersion when Options.Date is empty.
 // It is a constant, not today's date, so the default run is reproducible.
@@ -96,7 +95,13 @@ func Write(dir string, opt Options) (Summary, error) {
 		h.Write(f.data)
 	}
 	version := date + "+" + hex.EncodeToString(h.Sum(nil))[:12]
-	man, err := marshalIndent(manifestFile{Format: Format, ContentVersion: version, Counts: counts, Files: paths})
+	man, err := marshalIndent(corpus.ManifestJSON{
+		Format: corpus.Format, ContentVersion: version, Files: paths,
+		Counts: &corpus.CountsJSON{
+			Tiers: new(counts.Tiers), Subjects: new(counts.Subjects), Classes: new(counts.Classes),
+			Media: new(counts.Media), TestprepItems: new(counts.TestprepItems),
+		},
+	})
 	if err != nil {
 		return Summary{}, err
 	}
@@ -137,7 +142,7 @@ var smallSubjects = []string{
 	"middle/algebra", "middle/world-history", "primary/fractions", "primary/phonics",
 }
 
-func build(opt Options) ([]outFile, countsJSON, error) {
+func build(opt Options) ([]outFile, corpus.Counts, error) {
 	fams := parseFamilies()
 	master := rand.New(rand.NewPCG(uint64(opt.Seed), 0x9e3779b97f4a7c15))
 
@@ -170,26 +175,26 @@ func build(opt Options) ([]outFile, countsJSON, error) {
 		s.index = i
 	}
 	if err := planClasses(master, subs, opt.Small); err != nil {
-		return nil, countsJSON{}, err
+		return nil, corpus.Counts{}, err
 	}
 	planSubjectLinks(master, subs)
 
 	var files []outFile
-	tf := tiersFile{}
+	tf := corpus.TiersJSON{}
 	for _, t := range id.Tiers {
-		tf.Tiers = append(tf.Tiers, tierRow{Tier: t, Label: tierLabels[t]})
+		tf.Tiers = append(tf.Tiers, corpus.TierJSON{Tier: t, Label: tierLabels[t]})
 	}
 	b, err := marshalIndent(tf)
 	if err != nil {
-		return nil, countsJSON{}, err
+		return nil, corpus.Counts{}, err
 	}
 	files = append(files, outFile{"tiers.json", b})
-	sf := subjectsFile{}
+	sf := corpus.SubjectsJSON{}
 	for _, s := range subs {
 		sf.Subjects = append(sf.Subjects, s.row())
 	}
 	if b, err = marshalIndent(sf); err != nil {
-		return nil, countsJSON{}, err
+		return nil, corpus.Counts{}, err
 	}
 	files = append(files, outFile{"subjects.json", b})
 
@@ -240,10 +245,10 @@ func build(opt Options) ([]outFile, countsJSON, error) {
 	}
 	close(next)
 	wg.Wait()
-	counts := countsJSON{Tiers: len(id.Tiers), Subjects: len(subs)}
+	counts := corpus.Counts{Tiers: len(id.Tiers), Subjects: len(subs)}
 	for i := range jobs {
 		if errs[i] != nil {
-			return nil, countsJSON{}, errs[i]
+			return nil, corpus.Counts{}, errs[i]
 		}
 		counts.Media += media[i]
 		counts.TestprepItems += items[i]
@@ -252,7 +257,7 @@ func build(opt Options) ([]outFile, countsJSON, error) {
 		counts.Classes += len(s.classes)
 	}
 	if !opt.Small && (counts.Subjects != FullSubjects || counts.Classes != FullClasses || counts.Media != FullMedia) {
-		return nil, countsJSON{}, fmt.Errorf("internal: generated %d subjects, %d classes, %d media", counts.Subjects, counts.Classes, counts.Media)
+		return nil, corpus.Counts{}, fmt.Errorf("internal: generated %d subjects, %d classes, %d media", counts.Subjects, counts.Classes, counts.Media)
 	}
 	files = append(files, out...)
 	return files, counts, nil

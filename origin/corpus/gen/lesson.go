@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/lectern-api/lectern/origin/corpus"
 )
 
 var titleTpl = map[string][]string{
@@ -26,9 +28,9 @@ var subtitleTpl = []string{
 
 // genLessons writes one subject's lesson file; it returns the file and the
 // number of media assets in it.
-func genLessons(r *rand.Rand, s *subjectPlan) (lessonFile, int) {
+func genLessons(r *rand.Rand, s *subjectPlan) (corpus.LessonFileJSON, int) {
 	w := &writer{r: r, s: s, a: areas[s.fam.Area], name: s.fam.Name}
-	lf := lessonFile{Tier: s.tier, Slug: s.fam.Slug}
+	lf := corpus.LessonFileJSON{Tier: s.tier, Slug: s.fam.Slug}
 	nmedia := 0
 	for i, cp := range s.classes {
 		c := genClass(w, i, cp)
@@ -40,7 +42,7 @@ func genLessons(r *rand.Rand, s *subjectPlan) (lessonFile, int) {
 	return lf, nmedia
 }
 
-func genClass(w *writer, i int, cp classPlan) classJSON {
+func genClass(w *writer, i int, cp classPlan) corpus.ClassJSON {
 	r, s := w.r, w.s
 	num := i + 1
 	p := s.terms[i%len(s.terms)]
@@ -64,7 +66,8 @@ func genClass(w *writer, i int, cp classPlan) classJSON {
 	subtitle = strings.ReplaceAll(subtitle, "{S}", capFirst(s.fam.Name))
 	subtitle = capFirst(subtitle)
 
-	c := classJSON{Number: num, Title: title, Subtitle: subtitle}
+	c := corpus.ClassJSON{Number: new(num), Title: title, Subtitle: subtitle}
+	var hasVideo, hasNarration, hasTranscript bool
 	narrated := pickSet(r, cp.cards, cp.narrated)
 	video := pickSet(r, cp.cards, cp.video)
 	base := fmt.Sprintf("media/%s/%s/%d/", s.tier, s.fam.Slug, num)
@@ -88,7 +91,7 @@ func genClass(w *writer, i int, cp classPlan) classJSON {
 		if j == 0 {
 			label = "Overview: " + capFirst(t)
 		}
-		cd := cardJSON{
+		cd := corpus.CardJSON{
 			ID: cid, Label: label, Body: w.body(t, def, want),
 			IllustrationAlt: capFirst(w.fill("{x} showing {t} alongside {u}", t, w.other(t))),
 		}
@@ -100,8 +103,8 @@ func genClass(w *writer, i int, cp classPlan) classJSON {
 				cd.VideoVoiceover = w.sentencesAbout(t, between(r, 1, 4), w.pick(voiceoverOpeners))
 			}
 			d := between(r, 40, 300)
-			cd.Media = append(cd.Media, mediaJSON{Type: "video", Location: base + cid + ".mp4",
-				Bytes: int64(d * between(r, 180_000, 320_000)), DurationSec: d, MIME: "video/mp4"})
+			cd.Media = append(cd.Media, corpus.MediaJSON{Type: "video", Location: base + cid + ".mp4",
+				Bytes: new(int64(d * between(r, 180_000, 320_000))), DurationSec: d, MIME: "video/mp4"})
 		}
 		if narrated[j] {
 			cd.Narrated = true
@@ -111,28 +114,29 @@ func genClass(w *writer, i int, cp classPlan) classJSON {
 				spoken = cd.NarrationScript
 			}
 			d := max(8, words(spoken)*60/150)
-			cd.Media = append(cd.Media, mediaJSON{Type: "audio", Location: base + cid + ".mp3",
-				Bytes: int64(d * 16_000), DurationSec: d, MIME: "audio/mpeg"})
+			cd.Media = append(cd.Media, corpus.MediaJSON{Type: "audio", Location: base + cid + ".mp3",
+				Bytes: new(int64(d * 16_000)), DurationSec: d, MIME: "audio/mpeg"})
 		}
-		cd.Media = append(cd.Media, mediaJSON{Type: "image", Location: base + cid + ".png",
-			Bytes: int64(between(r, 40_000, 900_000)), MIME: "image/png"})
-		c.HasVideo = c.HasVideo || video[j]
-		c.HasNarration = c.HasNarration || cd.Narrated
-		c.HasTranscript = c.HasTranscript || cd.Narrated || cd.VideoVoiceover != ""
+		cd.Media = append(cd.Media, corpus.MediaJSON{Type: "image", Location: base + cid + ".png",
+			Bytes: new(int64(between(r, 40_000, 900_000))), MIME: "image/png"})
+		hasVideo = hasVideo || video[j]
+		hasNarration = hasNarration || cd.Narrated
+		hasTranscript = hasTranscript || cd.Narrated || cd.VideoVoiceover != ""
 		c.Cards = append(c.Cards, cd)
 	}
+	c.HasVideo, c.HasNarration, c.HasTranscript = new(hasVideo), new(hasNarration), new(hasTranscript)
 
 	for q := between(r, 3, 5); q > 0; q-- {
 		c.Quiz = append(c.Quiz, w.quiz(terms[r.IntN(len(terms))], terms))
 	}
-	c.InlineChecks = []checkJSON{}
+	c.InlineChecks = []corpus.CheckJSON{}
 	if r.IntN(10) > 0 || num == 1 {
 		for k := between(r, 1, 3); k > 0; k-- {
 			j := between(r, 1, max(1, cp.cards-2))
 			c.InlineChecks = append(c.InlineChecks, w.check(c.Cards[j], terms[j%len(terms)]))
 		}
 	}
-	c.Interactives = []interactiveJSON{}
+	c.Interactives = []corpus.InteractiveJSON{}
 	if r.IntN(100) < 40 || num == 3 {
 		for k := 0; k < between(r, 1, 2); k++ {
 			j := r.IntN(cp.cards)
@@ -163,19 +167,20 @@ func pickSet(r *rand.Rand, n, k int) []bool {
 	return set
 }
 
-// shuffled places correct among wrong at a random index.
-func shuffled(r *rand.Rand, correct string, wrong []string) ([]string, int) {
+// shuffled places correct among wrong at a random index and returns the
+// options and that index, as the format's answerIndex holds it.
+func shuffled(r *rand.Rand, correct string, wrong []string) ([]string, *int) {
 	opts := append([]string{correct}, wrong...)
 	r.Shuffle(len(opts), func(i, j int) { opts[i], opts[j] = opts[j], opts[i] })
 	for i, o := range opts {
 		if o == correct {
-			return opts, i
+			return opts, new(i)
 		}
 	}
-	return opts, 0
+	return opts, new(0)
 }
 
-func (w *writer) quiz(t string, terms []string) quizJSON {
+func (w *writer) quiz(t string, terms []string) corpus.QuizJSON {
 	u := w.other(t)
 	var q, right string
 	var wrong []string
@@ -217,10 +222,10 @@ func (w *writer) quiz(t string, terms []string) quizJSON {
 		}
 	}
 	opts, ans := shuffled(w.r, right, wrong)
-	return quizJSON{Question: q, Options: opts, AnswerIndex: ans}
+	return corpus.QuizJSON{Question: q, Options: opts, AnswerIndex: ans}
 }
 
-func (w *writer) check(cd cardJSON, t string) checkJSON {
+func (w *writer) check(cd corpus.CardJSON, t string) corpus.CheckJSON {
 	u := w.other(t)
 	right := w.fill("{T} works hand in hand with {u}.", t, u)
 	wrong := []string{
@@ -238,7 +243,7 @@ func (w *writer) check(cd cardJSON, t string) checkJSON {
 	if w.r.IntN(3) > 0 {
 		hints = append(hints, w.fill("The right option mentions {u}.", t, u))
 	}
-	return checkJSON{
+	return corpus.CheckJSON{
 		AfterCard: cd.ID,
 		Question:  fmt.Sprintf("Quick check on %q: which statement about %s is right?", cd.Label, t),
 		Options:   opts, AnswerIndex: ans, Hints: hints,
@@ -246,7 +251,7 @@ func (w *writer) check(cd cardJSON, t string) checkJSON {
 	}
 }
 
-func (w *writer) interactive(n int, card, t string, terms []string) interactiveJSON {
+func (w *writer) interactive(n int, card, t string, terms []string) corpus.InteractiveJSON {
 	kind := w.pick(w.a.Interact)
 	var cfg any
 	r := w.r
@@ -280,20 +285,20 @@ func (w *writer) interactive(n int, card, t string, terms []string) interactiveJ
 		cfg = map[string]any{"items": terms}
 	}
 	b, _ := json.Marshal(cfg)
-	return interactiveJSON{
+	return corpus.InteractiveJSON{
 		ID: fmt.Sprintf("i%d", n), Card: card, Kind: kind,
 		Prompt: w.fill("Use the {x} to explore how {t} relates to {u}.", t, w.other(t)),
 		Config: b,
 	}
 }
 
-func (w *writer) worked(t string) *workedJSON {
+func (w *writer) worked(t string) *corpus.WorkedJSON {
 	r := w.r
 	switch w.s.fam.Area {
 	case "math":
 		a, x, b := between(r, 2, 9), between(r, -12, 12), between(r, 1, 30)
 		c := a*x + b
-		return &workedJSON{
+		return &corpus.WorkedJSON{
 			Problem: fmt.Sprintf("Using what you know about %s, solve %dx + %d = %d.", t, a, b, c),
 			Steps: []string{
 				fmt.Sprintf("Subtract %d from both sides: %dx = %d.", b, a, c-b),
@@ -305,7 +310,7 @@ func (w *writer) worked(t string) *workedJSON {
 	case "econ":
 		p, pct := between(r, 20, 400)*5, between(r, 2, 30)
 		np := float64(p) * float64(100+pct) / 100
-		return &workedJSON{
+		return &corpus.WorkedJSON{
 			Problem: fmt.Sprintf("A value of $%d rises by %d%%. Thinking about %s, what is the new value?", p, pct, t),
 			Steps: []string{
 				fmt.Sprintf("Write the increase as a multiplier: 1 + %d/100 = %.2f.", pct, float64(100+pct)/100),
@@ -316,7 +321,7 @@ func (w *writer) worked(t string) *workedJSON {
 		}
 	case "sci":
 		m, v := between(r, 10, 500), between(r, 2, 50)
-		return &workedJSON{
+		return &corpus.WorkedJSON{
 			Problem: fmt.Sprintf("A sample in a study of %s has mass %d g and volume %d cm³. What is its density?", t, m, v),
 			Steps: []string{
 				"Recall that density = mass ÷ volume.",
@@ -336,7 +341,7 @@ func (w *writer) worked(t string) *workedJSON {
 	if r.IntN(2) == 0 {
 		steps = append(steps, w.fill("Summarise what {t} shows in one sentence.", t, u))
 	}
-	return &workedJSON{
+	return &corpus.WorkedJSON{
 		Problem: w.fill("Here is a {o} to work through. How does {t} shape it, and what does that tell you about {u}?", t, u),
 		Steps:   steps,
 		Answer:  w.fill("{T} determines the structure of the {o}, and it explains the role of {u}.", t, u),
