@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -26,39 +22,6 @@ import (
 // database (corpus.go), a restart keeps the reloaded corpus, and while
 // origins differ, /v1/license, ETags and cursors behave as
 // docs/operations.md says.
-
-// followPG is a fresh PostgreSQL schema for the origins of one test, as a
-// LECTERN_DB URL; the test is skipped without LECTERN_TEST_PG.
-func followPG(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: the test of several origins on one PostgreSQL database is skipped")
-	}
-	admin, err := pgxpool.New(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG: %v", err)
-	}
-	t.Cleanup(admin.Close)
-	schema := fmt.Sprintf("lectern_follow_%016x", rand.Uint64())
-	ident := pgx.Identifier{schema}.Sanitize()
-	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+ident); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+ident+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG is not a URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // unusedLoopbackAddr is a loopback address nothing listens on.
 func unusedLoopbackAddr(t *testing.T) string {
@@ -86,7 +49,7 @@ type reloadPair struct {
 // tok is a token of its client.
 func startReloadPair(t *testing.T, corpusA, corpusB string, editB func(*config)) *reloadPair {
 	t.Helper()
-	db := followPG(t)
+	db := pgDSN(t, "the test of several origins on one PostgreSQL database")
 	idpAddr := unusedLoopbackAddr(t)
 	env := func(corpus string) map[string]string {
 		return map[string]string{"LECTERN_DB": db, "LECTERN_CORPUS": corpus,

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +42,31 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// startChild starts the test binary as an origin (TestMain's child mode)
+// on env, its standard error to stderr, and returns it with its origin,
+// identity provider and admin URLs once it is ready.
+func startChild(env []string, stderr io.Writer) (*exec.Cmd, []string, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = env
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "READY" {
+			go io.Copy(io.Discard, out)
+			return cmd, f[1:], nil
+		}
+	}
+	cmd.Wait()
+	return nil, nil, errors.New("the origin did not start")
+}
+
 // spec/issue: an increment is durable before its response is sent. The
 // origin is killed with SIGKILL under load; after a restart on the same
 // database its call meter equals the 200s the clients received, plus at
@@ -57,28 +84,11 @@ func TestSIGKILLKeepsAcknowledgedCalls(t *testing.T) {
 		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
 		"LECTERN_CORPUS="+filepath.Join(dir, "corpus"), "LECTERN_SECRET=a-test-secret-of-at-least-32-characters")
 	child := func() (*exec.Cmd, []string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = env
-		out, err := cmd.StdoutPipe()
+		cmd, urls, err := startChild(env, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "READY" {
-				go func() {
-					for sc.Scan() {
-					}
-				}()
-				return cmd, f[1:]
-			}
-		}
-		cmd.Process.Kill()
-		t.Fatal("child did not start")
-		return nil, nil
+		return cmd, urls
 	}
 	cmd, urls := child()
 	s := &testStack{t: t, stack: &stack{OriginURL: urls[0], IdPURL: urls[1], AdminURL: urls[2], AdminToken: "admin-token-for-tests"}}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
@@ -33,7 +30,7 @@ import (
 // the test ends; dsn selects it. The test skips without LECTERN_TEST_PG.
 type peerDB struct {
 	dsn  string
-	conn *pgx.Conn // the test's own connection, for looking at sessions
+	pool *pgxpool.Pool // the test's own, for looking at sessions
 }
 
 func newPeerDB(t *testing.T) *peerDB {
@@ -41,34 +38,8 @@ func newPeerDB(t *testing.T) *peerDB {
 	if testing.Short() {
 		t.Skip("skipped in -short: runs origins as child processes")
 	}
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: the several-origins suite (issue #14) is skipped")
-	}
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG: %v", err)
-	}
-	schema := fmt.Sprintf("lectern_peers_%016x", rand.Uint64())
-	ident := pgx.Identifier{schema}.Sanitize()
-	if _, err := conn.Exec(t.Context(), "CREATE SCHEMA "+ident); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		// Children are killed by their own cleanups, which run first.
-		conn.Exec(ctx, "DROP SCHEMA "+ident+" CASCADE")
-		conn.Close(ctx)
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return &peerDB{dsn: u.String(), conn: conn}
+	dsn, pool := testPG(t, "the several-origins suite (issue #14)")
+	return &peerDB{dsn: dsn, pool: pool}
 }
 
 // peerCorpus generates the small corpus dated date into a new directory.
@@ -96,19 +67,13 @@ func startPeer(t *testing.T, db *peerDB, name, corpusDir string) (*peer, error) 
 	q := u.Query()
 	q.Set("application_name", name)
 	u.RawQuery = q.Encode()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LECTERN_KILL_CHILD=1",
+	stderr := &lockedWriter{w: new(strings.Builder)}
+	cmd, urls, err := startChild(append(os.Environ(), "LECTERN_KILL_CHILD=1",
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+u.String(), "LECTERN_CORPUS="+corpusDir,
-		"LECTERN_SECRET=a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER=https://idp.lectern.test")
-	out, err := cmd.StdoutPipe()
+		"LECTERN_SECRET=a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER=https://idp.lectern.test"), stderr)
 	if err != nil {
-		return nil, err
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{w: &stderr}
-	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w: %s", name, err, stderr.String())
 	}
 	p := &peer{cmd: cmd, name: name}
 	t.Cleanup(func() {
@@ -116,20 +81,14 @@ func startPeer(t *testing.T, db *peerDB, name, corpusDir string) (*peer, error) 
 		p.cmd.Process.Kill()
 		p.cmd.Wait()
 		if t.Failed() {
-			t.Logf("%s stderr:\n%s", name, cmd.Stderr.(*lockedWriter).String())
+			t.Logf("%s stderr:\n%s", name, stderr.String())
 		}
 	})
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "READY" {
-			go io.Copy(io.Discard, out)
-			p.testStack = &testStack{t: t, stack: &stack{OriginURL: f[1], IdPURL: f[2], AdminURL: f[3], AdminToken: "admin-token-for-tests"}}
-			return p, nil
-		}
-	}
-	return nil, fmt.Errorf("%s did not start: %s", name, cmd.Stderr.(*lockedWriter).String())
+	p.testStack = &testStack{t: t, stack: &stack{OriginURL: urls[0], IdPURL: urls[1], AdminURL: urls[2], AdminToken: "admin-token-for-tests"}}
+	return p, nil
 }
 
+// lockedWriter collects a child's standard error while the test may read it.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  *strings.Builder
@@ -494,7 +453,7 @@ func TestPeersStalledPeer(t *testing.T) {
 		var n int
 		// A session of the stopped peer, inside a transaction that has
 		// written meter counters (and so holds their row locks).
-		err := db.conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity a
+		err := db.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity a
 			JOIN pg_locks l ON l.pid = a.pid JOIN pg_class c ON c.oid = l.relation
 			WHERE a.application_name = $1 AND a.state = 'idle in transaction'
 			AND c.relname = 'meter_counters' AND l.mode = 'RowExclusiveLock'`, ps[0].name).Scan(&n)

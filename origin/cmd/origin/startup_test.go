@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +20,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/store"
@@ -171,34 +167,6 @@ func TestListenersOff(t *testing.T) {
 	}
 }
 
-// startupPG returns LECTERN_TEST_PG confined to a new schema, dropped when
-// the test ends, or skips the test.
-func startupPG(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: origins sharing PostgreSQL skipped")
-	}
-	admin, err := pgxpool.New(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG: %v", err)
-	}
-	t.Cleanup(admin.Close)
-	schema := pgx.Identifier{fmt.Sprintf("lectern_startup_%016x", rand.Uint64())}
-	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+schema.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Exec(context.Background(), "DROP SCHEMA "+schema.Sanitize()+" CASCADE") })
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema[0])
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 // within polls ok every 50 ms until it holds or 8 s have passed.
 func within(ok func() bool) bool {
 	for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -221,7 +189,7 @@ func within(ok func() bool) bool {
 // JWKS; and an origin without identity provider and admin API accepts
 // them all.
 func TestOriginsSharePostgres(t *testing.T) {
-	dsn := startupPG(t)
+	dsn := pgDSN(t, "origins sharing PostgreSQL")
 	dir := t.TempDir()
 	writeCorpus(t, filepath.Join(dir, "corpus"))
 	const issuer = "https://auth.lectern.test" // where clients would reach a provider; never fetched

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// testPG returns LECTERN_TEST_PG confined to a new schema, dropped when
+// the test ends, as a LECTERN_DB URL, and a pool on the database for the
+// test's own queries. Without LECTERN_TEST_PG the test is skipped, saying
+// that what (the suite) needs PostgreSQL.
+func testPG(t *testing.T, what string) (string, *pgxpool.Pool) {
+	t.Helper()
+	dsn := os.Getenv("LECTERN_TEST_PG")
+	if dsn == "" {
+		t.Skip("LECTERN_TEST_PG not set: " + what + " skipped (it needs PostgreSQL)")
+	}
+	admin, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("LECTERN_TEST_PG: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	schema := fmt.Sprintf("lectern_test_%016x", rand.Uint64())
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+ident); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		// Registered after admin.Close, so it runs before it; the
+		// origins of the test are closed by cleanups registered later.
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+ident+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("LECTERN_TEST_PG is not a URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), admin
+}
+
+// pgDSN is testPG's LECTERN_DB URL alone.
+func pgDSN(t *testing.T, what string) string {
+	t.Helper()
+	dsn, _ := testPG(t, what)
+	return dsn
+}
