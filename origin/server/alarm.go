@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -56,7 +57,7 @@ func GrantedLessons(c *corpus.Corpus, grants []string) int {
 // enumeration alarm with l's id and the organisation's granted lessons
 // under the corpus served. The read that trips the alarm is served, and
 // logged: it is an operator event.
-func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson) (meter.Bill, error) {
+func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson) (billing.Bill, error) {
 	var read *meter.Read
 	if l != nil {
 		read = &meter.Read{Lesson: l.ID, Granted: GrantedLessons(req.corpus.Corpus, req.org.Grants)}

@@ -22,10 +22,10 @@ import (
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/route"
@@ -1013,7 +1013,7 @@ func BenchmarkLessonRender(b *testing.B) {
 		for b.Loop() {
 			var tail [256]byte
 			buf = appendGzipStd(buf[:0], d, s.lessonLicense(tail[:0], req))
-			writeGzipped(w, req, "W/\"x\"", meter.Bill{}, buf)
+			writeGzipped(w, req, "W/\"x\"", billing.Bill{}, buf)
 		}
 		b.SetBytes(int64(d.gzipLen))
 	})
