@@ -220,7 +220,8 @@ func (s *Server) billCallAnd(r *http.Request, req *request, e *apierr.Error) err
 	return e
 }
 
-// call bills one call; a 429 refusing it is returned as the error.
+// call bills one call; a refusal (a 429, or the 403 of an enumeration
+// alarm in force) is the error.
 func (s *Server) call(r *http.Request, req *request) (billing.Bill, error) {
 	return s.biller.Call(r.Context(), req.org, req.now)
 }
