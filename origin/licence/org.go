@@ -192,7 +192,7 @@ var members = []string{"orgId", "orgName", "tier", "status", "contentGrants", "q
 // Statuses are the plan statuses an operator may set (DESIGN.md: "active,
 // suspended, and others you may add"; docs/decisions.md, Hardening). Any
 // but active answers ORG_SUSPENDED on content routes.
-var Statuses = []string{StatusActive, "suspended"}
+var Statuses = []string{StatusActive, StatusSuspended}
 
 // MaxPlanTier bounds a plan tier's name.
 const MaxPlanTier = 32

@@ -20,16 +20,12 @@ import (
 // written: the organisation's effective status is suspended while the
 // alarm is in force (Status).
 
-// StatusSuspended is the plan status of an organisation the enumeration
-// alarm suspended.
-const StatusSuspended = "suspended"
-
 // Status is o's effective plan status, given its meters' usage u: its
 // stored status, or suspended while the enumeration alarm is in force and
 // the stored status is active (a status an operator set stays as set).
 func Status(o *store.Org, u meter.Usage) string {
 	if u.Alarm != nil && o.Status == licence.StatusActive {
-		return StatusSuspended
+		return licence.StatusSuspended
 	}
 	return o.Status
 }

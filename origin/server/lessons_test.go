@@ -917,11 +917,11 @@ func TestLessonEnumerationAlarm(t *testing.T) {
 		t.Errorf("distinct lessons %d after refused reads, want %d", d, crossing)
 	}
 	lic := h.ok("/v1/license", tok)
-	if lic["status"] != StatusSuspended {
+	if lic["status"] != licence.StatusSuspended {
 		t.Errorf("/v1/license status %v", lic["status"])
 	}
 	status, extras, err := h.srv.OrgExtras(context.Background(), o)
-	if err != nil || status != StatusSuspended {
+	if err != nil || status != licence.StatusSuspended {
 		t.Errorf("admin status %q, %v; want suspended", status, err)
 	}
 	enum, _ := extras["enumeration"].(map[string]any)
