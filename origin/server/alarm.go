@@ -30,23 +30,6 @@ func Status(o *store.Org, u meter.Usage) string {
 	return o.Status
 }
 
-// GrantedLessons counts the lessons of c that grants cover: the
-// denominator of the enumeration alarm.
-func GrantedLessons(c *corpus.Corpus, grants []string) int {
-	n := 0
-	for _, t := range c.Tiers {
-		if !licence.TierGranted(grants, t.Name) {
-			continue
-		}
-		for _, sub := range t.Subjects {
-			if licence.Entitled(grants, sub.Tier, sub.Slug) == nil {
-				n += len(sub.Lessons)
-			}
-		}
-	}
-	return n
-}
-
 // billLessonRead bills a lesson, transcript, quiz or media-list read of l,
 // or of a lesson that does not exist when l is nil (a 404 on a licensed
 // lesson id bills a call and a lesson read too), and feeds the
@@ -56,7 +39,7 @@ func GrantedLessons(c *corpus.Corpus, grants []string) int {
 func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson) (billing.Bill, error) {
 	var read *meter.Read
 	if l != nil {
-		read = &meter.Read{Lesson: l.ID, Granted: GrantedLessons(req.corpus.Corpus, req.org.Grants)}
+		read = &meter.Read{Lesson: l.ID, Granted: billing.GrantedLessons(req.corpus.Corpus, req.org.Grants)}
 	}
 	bill, err := s.biller.LessonRead(r.Context(), req.org, req.now, read)
 	if err == nil && bill.Tripped {

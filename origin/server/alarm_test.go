@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 )
@@ -49,7 +50,7 @@ func alarmOrg(t *testing.T, h *harness, orgID string) (tok string, path func(n i
 	}
 	granted := len(sub.Lessons)
 	crossing = granted*2/5 + 1
-	if GrantedLessons(h.corpus(), []string{sub.Ref()}) != granted || crossing >= granted {
+	if billing.GrantedLessons(h.corpus(), []string{sub.Ref()}) != granted || crossing >= granted {
 		t.Fatalf("granted %d, crossing %d", granted, crossing)
 	}
 	return h.org(orgID, sub.Ref()), func(n int) string { return "/v1/lessons/" + sub.Ref() + "/" + strconv.Itoa(n) }, crossing

@@ -862,7 +862,7 @@ func TestLessonEnumerationAlarm(t *testing.T) {
 	granted := len(sub.Lessons)
 	// The read that takes distinct lessons past 40% of the granted ones.
 	crossing := granted*2/5 + 1
-	if GrantedLessons(c, []string{sub.Ref()}) != granted || crossing >= granted {
+	if billing.GrantedLessons(c, []string{sub.Ref()}) != granted || crossing >= granted {
 		t.Fatalf("granted %d, crossing %d", granted, crossing)
 	}
 	path := func(n int) string { return "/v1/lessons/" + sub.Ref() + "/" + strconv.Itoa(n) }
