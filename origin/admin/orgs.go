@@ -25,7 +25,7 @@ func (a *api) createOrg(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	o := licence.NewOrg(a.clk.Now())
-	if e := licence.Apply(o, body, true); e != nil {
+	if e := applyOrg(o, body, true); e != nil {
 		return e
 	}
 	if o.ID == "" {
@@ -39,7 +39,7 @@ func (a *api) createOrg(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("create org: %w", err)
 	}
 	w.Header().Set("Location", orgPath(o.ID))
-	return writeJSON(w, http.StatusCreated, licence.ToJSON(o))
+	return writeJSON(w, http.StatusCreated, toJSON(o))
 }
 
 // newOrgID is "org_" and 12 random lowercase hex digits.
@@ -77,13 +77,13 @@ func (a *api) getOrg(w http.ResponseWriter, r *http.Request) error {
 		return storeErr(err, id, "get")
 	}
 	if a.cfg.Orgs == nil {
-		return writeJSON(w, http.StatusOK, licence.ToJSON(o))
+		return writeJSON(w, http.StatusOK, toJSON(o))
 	}
 	status, extras, err := a.cfg.Orgs.OrgExtras(r.Context(), o)
 	if err != nil {
 		return storeErr(err, id, "read extras of")
 	}
-	j := licence.ToJSON(o)
+	j := toJSON(o)
 	j.Status = status
 	b, err := json.Marshal(j)
 	if err != nil {
@@ -142,7 +142,7 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 	now := a.clk.Now()
 	probe := licence.NewOrg(now)
 	probe.Status = ""
-	if e := licence.Apply(probe, body, false); e != nil {
+	if e := applyOrg(probe, body, false); e != nil {
 		return e
 	}
 	if a.cfg.Orgs != nil && probe.Status == licence.StatusActive {
@@ -155,7 +155,7 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	o, err := a.cfg.Store.UpdateOrg(r.Context(), id, func(o *store.Org) error {
-		if e := licence.Apply(o, body, false); e != nil {
+		if e := applyOrg(o, body, false); e != nil {
 			return e
 		}
 		o.UpdatedAt = now
@@ -164,7 +164,7 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeErr(err, id, "update")
 	}
-	j := licence.ToJSON(o)
+	j := toJSON(o)
 	if a.cfg.Orgs != nil {
 		if j.Status, _, err = a.cfg.Orgs.OrgExtras(r.Context(), o); err != nil {
 			return storeErr(err, id, "read extras of")

@@ -14,8 +14,14 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 )
 
-// StatusActive is the one plan status that may read content.
-const StatusActive = "active"
+// The plan statuses of the spec. StatusActive is the one that may read
+// content. StatusSuspended is set by an operator, and is an active
+// organisation's effective status while the enumeration alarm is in force
+// (server.Status): the meter holds the alarm, the stored status stays.
+const (
+	StatusActive    = "active"
+	StatusSuspended = "suspended"
+)
 
 // Check is the gate for content routes, in this order: no organisation
 // (NO_ORGANIZATION), a plan that is not active (ORG_SUSPENDED; the

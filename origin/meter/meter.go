@@ -8,14 +8,18 @@
 // The Store applies an Op: a sequence of stages, each a set of steps that
 // are billed all or nothing. Stages run in order and stop at the first
 // refused stage; the stages before it stay billed. This one mechanism
-// expresses every rule of the spec's "Effects of refusals": see billing.go
-// for the ops each route bills. Backends: sqlitemeter, pgmeter; metertest
-// is the conformance suite both pass.
+// expresses every rule of the spec's "Effects of refusals": origin/billing
+// builds the op each route bills and turns a refusal into its error. A
+// Store reports a refusal as data (Result.Refused, Result.Suspended), not
+// as an error: an error from a Store means nothing was applied. Backends:
+// sqlitemeter, pgmeter; metertest is the conformance suite both pass.
 package meter
 
 import (
 	"context"
 	"time"
+
+	"github.com/lectern-api/lectern/origin/store"
 )
 
 // Meter names one counter.
@@ -52,6 +56,15 @@ func (m Meter) Period(t time.Time) string {
 		return t.Format("2006-01-02T15")
 	}
 	return t.Format("2006-01")
+}
+
+// NextHour and NextMonth are the next resets after t, UTC.
+func NextHour(t time.Time) time.Time { return t.UTC().Truncate(time.Hour).Add(time.Hour) }
+
+// NextMonth is the top of the next UTC month.
+func NextMonth(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
 }
 
 // Step adds N to a meter under a limit (nil: no cap).
@@ -91,6 +104,14 @@ type Read struct {
 	// Granted is the organisation's granted lessons under the corpus the
 	// request is served from: the alarm's denominator (Alarm).
 	Granted int
+}
+
+// Alarm reports whether lessonsRead distinct lessons in one UTC day is
+// more than 40% of granted (spec: States and transitions, enumeration
+// alarm). The first lesson read of a day that leaves the day's count
+// above it trips the alarm (Result.Tripped).
+func Alarm(lessonsRead, granted int) bool {
+	return granted > 0 && lessonsRead*5 > granted*2
 }
 
 // Result is what an Op did.
@@ -142,6 +163,20 @@ type Counters [numMeters]int64
 
 // Get returns the count of m.
 func (c *Counters) Get(m Meter) int64 { return c[m] }
+
+// Key is what o's meters and enumeration record are kept under: its id and
+// its generation, so that an organisation created again under a deleted
+// one's id starts with no meter or count of the old one (DESIGN.md, admin
+// API: a new org starts with no meters), and a request of the old one
+// still in flight, or a batched commit of its meters, cannot add to the
+// new one's. An organisation created before generations existed keeps
+// its bare id, and so its meters. Org ids never hold '/'.
+func Key(o *store.Org) string {
+	if o.Generation == "" {
+		return o.ID
+	}
+	return o.ID + "/" + o.Generation
+}
 
 // Store applies ops durably: an op's effects are committed before Apply
 // returns, and concurrent ops are exact (no over-admission at a hard cap,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -24,7 +25,7 @@ func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (string, map[strin
 	enumeration := map[string]any{
 		"day":            now.UTC().Format(time.DateOnly),
 		"lessonsRead":    u.LessonsRead,
-		"grantedLessons": GrantedLessons(c, o.Grants),
+		"grantedLessons": billing.GrantedLessons(c, o.Grants),
 	}
 	if a := u.Alarm; a != nil {
 		enumeration["alarm"] = map[string]any{

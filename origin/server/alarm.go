@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -19,35 +20,14 @@ import (
 // written: the organisation's effective status is suspended while the
 // alarm is in force (Status).
 
-// StatusSuspended is the plan status of an organisation the enumeration
-// alarm suspended.
-const StatusSuspended = "suspended"
-
 // Status is o's effective plan status, given its meters' usage u: its
 // stored status, or suspended while the enumeration alarm is in force and
 // the stored status is active (a status an operator set stays as set).
 func Status(o *store.Org, u meter.Usage) string {
 	if u.Alarm != nil && o.Status == licence.StatusActive {
-		return StatusSuspended
+		return licence.StatusSuspended
 	}
 	return o.Status
-}
-
-// GrantedLessons counts the lessons of c that grants cover: the
-// denominator of the enumeration alarm.
-func GrantedLessons(c *corpus.Corpus, grants []string) int {
-	n := 0
-	for _, t := range c.Tiers {
-		if !licence.TierGranted(grants, t.Name) {
-			continue
-		}
-		for _, sub := range t.Subjects {
-			if licence.Entitled(grants, sub.Tier, sub.Slug) == nil {
-				n += len(sub.Lessons)
-			}
-		}
-	}
-	return n
 }
 
 // billLessonRead bills a lesson, transcript, quiz or media-list read of l,
@@ -56,10 +36,10 @@ func GrantedLessons(c *corpus.Corpus, grants []string) int {
 // enumeration alarm with l's id and the organisation's granted lessons
 // under the corpus served. The read that trips the alarm is served, and
 // logged: it is an operator event.
-func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson) (meter.Bill, error) {
+func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson) (billing.Bill, error) {
 	var read *meter.Read
 	if l != nil {
-		read = &meter.Read{Lesson: l.ID, Granted: GrantedLessons(req.corpus.Corpus, req.org.Grants)}
+		read = &meter.Read{Lesson: l.ID, Granted: billing.GrantedLessons(req.corpus.Corpus, req.org.Grants)}
 	}
 	bill, err := s.biller.LessonRead(r.Context(), req.org, req.now, read)
 	if err == nil && bill.Tripped {

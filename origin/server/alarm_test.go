@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/billing"
+	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 )
 
@@ -48,7 +50,7 @@ func alarmOrg(t *testing.T, h *harness, orgID string) (tok string, path func(n i
 	}
 	granted := len(sub.Lessons)
 	crossing = granted*2/5 + 1
-	if GrantedLessons(h.corpus(), []string{sub.Ref()}) != granted || crossing >= granted {
+	if billing.GrantedLessons(h.corpus(), []string{sub.Ref()}) != granted || crossing >= granted {
 		t.Fatalf("granted %d, crossing %d", granted, crossing)
 	}
 	return h.org(orgID, sub.Ref()), func(n int) string { return "/v1/lessons/" + sub.Ref() + "/" + strconv.Itoa(n) }, crossing
@@ -85,7 +87,7 @@ func TestAlarmCrossingReadCancelled(t *testing.T) {
 		t.Fatalf("the crossing read was answered %d: its client did not cancel", resp.StatusCode)
 	}
 	<-hold.tripped
-	if lic := h.ok("/v1/license", tok); lic["status"] != StatusSuspended {
+	if lic := h.ok("/v1/license", tok); lic["status"] != licence.StatusSuspended {
 		t.Errorf("/v1/license status %v after the crossing read's client cancelled", lic["status"])
 	}
 	h.fails(path(1), tok, 403, "ORG_SUSPENDED")
@@ -130,12 +132,12 @@ func TestAlarmCrossingReadCancelledEarly(t *testing.T) {
 		for start := time.Now(); ; {
 			counted = h.usage(org).distinct
 			status = h.ok("/v1/license", tok)["status"]
-			if (counted == crossing) == (status == StatusSuspended) || time.Since(start) > 5*time.Second {
+			if (counted == crossing) == (status == licence.StatusSuspended) || time.Since(start) > 5*time.Second {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if (counted == crossing) != (status == StatusSuspended) {
+		if (counted == crossing) != (status == licence.StatusSuspended) {
 			t.Errorf("%s: %d distinct lessons (crossing at %d), status %v: counted without the alarm, or the alarm without the count", org, counted, crossing, status)
 		}
 	}

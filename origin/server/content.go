@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 )
@@ -220,23 +220,17 @@ func (s *Server) billCallAnd(r *http.Request, req *request, e *apierr.Error) err
 	return e
 }
 
-// call bills one call; a 429 refusing it is returned as the error.
-func (s *Server) call(r *http.Request, req *request) (meter.Bill, error) {
-	bill, err := s.biller.Call(r.Context(), req.org, req.now)
-	if err != nil {
-		return bill, err
-	}
-	if bill.Err != nil {
-		return bill, bill.Err
-	}
-	return bill, nil
+// call bills one call; a refusal (a 429, or the 403 of an enumeration
+// alarm in force) is the error.
+func (s *Server) call(r *http.Request, req *request) (billing.Bill, error) {
+	return s.biller.Call(r.Context(), req.org, req.now)
 }
 
 // oneCall starts a route that bills one call whatever it answers: its
 // derived validator, the 304 decided before any work (spec: Conditional
 // requests §5), then the call. done reports that the request has been
 // answered (the 304, or a gate call's 204 or 412).
-func (s *Server) oneCall(w http.ResponseWriter, r *http.Request, req *request) (tag string, bill meter.Bill, done bool, err error) {
+func (s *Server) oneCall(w http.ResponseWriter, r *http.Request, req *request) (tag string, bill billing.Bill, done bool, err error) {
 	tag = derivedETag(req)
 	if done, err = s.revalidate(w, r, req, tag); done || err != nil {
 		return tag, bill, done, err

@@ -15,9 +15,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/flate"
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/encoding"
 	"github.com/lectern-api/lectern/shared/id"
@@ -830,12 +830,8 @@ func (s *Server) findLesson(r *http.Request, req *request, lid id.Lesson) (*less
 	if sub != nil && lid.Class <= len(sub.Lessons) {
 		return req.corpus.lessons.docs[sub.Lessons[lid.Class-1].Ordinal], nil
 	}
-	bill, err := s.billLessonRead(r, req, nil)
-	if err != nil {
+	if _, err := s.billLessonRead(r, req, nil); err != nil {
 		return nil, err
-	}
-	if bill.Err != nil {
-		return nil, bill.Err
 	}
 	if sub == nil {
 		return nil, &apierr.Error{Code: apierr.LessonNotFound, Parameter: "subjectSlug", Received: lid.Slug,
@@ -864,7 +860,7 @@ func putLessonBuf(bp *[]byte, body []byte) {
 type lessonRead struct {
 	doc  *lessonDoc
 	tag  string
-	bill meter.Bill
+	bill billing.Bill
 }
 
 // readLesson runs the steps every lesson route shares once its target is
@@ -885,9 +881,6 @@ func (s *Server) readLesson(w http.ResponseWriter, r *http.Request, req *request
 	bill, err := s.billLessonRead(r, req, d.lesson)
 	if err != nil {
 		return rd, false, err
-	}
-	if bill.Err != nil {
-		return rd, false, bill.Err
 	}
 	return lessonRead{doc: d, tag: tag, bill: bill}, true, nil
 }
@@ -945,7 +938,7 @@ func (s *Server) lessonQuiz(w http.ResponseWriter, r *http.Request, req *request
 // writeGzipped answers 200 with a body already gzip-compressed: what
 // writeContent and writeBody do for a gzip answer (respond.go), without
 // the compression. Every precompressed body is far over 384 bytes.
-func writeGzipped(w http.ResponseWriter, req *request, tag string, bill meter.Bill, gz []byte) {
+func writeGzipped(w http.ResponseWriter, req *request, tag string, bill billing.Bill, gz []byte) {
 	h := w.Header()
 	h.Set("ETag", tag)
 	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)

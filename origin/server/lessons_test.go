@@ -22,10 +22,10 @@ import (
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/route"
@@ -862,7 +862,7 @@ func TestLessonEnumerationAlarm(t *testing.T) {
 	granted := len(sub.Lessons)
 	// The read that takes distinct lessons past 40% of the granted ones.
 	crossing := granted*2/5 + 1
-	if GrantedLessons(c, []string{sub.Ref()}) != granted || crossing >= granted {
+	if billing.GrantedLessons(c, []string{sub.Ref()}) != granted || crossing >= granted {
 		t.Fatalf("granted %d, crossing %d", granted, crossing)
 	}
 	path := func(n int) string { return "/v1/lessons/" + sub.Ref() + "/" + strconv.Itoa(n) }
@@ -917,11 +917,11 @@ func TestLessonEnumerationAlarm(t *testing.T) {
 		t.Errorf("distinct lessons %d after refused reads, want %d", d, crossing)
 	}
 	lic := h.ok("/v1/license", tok)
-	if lic["status"] != StatusSuspended {
+	if lic["status"] != licence.StatusSuspended {
 		t.Errorf("/v1/license status %v", lic["status"])
 	}
 	status, extras, err := h.srv.OrgExtras(context.Background(), o)
-	if err != nil || status != StatusSuspended {
+	if err != nil || status != licence.StatusSuspended {
 		t.Errorf("admin status %q, %v; want suspended", status, err)
 	}
 	enum, _ := extras["enumeration"].(map[string]any)
@@ -1013,7 +1013,7 @@ func BenchmarkLessonRender(b *testing.B) {
 		for b.Loop() {
 			var tail [256]byte
 			buf = appendGzipStd(buf[:0], d, s.lessonLicense(tail[:0], req))
-			writeGzipped(w, req, "W/\"x\"", meter.Bill{}, buf)
+			writeGzipped(w, req, "W/\"x\"", billing.Bill{}, buf)
 		}
 		b.SetBytes(int64(d.gzipLen))
 	})

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter"
 )
 
 // The subject list (route 3) and a subject's class list (route 5). Rows do
@@ -139,7 +139,7 @@ func (s *Server) classes(w http.ResponseWriter, r *http.Request, req *request) e
 }
 
 // writeList answers 200 with a page in the list envelope.
-func (s *Server) writeList(w http.ResponseWriter, r *http.Request, req *request, tag string, bill meter.Bill, l list) error {
+func (s *Server) writeList(w http.ResponseWriter, r *http.Request, req *request, tag string, bill billing.Bill, l list) error {
 	body, err := json.Marshal(l)
 	if err != nil {
 		return err

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/id"
@@ -83,10 +83,10 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request, req *request) e
 	h.Set("Cache-Control", "public, max-age=300")
 	h.Set("Vary", "Accept-Encoding") // the same for every Authorization
 	if notModified(r, d.tag) {
-		writeNotModified(w, req, d.tag, meter.Bill{})
+		writeNotModified(w, req, d.tag, billing.Bill{})
 		return nil
 	}
-	writeContent(w, r, req, d.tag, meter.Bill{}, d.body)
+	writeContent(w, r, req, d.tag, billing.Bill{}, d.body)
 	return nil
 }
 

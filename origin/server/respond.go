@@ -10,7 +10,7 @@ import (
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
-	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/shared/encoding"
 	"github.com/lectern-api/lectern/shared/etag"
 )
@@ -29,7 +29,7 @@ func notModified(r *http.Request, tag string) bool {
 
 // writeNotModified answers 304 with an empty body, the validator and the
 // content version (spec: Conditional requests §3).
-func writeNotModified(w http.ResponseWriter, req *request, tag string, bill meter.Bill) {
+func writeNotModified(w http.ResponseWriter, req *request, tag string, bill billing.Bill) {
 	h := w.Header()
 	h.Set("ETag", tag)
 	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
@@ -44,7 +44,7 @@ func writeNotModified(w http.ResponseWriter, req *request, tag string, bill mete
 
 // writeContent answers 200 with body, compressed when the client accepts
 // it and the body is at least 384 bytes (spec: Transport).
-func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag string, bill meter.Bill, body []byte) {
+func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag string, bill billing.Bill, body []byte) {
 	h := w.Header()
 	if tag != "" {
 		h.Set("ETag", tag)
@@ -55,7 +55,7 @@ func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag stri
 	writeBody(w, r, http.StatusOK, body)
 }
 
-func setAll(h http.Header, bill meter.Bill) {
+func setAll(h http.Header, bill billing.Bill) {
 	for _, kv := range bill.Headers() {
 		h.Set(kv.Name, kv.Value)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -60,7 +61,7 @@ type Config struct {
 // Server serves /v1 and the protected-resource metadata.
 type Server struct {
 	cfg      Config
-	biller   meter.Biller
+	biller   billing.Biller
 	handlers map[route.ID]handler
 }
 
@@ -90,7 +91,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, biller: meter.Biller{Store: cfg.Meters}, handlers: map[route.ID]handler{}}
+	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters}, handlers: map[route.ID]handler{}}
 	s.handlers[route.Tiers] = s.tiers
 	s.handlers[route.Subjects] = s.subjects
 	s.handlers[route.Subject] = s.subject

@@ -1,12 +1,14 @@
-package meter_test
+package billing_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -15,14 +17,14 @@ import (
 
 var now = time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
 
-func biller(t *testing.T) (*meter.Biller, meter.Store) {
+func biller(t *testing.T) (*billing.Biller, meter.Store) {
 	t.Helper()
 	s, err := sqlitemeter.New(context.Background(), filepath.Join(t.TempDir(), "m.db"), sqlitemeter.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return &meter.Biller{Store: s}, s
+	return &billing.Biller{Store: s}, s
 }
 
 func n(v int64) *int64 { return &v }
@@ -61,37 +63,41 @@ func usage(t *testing.T, s meter.Store, pairs ...any) {
 
 // result carries a billing call's two results into the checks below.
 type result struct {
-	b   meter.Bill
+	b   billing.Bill
 	err error
 }
 
-func r(b meter.Bill, err error) result { return result{b, err} }
+func r(b billing.Bill, err error) result { return result{b, err} }
 
-func ok(t *testing.T, res result) meter.Bill {
+func ok(t *testing.T, res result) billing.Bill {
 	t.Helper()
-	b, err := res.b, res.err
-	if err != nil {
-		t.Fatal(err)
+	if res.err != nil {
+		t.Fatal(res.err)
 	}
-	if b.Err != nil {
-		t.Fatalf("refused: %v", b.Err)
+	return res.b
+}
+
+// refusal is the refusal res carries as its error, or nil when it carries
+// none; any other error fails the test.
+func refusal(t *testing.T, res result) *apierr.Error {
+	t.Helper()
+	var e *apierr.Error
+	if res.err != nil && !errors.As(res.err, &e) {
+		t.Fatal(res.err)
 	}
-	return b
+	return e
 }
 
 func refused(t *testing.T, res result, code apierr.Code) *apierr.Error {
 	t.Helper()
-	b, err := res.b, res.err
-	if err != nil {
-		t.Fatal(err)
+	e := refusal(t, res)
+	if e == nil || e.Code != code {
+		t.Fatalf("got %v, want %s", e, code)
 	}
-	if b.Err == nil || b.Err.Code != code {
-		t.Fatalf("got %v, want %s", b.Err, code)
-	}
-	if b.Err.RetryAfter == nil || *b.Err.RetryAfter < 1 {
+	if e.RetryAfter == nil || *e.RetryAfter < 1 {
 		t.Errorf("%s without Retry-After", code)
 	}
-	return b.Err
+	return e
 }
 
 // The spec's cost examples (Limits: "Cost examples that follow from the
@@ -205,19 +211,6 @@ func TestRefusals(t *testing.T) {
 	})
 }
 
-func TestAlarm(t *testing.T) {
-	for _, tc := range []struct {
-		read, granted int
-		want          bool
-	}{
-		{40, 100, false}, {41, 100, true}, {2, 5, false}, {3, 5, true}, {0, 0, false}, {1, 0, false}, {1, 1, true},
-	} {
-		if got := meter.Alarm(tc.read, tc.granted); got != tc.want {
-			t.Errorf("Alarm(%d, %d) = %v, want %v (more than 40%%)", tc.read, tc.granted, got, tc.want)
-		}
-	}
-}
-
 // RateLimit headers name every capped meter the bill touched, with what is
 // left and the seconds to its reset.
 func TestHeaders(t *testing.T) {
@@ -236,6 +229,15 @@ func TestHeaders(t *testing.T) {
 	}
 	if h := ok(t, r(b.Call(context.Background(), org(nil), now))).Headers(); h != nil {
 		t.Errorf("no caps, headers %v", h)
+	}
+	// A refused bill still reports them: nothing is left of the cap.
+	b, _ = biller(t)
+	capped := org(func(o *store.Org) { o.RateLimits.CallsPerHour = n(1) })
+	ok(t, r(b.Call(context.Background(), capped, now)))
+	bill, err := b.Call(context.Background(), capped, now)
+	refused(t, r(bill, err), apierr.RateLimited)
+	if h := bill.Headers(); len(h) != 2 || h[1].Value != `"calls-hour";r=0;t=2700` {
+		t.Errorf("refused bill's headers %v", h)
 	}
 }
 
@@ -260,9 +262,8 @@ func TestKeyGenerations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bill, err := b.Call(ctx, cur, now)
-	if err != nil || bill.Err != nil {
-		t.Fatalf("the new org's first call, quota 1: %v %v", err, bill.Err)
+	if _, err := b.Call(ctx, cur, now); err != nil {
+		t.Fatalf("the new org's first call, quota 1: %v", err)
 	}
 	u, err := s.Usage(ctx, meter.Key(cur), now)
 	if err != nil {
@@ -302,10 +303,7 @@ func TestEnumerationAlarm(t *testing.T) {
 		"export":         r(b.Export(ctx, o, now, 2)),
 		"test-prep page": r(b.TestprepPage(ctx, o, now, 10)),
 	} {
-		if res.err != nil {
-			t.Fatalf("%s: %v", name, res.err)
-		}
-		e := res.b.Err
+		e := refusal(t, res)
 		if e == nil || e.Code != apierr.OrgSuspended || e.Status() != 403 || e.RetryAfter != nil {
 			t.Errorf("%s after the alarm: %+v, want 403 ORG_SUSPENDED without Retry-After", name, e)
 		}
