@@ -68,8 +68,17 @@ test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say w
 		echo "$(GO) test -race -short $(RACE)"; $(GO) test -race -short $(RACE); \
 	else echo "race detector skipped: no C compiler (cgo)"; fi
 
-check: test ## test, build shared/ for wasip1, and insist that go.mod is tidy
+check: test ## test, build the edge module with both toolchains (standard Go, TinyGo), and insist that go.mod is tidy
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...
+	@mkdir -p build
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o build/check-go.wasm $(WORKER_PKG)
+	@if [ -n "$(TINYGO)" ]; then \
+		echo "$(TINYGO) build $(TINYGO_FLAGS) -o build/check-tinygo.wasm $(WORKER_PKG)"; \
+		$(TINYGO) build $(TINYGO_FLAGS) -o build/check-tinygo.wasm $(WORKER_PKG); \
+	else \
+		echo "check: TinyGo build SKIPPED: no TinyGo on PATH or in ~/.cache/lectern (tools/tinygo/build.sh installs $(TINYGO_VERSION)); only standard Go built the module"; \
+	fi
+	@rm -f build/check-go.wasm build/check-tinygo.wasm
 	$(GO) mod tidy -diff
 
 bench: ## benchmarks as ratios measured in one run: content API, edge, worker CPU, module (tools/bench, flags in BENCHFLAGS), then durable meter increments

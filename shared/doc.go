@@ -9,4 +9,65 @@
 // -scheduler=none: no encoding/json, reflect, net/http, database/sql or
 // syscall/js, no goroutines, and no time.Now() (time is passed in).
 // guard_test.go enforces the rules that can be checked mechanically.
+//
+// # The module's packages
+//
+// Every package of the module, one line each, so a reader finds a rule's
+// home without opening the tree (doc_test.go holds this list to
+// `go list ./...`: a package added or removed fails it until it is listed
+// here):
+//
+//	shared                        this contract; its guard tests keep it TinyGo-safe
+//	shared/apierr                 the spec's error codes, their statuses, the one error body
+//	shared/cursor                 the sealed, opaque pagination cursor
+//	shared/edgesig                the edge's signature on forwards and gate calls
+//	shared/encoding               Accept-Encoding negotiation
+//	shared/etag                   ETag derivation and If-None-Match
+//	shared/front                  the pipeline front both tiers run: route, authenticate, scope, validate
+//	shared/id                     the spec's identifiers: lesson, media, tier, slug
+//	shared/internal/vectors       reads the testdata vectors shared with wasmtest
+//	shared/jsoncheck              linear-time checks on raw JSON before a parser recurses
+//	shared/jsonenc                JSON appended to byte slices without reflection
+//	shared/param                  strict query and body parsing against the route table
+//	shared/route                  the route table and Match(method, path)
+//	shared/scope                  the OAuth scopes and a token's scope set
+//	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
+//	origin/admin                  the operator's admin API
+//	origin/auth                   bearer authentication at the origin
+//	origin/clock                  the origin's time source, with the test clock
+//	origin/cmd/origin             the origin command: public API, identity provider, admin API
+//	origin/corpus                 the corpus format, its loader and in-memory indexes
+//	origin/corpus/gen             the deterministic synthetic corpus generator
+//	origin/forensic               the licence envelope's tag and its decoding
+//	origin/httpsrv                every listener's limits and net/http's own answers rewritten
+//	origin/idp                    the development identity provider
+//	origin/internal/filelock      one owner per embedded database (flock)
+//	origin/internal/jsonbody      strict JSON bodies for the admin API
+//	origin/internal/pgmig         PostgreSQL migrations
+//	origin/internal/pgsession     the session settings of every PostgreSQL connection
+//	origin/internal/private       owner-only modes for files holding secrets
+//	origin/internal/sqlitemig     SQLite migrations
+//	origin/licence                the organisation gate and grants
+//	origin/meter                  the metering contract and the enumeration alarm
+//	origin/meter/internal/batch   what the meter backends share: evaluation, commit, group committer
+//	origin/meter/metertest        the conformance suite for meter.Store
+//	origin/meter/pgmeter          meter.Store over PostgreSQL
+//	origin/meter/sqlitemeter      meter.Store over SQLite
+//	origin/server                 the public API: the request pipeline and the handlers
+//	origin/store                  the persistence contract: organisations, clients, keys, codes
+//	origin/store/pgstore          store.Store over PostgreSQL
+//	origin/store/sqlitestore      store.Store over SQLite
+//	origin/store/storetest        the conformance suite for store.Store
+//	worker/pipeline               the edge's request pipeline, sans I/O
+//	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's
+//	worker/wasm                   the edge's WebAssembly module (a WASI reactor)
+//	wasmtest                      tests driving the built module in wazero against a real origin
+//	wasmtest/host                 the wazero host that serves HTTP through the module
+//	tools                         no code: the rule that the product never imports a tool
+//	tools/adminctl                the operator's admin API client
+//	tools/bench                   make bench: throughput as ratios measured in one run
+//	tools/corpusgen               the corpus generator's command
+//	tools/edge                    the local edge (the module under wazero)
+//	tools/meterbench              durable meter increments per second
+//	tools/stack                   make run: origin and edge in the foreground
 package shared
