@@ -34,6 +34,7 @@
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin
+//	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers
 //	origin/clock                  the origin's time source, with the test clock
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API
 //	origin/corpus                 the corpus format, its loader and in-memory indexes
