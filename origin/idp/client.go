@@ -277,12 +277,16 @@ func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, err
 	// An unknown id spends the same bcrypt work as a wrong secret, so
 	// that timing does not reveal which ids exist.
 	err = p.compare(hash, []byte(secret))
-	p.gate.release()
 	if err != nil || c == nil {
+		p.gate.release()
 		p.failures.fail(p.now(), idKey, addr)
 		return nil, failed
 	}
+	// Remembered before the slot is released, so that a check queued
+	// behind this one finds it (otherwise it could take the slot first
+	// and compare again).
 	p.verified.add(p.now(), c.ID, c.SecretHash, secret)
+	p.gate.release()
 	return c, nil
 }
 
