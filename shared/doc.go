@@ -54,6 +54,8 @@
 //	origin/meter/metertest        the conformance suite for meter.Store
 //	origin/meter/pgmeter          meter.Store over PostgreSQL
 //	origin/meter/sqlitemeter      meter.Store over SQLite
+//	origin/search                 the search engine: the trigram index over the searched fields
+//	origin/search/searchtest      the reference search the engine and the route are held to
 //	origin/server                 the public API: the request pipeline and the handlers
 //	origin/store                  the persistence contract: organisations, clients, keys, codes
 //	origin/store/pgstore          store.Store over PostgreSQL
