@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/openapi"
 	"github.com/lectern-api/lectern/origin/search"
 )
 
@@ -14,7 +15,7 @@ type Content struct {
 	rows    listRows      // (lists) precomputed subject and class rows: lists.go
 	search  *search.Index // (search) the search index: origin/search
 	prep    prepIndex     // (testprep) precomputed test-prep catalog and items: testprep.go
-	openapi *openapiDoc   // (openapi) the OpenAPI description generated for this corpus: openapi.go
+	openapi *openapi.Doc  // (openapi) the OpenAPI description generated for this corpus: origin/openapi
 }
 
 // Build precomputes c for serving.
@@ -23,9 +24,9 @@ func Build(c *corpus.Corpus) (*Content, error) {
 	if err := ct.buildLessons(); err != nil { // (lessons) build
 		return nil, err
 	}
-	ct.rows = buildListRows(c)   // (lists) build
-	ct.search = search.Build(c)  // (search) build
-	ct.prep = buildPrep(c)       // (testprep) build
-	ct.openapi = buildOpenAPI(c) // (openapi) build
+	ct.rows = buildListRows(c)    // (lists) build
+	ct.search = search.Build(c)   // (search) build
+	ct.prep = buildPrep(c)        // (testprep) build
+	ct.openapi = openapi.Build(c) // (openapi) build
 	return ct, nil
 }
