@@ -54,6 +54,10 @@
 //	origin/meter/metertest        the conformance suite for meter.Store
 //	origin/meter/pgmeter          meter.Store over PostgreSQL
 //	origin/meter/sqlitemeter      meter.Store over SQLite
+//	origin/openapi                the OpenAPI description, generated from the route table and the corpus
+//	origin/openapi/openapitest    walking a decoded description, for the generator's and the route's tests
+//	origin/search                 the search engine: the trigram index over the searched fields
+//	origin/search/searchtest      the reference search the engine and the route are held to
 //	origin/server                 the public API: the request pipeline and the handlers
 //	origin/store                  the persistence contract: organisations, clients, keys, codes
 //	origin/store/pgstore          store.Store over PostgreSQL

@@ -1,17 +1,21 @@
 package server
 
-import "github.com/lectern-api/lectern/origin/corpus"
+import (
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/openapi"
+	"github.com/lectern-api/lectern/origin/search"
+)
 
 // Content is a corpus with what serving it needs precomputed: everything
 // that does not depend on the caller. A corpus reload builds a new Content
 // and swaps it in; a request keeps the Content it began with.
 type Content struct {
 	*corpus.Corpus
-	lessons lessonSet    // (lessons) precomputed lesson, transcript, quiz and media renderings: lessons.go
-	rows    listRows     // (lists) precomputed subject and class rows: lists.go
-	search  *searchIndex // (search) the search index: search.go
-	prep    prepIndex    // (testprep) precomputed test-prep catalog and items: testprep.go
-	openapi *openapiDoc  // (openapi) the OpenAPI description generated for this corpus: openapi.go
+	lessons lessonSet     // (lessons) precomputed lesson, transcript, quiz and media renderings: lessons.go
+	rows    listRows      // (lists) precomputed subject and class rows: lists.go
+	search  *search.Index // (search) the search index: origin/search
+	prep    prepIndex     // (testprep) precomputed test-prep catalog and items: testprep.go
+	openapi *openapi.Doc  // (openapi) the OpenAPI description generated for this corpus: origin/openapi
 }
 
 // Build precomputes c for serving.
@@ -20,9 +24,9 @@ func Build(c *corpus.Corpus) (*Content, error) {
 	if err := ct.buildLessons(); err != nil { // (lessons) build
 		return nil, err
 	}
-	ct.rows = buildListRows(c)   // (lists) build
-	ct.search = buildSearch(c)   // (search) build
-	ct.prep = buildPrep(c)       // (testprep) build
-	ct.openapi = buildOpenAPI(c) // (openapi) build
+	ct.rows = buildListRows(c)    // (lists) build
+	ct.search = search.Build(c)   // (search) build
+	ct.prep = buildPrep(c)        // (testprep) build
+	ct.openapi = openapi.Build(c) // (openapi) build
 	return ct, nil
 }

@@ -449,3 +449,19 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+var (
+	fullOnce sync.Once
+	full     *Content
+)
+
+// fullContent is the deployed-scale corpus of seed 1, generated once per
+// test binary (it lives in memory; its directory may go).
+func fullContent(t testing.TB) *Content {
+	t.Helper()
+	fullOnce.Do(func() { full = buildContent(t, filepath.Join(t.TempDir(), "full"), gen.Options{Seed: 1}) })
+	if full == nil {
+		t.Fatal("the full corpus failed to build")
+	}
+	return full
+}

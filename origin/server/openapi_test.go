@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +16,8 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/openapi"
+	"github.com/lectern-api/lectern/origin/openapi/openapitest"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
@@ -151,28 +151,6 @@ func openapiReload(t *testing.T, h *harness) {
 	wantStatus(t, h.get("/v1/openapi.json", "", "If-None-Match", r2.header.Get("ETag")), 304)
 }
 
-// at walks a decoded JSON document along keys.
-func oaAt(v any, keys ...string) any {
-	for _, k := range keys {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
-}
-
-func oaStrs(v any) []string {
-	a, _ := v.([]any)
-	out := make([]string, 0, len(a))
-	for _, x := range a {
-		s, _ := x.(string)
-		out = append(out, s)
-	}
-	return out
-}
-
 func openapiDocument(t *testing.T, h *harness) {
 	_, doc := h.fetchDoc()
 	c := h.content.Load().Corpus
@@ -194,14 +172,14 @@ func openapiDocument(t *testing.T, h *harness) {
 	}
 
 	ops := 0
-	for _, p := range oaAt(doc, "paths").(map[string]any) {
+	for _, p := range openapitest.At(doc, "paths").(map[string]any) {
 		ops += len(p.(map[string]any))
 	}
 	if ops != len(route.All()) {
 		t.Errorf("%d operations, want one per route (%d)", ops, len(route.All()))
 	}
 	for _, rt := range route.All() {
-		op, _ := oaAt(doc, "paths", rt.Pattern, strings.ToLower(rt.Method)).(map[string]any)
+		op, _ := openapitest.At(doc, "paths", rt.Pattern, strings.ToLower(rt.Method)).(map[string]any)
 		if op == nil {
 			t.Errorf("route %d: %s %s is not described", rt.ID, rt.Method, rt.Pattern)
 			continue
@@ -211,14 +189,14 @@ func openapiDocument(t *testing.T, h *harness) {
 		}
 		cost, _ := op["x-service-cost"].(map[string]any)
 		if cost == nil || cost["typicalBytes"] != float64(rt.Cost.TypicalBytes) || cost["note"] != rt.Cost.Note ||
-			!slices.Equal(oaStrs(cost["meters"]), append([]string{}, rt.Cost.Meters...)) {
+			!slices.Equal(openapitest.Strs(cost["meters"]), append([]string{}, rt.Cost.Meters...)) {
 			t.Errorf("route %d: x-service-cost %v", rt.ID, cost)
 		}
 		xs, hasSections := op["x-service-sections"]
 		if isPrep := rt.ID == route.Testprep || rt.ID == route.TestprepItems; isPrep != hasSections {
 			t.Errorf("route %d: x-service-sections present %v", rt.ID, hasSections)
 		} else if isPrep {
-			if b1, _ := json.Marshal(xs); string(b1) != string(oaMust(json.Marshal(sectionMap))) {
+			if b1, _ := json.Marshal(xs); string(b1) != string(openapitest.Must(json.Marshal(sectionMap))) {
 				t.Errorf("route %d: x-service-sections %s", rt.ID, b1)
 			}
 		}
@@ -240,11 +218,11 @@ func openapiDocument(t *testing.T, h *harness) {
 		}
 		// Parameters and body members: exactly the route's, in order.
 		var names, body []string
-		for _, p := range oaParams(op) {
+		for _, p := range openapitest.Params(op) {
 			pm := p.(map[string]any)
 			names = append(names, pm["in"].(string)+":"+pm["name"].(string))
 		}
-		members, _ := oaAt(op, "requestBody", "content", "application/json", "schema", "properties").(map[string]any)
+		members, _ := openapitest.At(op, "requestBody", "content", "application/json", "schema", "properties").(map[string]any)
 		for name := range members {
 			body = append(body, "body:"+name)
 		}
@@ -269,8 +247,8 @@ func openapiDocument(t *testing.T, h *harness) {
 		if _, ok := rs["304"]; ok != (rt.Validator != route.NoETag) {
 			t.Errorf("route %d: 304 documented %v", rt.ID, ok)
 		}
-		for st, codes := range oaErrorCodes(&rt) {
-			got := oaStrs(oaAt(rs, strconv.Itoa(st), "content", "application/json", "schema", "properties", "error", "properties", "code", "enum"))
+		for st, codes := range openapi.ErrorCodes(&rt) {
+			got := openapitest.Strs(openapitest.At(rs, strconv.Itoa(st), "content", "application/json", "schema", "properties", "error", "properties", "code", "enum"))
 			var want []string
 			for _, c := range codes {
 				want = append(want, string(c))
@@ -285,9 +263,9 @@ func openapiDocument(t *testing.T, h *harness) {
 		if has401 != (rt.Scope != "") || !has500 || has429 != rt.Metered {
 			t.Errorf("route %d: 401 %v, 429 %v, 500 %v", rt.ID, has401, has429, has500)
 		}
-		for _, p := range oaParams(op) {
+		for _, p := range openapitest.Params(op) {
 			pm := p.(map[string]any)
-			enum := oaStrs(oaAt(pm, "schema", "enum"))
+			enum := openapitest.Strs(openapitest.At(pm, "schema", "enum"))
 			switch pm["name"] {
 			case "tier":
 				if !slices.Equal(enum, tiers) {
@@ -306,11 +284,11 @@ func openapiDocument(t *testing.T, h *harness) {
 	}
 	for _, m := range []string{"/v1/media/urls:post", "/v1/progress/{tier}/{subjectSlug}/{classNum}:put"} {
 		path, method, _ := strings.Cut(m, ":")
-		if oaAt(doc, "paths", path, method, "requestBody") == nil {
+		if openapitest.At(doc, "paths", path, method, "requestBody") == nil {
 			t.Errorf("%s has no requestBody", m)
 		}
 	}
-	if b := oaAt(doc, "paths", "/v1/media/urls", "post", "requestBody", "required"); b != true {
+	if b := openapitest.At(doc, "paths", "/v1/media/urls", "post", "requestBody", "required"); b != true {
 		t.Errorf("mint body required: %v", b)
 	}
 
@@ -319,73 +297,22 @@ func openapiDocument(t *testing.T, h *harness) {
 	for _, c := range apierr.Codes() {
 		codes = append(codes, string(c))
 	}
-	errSchema := oaAt(doc, "components", "schemas", "Error", "properties", "error")
-	if got := oaStrs(oaAt(errSchema, "properties", "code", "enum")); !slices.Equal(got, codes) {
+	errSchema := openapitest.At(doc, "components", "schemas", "Error", "properties", "error")
+	if got := openapitest.Strs(openapitest.At(errSchema, "properties", "code", "enum")); !slices.Equal(got, codes) {
 		t.Errorf("error code enum %v, want apierr.Codes() %v", got, codes)
 	}
 	for _, k := range []string{"code", "message", "requestId", "parameter", "allowed", "received", "min", "max", "grant",
 		"tiers", "allow", "scope", "retryAfterSeconds", "quotaResetsAt", "hint", "exportsUsed", "exportsLimit"} {
-		if oaAt(errSchema, "properties", k) == nil {
+		if openapitest.At(errSchema, "properties", k) == nil {
 			t.Errorf("error schema lacks %s", k)
 		}
 	}
-	if got := oaStrs(oaAt(doc, "components", "schemas", "TierRow", "properties", "tier", "enum")); !slices.Equal(got, tiers) {
+	if got := openapitest.Strs(openapitest.At(doc, "components", "schemas", "TierRow", "properties", "tier", "enum")); !slices.Equal(got, tiers) {
 		t.Errorf("TierRow tier enum %v, corpus %v", got, tiers)
 	}
-	flow := oaAt(doc, "components", "securitySchemes", "oauth2", "flows", "clientCredentials")
-	if oaAt(flow, "tokenUrl") != h.issuer+"/oauth2/token" || len(oaAt(flow, "scopes").(map[string]any)) != len(scope.All) {
+	flow := openapitest.At(doc, "components", "securitySchemes", "oauth2", "flows", "clientCredentials")
+	if openapitest.At(flow, "tokenUrl") != h.issuer+"/oauth2/token" || len(openapitest.At(flow, "scopes").(map[string]any)) != len(scope.All) {
 		t.Errorf("clientCredentials flow %v", flow)
-	}
-}
-
-func oaParams(op map[string]any) []any {
-	ps, _ := op["parameters"].([]any)
-	return ps
-}
-
-func oaMust(b []byte, err error) []byte {
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// Enums come from the loaded corpus, not from the spec's lists: a corpus
-// with two tiers and one test describes exactly those.
-func TestOpenAPIEnumsFromCorpus(t *testing.T) {
-	c := &corpus.Corpus{ContentVersion: "2026-01-02+abc",
-		Tiers: []*corpus.Tier{{Name: "high"}, {Name: "primary"}},
-		Tests: []*corpus.Test{{ID: "act", Sections: []*corpus.Section{{ID: "science"}, {ID: "math"}}}}}
-	d, err := buildOpenAPI(c).render(openapiConf{issuer: "https://auth.example"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	json.Unmarshal(d.body, &doc)
-	for _, c := range []struct {
-		path []string
-		want []string
-	}{
-		{[]string{"paths", "/v1/subjects", "get"}, []string{"high", "primary"}},
-		{[]string{"paths", "/v1/lessons/{tier}/{subjectSlug}/{classNum}", "get"}, []string{"high", "primary"}},
-		{[]string{"paths", "/v1/testprep/{test}/items", "get"}, []string{"act", "science", "math"}},
-	} {
-		var got []string
-		for _, p := range oaParams(oaAt(doc, c.path...).(map[string]any)) {
-			if n := oaAt(p, "name"); n == "tier" || n == "test" || n == "section" {
-				got = append(got, oaStrs(oaAt(p, "schema", "enum"))...)
-			}
-		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("%v: enums %v, want %v", c.path, got, c.want)
-		}
-	}
-	if got := oaAt(doc, "paths", "/v1/testprep", "get", "x-service-sections"); oaMust(json.Marshal(got)) == nil ||
-		string(oaMust(json.Marshal(got))) != `{"act":["science","math"]}` {
-		t.Errorf("x-service-sections %v", got)
-	}
-	if oaAt(doc, "info", "x-content-version") != "2026-01-02+abc" {
-		t.Errorf("x-content-version %v", oaAt(doc, "info", "x-content-version"))
 	}
 }
 
@@ -426,13 +353,13 @@ func pointerEscape(s string) string {
 func (v *oaValidator) check(t *testing.T, rt *route.Route, what string, r resp) {
 	t.Helper()
 	method := strings.ToLower(rt.Method)
-	doc := oaAt(v.doc, "paths", rt.Pattern, method, "responses", strconv.Itoa(r.status))
+	doc := openapitest.At(v.doc, "paths", rt.Pattern, method, "responses", strconv.Itoa(r.status))
 	if doc == nil {
 		t.Errorf("%s %s (%s): status %d is not documented: %.300s", rt.Method, rt.Pattern, what, r.status, r.body)
 		return
 	}
 	for _, name := range []string{"ETag", "X-Service-Content-Version", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id"} {
-		if r.header.Get(name) != "" && oaAt(doc, "headers", name) == nil {
+		if r.header.Get(name) != "" && openapitest.At(doc, "headers", name) == nil {
 			t.Errorf("%s %s (%s): %d carries %s, which is not documented", rt.Method, rt.Pattern, what, r.status, name)
 		}
 	}
@@ -489,7 +416,7 @@ func oaExample(c *corpus.Corpus, rt *route.Route) (path string, body []byte) {
 	}
 	switch rt.ID {
 	case route.MediaURLs:
-		body = oaMust(json.Marshal(map[string]any{"mediaIds": []string{l.Media[0].ID}}))
+		body = openapitest.Must(json.Marshal(map[string]any{"mediaIds": []string{l.Media[0].ID}}))
 	case route.PutProgress:
 		body = []byte("{}")
 	}
@@ -603,49 +530,4 @@ func openapiResponses(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	v.check(t, route.ByID(route.Testprep), "expired", h.get("/v1/testprep", reader))
-}
-
-// redoclyVersion is the pinned @redocly/cli that lints the description.
-const redoclyVersion = "1.34.5"
-
-// TestOpenAPILint runs a real OpenAPI linter, Redocly's recommended
-// ruleset, over the description when CI asks for it
-// (LECTERN_OPENAPI_LINT=1) and Node is present; .ci/run installs the
-// pinned CLI.
-func TestOpenAPILint(t *testing.T) {
-	if os.Getenv("LECTERN_OPENAPI_LINT") != "1" {
-		t.Skip("OpenAPI lint skipped: set LECTERN_OPENAPI_LINT=1 with redocly or npx on PATH (.ci/run does)")
-	}
-	var cmd []string
-	if p, err := exec.LookPath("redocly"); err == nil {
-		cmd = []string{p, "lint"}
-	} else if p, err := exec.LookPath("npx"); err == nil {
-		cmd = []string{p, "--yes", "@redocly/cli@" + redoclyVersion, "lint"}
-	} else {
-		t.Skip("OpenAPI lint skipped: neither redocly nor npx is on PATH")
-	}
-	dir := t.TempDir()
-	ct := buildContent(t, filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true})
-	d, err := ct.openapi.render(openapiConf{issuer: "https://auth.lectern.example", licenseURL: "https://lectern.example/licence"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, "openapi.json")
-	if err := os.WriteFile(file, d.body, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := filepath.Abs(filepath.Join("testdata", "redocly.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], "--format=stylish", "--config="+cfg, file)...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_COLOR=1")
-	out, err := c.CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Fatalf("redocly lint: %v", err)
-	}
 }
