@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	stdgzip "compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +23,7 @@ import (
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/lessondoc"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/param"
@@ -85,7 +84,7 @@ func TestLessonDetailLevels(t *testing.T) {
 	h := newHarness(t)
 	tok := h.org("detail", "topics", "college", "high", "middle", "primary")
 	long := findLessonWhere(t, h.corpus(), "a card body over the cap", func(l *corpus.Lesson) bool {
-		return anyCard(l, func(c *corpus.Card) bool { return utf8.RuneCountInString(c.Body) > capBody+200 })
+		return anyCard(l, func(c *corpus.Card) bool { return utf8.RuneCountInString(c.Body) > lessondoc.CapBody+200 })
 	})
 	path := lessonPathOf(long)
 	levels := map[string]map[string]any{}
@@ -164,14 +163,14 @@ func TestLessonDetailLevels(t *testing.T) {
 	for i, c := range objects(t, std["cards"]) {
 		want := long.Cards[i]
 		body := c["body"].(string)
-		if utf8.RuneCountInString(want.Body) <= capBody {
+		if utf8.RuneCountInString(want.Body) <= lessondoc.CapBody {
 			if body != want.Body {
 				t.Errorf("standard card %d: a short body was changed", i)
 			}
 		} else {
 			kept, cut := strings.CutSuffix(body, "…")
-			if !cut || utf8.RuneCountInString(body) > capBody || !strings.HasPrefix(want.Body, kept) {
-				t.Errorf("standard card %d: body of %d characters not capped at %d with …: %q", i, utf8.RuneCountInString(body), capBody, body)
+			if !cut || utf8.RuneCountInString(body) > lessondoc.CapBody || !strings.HasPrefix(want.Body, kept) {
+				t.Errorf("standard card %d: body of %d characters not capped at %d with …: %q", i, utf8.RuneCountInString(body), lessondoc.CapBody, body)
 			}
 			if next, _ := utf8.DecodeRuneInString(want.Body[len(kept):]); !unicode.IsSpace(next) {
 				t.Errorf("standard card %d: cut inside a word: %q|%q", i, kept[max(0, len(kept)-20):], want.Body[len(kept):len(kept)+10])
@@ -201,77 +200,11 @@ func TestLessonDetailLevels(t *testing.T) {
 		}
 	}
 
-	// A lesson whose texts are all within the caps is not truncated (the
-	// small corpus has none: shorten one).
-	short := *long
-	short.Cards = nil
-	for _, c := range long.Cards {
-		cc := *c
-		cc.Body, _ = capLessonText(c.Body, capBody)
-		cc.Body = strings.TrimSuffix(cc.Body, "…")
-		short.Cards = append(short.Cards, &cc)
-	}
-	var lb lessonBuilder
-	sd, err := lb.build(&short)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := jsonObject(t, appendLessonDoc(nil, sd, lessonStandard, 0, []byte("}"))); m["truncated"] != false {
-		t.Errorf("standard: truncated %v with nothing over a cap", m["truncated"])
-	}
-
 	// spec: detail "Unrecognised value: 400 naming the parameter and the
 	// three legal values".
 	e := h.fails(path+"?detail=summary", tok, 400, "BAD_REQUEST")
 	if e.Parameter != "detail" || !slices.Equal(e.Allowed, []string{"brief", "standard", "full"}) {
 		t.Errorf("detail=summary: parameter %q allowed %v", e.Parameter, e.Allowed)
-	}
-}
-
-func TestCapLessonText(t *testing.T) {
-	tests := []struct {
-		name, in string
-		n        int
-		want     string
-		cut      bool
-	}{
-		{"short", "one two", 10, "one two", false},
-		{"exactly the cap", "abcde", 5, "abcde", false},
-		{"word boundary", "alpha beta gamma delta", 14, "alpha beta…", true},
-		{"cut at a space", "alpha beta gamma", 12, "alpha beta…", true},
-		{"trailing space trimmed", "alpha  beta gamma", 9, "alpha…", true},
-		{"marker never left open", "see **key term** here and more", 14, "see…", true},
-		{"closed marker kept", "**ab** cd ef gh", 12, "**ab** cd…", true},
-		{"one long word", "abcdefghijkl", 5, "abcd…", true},
-		{"multibyte", "ééé ééé ééé", 9, "ééé ééé…", true},
-	}
-	for _, tt := range tests {
-		got, cut := capLessonText(tt.in, tt.n)
-		if got != tt.want || cut != tt.cut {
-			t.Errorf("%s: capLessonText(%q, %d) = %q, %v; want %q, %v", tt.name, tt.in, tt.n, got, cut, tt.want, tt.cut)
-		}
-		if n := utf8.RuneCountInString(got); n > tt.n {
-			t.Errorf("%s: %d characters, over the cap %d", tt.name, n, tt.n)
-		}
-	}
-}
-
-// The precompressed standard lesson is a valid gzip member whose content
-// is the identity body, whatever the licence envelope appended to it.
-func TestLessonGzipStd(t *testing.T) {
-	ct := smallContent(t, "")
-	for _, d := range ct.lessons.docs {
-		for _, tail := range []string{"}", `,"_license":{"lic":"lic_x_ecla1","tag":"t1AAAAAAAAAAAAAAAA"}}`} {
-			want := appendLessonDoc(nil, d, lessonStandard, 0, append(slices.Clone(ct.lessons.version), tail...))
-			zr, err := stdgzip.NewReader(bytes.NewReader(appendGzipStd(nil, d, []byte(tail))))
-			if err != nil {
-				t.Fatalf("%s: %v", d.lesson.ID, err)
-			}
-			got, err := io.ReadAll(zr) // checks the CRC-32 and the size
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("%s: %v; got %d bytes, want %d", d.lesson.ID, err, len(got), len(want))
-			}
-		}
 	}
 }
 
@@ -334,8 +267,8 @@ func TestLessonIncludeSections(t *testing.T) {
 	}
 	var wantNarr, wantVideo []string
 	for _, cd := range l.Cards {
-		if cd.Narrated {
-			wantNarr = append(wantNarr, cd.ID+"|"+spokenText(cd.Narration()))
+		if cd.Narrated { // spoken text: the narration without its **term** markers
+			wantNarr = append(wantNarr, cd.ID+"|"+strings.ReplaceAll(cd.Narration(), "**", ""))
 		}
 		if cd.VideoVoiceover != "" {
 			wantVideo = append(wantVideo, cd.ID+"|"+cd.VideoVoiceover)
@@ -987,22 +920,22 @@ func BenchmarkLessonRender(b *testing.B) {
 	ct := lessonBenchContent(b)
 	l := ct.Lessons[0]
 	s := New(Config{TagKey: []byte("bench-tag-key-0123456789abcdef0123")})
-	d := ct.lessons.docs[l.Ordinal]
+	d := ct.lessons.Doc(l)
 	cases := []struct {
 		name, suffix, query string
 		render              func(dst []byte, req *request) []byte
 	}{
 		{"standard", "", "", func(dst []byte, req *request) []byte {
-			return s.lessonTail(appendLessonDoc(dst, d, lessonDetail(req), lessonIncludes(req), nil), req)
+			return s.lessonTail(d.AppendLesson(dst, lessondoc.ParseLevel(req.params.Get("detail")), lessondoc.ParseIncludes(req.params.Include()), nil), req)
 		}},
 		{"full-all", "", "detail=full&include=" + strings.Join(includeSections, ","), func(dst []byte, req *request) []byte {
-			return s.lessonTail(appendLessonDoc(dst, d, lessonDetail(req), lessonIncludes(req), nil), req)
+			return s.lessonTail(d.AppendLesson(dst, lessondoc.ParseLevel(req.params.Get("detail")), lessondoc.ParseIncludes(req.params.Include()), nil), req)
 		}},
 		{"transcript", "/transcript", "include=markdown", func(dst []byte, req *request) []byte {
-			return s.lessonTail(appendTranscriptDoc(dst, d, req.params.Includes("markdown"), nil), req)
+			return s.lessonTail(d.AppendTranscript(dst, req.params.Includes("markdown"), nil), req)
 		}},
 		{"quiz", "/quiz", "", func(dst []byte, req *request) []byte {
-			return s.lessonTail(appendQuizDoc(dst, d, nil), req)
+			return s.lessonTail(d.AppendQuiz(dst, nil), req)
 		}},
 	}
 	b.Run("standard/precompressed-gzip", func(b *testing.B) {
@@ -1012,10 +945,10 @@ func BenchmarkLessonRender(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var tail [256]byte
-			buf = appendGzipStd(buf[:0], d, s.lessonLicense(tail[:0], req))
+			buf = d.AppendGzipStandard(buf[:0], s.lessonLicense(tail[:0], req))
 			writeGzipped(w, req, "W/\"x\"", billing.Bill{}, buf)
 		}
-		b.SetBytes(int64(d.gzipLen))
+		b.SetBytes(int64(len(d.AppendLesson(nil, lessondoc.Standard, 0, ct.lessons.AppendVersion(nil)))))
 	})
 	for _, tc := range cases {
 		req := lessonBenchRequest(b, ct, "/v1/lessons/"+l.ID+tc.suffix, tc.query)
@@ -1039,31 +972,4 @@ func BenchmarkLessonRender(b *testing.B) {
 			b.SetBytes(int64(len(buf)))
 		})
 	}
-}
-
-// BenchmarkBuildLessons measures rendering every lesson of the corpus
-// (LECTERN_BENCH_CORPUS, else the small one) and reports the heap the
-// renderings hold.
-func BenchmarkBuildLessons(b *testing.B) {
-	ct := lessonBenchContent(b)
-	b.ReportAllocs()
-	var heap uint64
-	for b.Loop() {
-		var m0, m1 runtime.MemStats
-		b.StopTimer()
-		runtime.GC()
-		runtime.ReadMemStats(&m0)
-		b.StartTimer()
-		c := &Content{Corpus: ct.Corpus}
-		if err := c.buildLessons(); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		runtime.GC()
-		runtime.ReadMemStats(&m1)
-		heap = m1.HeapAlloc - m0.HeapAlloc
-		runtime.KeepAlive(c)
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 }
