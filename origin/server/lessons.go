@@ -12,7 +12,7 @@ import (
 // The handlers of the lesson routes (spec: Route table 6–9): the lesson,
 // its transcript, its quiz document and the page of its media. Their
 // documents are pre-rendered once per Content (origin/lessondoc); a request
-// runs the steps of lessonread.go, then concatenates fragments and closes
+// runs the step of lessonread.go, then concatenates fragments and closes
 // the document with contentVersion and its licence envelope.
 
 // lessonTail is the closing members of every lesson-route document:
@@ -35,53 +35,49 @@ func appendLicense(dst []byte, env envelope) []byte {
 	return append(dst, "}}"...)
 }
 
-// serveLessonDoc runs the lesson, transcript and quiz routes, which
-// differ only in how they render.
-// With gz, the answer is the precompressed standard lesson
-// (lessondoc.Doc.AppendGzipStandard).
-func (s *Server) serveLessonDoc(w http.ResponseWriter, r *http.Request, req *request, gz bool, render func(dst []byte, d *lessondoc.Doc) []byte) error {
-	lid, err := s.lessonTarget(r, req)
+// serveLessonDoc answers the lesson, transcript and quiz routes, which
+// differ only in how they render, once f is found: it bills the lesson
+// read, then renders. With gz, the answer is the precompressed standard
+// lesson (lessondoc.Doc.AppendGzipStandard).
+func (s *Server) serveLessonDoc(w http.ResponseWriter, r *http.Request, req *request, f lessonFound, gz bool, render func(dst []byte, d *lessondoc.Doc) []byte) error {
+	bill, err := s.billLessonRead(r, req, f.doc.Lesson())
 	if err != nil {
-		return err
-	}
-	rd, ok, err := s.readLesson(w, r, req, lid)
-	if !ok {
 		return err
 	}
 	bp := lessondoc.GetBuf()
 	var body []byte
 	if gz {
 		var tail [256]byte
-		body = rd.doc.AppendGzipStandard((*bp)[:0], s.lessonLicense(tail[:0], req))
-		writeGzipped(w, req, rd.tag, rd.bill, body)
+		body = f.doc.AppendGzipStandard((*bp)[:0], s.lessonLicense(tail[:0], req))
+		writeGzipped(w, req, f.tag, bill, body)
 	} else {
-		body = render((*bp)[:0], rd.doc)
-		writeContent(w, r, req, rd.tag, rd.bill, body)
+		body = render((*bp)[:0], f.doc)
+		writeContent(w, r, req, f.tag, bill, body)
 	}
 	lessondoc.PutBuf(bp, body)
 	return nil
 }
 
 // lesson serves GET /v1/lessons/{tier}/{subjectSlug}/{classNum}.
-func (s *Server) lesson(w http.ResponseWriter, r *http.Request, req *request) error {
+func (s *Server) lesson(w http.ResponseWriter, r *http.Request, req *request, f lessonFound) error {
 	level, include := lessondoc.ParseLevel(req.params.Get("detail")), lessondoc.ParseIncludes(req.params.Include())
 	gz := level == lessondoc.Standard && include == 0 && encoding.Negotiate(r.Header.Get("Accept-Encoding")) == encoding.Gzip
-	return s.serveLessonDoc(w, r, req, gz, func(dst []byte, d *lessondoc.Doc) []byte {
+	return s.serveLessonDoc(w, r, req, f, gz, func(dst []byte, d *lessondoc.Doc) []byte {
 		return s.lessonTail(d.AppendLesson(dst, level, include, nil), req)
 	})
 }
 
 // lessonTranscript serves GET …/transcript.
-func (s *Server) lessonTranscript(w http.ResponseWriter, r *http.Request, req *request) error {
+func (s *Server) lessonTranscript(w http.ResponseWriter, r *http.Request, req *request, f lessonFound) error {
 	md := req.params.Includes("markdown")
-	return s.serveLessonDoc(w, r, req, false, func(dst []byte, d *lessondoc.Doc) []byte {
+	return s.serveLessonDoc(w, r, req, f, false, func(dst []byte, d *lessondoc.Doc) []byte {
 		return s.lessonTail(d.AppendTranscript(dst, md, nil), req)
 	})
 }
 
 // lessonQuiz serves GET …/quiz.
-func (s *Server) lessonQuiz(w http.ResponseWriter, r *http.Request, req *request) error {
-	return s.serveLessonDoc(w, r, req, false, func(dst []byte, d *lessondoc.Doc) []byte {
+func (s *Server) lessonQuiz(w http.ResponseWriter, r *http.Request, req *request, f lessonFound) error {
+	return s.serveLessonDoc(w, r, req, f, false, func(dst []byte, d *lessondoc.Doc) []byte {
 		return s.lessonTail(d.AppendQuiz(dst, nil), req)
 	})
 }
@@ -89,20 +85,12 @@ func (s *Server) lessonQuiz(w http.ResponseWriter, r *http.Request, req *request
 // lessonMedia serves GET …/media: a page of the lesson's assets in
 // l.Media order, filtered by type before pagination; url is always null
 // and nothing is minted.
-func (s *Server) lessonMedia(w http.ResponseWriter, r *http.Request, req *request) error {
-	lid, err := s.lessonTarget(r, req)
+func (s *Server) lessonMedia(w http.ResponseWriter, r *http.Request, req *request, m mediaTarget) error {
+	bill, err := s.billLessonRead(r, req, m.doc.Lesson())
 	if err != nil {
 		return err
 	}
-	p, perr := s.openPage(req)
-	if perr != nil {
-		return s.billCallAnd(r, req, perr)
-	}
-	rd, ok, err := s.readLesson(w, r, req, lid)
-	if !ok {
-		return err
-	}
-	d := rd.doc
+	d, p := m.doc, m.page
 	typ := req.params.Get("type")
 	total := d.CountAssets(typ)
 	from, to := p.bounds(total)
@@ -125,7 +113,7 @@ func (s *Server) lessonMedia(w http.ResponseWriter, r *http.Request, req *reques
 		body = append(body, "null"...)
 	}
 	body = appendLicense(req.corpus.lessons.AppendVersion(body), l.License)
-	writeContent(w, r, req, rd.tag, rd.bill, body)
+	writeContent(w, r, req, m.tag, bill, body)
 	lessondoc.PutBuf(bp, body)
 	return nil
 }

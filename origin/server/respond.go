@@ -15,9 +15,9 @@ import (
 	"github.com/lectern-api/lectern/shared/etag"
 )
 
-// The content pipeline after the gate, for every route with a derived
-// validator: decide the 304 before any work (spec: Conditional requests
-// §5), bill what the answer costs, then write it.
+// Content answers: the If-None-Match match, the 304, and the 200 with its
+// body compressed per Accept-Encoding (spec: Transport). Where the 304 is
+// decided for a derived validator is validator.go.
 
 // notModified reports whether the request's If-None-Match matches tag.
 // Its field lines are combined into one list (RFC 9110 §5.3), as the edge
@@ -28,18 +28,15 @@ func notModified(r *http.Request, tag string) bool {
 }
 
 // writeNotModified answers 304 with an empty body, the validator and the
-// content version (spec: Conditional requests §3).
-func writeNotModified(w http.ResponseWriter, req *request, tag string, bill billing.Bill) {
+// content version (spec: Conditional requests §3); status is 304, or 204
+// with the same headers to the edge's gate call, which answers the 304.
+func writeNotModified(w http.ResponseWriter, req *request, tag string, bill billing.Bill, status int) {
 	h := w.Header()
 	h.Set("ETag", tag)
 	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
 	setAll(h, bill)
 	edgeHeaders(w, req)
-	if req.gate {
-		w.WriteHeader(http.StatusNoContent) // the edge answers the 304
-		return
-	}
-	w.WriteHeader(http.StatusNotModified)
+	w.WriteHeader(status)
 }
 
 // writeContent answers 200 with body, compressed when the client accepts
