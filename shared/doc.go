@@ -48,6 +48,7 @@
 //	origin/internal/pgsession     the session settings of every PostgreSQL connection
 //	origin/internal/private       owner-only modes for files holding secrets
 //	origin/internal/sqlitemig     SQLite migrations
+//	origin/lessondoc              the lesson routes' documents, pre-rendered once per corpus
 //	origin/licence                the organisation gate and grants
 //	origin/meter                  the metering contract and the enumeration alarm
 //	origin/meter/internal/batch   what the meter backends share: evaluation, commit, group committer

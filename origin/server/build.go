@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/lessondoc"
 	"github.com/lectern-api/lectern/origin/openapi"
 	"github.com/lectern-api/lectern/origin/search"
 )
@@ -11,19 +12,21 @@ import (
 // and swaps it in; a request keeps the Content it began with.
 type Content struct {
 	*corpus.Corpus
-	lessons lessonSet     // (lessons) precomputed lesson, transcript, quiz and media renderings: lessons.go
-	rows    listRows      // (lists) precomputed subject and class rows: lists.go
-	search  *search.Index // (search) the search index: origin/search
-	prep    prepIndex     // (testprep) precomputed test-prep catalog and items: testprep.go
-	openapi *openapi.Doc  // (openapi) the OpenAPI description generated for this corpus: origin/openapi
+	lessons *lessondoc.Set // (lessons) precomputed lesson, transcript, quiz and media renderings: origin/lessondoc
+	rows    listRows       // (lists) precomputed subject and class rows: lists.go
+	search  *search.Index  // (search) the search index: origin/search
+	prep    prepIndex      // (testprep) precomputed test-prep catalog and items: testprep.go
+	openapi *openapi.Doc   // (openapi) the OpenAPI description generated for this corpus: origin/openapi
 }
 
 // Build precomputes c for serving.
 func Build(c *corpus.Corpus) (*Content, error) {
 	ct := &Content{Corpus: c}
-	if err := ct.buildLessons(); err != nil { // (lessons) build
+	lessons, err := lessondoc.Build(c) // (lessons) build
+	if err != nil {
 		return nil, err
 	}
+	ct.lessons = lessons
 	ct.rows = buildListRows(c)    // (lists) build
 	ct.search = search.Build(c)   // (search) build
 	ct.prep = buildPrep(c)        // (testprep) build

@@ -9,7 +9,6 @@ import (
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/shared/apierr"
-	"github.com/lectern-api/lectern/shared/etag"
 )
 
 // envelope is the licence envelope every content response carries (spec:
@@ -39,22 +38,6 @@ type list struct {
 	License        envelope `json:"_license"`
 }
 
-// derivedETag is the request's validator: version, route, the path's
-// values, canonical parameters, organisation and grants, never the bytes
-// (spec: Conditional requests §1). It uses only what the request says, not
-// what the origin resolves from it, so the edge derives the same candidate
-// (docs/edge.md).
-func derivedETag(req *request) string {
-	return etag.Derive(etag.Input{
-		Version: req.corpus.ContentVersion,
-		Route:   int(req.route.ID),
-		Target:  req.vars.String(),
-		Params:  req.params.Canonical(),
-		Org:     req.org.ID,
-		Grants:  etag.GrantsDigest(req.org.Grants),
-	})
-}
-
 // tierRow is a row of GET /v1/tiers.
 type tierRow struct {
 	Tier  string `json:"tier"`
@@ -65,9 +48,9 @@ type tierRow struct {
 // tiers serves GET /v1/tiers: the tiers the organisation holds a grant in,
 // in canonical order, each with its count of granted subjects; a tier
 // that is absent is not licensed.
-func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request) error {
-	tag, bill, done, err := s.oneCall(w, r, req)
-	if done || err != nil {
+func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request, t tagged) error {
+	bill, err := s.call(r, req)
+	if err != nil {
 		return err
 	}
 	rows := []tierRow{}
@@ -88,7 +71,7 @@ func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request) err
 	if err != nil {
 		return err
 	}
-	writeContent(w, r, req, tag, bill, body)
+	writeContent(w, r, req, t.tag, bill, body)
 	return nil
 }
 
@@ -182,31 +165,44 @@ func unknownSubject(slug string) *apierr.Error {
 		Message: "No subject has the slug " + slug + " (slugs match exactly and are tier-specific)."}
 }
 
-// subject serves GET /v1/subjects/{slug}. detail is validated but does not
-// change the answer: every level is byte-identical with one ETag.
-func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request) error {
+// subjectTarget is the subject of GET /v1/subjects/{slug}, resolved.
+type subjectTarget struct {
+	tagged
+	sub *corpus.Subject
+}
+
+// subjectStep resolves the subject (400 AMBIGUOUS_SUBJECT, billed), checks
+// the entitlement of its tier (403, free) and its existence (404
+// UNKNOWN_SUBJECT, billed).
+func (s *Server) subjectStep(r *http.Request, req *request) (subjectTarget, error) {
 	sub, tier, rerr := resolveSubject(req)
 	if rerr != nil {
-		return s.billCallAnd(r, req, rerr)
+		return subjectTarget{}, s.billCallAnd(r, req, rerr)
 	}
 	if tier != "" {
 		if err := licence.Entitled(req.org.Grants, tier, req.vars.Get("subjectSlug")); err != nil {
-			return err
+			return subjectTarget{}, err
 		}
 	}
 	if sub == nil {
-		return s.billCallAnd(r, req, unknownSubject(req.vars.Get("subjectSlug")))
+		return subjectTarget{}, s.billCallAnd(r, req, unknownSubject(req.vars.Get("subjectSlug")))
 	}
-	tag, bill, done, err := s.oneCall(w, r, req)
-	if done || err != nil {
+	return subjectTarget{tagged{derivedETag(req)}, sub}, nil
+}
+
+// subject serves GET /v1/subjects/{slug}. detail is validated but does not
+// change the answer: every level is byte-identical with one ETag.
+func (s *Server) subject(w http.ResponseWriter, r *http.Request, req *request, t subjectTarget) error {
+	bill, err := s.call(r, req)
+	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(subjectDetail{subjectRow: newSubjectRow(sub),
+	body, err := json.Marshal(subjectDetail{subjectRow: newSubjectRow(t.sub),
 		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
 	if err != nil {
 		return err
 	}
-	writeContent(w, r, req, tag, bill, body)
+	writeContent(w, r, req, t.tag, bill, body)
 	return nil
 }
 
@@ -224,19 +220,6 @@ func (s *Server) billCallAnd(r *http.Request, req *request, e *apierr.Error) err
 // alarm in force) is the error.
 func (s *Server) call(r *http.Request, req *request) (billing.Bill, error) {
 	return s.biller.Call(r.Context(), req.org, req.now)
-}
-
-// oneCall starts a route that bills one call whatever it answers: its
-// derived validator, the 304 decided before any work (spec: Conditional
-// requests §5), then the call. done reports that the request has been
-// answered (the 304, or a gate call's 204 or 412).
-func (s *Server) oneCall(w http.ResponseWriter, r *http.Request, req *request) (tag string, bill billing.Bill, done bool, err error) {
-	tag = derivedETag(req)
-	if done, err = s.revalidate(w, r, req, tag); done || err != nil {
-		return tag, bill, done, err
-	}
-	bill, err = s.call(r, req)
-	return tag, bill, false, err
 }
 
 func nonNil(s []string) []string {

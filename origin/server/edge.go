@@ -31,9 +31,10 @@ func edgeHeaders(w http.ResponseWriter, req *request) {
 
 // serveGate answers POST /internal/gate: the conditional GET named by
 // X-Lectern-Target runs through the pipeline up to its 304 decision (the
-// token re-verified, entitlements re-read): 204 with the 304's headers when
-// it is a 304 (one call billed), 412 when it is not (nothing billed), or
-// the error the request would get.
+// token re-verified, entitlements re-read, then the route's step: see
+// validator.go): 204 with the 304's headers when it is a 304 (one call
+// billed), 412 when it is not or its route has no derived validator
+// (nothing billed), or the error the request would get.
 func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 	target := r.Header.Get("X-Lectern-Target")
 	sig := r.Header.Get(edgesig.Header)
@@ -53,36 +54,34 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 	g := new(http.Request)
 	*g = *r
 	g.Method, g.URL, g.RequestURI, g.Body = http.MethodGet, u, target, http.NoBody
-	req := &request{id: id, now: s.cfg.Now(), gate: true, edge: true}
-	if err := s.serve(w, g, req); err != nil {
+	req := &request{id: id, now: s.cfg.Now(), edge: true}
+	if err := s.gate(w, g, req); err != nil {
 		s.writeError(w, g, id, err)
-		return
-	}
-	if !req.answered {
-		// The route has no validator decided before work.
-		w.WriteHeader(http.StatusPreconditionFailed)
 	}
 }
 
-// revalidate decides the 304 before any work (spec: Conditional requests
-// §5): when If-None-Match matches tag it bills one call and answers 304 (a
-// gate call gets 204 with the same headers); when it does not, a gate call
-// answers 412 with nothing billed. done reports that the request has been
-// answered.
-func (s *Server) revalidate(w http.ResponseWriter, r *http.Request, req *request, tag string) (done bool, err error) {
-	if !notModified(r, tag) {
-		if req.gate {
-			req.answered = true
-			w.WriteHeader(http.StatusPreconditionFailed)
-			return true, nil
-		}
-		return false, nil
-	}
-	bill, err := s.call(r, req)
+// gate runs the gate call's request r up to its 304 decision and answers
+// the edge: 204 (one call billed) or 412 (nothing billed). A refusal on
+// the way is the error.
+func (s *Server) gate(w http.ResponseWriter, r *http.Request, req *request) error {
+	e, err := s.runFront(r, req)
 	if err != nil {
-		return true, err
+		return err
 	}
-	req.answered = true
-	writeNotModified(w, req, tag, bill)
-	return true, nil
+	if e.validate == nil { // the route has no validator decided before work
+		w.WriteHeader(http.StatusPreconditionFailed)
+		return nil
+	}
+	if err := s.admit(r, req); err != nil {
+		return err
+	}
+	tag, err := e.validate(r, req)
+	if err != nil {
+		return err
+	}
+	if !notModified(r, tag) {
+		w.WriteHeader(http.StatusPreconditionFailed)
+		return nil
+	}
+	return s.answerNotModified(w, r, req, tag, http.StatusNoContent)
 }

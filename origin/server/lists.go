@@ -70,19 +70,32 @@ func mustMarshal(v any) json.RawMessage {
 	return b
 }
 
+// pageTarget is the page a list route with nothing else to resolve asks
+// for.
+type pageTarget struct {
+	tagged
+	page page
+}
+
+// subjectsStep opens the page: a bad cursor bills the call.
+func (s *Server) subjectsStep(r *http.Request, req *request) (pageTarget, error) {
+	p, perr := s.openPage(req)
+	if perr != nil {
+		return pageTarget{}, s.billCallAnd(r, req, perr)
+	}
+	return pageTarget{tagged{derivedETag(req)}, p}, nil
+}
+
 // subjects serves GET /v1/subjects: a page of the caller's granted
 // subjects in listing order (tier, then name), the tier filter applied
 // before pagination, so total counts the granted, filtered set (spec:
 // route 3, Common parameters). One call per page, 304s included.
-func (s *Server) subjects(w http.ResponseWriter, r *http.Request, req *request) error {
-	p, perr := s.openPage(req)
-	if perr != nil {
-		return s.billCallAnd(r, req, perr)
-	}
-	tag, bill, done, err := s.oneCall(w, r, req)
-	if done || err != nil {
+func (s *Server) subjects(w http.ResponseWriter, r *http.Request, req *request, t pageTarget) error {
+	bill, err := s.call(r, req)
+	if err != nil {
 		return err
 	}
+	p := t.page
 	tier := req.params.Get("tier")
 	granted := make([]int, 0, len(req.corpus.Subjects))
 	for i, sub := range req.corpus.Subjects {
@@ -100,42 +113,54 @@ func (s *Server) subjects(w http.ResponseWriter, r *http.Request, req *request) 
 			items = append(items, req.corpus.rows.subjects[i].brief)
 		}
 	}
-	return s.writeList(w, r, req, tag, bill, p.list(s, items, len(items), len(granted)))
+	return s.writeList(w, r, req, t.tag, bill, p.list(s, items, len(items), len(granted)))
 }
 
-// classes serves GET /v1/subjects/{slug}/classes: the subject's class
-// entries in class order. The order of refusals is DESIGN.md's: an
-// ambiguous slug or a bad cursor (each billing the call), then the
-// entitlement (free), then an unknown subject (billing the call). A page
-// is one call, not a lesson read.
-func (s *Server) classes(w http.ResponseWriter, r *http.Request, req *request) error {
+// classesTarget is the subject of GET /v1/subjects/{slug}/classes,
+// resolved, and the page asked for.
+type classesTarget struct {
+	tagged
+	sub  *corpus.Subject
+	page page
+}
+
+// classesStep runs the refusals in DESIGN.md's order: an ambiguous slug
+// or a bad cursor (each billing the call), then the entitlement (free),
+// then an unknown subject (billing the call).
+func (s *Server) classesStep(r *http.Request, req *request) (classesTarget, error) {
 	sub, tier, rerr := resolveSubject(req)
 	if rerr != nil {
-		return s.billCallAnd(r, req, rerr)
+		return classesTarget{}, s.billCallAnd(r, req, rerr)
 	}
 	p, perr := s.openPage(req)
 	if perr != nil {
-		return s.billCallAnd(r, req, perr)
+		return classesTarget{}, s.billCallAnd(r, req, perr)
 	}
 	slug := req.vars.Get("subjectSlug")
 	if tier != "" {
 		if err := licence.Entitled(req.org.Grants, tier, slug); err != nil {
-			return err
+			return classesTarget{}, err
 		}
 	}
 	if sub == nil {
-		return s.billCallAnd(r, req, unknownSubject(slug))
+		return classesTarget{}, s.billCallAnd(r, req, unknownSubject(slug))
 	}
-	tag, bill, done, err := s.oneCall(w, r, req)
-	if done || err != nil {
+	return classesTarget{tagged{derivedETag(req)}, sub, p}, nil
+}
+
+// classes serves GET /v1/subjects/{slug}/classes: the subject's class
+// entries in class order. A page is one call, not a lesson read.
+func (s *Server) classes(w http.ResponseWriter, r *http.Request, req *request, t classesTarget) error {
+	bill, err := s.call(r, req)
+	if err != nil {
 		return err
 	}
-	from, to := p.bounds(len(sub.Lessons))
+	from, to := t.page.bounds(len(t.sub.Lessons))
 	items := make([]json.RawMessage, 0, to-from)
-	for _, l := range sub.Lessons[from:to] {
+	for _, l := range t.sub.Lessons[from:to] {
 		items = append(items, req.corpus.rows.classes[l.Ordinal])
 	}
-	return s.writeList(w, r, req, tag, bill, p.list(s, items, len(items), len(sub.Lessons)))
+	return s.writeList(w, r, req, t.tag, bill, t.page.list(s, items, len(items), len(t.sub.Lessons)))
 }
 
 // writeList answers 200 with a page in the list envelope.

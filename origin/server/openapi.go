@@ -32,7 +32,7 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request, req *request) e
 	h.Set("Cache-Control", "public, max-age=300")
 	h.Set("Vary", "Accept-Encoding") // the same for every Authorization
 	if notModified(r, d.Tag) {
-		writeNotModified(w, req, d.Tag, billing.Bill{})
+		writeNotModified(w, req, d.Tag, billing.Bill{}, http.StatusNotModified)
 		return nil
 	}
 	writeContent(w, r, req, d.Tag, billing.Bill{}, d.Body)

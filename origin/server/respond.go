@@ -15,9 +15,9 @@ import (
 	"github.com/lectern-api/lectern/shared/etag"
 )
 
-// The content pipeline after the gate, for every route with a derived
-// validator: decide the 304 before any work (spec: Conditional requests
-// §5), bill what the answer costs, then write it.
+// Content answers: the If-None-Match match, the 304, and the 200 with its
+// body compressed per Accept-Encoding (spec: Transport). Where the 304 is
+// decided for a derived validator is validator.go.
 
 // notModified reports whether the request's If-None-Match matches tag.
 // Its field lines are combined into one list (RFC 9110 §5.3), as the edge
@@ -28,18 +28,15 @@ func notModified(r *http.Request, tag string) bool {
 }
 
 // writeNotModified answers 304 with an empty body, the validator and the
-// content version (spec: Conditional requests §3).
-func writeNotModified(w http.ResponseWriter, req *request, tag string, bill billing.Bill) {
+// content version (spec: Conditional requests §3); status is 304, or 204
+// with the same headers to the edge's gate call, which answers the 304.
+func writeNotModified(w http.ResponseWriter, req *request, tag string, bill billing.Bill, status int) {
 	h := w.Header()
 	h.Set("ETag", tag)
 	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
 	setAll(h, bill)
 	edgeHeaders(w, req)
-	if req.gate {
-		w.WriteHeader(http.StatusNoContent) // the edge answers the 304
-		return
-	}
-	w.WriteHeader(http.StatusNotModified)
+	w.WriteHeader(status)
 }
 
 // writeContent answers 200 with body, compressed when the client accepts
@@ -53,6 +50,22 @@ func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag stri
 	setAll(h, bill)
 	edgeHeaders(w, req)
 	writeBody(w, r, http.StatusOK, body)
+}
+
+// writeGzipped answers 200 with a body already gzip-compressed: what
+// writeContent and writeBody do for a gzip answer (respond.go), without
+// the compression. Every precompressed body is far over 384 bytes.
+func writeGzipped(w http.ResponseWriter, req *request, tag string, bill billing.Bill, gz []byte) {
+	h := w.Header()
+	h.Set("ETag", tag)
+	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
+	setAll(h, bill)
+	edgeHeaders(w, req)
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Encoding", encoding.Gzip.String())
+	h.Set("Content-Length", strconv.Itoa(len(gz)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(gz)
 }
 
 func setAll(h http.Header, bill billing.Bill) {

@@ -43,30 +43,43 @@ func searchScope(req *request) ([]*corpus.Subject, *apierr.Error) {
 	return c.Subjects, nil
 }
 
-// search serves GET /v1/search. The validator is derived from the
+// searchTarget is the page and the subjects a search runs over.
+type searchTarget struct {
+	tagged
+	page page
+	subs []*corpus.Subject
+}
+
+// searchStep reads the page and the filters: a bad cursor or an unknown
+// subject filter bills the call only. The validator is derived from the
 // request alone, so a 304 is decided, and billed one call, before any
-// search runs (spec: Conditional requests §5). A bad cursor or an unknown
-// subject filter bills the call only.
-func (s *Server) search(w http.ResponseWriter, r *http.Request, req *request) error {
+// search runs (spec: Conditional requests §5).
+func (s *Server) searchStep(r *http.Request, req *request) (searchTarget, error) {
 	p, perr := s.openPage(req)
 	if perr != nil {
-		return s.billCallAnd(r, req, perr)
+		return searchTarget{}, s.billCallAnd(r, req, perr)
 	}
 	subs, serr := searchScope(req)
 	if serr != nil {
-		return s.billCallAnd(r, req, serr)
+		return searchTarget{}, s.billCallAnd(r, req, serr)
 	}
-	tag, bill, done, err := s.oneCall(w, r, req)
-	if done || err != nil {
+	return searchTarget{tagged{derivedETag(req)}, p, subs}, nil
+}
+
+// search serves GET /v1/search.
+func (s *Server) search(w http.ResponseWriter, r *http.Request, req *request, t searchTarget) error {
+	bill, err := s.call(r, req)
+	if err != nil {
 		return err
 	}
+	p := t.page
 	ix := req.corpus.search
 	q := req.params.Get("q")
-	total, hits := ix.Search(q, ix.Allowed(subs, req.org.Grants), p.offset, p.offset+p.limit)
+	total, hits := ix.Search(q, ix.Allowed(t.subs, req.org.Grants), p.offset, p.offset+p.limit)
 	fq := search.Fold(q)
 	items := make([]search.Row, len(hits))
 	for i, h := range hits {
 		items[i] = ix.Render(h, fq)
 	}
-	return s.writeList(w, r, req, tag, bill, p.list(s, items, len(items), total))
+	return s.writeList(w, r, req, t.tag, bill, p.list(s, items, len(items), total))
 }

@@ -60,9 +60,9 @@ type Config struct {
 
 // Server serves /v1 and the protected-resource metadata.
 type Server struct {
-	cfg      Config
-	biller   billing.Biller
-	handlers map[route.ID]handler
+	cfg       Config
+	biller    billing.Biller
+	endpoints map[route.ID]endpoint
 }
 
 // request is what the pipeline knows about a request by the time it
@@ -77,34 +77,46 @@ type request struct {
 	org    *store.Org // nil only on routes that skip the gate
 	corpus *Content
 
-	edge     bool // signed by the edge: answers carry X-Lectern-Org and -Grants
-	gate     bool // a gate call: answer 204 for a 304, 412 otherwise
-	answered bool // the handler has written its answer
+	edge bool // signed by the edge: answers carry X-Lectern-Org and -Grants
 }
 
 // handler serves one route after the pipeline has passed it. It returns
 // an *apierr.Error to answer with that error; any other error is a 500.
 type handler func(w http.ResponseWriter, r *http.Request, req *request) error
 
+// endpoint is how the server answers one route.
+type endpoint struct {
+	serve handler
+	// validate is set on the routes with a derived validator
+	// (route.Derived): the route's step up to its 304 decision, which
+	// resolves the target, checks the entitlement and derives the ETag,
+	// and stops there. serve runs the same step and goes on (derived); the
+	// edge's gate call runs only this (edge.go). A refusal on the way is
+	// its error, billed as the route bills it.
+	validate func(r *http.Request, req *request) (tag string, err error)
+}
+
 // New returns a Server.
 func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters}, handlers: map[route.ID]handler{}}
-	s.handlers[route.Tiers] = s.tiers
-	s.handlers[route.Subjects] = s.subjects
-	s.handlers[route.Subject] = s.subject
-	s.handlers[route.Classes] = s.classes
-	s.handlers[route.Search] = s.search
-	s.handlers[route.License] = s.license
-	s.handlers[route.OpenAPI] = s.openAPI
-	s.handlers[route.Testprep] = s.testprep
-	s.handlers[route.TestprepItems] = s.testprepItems
-	s.handlers[route.Lesson] = s.lesson
-	s.handlers[route.Transcript] = s.lessonTranscript
-	s.handlers[route.Quiz] = s.lessonQuiz
-	s.handlers[route.Media] = s.lessonMedia
+	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters}}
+	s.endpoints = map[route.ID]endpoint{
+		route.Tiers:         derived(s, requestTag, s.tiers),
+		route.Subjects:      derived(s, s.subjectsStep, s.subjects),
+		route.Subject:       derived(s, s.subjectStep, s.subject),
+		route.Classes:       derived(s, s.classesStep, s.classes),
+		route.Search:        derived(s, s.searchStep, s.search),
+		route.License:       {serve: s.license},
+		route.OpenAPI:       {serve: s.openAPI},
+		route.Testprep:      derived(s, requestTag, s.testprep),
+		route.TestprepItems: derived(s, s.testprepItemsStep, s.testprepItems),
+		route.Lesson:        derived(s, s.lessonStep, s.lesson),
+		route.Transcript:    derived(s, s.lessonStep, s.lessonTranscript),
+		route.Quiz:          derived(s, s.lessonStep, s.lessonQuiz),
+		route.Media:         derived(s, s.mediaStep, s.lessonMedia),
+	}
 	return s
 }
 
@@ -130,24 +142,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve runs the pipeline in DESIGN.md's order.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) error {
+	e, err := s.runFront(r, req)
+	if err != nil {
+		return err
+	}
+	if err := s.admit(r, req); err != nil {
+		return err
+	}
+	return e.serve(w, r, req)
+}
+
+// runFront runs the front of the pipeline (shared/front): route (404/405),
+// authenticate (401), scope (403), syntactic validation (400); then it
+// returns the route's endpoint, or 404 for a route this build does not
+// serve.
+func (s *Server) runFront(r *http.Request, req *request) (endpoint, error) {
 	passed, ferr := front.Run(front.Request{Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery,
 		Authorization: r.Header.Get("Authorization"), Authorizations: len(r.Header.Values("Authorization"))},
 		front.AuthFunc(func(authorization string) (token.Claims, *apierr.Error) {
 			return s.cfg.Auth.Authenticate(r.Context(), authorization)
 		}))
 	if ferr != nil {
-		return ferr
+		return endpoint{}, ferr
 	}
 	rt := passed.Route
 	req.route, req.vars, req.params, req.claims = rt, passed.Vars, passed.Params, passed.Claims
-	h := s.handlers[rt.ID]
-	if h == nil {
+	e, ok := s.endpoints[rt.ID]
+	if !ok {
 		// Routes of later issues: not served by this build, and free.
-		return apierr.New(apierr.NotFound, "This server does not serve "+rt.OperationID+" yet.")
+		return e, apierr.New(apierr.NotFound, "This server does not serve "+rt.OperationID+" yet.")
 	}
-	if req.gate && rt.Validator != route.Derived {
-		return nil // no 304 decided before work here: serveGate answers 412
-	}
+	return e, nil
+}
+
+// admit runs the organisation gate (403) on a route that has a scope,
+// and takes the Content the request is served from.
+func (s *Server) admit(r *http.Request, req *request) error {
+	rt := req.route
 	if rt.Scope != "" {
 		org, err := s.org(r.Context(), req.claims)
 		if err != nil {
@@ -166,7 +197,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) err
 		}
 	}
 	req.corpus = s.cfg.Content()
-	return h(w, r, req)
+	return nil
 }
 
 // org reads the token's organisation afresh (entitlements are re-read on

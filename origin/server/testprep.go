@@ -91,9 +91,9 @@ func buildPrep(c *corpus.Corpus) prepIndex {
 
 // testprep serves GET /v1/testprep: the catalog in one list envelope, one
 // call, with a derived ETag decided before any work.
-func (s *Server) testprep(w http.ResponseWriter, r *http.Request, req *request) error {
-	tag, bill, done, err := s.oneCall(w, r, req)
-	if done || err != nil {
+func (s *Server) testprep(w http.ResponseWriter, r *http.Request, req *request, t tagged) error {
+	bill, err := s.call(r, req)
+	if err != nil {
 		return err
 	}
 	rows := req.corpus.prep.catalog
@@ -102,46 +102,60 @@ func (s *Server) testprep(w http.ResponseWriter, r *http.Request, req *request) 
 	if err != nil {
 		return err
 	}
-	writeContent(w, r, req, tag, bill, body)
+	writeContent(w, r, req, t.tag, bill, body)
 	return nil
 }
 
-// testprepItems serves GET /v1/testprep/{test}/items (spec: Route rules
-// §6). An unknown test or a section the test lacks bills a call and
-// answers 404. Otherwise the page is sized before anything is billed: it
-// holds what the cursor and limit select, shortened to what is left of
-// the monthly item allowance. Its ETag is derived with that effective
-// size, so a full and a shortened page of one query never share a
-// validator, and the 304 is decided before any work: it bills one call,
-// no items and no lesson read. A page that ships bills one call, one
-// lesson read (not seen by the enumeration alarm) and its items, before
-// they are written; when a concurrent request spent part of the allowance
-// meanwhile, the page is shortened further and its ETag re-derived.
-func (s *Server) testprepItems(w http.ResponseWriter, r *http.Request, req *request) error {
+// itemsPage is a page of GET /v1/testprep/{test}/items, sized: the
+// rows of the test (or section), the page, the want items it would hold
+// from the row from, the size it holds within the allowance, and its ETag.
+type itemsPage struct {
+	rows             []json.RawMessage
+	page             page
+	from, want, size int
+	tag              string
+}
+
+// etag is the validator the 304 is decided on: when nothing is left, no
+// page is current, not even for If-None-Match: *, and TestprepPage answers
+// QUOTA_EXCEEDED.
+func (pp itemsPage) etag() string {
+	if pp.size == 0 && pp.want > 0 {
+		return ""
+	}
+	return pp.tag
+}
+
+// testprepItemsStep resolves the test and section (404, billing a call)
+// and the page, and sizes it before anything is billed: it holds what the
+// cursor and limit select, shortened to what is left of the monthly item
+// allowance. Its ETag is derived with that effective size, so a full and
+// a shortened page of one query never share a validator (spec: Route
+// rules §6).
+func (s *Server) testprepItemsStep(r *http.Request, req *request) (itemsPage, error) {
 	ct := req.corpus
 	testID := req.vars.Get("test")
 	t := ct.Test(testID)
 	if t == nil {
-		return s.billCallAnd(r, req, unknownTest(ct.Corpus, testID))
+		return itemsPage{}, s.billCallAnd(r, req, unknownTest(ct.Corpus, testID))
 	}
 	its := ct.prep.tests[t.ID]
 	rows := its.all
 	if sec := req.params.Get("section"); sec != "" {
 		rng, ok := its.sections[sec]
 		if !ok {
-			return s.billCallAnd(r, req, unknownSection(t, sec))
+			return itemsPage{}, s.billCallAnd(r, req, unknownSection(t, sec))
 		}
 		rows = rows[rng[0]:rng[1]]
 	}
 	p, perr := s.openPage(req)
 	if perr != nil {
 		if perr.Code == apierr.CursorExpired {
-			return s.billCallAnd(r, req, perr)
+			return itemsPage{}, s.billCallAnd(r, req, perr)
 		}
-		return perr
+		return itemsPage{}, perr
 	}
-	total := len(rows)
-	from, to := p.bounds(total)
+	from, to := p.bounds(len(rows))
 	want := to - from
 
 	// The remaining allowance, read before anything is billed, sizes the
@@ -150,33 +164,33 @@ func (s *Server) testprepItems(w http.ResponseWriter, r *http.Request, req *requ
 	if lim := req.org.Quota.TestprepItems; lim != nil && want > 0 {
 		u, err := s.cfg.Meters.Usage(r.Context(), meter.Key(req.org), req.now)
 		if err != nil {
-			return err
+			return itemsPage{}, err
 		}
 		size = int(min(int64(want), max(0, *lim-u.Get(meter.MonthTestprepItems))))
 	}
-	tag := prepETag(req, want, size)
-	check := tag
-	if size == 0 && want > 0 {
-		// Nothing is left, so no page is current, not even for
-		// If-None-Match: *; TestprepPage answers QUOTA_EXCEEDED.
-		check = ""
-	}
-	// A 304 bills one call and no items and no lesson read.
-	if done, err := s.revalidate(w, r, req, check); done || err != nil {
-		return err
-	}
-	bill, err := s.biller.TestprepPage(r.Context(), req.org, req.now, want)
+	return itemsPage{rows: rows, page: p, from: from, want: want, size: size, tag: prepETag(req, want, size)}, nil
+}
+
+// testprepItems serves GET /v1/testprep/{test}/items (spec: Route rules
+// §6). A 304 bills one call, no items and no lesson read. A page that
+// ships bills one call, one lesson read (not seen by the enumeration
+// alarm) and its items, before they are written; when a concurrent
+// request spent part of the allowance meanwhile, the page is shortened
+// further and its ETag re-derived.
+func (s *Server) testprepItems(w http.ResponseWriter, r *http.Request, req *request, pp itemsPage) error {
+	bill, err := s.biller.TestprepPage(r.Context(), req.org, req.now, pp.want)
 	if err != nil {
 		return err
 	}
 	n := 0
-	if want > 0 {
+	if pp.want > 0 {
 		n = int(bill.Granted)
 	}
-	if n != size {
-		tag = prepETag(req, want, n)
+	tag := pp.tag
+	if n != pp.size {
+		tag = prepETag(req, pp.want, n)
 	}
-	body, err := json.Marshal(p.list(s, rows[from:from+n], n, total))
+	body, err := json.Marshal(pp.page.list(s, pp.rows[pp.from:pp.from+n], n, len(pp.rows)))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,167 @@
+package lessondoc
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
+)
+
+var (
+	smallOnce sync.Once
+	small     *corpus.Corpus
+	smallErr  error
+	smallSet  *Set
+)
+
+// smallCorpus is the small corpus of seed 1 and its renderings, generated
+// once per test binary (it lives in memory; its directory goes).
+func smallCorpus(t testing.TB) (*corpus.Corpus, *Set) {
+	t.Helper()
+	smallOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lectern-small-")
+		if err != nil {
+			smallErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		if _, smallErr = gen.Write(dir, gen.Options{Seed: 1, Small: true}); smallErr != nil {
+			return
+		}
+		if small, smallErr = corpus.Load(dir); smallErr != nil {
+			return
+		}
+		smallSet, smallErr = Build(small)
+	})
+	if smallErr != nil {
+		t.Fatal(smallErr)
+	}
+	return small, smallSet
+}
+
+func TestCapText(t *testing.T) {
+	tests := []struct {
+		name, in string
+		n        int
+		want     string
+		cut      bool
+	}{
+		{"short", "one two", 10, "one two", false},
+		{"exactly the cap", "abcde", 5, "abcde", false},
+		{"word boundary", "alpha beta gamma delta", 14, "alpha beta…", true},
+		{"cut at a space", "alpha beta gamma", 12, "alpha beta…", true},
+		{"trailing space trimmed", "alpha  beta gamma", 9, "alpha…", true},
+		{"marker never left open", "see **key term** here and more", 14, "see…", true},
+		{"closed marker kept", "**ab** cd ef gh", 12, "**ab** cd…", true},
+		{"one long word", "abcdefghijkl", 5, "abcd…", true},
+		{"multibyte", "ééé ééé ééé", 9, "ééé ééé…", true},
+	}
+	for _, tt := range tests {
+		got, cut := capText(tt.in, tt.n)
+		if got != tt.want || cut != tt.cut {
+			t.Errorf("%s: capText(%q, %d) = %q, %v; want %q, %v", tt.name, tt.in, tt.n, got, cut, tt.want, tt.cut)
+		}
+		if n := utf8.RuneCountInString(got); n > tt.n {
+			t.Errorf("%s: %d characters, over the cap %d", tt.name, n, tt.n)
+		}
+	}
+}
+
+// A lesson whose texts are all within the caps is not truncated at
+// standard detail (the small corpus has none: shorten one). The HTTP tests
+// of origin/server check the levels of a lesson over the caps.
+func TestStandardWithinCaps(t *testing.T) {
+	c, _ := smallCorpus(t)
+	i := slices.IndexFunc(c.Lessons, func(l *corpus.Lesson) bool {
+		return slices.ContainsFunc(l.Cards, func(c *corpus.Card) bool { return utf8.RuneCountInString(c.Body) > CapBody+200 })
+	})
+	if i < 0 {
+		t.Fatal("the small corpus has no lesson with a card body over the cap")
+	}
+	long := c.Lessons[i]
+	short := *long
+	short.Cards = nil
+	for _, c := range long.Cards {
+		cc := *c
+		cc.Body, _ = capText(c.Body, CapBody)
+		cc.Body = strings.TrimSuffix(cc.Body, "…")
+		short.Cards = append(short.Cards, &cc)
+	}
+	var lb builder
+	sd, err := lb.build(&short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(sd.AppendLesson(nil, Standard, 0, []byte("}")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["truncated"] != false {
+		t.Errorf("standard: truncated %v with nothing over a cap", m["truncated"])
+	}
+}
+
+// The precompressed standard lesson is a valid gzip member whose content
+// is the identity body, whatever the licence envelope appended to it.
+func TestGzipStandard(t *testing.T) {
+	_, ls := smallCorpus(t)
+	for _, d := range ls.docs {
+		for _, tail := range []string{"}", `,"_license":{"lic":"lic_x_ecla1","tag":"t1AAAAAAAAAAAAAAAA"}}`} {
+			want := d.AppendLesson(nil, Standard, 0, append(ls.AppendVersion(nil), tail...))
+			zr, err := gzip.NewReader(bytes.NewReader(d.AppendGzipStandard(nil, []byte(tail))))
+			if err != nil {
+				t.Fatalf("%s: %v", d.lesson.ID, err)
+			}
+			got, err := io.ReadAll(zr) // checks the CRC-32 and the size
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%s: %v; got %d bytes, want %d", d.lesson.ID, err, len(got), len(want))
+			}
+		}
+	}
+}
+
+// BenchmarkBuild measures rendering every lesson of the corpus
+// (LECTERN_BENCH_CORPUS, e.g. the full one from go run ./tools/corpusgen
+// -out /tmp/corpus-full, else the small one) and reports the heap the
+// renderings hold.
+func BenchmarkBuild(b *testing.B) {
+	var c *corpus.Corpus
+	if dir := os.Getenv("LECTERN_BENCH_CORPUS"); dir != "" {
+		var err error
+		if c, err = corpus.Load(dir); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		c, _ = smallCorpus(b)
+	}
+	b.ReportAllocs()
+	var heap uint64
+	for b.Loop() {
+		var m0, m1 runtime.MemStats
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		b.StartTimer()
+		ls, err := Build(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		heap = m1.HeapAlloc - m0.HeapAlloc
+		runtime.KeepAlive(ls)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+}

@@ -1,0 +1,227 @@
+package lessondoc
+
+import "strconv"
+
+// Rendering: each render appends one document to dst from the lesson's
+// fragments, then tail.
+
+// AppendLesson appends the lesson at a detail level with the include
+// sections, then tail.
+func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte) []byte {
+	dst = append(dst, d.bytes(d.head)...)
+	switch level {
+	case Brief:
+		// No prose: every member present, empty (spec: detail changes how
+		// much, never which fields exist).
+		dst = append(dst, `[],"cards":[`...)
+		for i := range d.cards {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, d.bytes(d.cards[i].prefix)...)
+			dst = append(dst, `"","keyPoints":[],"illustrationAlt":""}`...)
+		}
+		dst = append(dst, `],"truncated":false`...)
+	case Standard:
+		dst = append(dst, d.bytes(d.stdKeyTerms)...)
+		dst = append(dst, `,"cards":[`...)
+		for i := range d.cards {
+			c := &d.cards[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, d.bytes(c.prefix)...)
+			if c.stdCut > 0 {
+				dst = append(dst, d.data[c.body.from:c.body.from+c.stdCut]...)
+				dst = append(dst, `…"`...)
+			} else {
+				dst = append(dst, d.bytes(c.body)...)
+			}
+			dst = append(dst, d.bytes(c.stdRest)...)
+		}
+		dst = append(dst, `],"truncated":`...)
+		dst = strconv.AppendBool(dst, d.stdTruncated)
+	default:
+		dst = append(dst, d.bytes(d.keyTerms)...)
+		dst = append(dst, `,"cards":[`...)
+		for i := range d.cards {
+			c := &d.cards[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, d.bytes(c.prefix)...)
+			dst = append(dst, d.bytes(c.body)...)
+			dst = append(dst, d.bytes(c.rest)...)
+		}
+		dst = append(dst, `],"truncated":false`...)
+		include = incAll // full adds every include section
+	}
+	if include&incQuiz != 0 {
+		dst = append(dst, `,"quiz":`...)
+		dst = append(dst, d.bytes(d.quiz)...)
+	}
+	if include&incInlineChecks != 0 {
+		dst = append(dst, `,"inlineChecks":`...)
+		dst = append(dst, d.bytes(d.inlineChecks)...)
+	}
+	if include&incInteractives != 0 {
+		dst = append(dst, `,"interactives":`...)
+		dst = append(dst, d.bytes(d.interactives)...)
+	}
+	if include&incNarrationText != 0 {
+		dst = append(dst, `,"narrationText":`...)
+		dst = d.appendSpoken(dst, false)
+	}
+	if include&incVideoTranscript != 0 {
+		dst = append(dst, `,"videoTranscript":`...)
+		dst = d.appendSpoken(dst, true)
+	}
+	if include&incMedia != 0 {
+		dst = append(dst, `,"media":[`...)
+		for i, a := range d.assets {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, d.bytes(a.span)...)
+		}
+		dst = append(dst, ']')
+	}
+	if include&incWorkedExample != 0 {
+		dst = append(dst, `,"workedExample":`...)
+		dst = append(dst, d.bytes(d.workedExample)...)
+	}
+	return append(dst, tail...)
+}
+
+// appendSpoken appends the narrationText (or, with video, the
+// videoTranscript) section: [{cardId, text}] for the cards that have
+// that text, in card order; complete, never capped.
+func (d *Doc) appendSpoken(dst []byte, video bool) []byte {
+	dst = append(dst, '[')
+	first := true
+	for i := range d.cards {
+		c := &d.cards[i]
+		t := c.narration
+		if video {
+			t = c.voiceover
+		}
+		if t.len() == 0 {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, `{"cardId":`...)
+		dst = append(dst, d.bytes(c.id)...)
+		dst = append(dst, `,"text":`...)
+		dst = append(dst, d.bytes(t)...)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+// AppendTranscript appends the transcript: {lessonId, title, items[,
+// markdown]}, then tail. items holds one row per card that is narrated or
+// has a video voiceover, in card order; a card with neither is omitted
+// (spec: Transcript). Text is complete and the rows are not paginated.
+func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
+	dst = append(dst, d.bytes(d.idTitle)...) // lessonId, title
+	dst = append(dst, `,"items":[`...)
+	first := true
+	for i := range d.cards {
+		c := &d.cards[i]
+		if c.narration.len() == 0 && c.voiceover.len() == 0 {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, `{"cardId":`...)
+		dst = append(dst, d.bytes(c.id)...)
+		dst = append(dst, `,"label":`...)
+		dst = append(dst, d.bytes(c.label)...)
+		dst = append(dst, `,"narration":`...)
+		dst = d.appendNullable(dst, c.narration)
+		dst = append(dst, `,"videoVoiceover":`...)
+		dst = d.appendNullable(dst, c.voiceover)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']')
+	if markdown {
+		// "## <label>", the narration, the voiceover as a block quote;
+		// blocks end with a blank line.
+		dst = append(dst, `,"markdown":"`...)
+		for i := range d.cards {
+			c := &d.cards[i]
+			if c.narration.len() == 0 && c.voiceover.len() == 0 {
+				continue
+			}
+			dst = append(dst, "## "...)
+			dst = append(dst, d.inner(c.label)...)
+			dst = append(dst, `\n\n`...)
+			if c.narration.len() > 0 {
+				dst = append(dst, d.inner(c.narration)...)
+				dst = append(dst, `\n\n`...)
+			}
+			if c.voiceover.len() > 0 {
+				dst = append(dst, "> "...)
+				dst = append(dst, d.data[c.mdVoiceover.from:c.mdVoiceover.to]...)
+				dst = append(dst, `\n\n`...)
+			}
+		}
+		dst = append(dst, '"')
+	}
+	return append(dst, tail...)
+}
+
+func (d *Doc) appendNullable(dst []byte, s span) []byte {
+	if s.len() == 0 {
+		return append(dst, "null"...)
+	}
+	return append(dst, d.bytes(s)...)
+}
+
+// AppendQuiz appends the quiz document: {lessonId, title, items,
+// inlineChecks}, then tail; answer keys included (spec: Quiz document).
+func (d *Doc) AppendQuiz(dst, tail []byte) []byte {
+	dst = append(dst, d.bytes(d.idTitle)...)
+	dst = append(dst, `,"items":`...)
+	dst = append(dst, d.bytes(d.quiz)...)
+	dst = append(dst, `,"inlineChecks":`...)
+	dst = append(dst, d.bytes(d.inlineChecks)...)
+	return append(dst, tail...)
+}
+
+// CountAssets counts the lesson's media assets of type typ (video, audio,
+// image), or all of them when typ is "".
+func (d *Doc) CountAssets(typ string) int {
+	n := 0
+	for _, a := range d.assets {
+		if typ == "" || a.typ == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// AppendAssets appends, comma-separated, the lesson's media assets of type
+// typ (all when typ is "") numbered from to to-1 among those, in l.Media
+// order, as the media route lists them: url is always null.
+func (d *Doc) AppendAssets(dst []byte, typ string, from, to int) []byte {
+	k := 0
+	for _, a := range d.assets {
+		if typ != "" && a.typ != typ {
+			continue
+		}
+		if k >= from && k < to {
+			if k > from {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, d.bytes(a.span)...)
+		}
+		k++
+	}
+	return dst
+}
