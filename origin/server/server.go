@@ -29,9 +29,6 @@ import (
 	"github.com/lectern-api/lectern/shared/token"
 )
 
-// Realm is the realm of the Bearer challenges.
-const Realm = "lectern"
-
 // Config wires a Server.
 type Config struct {
 	Store   store.Store
@@ -220,7 +217,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 	for _, kv := range e.Headers() {
 		h.Set(kv.Name, kv.Value)
 	}
-	if c := token.ChallengeFor(e, Realm, s.cfg.ResourceMetadataURL); c != "" {
+	if c := token.ChallengeFor(e, token.Realm, s.cfg.ResourceMetadataURL); c != "" {
 		h.Set("WWW-Authenticate", c)
 	}
 	// Error bodies are never compressed: they are small (spec: Transport

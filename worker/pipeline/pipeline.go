@@ -15,9 +15,6 @@ import (
 	"github.com/lectern-api/lectern/shared/token"
 )
 
-// Realm is the realm of the Bearer challenges, the origin's.
-const Realm = "lectern"
-
 // Leeway is the clock skew allowed on exp, nbf and iat, the origin's.
 const Leeway = 30 * time.Second
 
@@ -450,7 +447,7 @@ func (p *Pipeline) errorResponse(h Handle, id string, e *apierr.Error) Output {
 	for _, kv := range e.Headers() {
 		hs = append(hs, Header{kv.Name, kv.Value})
 	}
-	if c := token.ChallengeFor(e, Realm, p.resourceMetadata); c != "" {
+	if c := token.ChallengeFor(e, token.Realm, p.resourceMetadata); c != "" {
 		hs = append(hs, Header{"Www-Authenticate", c})
 	}
 	hs = append(hs, Header{"Content-Type", "application/json"}, Header{"Content-Length", itoa(len(body))})
