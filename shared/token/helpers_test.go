@@ -28,7 +28,7 @@ var (
 	testNowS     = testNow.Unix()
 	testIss      = "https://idp.lectern.test"
 	testAud      = "https://api.lectern.test"
-	testLeeway   = 30 * time.Second
+	testLeeway   = DefaultLeeway
 	testVerifier = &Verifier{Issuer: testIss, Audience: testAud, Leeway: testLeeway}
 )
 

@@ -15,9 +15,6 @@ import (
 	"github.com/lectern-api/lectern/shared/token"
 )
 
-// Leeway is the clock skew allowed on exp, nbf and iat, the origin's.
-const Leeway = 30 * time.Second
-
 // Bounds on what the pipeline holds. Every one is far above what a real
 // request needs; they keep a broken or hostile host or client from
 // costing more than a fixed amount of memory.
@@ -90,7 +87,7 @@ func New(cfg Config) *Pipeline {
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
 		signer:           edgesig.NewSigner(edgesig.Key([]byte(cfg.Secret))),
-		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: Leeway},
+		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: token.DefaultLeeway},
 		random:           r,
 		tokens:           newTokenCache(MaxTokens),
 		orgs:             newOrgCache(MaxOrgs),
