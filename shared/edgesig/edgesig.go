@@ -17,8 +17,16 @@ import (
 	"strings"
 )
 
-// Header is the signature's header.
-const Header = "X-Lectern-Edge"
+// The edge protocol's header fields (docs/edge.md). Every one begins with
+// HeaderPrefix: the edge never takes such a field from a client nor shows
+// one to it.
+const (
+	HeaderPrefix = "X-Lectern-"
+	Header       = "X-Lectern-Edge"   // the signature
+	TargetHeader = "X-Lectern-Target" // a gate call's: the conditional GET's request target
+	OrgHeader    = "X-Lectern-Org"    // on answers to the edge: the organisation
+	GrantsHeader = "X-Lectern-Grants" // on answers to the edge: its grants digest (etag.GrantsDigest)
+)
 
 // MaxSkew bounds the difference between the signing and checking clocks.
 const MaxSkew = 300 // seconds

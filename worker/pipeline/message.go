@@ -1,6 +1,10 @@
 package pipeline
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/lectern-api/lectern/shared/edgesig"
+)
 
 // Handle names one request in flight (docs/edge.md: "state is kept per
 // handle"). Zero is never a request's handle.
@@ -183,7 +187,8 @@ func sortHeaders(h []Header) {
 // internal reports whether name is one of the edge protocol's own fields
 // (X-Lectern-*): never taken from a client, never shown to one.
 func internal(name string) bool {
-	return len(name) >= len("X-Lectern-") && equalFold(name[:len("X-Lectern-")], "X-Lectern-")
+	const p = edgesig.HeaderPrefix
+	return len(name) >= len(p) && equalFold(name[:len(p)], p)
 }
 
 // hopByHop reports whether name is a hop-by-hop field (RFC 9110 §7.6.1),

@@ -335,7 +335,7 @@ func (p *Pipeline) gate(st *pending, now int64) Output {
 		Header{"Authorization", headerValue(st.req.Headers, "Authorization")},
 		Header{"If-None-Match", st.inm},
 		Header{"X-Request-Id", st.id},
-		Header{"X-Lectern-Target", target},
+		Header{edgesig.TargetHeader, target},
 		Header{edgesig.Header, sig},
 	)
 	if !p.keep(st, stageGate, now) {
@@ -401,7 +401,7 @@ func (p *Pipeline) learn(key orgKey, h []Header) {
 	if key.id == "" {
 		return
 	}
-	org, grants := headerValue(h, "X-Lectern-Org"), headerValue(h, "X-Lectern-Grants")
+	org, grants := headerValue(h, edgesig.OrgHeader), headerValue(h, edgesig.GrantsHeader)
 	if org == "" || grants == "" {
 		return
 	}
