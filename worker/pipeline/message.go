@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/ows"
 )
 
 // Handle names one request in flight (docs/edge.md: "state is kept per
@@ -220,7 +221,7 @@ func listHas(list, name string) bool {
 		} else {
 			elem, list = list, ""
 		}
-		if equalFold(trimOWS(elem), name) {
+		if equalFold(ows.Trim(elem), name) {
 			return true
 		}
 	}
@@ -286,14 +287,4 @@ func indexByte(s string, c byte) int {
 		}
 	}
 	return -1
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
