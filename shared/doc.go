@@ -32,6 +32,7 @@
 //	shared/param                  strict query and body parsing against the route table
 //	shared/route                  the route table and Match(method, path)
 //	shared/scope                  the OAuth scopes and a token's scope set
+//	shared/subkey                 the keys derived from the deployment secret, one a purpose
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin

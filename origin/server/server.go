@@ -51,7 +51,7 @@ type Config struct {
 	TagKey []byte
 	// CursorKey seals pagination cursors.
 	CursorKey []byte
-	// EdgeKey checks the edge's signatures (edgesig.Key of the secret).
+	// EdgeKey checks the edge's signatures (the secret's subkey.Edge).
 	EdgeKey []byte
 }
 

@@ -41,13 +41,6 @@ const (
 	Gate    = "gate"    // POST /internal/gate: may this conditional request be a 304?
 )
 
-// Key derives the edge key from the deployment secret (LECTERN_SECRET).
-func Key(secret []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("lectern/gate"))
-	return m.Sum(nil)
-}
-
 // mac is what Verify checks, computed by crypto/hmac (Signer has its own
 // HMAC, padded, which this keeps honest).
 func mac(key []byte, purpose, method, target, requestID string, unix int64) []byte {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,9 +22,9 @@ import (
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 // audience is the token audience of the bench stack, as the origin's default.
@@ -89,7 +87,7 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 
 	secret := []byte(st.Secret)
 	provider, err := idp.New(ctx, idp.Config{Issuer: st.IdPURL, Audience: audience, Store: s, Now: time.Now, Logger: log,
-		SealKey: subkey(secret, "idp-keys")})
+		SealKey: subkey.Derive(secret, subkey.IDPKeys)})
 	if err != nil {
 		return nil, err
 	}
@@ -105,9 +103,9 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 		ResourceMetadataURL:  st.OriginURL + "/.well-known/oauth-protected-resource",
 		LicenseURL:           "https://lectern.example/licence",
 		Meters:               m,
-		TagKey:               subkey(secret, "tag"),
-		CursorKey:            subkey(secret, "cursor"),
-		EdgeKey:              edgesig.Key(secret),
+		TagKey:               subkey.Derive(secret, subkey.Tag),
+		CursorKey:            subkey.Derive(secret, subkey.Cursor),
+		EdgeKey:              subkey.Derive(secret, subkey.Edge),
 	})
 	st.serve(originLn, st.API, log)
 	st.serve(idpLn, provider.Handler(), log)
@@ -181,12 +179,4 @@ func (st *stack) tokens(ctx context.Context, n int) ([]string, error) {
 		out = append(out, tok.AccessToken)
 	}
 	return out, nil
-}
-
-// subkey derives an independent key for one purpose from the secret, as
-// origin/cmd/origin does.
-func subkey(secret []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("lectern/" + purpose))
-	return m.Sum(nil)
 }

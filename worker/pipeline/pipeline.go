@@ -12,6 +12,7 @@ import (
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/front"
 	"github.com/lectern-api/lectern/shared/route"
+	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -34,7 +35,7 @@ type Config struct {
 	JWKSURL          string // the identity provider's JWKS
 	Issuer           string // iss every token must carry
 	Audience         string // aud every token must hold
-	Secret           string // LECTERN_SECRET; only edgesig.Key(Secret) is kept
+	Secret           string // LECTERN_SECRET; only its edge subkey is kept
 	ResourceMetadata string // URL named in every 401 challenge
 	// Random, when set, replaces crypto/rand as the source of request
 	// ids. Tests use it; the reactor leaves it nil (WASI random_get backs
@@ -86,7 +87,7 @@ func New(cfg Config) *Pipeline {
 		gateURL:          origin + edgesig.GatePath,
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
-		signer:           edgesig.NewSigner(edgesig.Key([]byte(cfg.Secret))),
+		signer:           edgesig.NewSigner(subkey.Derive([]byte(cfg.Secret), subkey.Edge)),
 		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: token.DefaultLeeway},
 		random:           r,
 		tokens:           newTokenCache(MaxTokens),

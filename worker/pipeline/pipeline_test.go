@@ -11,6 +11,7 @@ import (
 
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -431,7 +432,7 @@ func TestForwardPassthrough(t *testing.T) {
 	if !regexp.MustCompile(`^req_[0-9a-f]{24}$`).MatchString(id) {
 		t.Errorf("X-Request-Id %q", id)
 	}
-	if !edgesig.Verify(edgesig.Key([]byte(testCfg.Secret)), h["X-Lectern-Edge"], edgesig.Forward, "POST", "/v1/media/urls", id, t0.Unix()) {
+	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Forward, "POST", "/v1/media/urls", id, t0.Unix()) {
 		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
 	}
 	delete(h, "X-Lectern-Edge")
@@ -517,7 +518,7 @@ func gateSetup(t *testing.T) (*Pipeline, string, Output) {
 	}
 	h := headerMap(t, out.Headers)
 	target := "/v1/subjects/algebra?tier=high&detail=full"
-	if !edgesig.Verify(edgesig.Key([]byte(testCfg.Secret)), h["X-Lectern-Edge"], edgesig.Gate, "POST", target, rid, t0.Unix()+1) {
+	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Gate, "POST", target, rid, t0.Unix()+1) {
 		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
 	}
 	delete(h, "X-Lectern-Edge")
@@ -562,7 +563,7 @@ func TestGate412Forwards(t *testing.T) {
 	if h["Authorization"] != tok || h["Accept-Encoding"] != "br" || h["X-Request-Id"] != rid {
 		t.Errorf("forward headers %v", h)
 	}
-	if !edgesig.Verify(edgesig.Key([]byte(testCfg.Secret)), h["X-Lectern-Edge"], edgesig.Forward, "GET", "/v1/subjects/algebra?tier=high&detail=full", rid, t0.Unix()+1) {
+	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Forward, "GET", "/v1/subjects/algebra?tier=high&detail=full", rid, t0.Unix()+1) {
 		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
 	}
 }

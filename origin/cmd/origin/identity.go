@@ -8,6 +8,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 // The refresh policy of the dev provider's keys read from the database
@@ -31,7 +32,7 @@ const (
 // deployment's secret stop the start either way.
 func (st *stack) identity(ctx context.Context, cfg config, secret []byte) (*idp.IdP, *auth.Authenticator, error) {
 	icfg := idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log,
-		SealKey: subkey(secret, "idp-keys")}
+		SealKey: subkey.Derive(secret, subkey.IDPKeys)}
 	var provider *idp.IdP
 	if cfg.IdPAddr != off {
 		var err error

@@ -25,9 +25,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 // stack is the running origin: its listeners and what they serve.
@@ -120,9 +120,9 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		ResourceMetadataURL:  cfg.PublicURL + "/.well-known/oauth-protected-resource",
 		LicenseURL:           cfg.LicenseURL,
 		Meters:               st.meters,
-		TagKey:               subkey(secret, "tag"),
-		CursorKey:            subkey(secret, "cursor"),
-		EdgeKey:              edgesig.Key(secret),
+		TagKey:               subkey.Derive(secret, subkey.Tag),
+		CursorKey:            subkey.Derive(secret, subkey.Cursor),
+		EdgeKey:              subkey.Derive(secret, subkey.Edge),
 	})
 	adm := admin.Handler(admin.Config{
 		Token:     cfg.AdminToken,

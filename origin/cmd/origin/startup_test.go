@@ -25,6 +25,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 // TestStartupRefusals (issue #14, point 5): with PostgreSQL an origin
@@ -264,7 +265,7 @@ func TestOriginsSharePostgres(t *testing.T) {
 	}
 	defer ps.Close()
 	fast, err := idp.New(t.Context(), idp.Config{Issuer: issuer, Audience: "lectern-api", Store: ps,
-		SealKey: subkey([]byte(getenv("LECTERN_SECRET")), "idp-keys"), RotateAfter: 2 * time.Second, PublishAhead: time.Second})
+		SealKey: subkey.Derive([]byte(getenv("LECTERN_SECRET")), subkey.IDPKeys), RotateAfter: 2 * time.Second, PublishAhead: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
