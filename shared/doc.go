@@ -30,6 +30,7 @@
 //	shared/jsonenc                JSON appended to byte slices without reflection
 //	shared/ows                    the optional whitespace around HTTP field values (RFC 9110 §5.6.3)
 //	shared/param                  strict query and body parsing against the route table
+//	shared/reqid                  the request id rule: which incoming X-Request-Id is kept, how a new one is made
 //	shared/route                  the route table and Match(method, path)
 //	shared/scope                  the OAuth scopes and a token's scope set
 //	shared/subkey                 the keys derived from the deployment secret, one a purpose

@@ -11,6 +11,7 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/front"
+	"github.com/lectern-api/lectern/shared/reqid"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
@@ -64,8 +65,8 @@ type Pipeline struct {
 	// resumeHeaders is the array of the last resume's header fields,
 	// reused: they and the output made of them live until the next call.
 	resumeHeaders []Header
-	scratch       []byte   // candidate's working bytes, reused
-	rnd           [12]byte // the random bytes of a request id
+	scratch       []byte                  // candidate's working bytes, reused
+	rnd           [reqid.RandomBytes]byte // the random bytes of a request id
 	gateURL       string
 
 	pending      map[Handle]*pending
@@ -559,28 +560,16 @@ func (p *Pipeline) release(st *pending) {
 	p.free = append(p.free, st)
 }
 
-// requestID keeps a well-formed incoming X-Request-Id (8–64 of
-// [A-Za-z0-9._-], the origin's rule) and otherwise makes one in the
-// origin's format, kept in t (nil: on the heap).
+// requestID keeps a well-formed incoming X-Request-Id and otherwise makes
+// one, by the rule both tiers follow (shared/reqid), kept in t (nil: on
+// the heap).
 func (p *Pipeline) requestID(in string, t *text) string {
-	if n := len(in); n >= 8 && n <= 64 {
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			c := in[i]
-			ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
-		}
-		if ok {
-			return in
-		}
+	if reqid.Valid(in) {
+		return in
 	}
-	const hex = "0123456789abcdef"
 	clear(p.rnd[:])
 	io.ReadFull(p.random, p.rnd[:]) // on failure the zero bytes still make a valid id
-	out := append(t.free(), "req_"...)
-	for _, c := range p.rnd {
-		out = append(out, hex[c>>4], hex[c&0xf])
-	}
-	return t.keep(out)
+	return t.keep(reqid.Append(t.free(), &p.rnd))
 }
 
 func itoa(n int) string {
