@@ -35,6 +35,7 @@
 //	shared/scope                  the OAuth scopes and a token's scope set
 //	shared/subkey                 the keys derived from the deployment secret, one a purpose
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
+//	shared/token/tokentest        for tests: deterministic keys, JWK Sets and signed tokens
 //	internal/logbuf               for tests: a log sink goroutines write while the test reads it
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin
