@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -19,13 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/shared/subkey"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 // TestStartupRefusals (issue #14, point 5): with PostgreSQL an origin
@@ -102,13 +101,8 @@ func TestStartupRefusals(t *testing.T) {
 // another OAuth2 server"), its issuer kept as it is, trailing slash and
 // all.
 func TestOtherIssuer(t *testing.T) {
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"other-1","alg":"EdDSA","use":"sig"}]}`,
-		base64.RawURLEncoding.EncodeToString(pub))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
+	jwks := tokentest.JWKS("other-1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(jwks) }))
 	defer srv.Close()
 	const issuer = "https://other.example/"
 	dir := t.TempDir()
@@ -117,13 +111,8 @@ func TestOtherIssuer(t *testing.T) {
 	defer s.Close()
 	s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
 	now := s.clock.Now()
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": issuer, "aud": "lectern-api", "sub": "c1",
+	raw := tokentest.Mint("other-1", tokentest.Claims{"iss": issuer, "aud": "lectern-api", "sub": "c1",
 		"client_id": "c1", "org": "acme", "scope": "service-api/content.read", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})
-	tok.Header["kid"] = "other-1"
-	raw, err := tok.SignedString(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if r := s.get("GET", "/v1/tiers", raw); r.status != 200 {
 		t.Fatalf("the other issuer's token: %d %s", r.status, r.body)
 	}
