@@ -68,6 +68,7 @@
 //	origin/store/pgstore          store.Store over PostgreSQL
 //	origin/store/sqlitestore      store.Store over SQLite
 //	origin/store/storetest        the conformance suite for store.Store
+//	origin/wiring                 the origin assembled from its parts, for cmd/origin and tools/bench
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's
 //	worker/wasm                   the edge's WebAssembly module (a WASI reactor)

@@ -136,8 +136,8 @@ func TestListenersOff(t *testing.T) {
 	b := bootStack(t, testEnv(dir, map[string]string{"LECTERN_IDP_ADDR": "off", "LECTERN_ADMIN_ADDR": "off",
 		"LECTERN_ISSUER": issuer}), nil)
 	defer b.Close()
-	if b.IdPURL != "" || b.AdminURL != "" || len(b.servers) != 1 {
-		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", b.IdPURL, b.AdminURL, len(b.servers))
+	if b.IdPURL != "" || b.AdminURL != "" || b.servers.Len() != 1 {
+		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", b.IdPURL, b.AdminURL, b.servers.Len())
 	}
 	for _, line := range []string{"identity provider  off", "admin API          off"} {
 		if !strings.Contains(b.out.String(), line) {
@@ -280,8 +280,8 @@ func TestOriginsSharePostgres(t *testing.T) {
 	c := bootStack(t, testEnv(dir, map[string]string{"LECTERN_DB": dsn, "LECTERN_ISSUER": issuer,
 		"LECTERN_IDP_ADDR": "off", "LECTERN_ADMIN_ADDR": "off"}), nil)
 	defer c.Close()
-	if c.IdPURL != "" || c.AdminURL != "" || len(c.servers) != 1 {
-		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", c.IdPURL, c.AdminURL, len(c.servers))
+	if c.IdPURL != "" || c.AdminURL != "" || c.servers.Len() != 1 {
+		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", c.IdPURL, c.AdminURL, c.servers.Len())
 	}
 	for name, tok := range map[string]string{"stopped a's": unseen, "b's": fromB, "the fast provider's": newer} {
 		if r := c.get("GET", "/v1/tiers", tok); r.status != 200 {
@@ -333,7 +333,7 @@ func TestMadeUpKidsRateLimited(t *testing.T) {
 	cs := &countingStore{Store: db}
 	st := &stack{store: cs, clock: clock.New(nil), log: slog.New(slog.DiscardHandler)}
 	cfg := config{IdPAddr: off, Issuer: "https://auth.example", Audience: "lectern-api"}
-	_, verifier, err := st.identity(t.Context(), cfg, []byte("a-test-secret-of-at-least-32-characters"))
+	_, verifier, err := st.identity(t.Context(), deployment(cfg, []byte("a-test-secret-of-at-least-32-characters")), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
