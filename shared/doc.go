@@ -28,10 +28,15 @@
 //	shared/internal/vectors       reads the testdata vectors shared with wasmtest
 //	shared/jsoncheck              linear-time checks on raw JSON before a parser recurses
 //	shared/jsonenc                JSON appended to byte slices without reflection
+//	shared/ows                    the optional whitespace around HTTP field values (RFC 9110 §5.6.3)
 //	shared/param                  strict query and body parsing against the route table
+//	shared/reqid                  the request id rule: which incoming X-Request-Id is kept, how a new one is made
 //	shared/route                  the route table and Match(method, path)
 //	shared/scope                  the OAuth scopes and a token's scope set
+//	shared/subkey                 the keys derived from the deployment secret, one a purpose
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
+//	shared/token/tokentest        for tests: deterministic keys, JWK Sets and signed tokens
+//	internal/logbuf               for tests: a log sink goroutines write while the test reads it
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin
 //	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers
@@ -64,6 +69,7 @@
 //	origin/store/pgstore          store.Store over PostgreSQL
 //	origin/store/sqlitestore      store.Store over SQLite
 //	origin/store/storetest        the conformance suite for store.Store
+//	origin/wiring                 the origin assembled from its parts, for cmd/origin and tools/bench
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's
 //	worker/wasm                   the edge's WebAssembly module (a WASI reactor)

@@ -2,7 +2,6 @@ package wasmtest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/wasmtest/host"
@@ -200,7 +200,7 @@ type origin struct {
 	api, idp, admin string // base URLs; the API's without /v1
 	offset          atomic.Int64
 	cmd             *exec.Cmd
-	stderr          *lockedBuffer
+	stderr          *logbuf.Buffer
 }
 
 // shared returns the origin most tests share. Tests that move its clock
@@ -239,7 +239,7 @@ func launch(dir string) (*origin, error) {
 	cmd.Env = append(cmd.Env, "LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_ADDR=127.0.0.1:0", "LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
 		"LECTERN_CORPUS="+corpusDir, "LECTERN_SECRET="+secret, "LECTERN_TEST_CLOCK=1")
-	o := &origin{cmd: cmd, stderr: new(lockedBuffer)}
+	o := &origin{cmd: cmd, stderr: new(logbuf.Buffer)}
 	cmd.Stderr = o.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -355,7 +355,7 @@ func (o *origin) calls(t *testing.T, org string) int {
 type edge struct {
 	url    string
 	host   *host.Host
-	stderr *lockedBuffer
+	stderr *logbuf.Buffer
 }
 
 // edgeConfig is the host configuration for o; tests adjust it.
@@ -378,7 +378,7 @@ func newEdge(t *testing.T, b *build, o *origin, adjust func(*host.Config)) *edge
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	e := &edge{stderr: new(lockedBuffer)}
+	e := &edge{stderr: new(logbuf.Buffer)}
 	cfg.Stderr = e.stderr
 	h, err := host.New(context.Background(), b.mod, cfg)
 	if err != nil {
@@ -443,27 +443,4 @@ func (a answer) code() string {
 	}
 	json.Unmarshal(a.body, &e)
 	return e.Error.Code
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

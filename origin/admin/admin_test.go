@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
@@ -61,24 +62,7 @@ type env struct {
 	clk     *clock.Clock
 	store   store.Store
 	clients *countingClients
-	logs    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs    *logbuf.Buffer
 }
 
 // newEnv serves the admin API over a real listener and a real SQLite
@@ -91,7 +75,7 @@ func newEnv(t *testing.T, edit func(*admin.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, clk: clock.New(func() time.Time { return base }), store: st, logs: &syncBuffer{}}
+	e := &env{t: t, clk: clock.New(func() time.Time { return base }), store: st, logs: &logbuf.Buffer{}}
 	e.clients = &countingClients{store: st, now: e.clk.Now}
 	cfg := admin.Config{
 		Token: token, Store: st, Clock: e.clk,

@@ -59,7 +59,7 @@ type Config struct {
 	Keys   func(context.Context) (*token.KeySet, error)
 	Client *http.Client
 	Now    func() time.Time
-	Leeway time.Duration // clock skew allowed on exp and nbf; 30 s when zero
+	Leeway time.Duration // clock skew allowed on exp and nbf; token.DefaultLeeway when zero
 	// FetchTimeout bounds one JWKS fetch; DefaultFetchTimeout when zero.
 	// Only requests without a usable key wait for a fetch.
 	FetchTimeout time.Duration
@@ -81,7 +81,7 @@ func New(cfg Config) *Authenticator {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
 	}
 	if cfg.Leeway == 0 {
-		cfg.Leeway = 30 * time.Second
+		cfg.Leeway = token.DefaultLeeway
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

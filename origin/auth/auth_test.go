@@ -2,9 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,62 +10,36 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
+// keyring is the kids an identity provider publishes, in order; a kid's
+// key is tokentest.Key(kid).
 type keyring struct {
 	mu    sync.Mutex
-	keys  map[string]ed25519.PrivateKey
 	order []string
 }
 
 func (k *keyring) add(t *testing.T, kid string) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.keys == nil {
-		k.keys = map[string]ed25519.PrivateKey{}
-	}
-	k.keys[kid] = priv
 	k.order = append(k.order, kid)
 }
 
 func (k *keyring) jwks() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s := `{"keys":[`
-	for i, kid := range k.order {
-		if i > 0 {
-			s += ","
-		}
-		x := base64.RawURLEncoding.EncodeToString(k.keys[kid].Public().(ed25519.PublicKey))
-		s += fmt.Sprintf(`{"kty":"OKP","crv":"Ed25519","x":%q,"kid":%q,"alg":"EdDSA","use":"sig"}`, x, kid)
-	}
-	return s + "]}"
+	return string(tokentest.JWKS(k.order...))
 }
 
+// sign mints a token of kid, which need not be published.
 func (k *keyring) sign(t *testing.T, kid string, now time.Time, scopes string) string {
-	k.mu.Lock()
-	priv := k.keys[kid]
-	k.mu.Unlock()
-	if priv == nil {
-		_, priv, _ = ed25519.GenerateKey(rand.Reader)
-	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+	return tokentest.Mint(kid, tokentest.Claims{
 		"iss": "https://idp.test", "aud": "lectern-api", "sub": "c1", "client_id": "c1", "org": "acme",
 		"scope": scopes, "iat": now.Unix(), "exp": now.Add(900 * time.Second).Unix(),
 	})
-	tok.Header["kid"] = kid
-	s, err := tok.SignedString(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func setup(t *testing.T) (*Authenticator, *keyring, *atomic.Int32, *time.Time) {

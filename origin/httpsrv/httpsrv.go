@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/reqid"
 )
 
 // Limits bound what a client may take of a server. A zero field takes
@@ -116,11 +117,11 @@ func (c Config) logger() *slog.Logger {
 }
 
 func (c Config) newID() string {
-	var b [12]byte
+	var b [reqid.RandomBytes]byte
 	rand.Read(b[:])
 	p := c.IDPrefix
 	if p == "" {
-		p = "req_"
+		p = reqid.Prefix
 	}
 	return p + hex.EncodeToString(b[:])
 }

@@ -125,7 +125,7 @@ func jwksKIDs(t *testing.T, p *IdP) ([]string, *token.KeySet) {
 
 // verifies reports whether a verifier holding set accepts raw at now.
 func verifies(raw string, set *token.KeySet, now time.Time) bool {
-	v := token.Verifier{Issuer: "https://idp.test", Audience: testAudience, Leeway: 30 * time.Second}
+	v := token.Verifier{Issuer: "https://idp.test", Audience: testAudience, Leeway: token.DefaultLeeway}
 	_, f := v.Verify(raw, set, now)
 	return f == nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -62,7 +63,7 @@ func alarmOrg(t *testing.T, h *harness, orgID string) (tok string, path func(n i
 // after it has to run for the suspension to hold.
 func TestAlarmCrossingReadCancelled(t *testing.T) {
 	hold := &holdTrip{tripped: make(chan struct{})}
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{
 		meters: func(m meter.Store) meter.Store { hold.Store = m; return hold },
 		logger: slog.New(slog.NewTextHandler(logs, nil)),

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/store"
 )
 
@@ -59,7 +60,7 @@ func (s *statusRecorder) Write(p []byte) (int, error) {
 func TestCancelledRequestIsNotAnInternalError(t *testing.T) {
 	h := newHarness(t)
 	tok := h.org("acme", "high")
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	served := make(chan int, 1) // the status each handler wrote, 0 for none
 	serve := func(st store.Store) string {
 		cfg := h.srv.cfg

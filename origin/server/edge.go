@@ -24,8 +24,8 @@ func (s *Server) fromEdge(r *http.Request, id string) bool {
 // edgeHeaders adds, for the edge only, what its ETag candidates need.
 func edgeHeaders(w http.ResponseWriter, req *request) {
 	if req.edge && req.org != nil {
-		w.Header().Set("X-Lectern-Org", req.org.ID)
-		w.Header().Set("X-Lectern-Grants", etag.GrantsDigest(req.org.Grants))
+		w.Header().Set(edgesig.OrgHeader, req.org.ID)
+		w.Header().Set(edgesig.GrantsHeader, etag.GrantsDigest(req.org.Grants))
 	}
 }
 
@@ -36,7 +36,7 @@ func edgeHeaders(w http.ResponseWriter, req *request) {
 // billed), 412 when it is not or its route has no derived validator
 // (nothing billed), or the error the request would get.
 func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
-	target := r.Header.Get("X-Lectern-Target")
+	target := r.Header.Get(edgesig.TargetHeader)
 	sig := r.Header.Get(edgesig.Header)
 	if r.Method != http.MethodPost || sig == "" ||
 		!edgesig.Verify(s.cfg.EdgeKey, sig, edgesig.Gate, r.Method, target, id, s.cfg.Now().Unix()) {
@@ -45,7 +45,7 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil || !strings.HasPrefix(u.Path, "/v1/") {
-		s.writeError(w, r, id, apierr.New(apierr.BadRequest, "X-Lectern-Target is not a /v1 request target."))
+		s.writeError(w, r, id, apierr.New(apierr.BadRequest, edgesig.TargetHeader+" is not a /v1 request target."))
 		return
 	}
 	// A shallow copy: the pipeline reads the gate call's own headers

@@ -431,25 +431,6 @@ func strictPage[T any](t testing.TB, r resp) pageOf[T] {
 	return p
 }
 
-// lockedBuffer is a log sink that the server's goroutines and the test
-// may use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 var (
 	fullOnce sync.Once
 	full     *Content

@@ -8,7 +8,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -25,12 +24,10 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/front"
 	"github.com/lectern-api/lectern/shared/param"
+	"github.com/lectern-api/lectern/shared/reqid"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/token"
 )
-
-// Realm is the realm of the Bearer challenges.
-const Realm = "lectern"
 
 // Config wires a Server.
 type Config struct {
@@ -54,7 +51,7 @@ type Config struct {
 	TagKey []byte
 	// CursorKey seals pagination cursors.
 	CursorKey []byte
-	// EdgeKey checks the edge's signatures (edgesig.Key of the secret).
+	// EdgeKey checks the edge's signatures (the secret's subkey.Edge).
 	EdgeKey []byte
 }
 
@@ -251,7 +248,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 	for _, kv := range e.Headers() {
 		h.Set(kv.Name, kv.Value)
 	}
-	if c := token.ChallengeFor(e, Realm, s.cfg.ResourceMetadataURL); c != "" {
+	if c := token.ChallengeFor(e, token.Realm, s.cfg.ResourceMetadataURL); c != "" {
 		h.Set("WWW-Authenticate", c)
 	}
 	// Error bodies are never compressed: they are small (spec: Transport
@@ -274,19 +271,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 func clientGone(r *http.Request) bool { return r.Context().Err() != nil }
 
 // requestID keeps a well-formed incoming X-Request-Id (the edge forwards
-// its own so that both tiers log one id) and otherwise makes one.
+// its own so that both tiers log one id) and otherwise makes one
+// (the rule of shared/reqid).
 func requestID(in string) string {
-	if n := len(in); n >= 8 && n <= 64 {
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			c := in[i]
-			ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
-		}
-		if ok {
-			return in
-		}
+	if reqid.Valid(in) {
+		return in
 	}
-	var b [12]byte
+	var b [reqid.RandomBytes]byte
 	rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	return string(reqid.Append(nil, &b))
 }

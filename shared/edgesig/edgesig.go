@@ -17,8 +17,16 @@ import (
 	"strings"
 )
 
-// Header is the signature's header.
-const Header = "X-Lectern-Edge"
+// The edge protocol's header fields (docs/edge.md). Every one begins with
+// HeaderPrefix: the edge never takes such a field from a client nor shows
+// one to it.
+const (
+	HeaderPrefix = "X-Lectern-"
+	Header       = "X-Lectern-Edge"   // the signature
+	TargetHeader = "X-Lectern-Target" // a gate call's: the conditional GET's request target
+	OrgHeader    = "X-Lectern-Org"    // on answers to the edge: the organisation
+	GrantsHeader = "X-Lectern-Grants" // on answers to the edge: its grants digest (etag.GrantsDigest)
+)
 
 // MaxSkew bounds the difference between the signing and checking clocks.
 const MaxSkew = 300 // seconds
@@ -32,13 +40,6 @@ const (
 	Forward = "forward" // a client request forwarded unchanged
 	Gate    = "gate"    // POST /internal/gate: may this conditional request be a 304?
 )
-
-// Key derives the edge key from the deployment secret (LECTERN_SECRET).
-func Key(secret []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("lectern/gate"))
-	return m.Sum(nil)
-}
 
 // mac is what Verify checks, computed by crypto/hmac (Signer has its own
 // HMAC, padded, which this keeps honest).

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"strconv"
 	"testing"
+
+	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 func TestSignVerify(t *testing.T) {
-	key := Key([]byte("a-test-secret-of-at-least-32-characters"))
+	key := subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
 	const now = 1_790_000_000
 	sig := Sign(key, Forward, "GET", "/v1/tiers?x=1", "req-1", now)
 	if !Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now+10) {
@@ -21,7 +23,7 @@ func TestSignVerify(t *testing.T) {
 		"other target":  Verify(key, sig, Forward, "GET", "/v1/tiers?x=2", "req-1", now),
 		"other request": Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-2", now),
 		"too old":       Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now+MaxSkew+1),
-		"other key":     Verify(Key([]byte("another secret of at least 32 chars!!")), sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now),
+		"other key":     Verify(subkey.Derive([]byte("another secret of at least 32 chars!!"), subkey.Edge), sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now),
 		"no key":        Verify(nil, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now),
 		"garbage":       Verify(key, "v1=zz", Forward, "GET", "/v1/tiers?x=1", "req-1", now),
 		"tampered":      Verify(key, sig[:len(sig)-1]+"0", Forward, "GET", "/v1/tiers?x=1", "req-1", now),
@@ -35,7 +37,7 @@ func TestSignVerify(t *testing.T) {
 // The signed string is the length-prefixed fields, as the package doc
 // says; a reused Signer signs each request as a fresh one would.
 func TestSignerFormat(t *testing.T) {
-	key := Key([]byte("a-test-secret-of-at-least-32-characters"))
+	key := subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("2:v14:gate4:POST13:/v1/tiers?x=15:req-110:1790000000"))
 	want := "v1=1790000000." + hex.EncodeToString(m.Sum(nil))
@@ -105,7 +107,7 @@ func checkPadded(t *testing.T, key, msg []byte) {
 // TestSignerAllocations: a signature appended to room the caller has
 // costs nothing (the edge makes one for every request it passes on).
 func TestSignerAllocations(t *testing.T) {
-	s := NewSigner(Key([]byte("a-test-secret-of-at-least-32-characters")))
+	s := NewSigner(subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge))
 	dst := make([]byte, 0, 128)
 	s.Append(dst, Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000)
 	if n := testing.AllocsPerRun(100, func() {

@@ -17,6 +17,8 @@
 // Identity: the server can always send the body as it is.
 package encoding
 
+import "github.com/lectern-api/lectern/shared/ows"
+
 // Coding is a response content coding.
 type Coding uint8
 
@@ -114,7 +116,7 @@ func Negotiate(acceptEncoding string) Coding {
 // It returns the coding name and its q in thousandths (1000 when absent).
 func parseElement(elem string) (name string, q int, ok bool) {
 	name, rest := cutByte(elem, ';')
-	name = trimOWS(name)
+	name = ows.Trim(name)
 	if !isToken(name) {
 		return "", 0, false
 	}
@@ -123,14 +125,14 @@ func parseElement(elem string) (name string, q int, ok bool) {
 		var param string
 		param, rest = cutByte(rest, ';')
 		k, v := cutByte(param, '=')
-		k = trimOWS(k)
-		if k == "" && trimOWS(v) == "" {
+		k = ows.Trim(k)
+		if k == "" && ows.Trim(v) == "" {
 			continue // empty parameter, as in "gzip;"
 		}
 		if !equalFold(k, "q") {
 			continue // RFC 9110 defines no other parameter here
 		}
-		w, okq := parseQ(trimOWS(v))
+		w, okq := parseQ(ows.Trim(v))
 		if !okq {
 			return "", 0, false
 		}
@@ -178,16 +180,6 @@ func cutByte(s string, sep byte) (before, after string) {
 		}
 	}
 	return s, ""
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // isToken reports whether s is an RFC 9110 §5.6.2 token.

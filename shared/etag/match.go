@@ -1,5 +1,7 @@
 package etag
 
+import "github.com/lectern-api/lectern/shared/ows"
+
 // Match reports whether an If-None-Match field value matches the current
 // tag, that is whether a GET should answer 304 (spec: Conditional requests
 // (ETag), rule 3; RFC 9110 §13.1.2). It follows net/http's fs.go
@@ -27,7 +29,7 @@ func Match(ifNoneMatch, current string) bool {
 	}
 	s := ifNoneMatch
 	for {
-		s = trimOWS(s)
+		s = ows.Trim(s)
 		if s == "" {
 			return false
 		}
@@ -58,8 +60,8 @@ func Match(ifNoneMatch, current string) bool {
 // opaque returns tag's opaque-tag (the quoted part, quotes included),
 // dropping a W/ prefix, or "" if tag is not an entity-tag.
 func opaque(tag string) string {
-	t, rest := scanTag(trimOWS(tag))
-	if t == "" || trimOWS(rest) != "" {
+	t, rest := scanTag(ows.Trim(tag))
+	if t == "" || ows.Trim(rest) != "" {
 		return ""
 	}
 	return t
@@ -97,7 +99,7 @@ func scanTag(s string) (tag, rest string) {
 // element (a comma or the end), and returns s past the element: past the
 // next comma when the element had junk.
 func endOfElement(s string) (string, bool) {
-	s = trimOWS(s)
+	s = ows.Trim(s)
 	if s == "" || s[0] == ',' {
 		return s, true
 	}
@@ -112,14 +114,4 @@ func skipElement(s string) string {
 		}
 	}
 	return ""
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }

@@ -91,6 +91,10 @@ func scopeMessage(suffix string) string {
 	return "The token lacks the scope " + scope.Full(suffix) + " that this route requires."
 }
 
+// Realm is the realm of the API's Bearer challenges, the same from both
+// tiers (RFC 6750 §3).
+const Realm = "lectern"
+
 // Challenge is the WWW-Authenticate value of a refused token (RFC 6750 §3
 // with RFC 9728 §5.1):
 //

@@ -1,11 +1,8 @@
 package token
 
 import (
-	"crypto"
 	"crypto/ed25519"
-	"crypto/hmac"
 	"crypto/rsa"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 // The fixed world every token test lives in. Keys are deterministic
@@ -28,7 +26,7 @@ var (
 	testNowS     = testNow.Unix()
 	testIss      = "https://idp.lectern.test"
 	testAud      = "https://api.lectern.test"
-	testLeeway   = 30 * time.Second
+	testLeeway   = DefaultLeeway
 	testVerifier = &Verifier{Issuer: testIss, Audience: testAud, Leeway: testLeeway}
 )
 
@@ -56,11 +54,7 @@ func loadKeys(tb testing.TB) *testKeys {
 }
 
 func makeKeys() (*testKeys, error) {
-	seed := func(s string) ed25519.PrivateKey {
-		h := sha256.Sum256([]byte(s))
-		return ed25519.NewKeyFromSeed(h[:])
-	}
-	k := &testKeys{ed: seed("lectern test ed1"), edOther: seed("lectern test attacker")}
+	k := &testKeys{ed: tokentest.Key("lectern test ed1"), edOther: tokentest.Key("lectern test attacker")}
 	b, err := os.ReadFile("testdata/testkeys.json")
 	if err != nil {
 		return nil, err
@@ -89,8 +83,8 @@ func makeKeys() (*testKeys, error) {
 		return nil, err
 	}
 	k.rsaWeak = &rsa.PublicKey{N: num(raw["rsa1024"]["n"]), E: int(num(raw["rsa1024"]["e"]).Int64())}
-	k.jwks = []byte(`{"keys":[` + edJWK("ed1", k.ed.Public().(ed25519.PublicKey), `"use":"sig","alg":"EdDSA"`) + "," +
-		rsaJWK("rsa1", &k.rsa.PublicKey, `"alg":"RS256"`) + `]}`)
+	k.jwks = []byte(`{"keys":[` + tokentest.EdJWK("ed1", k.ed.Public().(ed25519.PublicKey), `"use":"sig","alg":"EdDSA"`) + "," +
+		tokentest.RSAJWK("rsa1", &k.rsa.PublicKey, `"alg":"RS256"`) + `]}`)
 	if k.set, err = ParseJWKS(k.jwks); err != nil {
 		return nil, err
 	}
@@ -98,49 +92,6 @@ func makeKeys() (*testKeys, error) {
 }
 
 func b64s(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-func edJWK(kid string, pub ed25519.PublicKey, extra string) string {
-	s := `{"kty":"OKP","crv":"Ed25519","kid":` + strconv.Quote(kid) + `,"x":"` + b64s(pub) + `"`
-	if extra != "" {
-		s += "," + extra
-	}
-	return s + "}"
-}
-
-func rsaJWK(kid string, pub *rsa.PublicKey, extra string) string {
-	s := `{"kty":"RSA","kid":` + strconv.Quote(kid) + `,"n":"` + b64s(pub.N.Bytes()) +
-		`","e":"` + b64s(big.NewInt(int64(pub.E)).Bytes()) + `"`
-	if extra != "" {
-		s += "," + extra
-	}
-	return s + "}"
-}
-
-// signRaw builds a compact JWS from literal header and payload JSON, so
-// that attack tokens can hold anything. key is an ed25519.PrivateKey, an
-// *rsa.PrivateKey (RS256) or a []byte (HS256).
-func signRaw(key any, header, payload string) string {
-	in := b64s([]byte(header)) + "." + b64s([]byte(payload))
-	var sig []byte
-	switch k := key.(type) {
-	case ed25519.PrivateKey:
-		sig = ed25519.Sign(k, []byte(in))
-	case *rsa.PrivateKey:
-		d := sha256.Sum256([]byte(in))
-		var err error
-		if sig, err = rsa.SignPKCS1v15(nil, k, crypto.SHA256, d[:]); err != nil {
-			panic(err)
-		}
-	case []byte:
-		m := hmac.New(sha256.New, k)
-		m.Write([]byte(in))
-		sig = m.Sum(nil)
-	case nil:
-	default:
-		panic("signRaw: key type")
-	}
-	return in + "." + b64s(sig)
-}
 
 // claimsJSON is the payload of a good machine token, with members
 // replaced, added (value set) or removed (value "") by edits, each a

@@ -7,15 +7,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 func TestParseJWKS(t *testing.T) {
 	k := loadKeys(t)
 	edPub := k.ed.Public().(ed25519.PublicKey)
-	ed := func(kid, extra string) string { return edJWK(kid, edPub, extra) }
-	rs := func(kid, extra string) string { return rsaJWK(kid, &k.rsa.PublicKey, extra) }
+	ed := func(kid, extra string) string { return tokentest.EdJWK(kid, edPub, extra) }
+	rs := func(kid, extra string) string { return tokentest.RSAJWK(kid, &k.rsa.PublicKey, extra) }
 	withE := func(e int) string {
-		return rsaJWK("r", &rsa.PublicKey{N: k.rsa.N, E: e}, "")
+		return tokentest.RSAJWK("r", &rsa.PublicKey{N: k.rsa.N, E: e}, "")
 	}
 	set := func(keys ...string) string { return `{"keys":[` + strings.Join(keys, ",") + `]}` }
 	many := make([]string, MaxKeys+1)
@@ -63,8 +65,8 @@ func TestParseJWKS(t *testing.T) {
 		{name: "x short", doc: set(`{"kty":"OKP","crv":"Ed25519","kid":"a","x":"` + b64s(edPub[:31]) + `"}`), err: "not 32 bytes"},
 		{name: "x padded", doc: set(`{"kty":"OKP","crv":"Ed25519","kid":"a","x":"` + b64s(edPub) + `="}`), err: "base64url"},
 		{name: "x standard alphabet", doc: set(`{"kty":"OKP","crv":"Ed25519","kid":"a","x":"` + strings.Repeat("+", 43) + `"}`), err: "base64url"},
-		{name: "RSA 1024 bits", doc: set(rsaJWK("w", k.rsaWeak, "")), err: "1024 bits"},
-		{name: "RSA modulus even", doc: set(rsaJWK("w", &rsa.PublicKey{N: new(big.Int).Lsh(big.NewInt(1), 2047), E: 65537}, "")), err: "even"},
+		{name: "RSA 1024 bits", doc: set(tokentest.RSAJWK("w", k.rsaWeak, "")), err: "1024 bits"},
+		{name: "RSA modulus even", doc: set(tokentest.RSAJWK("w", &rsa.PublicKey{N: new(big.Int).Lsh(big.NewInt(1), 2047), E: 65537}, "")), err: "even"},
 		{name: "RSA e missing", doc: set(`{"kty":"RSA","kid":"r","n":"` + b64s(k.rsa.N.Bytes()) + `"}`), err: "e missing"},
 		{name: "RSA e even", doc: set(withE(65536)), err: "exponent"},
 		{name: "RSA e one", doc: set(withE(1)), err: "exponent"},

@@ -87,14 +87,18 @@ type Claims struct {
 	Expiry    time.Time
 }
 
+// DefaultLeeway is the clock skew both tiers allow on exp, nbf and iat, so
+// that a token near its ends gets the same verdict from either.
+const DefaultLeeway = 30 * time.Second
+
 // Verifier checks tokens against one issuer and audience. Its zero
 // MaxTokenBytes means DefaultMaxTokenBytes. A Verifier is read-only once
 // set up and may be shared.
 type Verifier struct {
 	Issuer   string // iss must equal it; required
 	Audience string // aud must hold it; required
-	// Leeway widens exp, nbf and iat by this much for clock skew (30 s is
-	// usual). A negative Leeway counts as zero.
+	// Leeway widens exp, nbf and iat by this much for clock skew (both
+	// tiers use DefaultLeeway). A negative Leeway counts as zero.
 	Leeway        time.Duration
 	MaxTokenBytes int
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/fuzz/FuzzVerify from the oracle table")
@@ -54,11 +55,11 @@ func goodClaims() jwt.MapClaims {
 }
 
 func edToken(edits ...string) func(k *testKeys) string {
-	return func(k *testKeys) string { return signRaw(k.ed, edHeader, claimsJSON(edits...)) }
+	return func(k *testKeys) string { return tokentest.Sign(k.ed, edHeader, claimsJSON(edits...)) }
 }
 
 func edHeaderToken(header string) func(k *testKeys) string {
-	return func(k *testKeys) string { return signRaw(k.ed, header, claimsJSON()) }
+	return func(k *testKeys) string { return tokentest.Sign(k.ed, header, claimsJSON()) }
 }
 
 // part replaces part i (0 header, 1 payload, 2 signature) of tok by f of it.
@@ -99,35 +100,35 @@ func verdictCases() []verdictCase {
 
 		// Algorithm attacks.
 		{name: "alg none, no signature", reason: ReasonAlgorithm, token: func(k *testKeys) string {
-			return signRaw(nil, `{"alg":"none","kid":"ed1"}`, claimsJSON())
+			return tokentest.Sign(nil, `{"alg":"none","kid":"ed1"}`, claimsJSON())
 		}},
 		{name: "alg None with an EdDSA signature", reason: ReasonAlgorithm, token: func(k *testKeys) string {
-			return signRaw(k.ed, `{"alg":"None","kid":"ed1"}`, claimsJSON())
+			return tokentest.Sign(k.ed, `{"alg":"None","kid":"ed1"}`, claimsJSON())
 		}},
 		{name: "alg missing", reason: ReasonAlgorithm, token: edHeaderToken(`{"kid":"ed1"}`)},
 		{name: "alg not a string", reason: ReasonAlgorithm, token: edHeaderToken(`{"alg":["EdDSA"],"kid":"ed1"}`)},
 		{name: "alg ES256", reason: ReasonAlgorithm, token: edHeaderToken(`{"alg":"ES256","kid":"ed1"}`)},
 		{name: "HS256 keyed with the Ed25519 public key", reason: ReasonAlgorithm, token: func(k *testKeys) string {
-			return signRaw([]byte(k.ed.Public().(ed25519.PublicKey)), `{"alg":"HS256","kid":"ed1"}`, claimsJSON())
+			return tokentest.Sign([]byte(k.ed.Public().(ed25519.PublicKey)), `{"alg":"HS256","kid":"ed1"}`, claimsJSON())
 		}},
 		{name: "HS256 keyed with the JWK x", reason: ReasonAlgorithm, token: func(k *testKeys) string {
-			return signRaw([]byte(edX(k)), `{"alg":"HS256","kid":"ed1"}`, claimsJSON())
+			return tokentest.Sign([]byte(edX(k)), `{"alg":"HS256","kid":"ed1"}`, claimsJSON())
 		}},
 		{name: "HS256 keyed with the RSA modulus", reason: ReasonAlgorithm, token: func(k *testKeys) string {
-			return signRaw(k.rsa.N.Bytes(), `{"alg":"HS256","kid":"rsa1"}`, claimsJSON())
+			return tokentest.Sign(k.rsa.N.Bytes(), `{"alg":"HS256","kid":"rsa1"}`, claimsJSON())
 		}},
 		{name: "alg RS256 on the Ed25519 kid", reason: ReasonAlgorithm, token: func(k *testKeys) string {
-			return signRaw(k.rsa, `{"alg":"RS256","kid":"ed1"}`, claimsJSON())
+			return tokentest.Sign(k.rsa, `{"alg":"RS256","kid":"ed1"}`, claimsJSON())
 		}},
 		{name: "alg EdDSA on the RSA kid", reason: ReasonAlgorithm, token: func(k *testKeys) string {
-			return signRaw(k.ed, `{"alg":"EdDSA","kid":"rsa1"}`, claimsJSON())
+			return tokentest.Sign(k.ed, `{"alg":"EdDSA","kid":"rsa1"}`, claimsJSON())
 		}},
 		{name: "embedded jwk of the attacker", reason: ReasonSignature, token: func(k *testKeys) string {
-			return signRaw(k.edOther, `{"alg":"EdDSA","kid":"ed1","jwk":`+
-				edJWK("ed1", k.edOther.Public().(ed25519.PublicKey), "")+`}`, claimsJSON())
+			return tokentest.Sign(k.edOther, `{"alg":"EdDSA","kid":"ed1","jwk":`+
+				tokentest.EdJWK("ed1", k.edOther.Public().(ed25519.PublicKey), "")+`}`, claimsJSON())
 		}},
 		{name: "jku to the attacker", reason: ReasonSignature, token: func(k *testKeys) string {
-			return signRaw(k.edOther, `{"alg":"EdDSA","kid":"ed1","jku":"https://evil.test/jwks"}`, claimsJSON())
+			return tokentest.Sign(k.edOther, `{"alg":"EdDSA","kid":"ed1","jku":"https://evil.test/jwks"}`, claimsJSON())
 		}},
 
 		// Key ids.
@@ -151,7 +152,7 @@ func verdictCases() []verdictCase {
 			})
 		}},
 		{name: "payload of another token", reason: ReasonSignature, token: func(k *testKeys) string {
-			other := signRaw(k.ed, edHeader, claimsJSON("sub", `"client-2"`))
+			other := tokentest.Sign(k.ed, edHeader, claimsJSON("sub", `"client-2"`))
 			return part(goodEd(k), 1, func(string) string { return strings.Split(other, ".")[1] })
 		}},
 		{name: "tampered signature", reason: ReasonSignature, token: func(k *testKeys) string {
@@ -169,10 +170,10 @@ func verdictCases() []verdictCase {
 			return t[:strings.LastIndexByte(t, '.')+1]
 		}},
 		{name: "signature by another Ed25519 key", reason: ReasonSignature, token: func(k *testKeys) string {
-			return signRaw(k.edOther, edHeader, claimsJSON())
+			return tokentest.Sign(k.edOther, edHeader, claimsJSON())
 		}},
 		{name: "signature by another RSA key", reason: ReasonSignature, token: func(k *testKeys) string {
-			return signRaw(k.rsaOther, rsaHeader, claimsJSON())
+			return tokentest.Sign(k.rsaOther, rsaHeader, claimsJSON())
 		}},
 		{name: "signature with non-canonical trailing bits", reason: ReasonSignature, token: func(k *testKeys) string {
 			return part(goodEd(k), 2, func(s string) string {
@@ -218,10 +219,10 @@ func verdictCases() []verdictCase {
 		{name: "audience missing", reason: ReasonAudience, token: edToken("aud", "")},
 		{name: "audience empty", reason: ReasonAudience, token: edToken("aud", `""`)},
 		{name: "audience array with a number", reason: ReasonClaims, token: edToken("aud", `[`+strconv.Quote(testAud)+`,1]`)},
-		{name: "claims not JSON", reason: ReasonMalformed, token: func(k *testKeys) string { return signRaw(k.ed, edHeader, `exp=1`) }},
-		{name: "claims an array", reason: ReasonMalformed, token: func(k *testKeys) string { return signRaw(k.ed, edHeader, `[]`) }},
+		{name: "claims not JSON", reason: ReasonMalformed, token: func(k *testKeys) string { return tokentest.Sign(k.ed, edHeader, `exp=1`) }},
+		{name: "claims an array", reason: ReasonMalformed, token: func(k *testKeys) string { return tokentest.Sign(k.ed, edHeader, `[]`) }},
 		{name: "claims with trailing data", reason: ReasonMalformed, token: func(k *testKeys) string {
-			return signRaw(k.ed, edHeader, claimsJSON()+"{}")
+			return tokentest.Sign(k.ed, edHeader, claimsJSON()+"{}")
 		}},
 		{name: "claims with a bare control character", reason: ReasonMalformed, token: edToken("jti", "\"a\x01b\"")},
 		{name: "duplicate exp in claims", reason: ReasonMalformed, token: edToken("exp", ts(-time.Hour)+`,"exp":`+ts(time.Minute)),
@@ -422,7 +423,7 @@ func FuzzSigned(f *testing.F) {
 	f.Add(`{"alg":"EdDSA","kid":"ed1","typ":"jwt"}`, claimsJSON("exp", "1e10", "iat", "-0"))
 	f.Add(`{"kid":"ed1","alg":"EdDSA"}`, claimsJSON("iss", `"https:\/\/idp.lectern.test"`, "sub", `"\ud800"`))
 	f.Fuzz(func(t *testing.T, header, payload string) {
-		raw := signRaw(k.ed, header, payload)
+		raw := tokentest.Sign(k.ed, header, payload)
 		c, fail := testVerifier.Verify(raw, k.set, testNow)
 		if fail != nil {
 			return

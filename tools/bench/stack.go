@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +19,9 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/server"
-	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
 )
@@ -36,18 +33,19 @@ const audience = "lectern-api"
 // tier, no caps, no quotas (licence.NewOrg's plan defaults).
 const benchOrg = "bench"
 
-// stack is the origin wired in process as origin/cmd/origin wires it
-// (stack.go there), on loopback listeners, with a SQLite database in a
-// temporary directory: the public API, the identity provider, meters.
+// stack is the origin wired in process by origin/wiring, as
+// origin/cmd/origin wires it, on loopback listeners, with a SQLite
+// database in a temporary directory: the public API, the identity
+// provider, meters.
 type stack struct {
 	OriginURL, IdPURL string
 	Secret            string // LECTERN_SECRET shared with the edge
 	API               *server.Server
 	Content           *server.Content
 
-	store   *sqlitestore.Store
+	store   store.Store
 	closers []func() error
-	servers []*http.Server
+	servers wiring.Servers
 }
 
 // startStack serves c from a new stack whose database lives in dir.
@@ -74,43 +72,26 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	if st.Content, err = server.Build(c); err != nil {
 		return nil, fmt.Errorf("build content: %w", err)
 	}
-	db := filepath.Join(dir, "lectern.db")
-	s, err := sqlitestore.New(ctx, db)
+	s, m, err := wiring.OpenStores(ctx, filepath.Join(dir, "lectern.db"))
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open stores: %w", err)
 	}
-	st.closers = append(st.closers, s.Close)
+	st.closers = append(st.closers, s.Close, m.Close)
 	st.store = s
-	m, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("open meters: %w", err)
-	}
-	st.closers = append(st.closers, m.Close)
 
-	secret := []byte(st.Secret)
-	provider, err := idp.New(ctx, idp.Config{Issuer: st.IdPURL, Audience: audience, Store: s, Now: time.Now, Logger: log,
-		SealKey: subkey(secret, "idp-keys")})
+	d := wiring.Deployment{Secret: []byte(st.Secret), PublicURL: st.OriginURL, Issuer: st.IdPURL, Audience: audience,
+		LicenseURL: "https://lectern.example/licence"}
+	provider, err := idp.New(ctx, d.IdP(s, time.Now, log))
 	if err != nil {
 		return nil, err
 	}
 	content := st.Content
-	st.API = server.New(server.Config{
-		Store:                s,
-		Auth:                 auth.New(auth.Config{Issuer: st.IdPURL, Audience: audience, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Now: time.Now}),
-		Content:              func() *server.Content { return content },
-		Now:                  time.Now,
-		Logger:               log,
-		Resource:             st.OriginURL,
-		AuthorizationServers: []string{st.IdPURL},
-		ResourceMetadataURL:  st.OriginURL + "/.well-known/oauth-protected-resource",
-		LicenseURL:           "https://lectern.example/licence",
-		Meters:               m,
-		TagKey:               subkey(secret, "tag"),
-		CursorKey:            subkey(secret, "cursor"),
-		EdgeKey:              edgesig.Key(secret),
-	})
-	st.serve(originLn, st.API, log)
-	st.serve(idpLn, provider.Handler(), log)
+	st.API = d.API(wiring.Parts{Store: s, Meters: m,
+		Auth:    auth.New(auth.Config{Issuer: st.IdPURL, Audience: audience, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Now: time.Now}),
+		Content: func() *server.Content { return content }, Now: time.Now, Logger: log})
+	st.servers = wiring.Servers{Logger: log}
+	st.servers.Serve(originLn, st.API)
+	st.servers.Serve(idpLn, provider.Handler())
 
 	now := time.Now()
 	o := licence.NewOrg(now)
@@ -121,22 +102,11 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	return st, nil
 }
 
-// serve serves h on ln until Close.
-func (st *stack) serve(ln net.Listener, h http.Handler, log *slog.Logger) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	st.servers = append(st.servers, srv)
-	go srv.Serve(ln)
-}
-
 // Close stops the servers, then the stores.
 func (st *stack) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var errs []error
-	for _, srv := range st.servers {
-		errs = append(errs, srv.Shutdown(ctx))
-	}
+	errs := []error{st.servers.Shutdown(ctx)}
 	for i := len(st.closers) - 1; i >= 0; i-- {
 		errs = append(errs, st.closers[i]())
 	}
@@ -181,12 +151,4 @@ func (st *stack) tokens(ctx context.Context, n int) ([]string, error) {
 		out = append(out, tok.AccessToken)
 	}
 	return out, nil
-}
-
-// subkey derives an independent key for one purpose from the secret, as
-// origin/cmd/origin does.
-func subkey(secret []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("lectern/" + purpose))
-	return m.Sum(nil)
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -380,9 +381,8 @@ func TestGivesUp(t *testing.T) {
 	// The first run becomes ready and exits 3 when told; every later one
 	// exits 3 before it is ready.
 	os.WriteFile(script, []byte("#!/bin/sh\nif [ -e \"$D/started\" ]; then exit 3; fi\ntouch \"$D/started\" \"$D/ready\"\nwhile [ ! -e \"$D/die\" ]; do sleep 0.01; done\nexit 3\n"), 0o755)
-	var out bytes.Buffer
-	var mu sync.Mutex
-	p := &proc{name: "child", bin: script, env: append(os.Environ(), "D="+dir), out: &lockedWriter{w: &out, mu: &mu},
+	var out logbuf.Buffer
+	p := &proc{name: "child", bin: script, env: append(os.Environ(), "D="+dir), out: &out,
 		pol: policy{backoff: 10 * time.Millisecond, maxBackoff: 30 * time.Millisecond, stable: time.Hour, giveUp: 3, grace: time.Second},
 		ready: func(ctx context.Context) bool {
 			for {
@@ -406,9 +406,7 @@ func TestGivesUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "3 restarts in a row failed") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("supervise: %v", err)
 	}
-	mu.Lock()
 	log := out.String()
-	mu.Unlock()
 	for _, want := range []string{
 		"stack: child exited (exit status 3); restarting it in 10ms",
 		"stack: restart 1 of the child failed: child exited before it was ready (exit status 3); retrying in 20ms",
@@ -418,15 +416,4 @@ func TestGivesUp(t *testing.T) {
 			t.Errorf("no %q in the log:\n%s", want, log)
 		}
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }

@@ -230,9 +230,9 @@ func (c *tokenCache) get(raw string, now time.Time) (token.Claims, bool) {
 	if !ok {
 		return token.Claims{}, false
 	}
-	if !now.Before(cl.Expiry.Add(Leeway)) ||
-		!cl.NotBefore.IsZero() && now.Before(cl.NotBefore.Add(-Leeway)) ||
-		!cl.IssuedAt.IsZero() && now.Before(cl.IssuedAt.Add(-Leeway)) {
+	if !now.Before(cl.Expiry.Add(token.DefaultLeeway)) ||
+		!cl.NotBefore.IsZero() && now.Before(cl.NotBefore.Add(-token.DefaultLeeway)) ||
+		!cl.IssuedAt.IsZero() && now.Before(cl.IssuedAt.Add(-token.DefaultLeeway)) {
 		delete(c.m, raw)
 		return token.Claims{}, false
 	}

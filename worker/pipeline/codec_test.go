@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 // wireOutput is an output message as a host reads it.
@@ -75,7 +77,7 @@ func TestCodecFlow(t *testing.T) {
 		t.Fatalf("second start: got %+v, want park", o2)
 	}
 	resume, _ := json.Marshal(map[string]any{"handle": h, "status": 200, "headers": [][]string{{"Content-Type", "application/json"}},
-		"body": string(jwks("k1")), "now": t0ms + 20})
+		"body": string(tokentest.JWKS("k1")), "now": t0ms + 20})
 	o = decodeOut(t, p.HandleResume(resume))
 	if o.Kind != "subrequest" || !o.Forward || o.URL != "http://origin.test/v1/subjects/algebra?tier=high" ||
 		!reflect.DeepEqual(o.Wake, []int64{o2.Handle}) {
@@ -109,7 +111,7 @@ func TestCodecRefresh(t *testing.T) {
 	if o.Kind != "subrequest" || !o.Forward || o.Refresh == nil || o.Refresh.URL != testCfg.JWKSURL || o.Refresh.Handle == 0 || o.Refresh.Handle == o.Handle {
 		t.Fatalf("start: got %+v, want a forward with a background refresh", o)
 	}
-	resume, _ := json.Marshal(map[string]any{"handle": o.Refresh.Handle, "status": 200, "body": string(jwks("k1", "k2")), "now": now.UnixMilli() + 5})
+	resume, _ := json.Marshal(map[string]any{"handle": o.Refresh.Handle, "status": 200, "body": string(tokentest.JWKS("k1", "k2")), "now": now.UnixMilli() + 5})
 	d := decodeOut(t, p.HandleResume(resume))
 	if want := (wireOutput{Kind: "done", Handle: o.Refresh.Handle}); !reflect.DeepEqual(d, want) {
 		t.Errorf("refresh answer: got %+v, want %+v", d, want)
@@ -149,13 +151,13 @@ func TestCodecMalformed(t *testing.T) {
 // object of a known kind.
 func FuzzHandle(f *testing.F) {
 	tok := sign("k1", t0, nil)
-	f.Add([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/subjects","query":"limit=5","headers":[["Authorization","Bearer %s"]],"now":%d}`, tok, t0ms)), []byte(`{"handle":1,"status":200,"body":`+string(mustJSON(string(jwks("k1"))))+`,"now":1793534400000}`))
+	f.Add([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/subjects","query":"limit=5","headers":[["Authorization","Bearer %s"]],"now":%d}`, tok, t0ms)), []byte(`{"handle":1,"status":200,"body":`+string(mustJSON(string(tokentest.JWKS("k1"))))+`,"now":1793534400000}`))
 	f.Add([]byte(`{"method":"HEAD","path":"/v1/tiers","query":"","now":1}`), []byte(`{"handle":1,"wake":true,"now":1}`))
 	f.Add([]byte(`{"method":"GET","path":"/.well-known/oauth-protected-resource","query":"a=%","headers":[["Connection","x"],["x","y"]],"now":9}`), []byte(`{"handle":1,"status":0,"error":"boom","now":10}`))
 	f.Add([]byte(`{"method":"GET","path":"/v1/subjects/a","query":"","headers":[["If-None-Match","*"],["Authorization","Bearer a.b.c"]],"now":1793534400000}`), []byte(`{"handle":2,"status":204,"headers":[["X-Lectern-Org","o"]],"now":1793534400001}`))
 	// Past the set's max age: a background refresh, then its answer.
 	stale := t0.Add(2 * time.Hour).UnixMilli()
-	f.Add([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/subjects","query":"","headers":[["Authorization","Bearer %s"]],"now":%d}`, sign("k1", t0.Add(2*time.Hour), nil), stale)), []byte(fmt.Sprintf(`{"handle":2,"status":200,"body":%s,"now":%d}`, mustJSON(string(jwks("k1"))), stale+1)))
+	f.Add([]byte(fmt.Sprintf(`{"method":"GET","path":"/v1/subjects","query":"","headers":[["Authorization","Bearer %s"]],"now":%d}`, sign("k1", t0.Add(2*time.Hour), nil), stale)), []byte(fmt.Sprintf(`{"handle":2,"status":200,"body":%s,"now":%d}`, mustJSON(string(tokentest.JWKS("k1"))), stale+1)))
 	f.Fuzz(func(t *testing.T, start, resume []byte) {
 		p := newPipeline()
 		installKeys(t, p, t0, "k1")

@@ -1,16 +1,11 @@
 package pipeline
 
 import (
-	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/shared/token"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 // The fixed world of these tests.
@@ -38,46 +33,23 @@ func newPipeline() *Pipeline {
 	return New(cfg)
 }
 
-func edKey(name string) ed25519.PrivateKey {
-	h := sha256.Sum256([]byte(name))
-	return ed25519.NewKeyFromSeed(h[:])
-}
-
-// jwks is a JWK Set holding the named Ed25519 keys, with kids the names.
-func jwks(kids ...string) []byte {
-	var parts []string
-	for _, kid := range kids {
-		x := base64.RawURLEncoding.EncodeToString(edKey(kid).Public().(ed25519.PublicKey))
-		parts = append(parts, fmt.Sprintf(`{"kty":"OKP","crv":"Ed25519","x":%q,"kid":%q,"alg":"EdDSA","use":"sig"}`, x, kid))
-	}
-	return []byte(`{"keys":[` + strings.Join(parts, ",") + `]}`)
-}
-
 // claims are a token's claims; sign fills the defaults.
-type claims map[string]any
+type claims = tokentest.Claims
 
 // sign makes an EdDSA JWT with key kid, issued at iat, living 900 s.
 func sign(kid string, iat time.Time, c claims) string {
 	full := claims{"iss": testCfg.Issuer, "aud": testCfg.Audience, "sub": "client1", "client_id": "client1",
 		"org": "acme", "scope": allScope, "iat": iat.Unix(), "nbf": iat.Unix(), "exp": iat.Add(900 * time.Second).Unix(), "jti": "j1"}
 	for k, v := range c {
-		if v == nil {
-			delete(full, k)
-		} else {
-			full[k] = v
-		}
+		full[k] = v // nil removes k
 	}
-	h, _ := json.Marshal(map[string]string{"alg": "EdDSA", "typ": "JWT", "kid": kid})
-	p, _ := json.Marshal(full)
-	signed := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(p)
-	sig := ed25519.Sign(edKey(kid), []byte(signed))
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+	return tokentest.Mint(kid, full)
 }
 
 // installKeys gives p a JWKS fetched at now, as a finished fetch would.
 func installKeys(t testing.TB, p *Pipeline, now time.Time, kids ...string) {
 	t.Helper()
-	set, err := token.ParseJWKS(jwks(kids...))
+	set, err := token.ParseJWKS(tokentest.JWKS(kids...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,11 @@
 package pipeline
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/ows"
+)
 
 // Handle names one request in flight (docs/edge.md: "state is kept per
 // handle"). Zero is never a request's handle.
@@ -183,7 +188,8 @@ func sortHeaders(h []Header) {
 // internal reports whether name is one of the edge protocol's own fields
 // (X-Lectern-*): never taken from a client, never shown to one.
 func internal(name string) bool {
-	return len(name) >= len("X-Lectern-") && equalFold(name[:len("X-Lectern-")], "X-Lectern-")
+	const p = edgesig.HeaderPrefix
+	return len(name) >= len(p) && equalFold(name[:len(p)], p)
 }
 
 // hopByHop reports whether name is a hop-by-hop field (RFC 9110 §7.6.1),
@@ -215,7 +221,7 @@ func listHas(list, name string) bool {
 		} else {
 			elem, list = list, ""
 		}
-		if equalFold(trimOWS(elem), name) {
+		if equalFold(ows.Trim(elem), name) {
 			return true
 		}
 	}
@@ -281,14 +287,4 @@ func indexByte(s string, c byte) int {
 		}
 	}
 	return -1
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }

@@ -11,15 +11,11 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/front"
+	"github.com/lectern-api/lectern/shared/reqid"
 	"github.com/lectern-api/lectern/shared/route"
+	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
 )
-
-// Realm is the realm of the Bearer challenges, the origin's.
-const Realm = "lectern"
-
-// Leeway is the clock skew allowed on exp, nbf and iat, the origin's.
-const Leeway = 30 * time.Second
 
 // Bounds on what the pipeline holds. Every one is far above what a real
 // request needs; they keep a broken or hostile host or client from
@@ -40,7 +36,7 @@ type Config struct {
 	JWKSURL          string // the identity provider's JWKS
 	Issuer           string // iss every token must carry
 	Audience         string // aud every token must hold
-	Secret           string // LECTERN_SECRET; only edgesig.Key(Secret) is kept
+	Secret           string // LECTERN_SECRET; only its edge subkey is kept
 	ResourceMetadata string // URL named in every 401 challenge
 	// Random, when set, replaces crypto/rand as the source of request
 	// ids. Tests use it; the reactor leaves it nil (WASI random_get backs
@@ -69,8 +65,8 @@ type Pipeline struct {
 	// resumeHeaders is the array of the last resume's header fields,
 	// reused: they and the output made of them live until the next call.
 	resumeHeaders []Header
-	scratch       []byte   // candidate's working bytes, reused
-	rnd           [12]byte // the random bytes of a request id
+	scratch       []byte                  // candidate's working bytes, reused
+	rnd           [reqid.RandomBytes]byte // the random bytes of a request id
 	gateURL       string
 
 	pending      map[Handle]*pending
@@ -92,8 +88,8 @@ func New(cfg Config) *Pipeline {
 		gateURL:          origin + edgesig.GatePath,
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
-		signer:           edgesig.NewSigner(edgesig.Key([]byte(cfg.Secret))),
-		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: Leeway},
+		signer:           edgesig.NewSigner(subkey.Derive([]byte(cfg.Secret), subkey.Edge)),
+		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: token.DefaultLeeway},
 		random:           r,
 		tokens:           newTokenCache(MaxTokens),
 		orgs:             newOrgCache(MaxOrgs),
@@ -341,7 +337,7 @@ func (p *Pipeline) gate(st *pending, now int64) Output {
 		Header{"Authorization", headerValue(st.req.Headers, "Authorization")},
 		Header{"If-None-Match", st.inm},
 		Header{"X-Request-Id", st.id},
-		Header{"X-Lectern-Target", target},
+		Header{edgesig.TargetHeader, target},
 		Header{edgesig.Header, sig},
 	)
 	if !p.keep(st, stageGate, now) {
@@ -407,7 +403,7 @@ func (p *Pipeline) learn(key orgKey, h []Header) {
 	if key.id == "" {
 		return
 	}
-	org, grants := headerValue(h, "X-Lectern-Org"), headerValue(h, "X-Lectern-Grants")
+	org, grants := headerValue(h, edgesig.OrgHeader), headerValue(h, edgesig.GrantsHeader)
 	if org == "" || grants == "" {
 		return
 	}
@@ -450,7 +446,7 @@ func (p *Pipeline) errorResponse(h Handle, id string, e *apierr.Error) Output {
 	for _, kv := range e.Headers() {
 		hs = append(hs, Header{kv.Name, kv.Value})
 	}
-	if c := token.ChallengeFor(e, Realm, p.resourceMetadata); c != "" {
+	if c := token.ChallengeFor(e, token.Realm, p.resourceMetadata); c != "" {
 		hs = append(hs, Header{"Www-Authenticate", c})
 	}
 	hs = append(hs, Header{"Content-Type", "application/json"}, Header{"Content-Length", itoa(len(body))})
@@ -564,28 +560,16 @@ func (p *Pipeline) release(st *pending) {
 	p.free = append(p.free, st)
 }
 
-// requestID keeps a well-formed incoming X-Request-Id (8–64 of
-// [A-Za-z0-9._-], the origin's rule) and otherwise makes one in the
-// origin's format, kept in t (nil: on the heap).
+// requestID keeps a well-formed incoming X-Request-Id and otherwise makes
+// one, by the rule both tiers follow (shared/reqid), kept in t (nil: on
+// the heap).
 func (p *Pipeline) requestID(in string, t *text) string {
-	if n := len(in); n >= 8 && n <= 64 {
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			c := in[i]
-			ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
-		}
-		if ok {
-			return in
-		}
+	if reqid.Valid(in) {
+		return in
 	}
-	const hex = "0123456789abcdef"
 	clear(p.rnd[:])
 	io.ReadFull(p.random, p.rnd[:]) // on failure the zero bytes still make a valid id
-	out := append(t.free(), "req_"...)
-	for _, c := range p.rnd {
-		out = append(out, hex[c>>4], hex[c&0xf])
-	}
-	return t.keep(out)
+	return t.keep(reqid.Append(t.free(), &p.rnd))
 }
 
 func itoa(n int) string {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 const rid = "req-test-0001"
@@ -126,7 +128,7 @@ func TestJWKSSingleFlight(t *testing.T) {
 	wantKind(t, b, Park)
 	wantKind(t, c, Park)
 
-	out := p.Resume(ResumeMsg{Handle: a.Handle, Status: 200, Body: jwks("k1"), Now: t0ms + 50})
+	out := p.Resume(ResumeMsg{Handle: a.Handle, Status: 200, Body: tokentest.JWKS("k1"), Now: t0ms + 50})
 	wantKind(t, out, Subrequest)
 	if !out.Forward {
 		t.Errorf("request a: got %+v, want a forward", out)
@@ -193,8 +195,8 @@ func TestJWKSFetchLost(t *testing.T) {
 	c := p.Start(get("/v1/tiers", "", t0ms+31_002, "Authorization", tok))
 	wantKind(t, c, Park)
 	// a's late answer is ignored: a waits for b's fetch like everyone else.
-	wantKind(t, p.Resume(ResumeMsg{Handle: a.Handle, Status: 200, Body: jwks("k1"), Now: t0ms + 31_003}), Park)
-	out = p.Resume(ResumeMsg{Handle: b.Handle, Status: 200, Body: jwks("k1"), Now: t0ms + 31_010})
+	wantKind(t, p.Resume(ResumeMsg{Handle: a.Handle, Status: 200, Body: tokentest.JWKS("k1"), Now: t0ms + 31_003}), Park)
+	out = p.Resume(ResumeMsg{Handle: b.Handle, Status: 200, Body: tokentest.JWKS("k1"), Now: t0ms + 31_010})
 	wantKind(t, out, Subrequest)
 	slices.Sort(out.Wake)
 	if want, got := []Handle{a.Handle, c.Handle}, out.Wake; !reflect.DeepEqual(want, got) {
@@ -214,7 +216,7 @@ func TestUnknownKidRefresh(t *testing.T) {
 	if out.URL != testCfg.JWKSURL {
 		t.Fatalf("got %s, want the JWKS", out.URL)
 	}
-	out = p.Resume(ResumeMsg{Handle: out.Handle, Status: 200, Body: jwks("k1", "k2"), Now: now.UnixMilli() + 10})
+	out = p.Resume(ResumeMsg{Handle: out.Handle, Status: 200, Body: tokentest.JWKS("k1", "k2"), Now: now.UnixMilli() + 10})
 	wantKind(t, out, Subrequest)
 	if !out.Forward {
 		t.Errorf("got %+v, want a forward", out)
@@ -258,7 +260,7 @@ func TestStaleSetRefreshedInBackground(t *testing.T) {
 		t.Errorf("a request got the refresh's handle %d", bg)
 	}
 
-	d := p.Resume(ResumeMsg{Handle: bg, Status: 200, Body: jwks("k1", "k2"), Now: ms + 10})
+	d := p.Resume(ResumeMsg{Handle: bg, Status: 200, Body: tokentest.JWKS("k1", "k2"), Now: ms + 10})
 	wantKind(t, d, Done)
 	if d.Handle != bg || !reflect.DeepEqual(d.Wake, []Handle{c.Handle}) || d.Refresh.Handle != 0 {
 		t.Errorf("refresh answer: got %+v, want done waking %d", d, c.Handle)
@@ -276,7 +278,7 @@ func TestStaleSetRefreshedInBackground(t *testing.T) {
 	}
 	// A second answer for the same handle (or a late one) is no fetch in
 	// flight: a host error, which changes nothing.
-	if out := p.Resume(ResumeMsg{Handle: bg, Status: 200, Body: jwks("k1"), Now: ms + 20}); out.Kind != Response || out.Status != 500 {
+	if out := p.Resume(ResumeMsg{Handle: bg, Status: 200, Body: tokentest.JWKS("k1"), Now: ms + 20}); out.Kind != Response || out.Status != 500 {
 		t.Errorf("second answer: got %s %d, want 500", out.Kind, out.Status)
 	}
 	if p.keys.Keys().Len() != 2 {
@@ -312,13 +314,13 @@ func TestStaleSetRefreshFails(t *testing.T) {
 		t.Fatalf("after the lost refresh: got %+v, want a forward with a new refresh", next)
 	}
 	// The lost one's late answer is ignored; the new one's ends it.
-	if out := p.Resume(ResumeMsg{Handle: lost.Refresh.Handle, Status: 200, Body: jwks("k1", "k9"), Now: ms + 62_001}); out.Kind != Response || out.Status != 500 {
+	if out := p.Resume(ResumeMsg{Handle: lost.Refresh.Handle, Status: 200, Body: tokentest.JWKS("k1", "k9"), Now: ms + 62_001}); out.Kind != Response || out.Status != 500 {
 		t.Errorf("late answer: got %s %d, want 500", out.Kind, out.Status)
 	}
 	if _, ok := p.keys.Keys().Lookup("k9"); ok {
 		t.Error("a late answer replaced the set")
 	}
-	wantKind(t, p.Resume(ResumeMsg{Handle: next.Refresh.Handle, Status: 200, Body: jwks("k1", "k9"), Now: ms + 62_002}), Done)
+	wantKind(t, p.Resume(ResumeMsg{Handle: next.Refresh.Handle, Status: 200, Body: tokentest.JWKS("k1", "k9"), Now: ms + 62_002}), Done)
 	if _, ok := p.keys.Keys().Lookup("k9"); !ok {
 		t.Error("the refresh in flight did not install its set")
 	}
@@ -431,7 +433,7 @@ func TestForwardPassthrough(t *testing.T) {
 	if !regexp.MustCompile(`^req_[0-9a-f]{24}$`).MatchString(id) {
 		t.Errorf("X-Request-Id %q", id)
 	}
-	if !edgesig.Verify(edgesig.Key([]byte(testCfg.Secret)), h["X-Lectern-Edge"], edgesig.Forward, "POST", "/v1/media/urls", id, t0.Unix()) {
+	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Forward, "POST", "/v1/media/urls", id, t0.Unix()) {
 		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
 	}
 	delete(h, "X-Lectern-Edge")
@@ -517,7 +519,7 @@ func gateSetup(t *testing.T) (*Pipeline, string, Output) {
 	}
 	h := headerMap(t, out.Headers)
 	target := "/v1/subjects/algebra?tier=high&detail=full"
-	if !edgesig.Verify(edgesig.Key([]byte(testCfg.Secret)), h["X-Lectern-Edge"], edgesig.Gate, "POST", target, rid, t0.Unix()+1) {
+	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Gate, "POST", target, rid, t0.Unix()+1) {
 		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
 	}
 	delete(h, "X-Lectern-Edge")
@@ -562,7 +564,7 @@ func TestGate412Forwards(t *testing.T) {
 	if h["Authorization"] != tok || h["Accept-Encoding"] != "br" || h["X-Request-Id"] != rid {
 		t.Errorf("forward headers %v", h)
 	}
-	if !edgesig.Verify(edgesig.Key([]byte(testCfg.Secret)), h["X-Lectern-Edge"], edgesig.Forward, "GET", "/v1/subjects/algebra?tier=high&detail=full", rid, t0.Unix()+1) {
+	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Forward, "GET", "/v1/subjects/algebra?tier=high&detail=full", rid, t0.Unix()+1) {
 		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
 	}
 }

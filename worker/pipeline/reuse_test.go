@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 // TestReuseMatchesFresh runs random interleavings of requests through the
@@ -107,7 +108,7 @@ func reuseRun(t *testing.T, seed uint64) {
 			case w.jwks && rng.IntN(5) == 0:
 				msg = fmt.Appendf(nil, `{"handle":%d,"status":0,"error":"refused","now":%d}`, w.handle, now)
 			case w.jwks:
-				msg = fmt.Appendf(nil, `{"handle":%d,"status":200,"headers":[["Content-Type","application/json"]],"body":%q,"now":%d}`, w.handle, jwks("k1"), now)
+				msg = fmt.Appendf(nil, `{"handle":%d,"status":200,"headers":[["Content-Type","application/json"]],"body":%q,"now":%d}`, w.handle, tokentest.JWKS("k1"), now)
 			default:
 				org := orgOf(w.tok)
 				if org == "" {

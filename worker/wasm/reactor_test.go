@@ -4,10 +4,7 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 	"github.com/lectern-api/lectern/wasmtest/host"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -160,22 +158,9 @@ func (g *guest) do(fn string, msg any) msgOut {
 	return o
 }
 
-func edKey() ed25519.PrivateKey {
-	h := sha256.Sum256([]byte("worker/wasm test key"))
-	return ed25519.NewKeyFromSeed(h[:])
-}
-
-func testJWKS() string {
-	x := base64.RawURLEncoding.EncodeToString(edKey().Public().(ed25519.PublicKey))
-	return fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"k1","alg":"EdDSA","use":"sig"}]}`, x)
-}
-
 func testToken(now time.Time, jti string) string {
-	h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","typ":"JWT","kid":"k1"}`))
-	p, _ := json.Marshal(map[string]any{"iss": "http://idp.test", "aud": "lectern-api", "sub": "c1", "client_id": "c1", "org": "acme",
+	return tokentest.Mint("k1", tokentest.Claims{"iss": "http://idp.test", "aud": "lectern-api", "sub": "c1", "client_id": "c1", "org": "acme",
 		"scope": "service-api/content.read", "iat": now.Unix(), "exp": now.Unix() + 900, "jti": jti})
-	s := h + "." + base64.RawURLEncoding.EncodeToString(p)
-	return s + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(edKey(), []byte(s)))
 }
 
 const config = `{"origin":"http://origin.test","jwksUrl":"http://idp.test/jwks","issuer":"http://idp.test","audience":"lectern-api","secret":"0123456789abcdef0123456789abcdef","resourceMetadata":"http://edge.test/.well-known/oauth-protected-resource"}`
@@ -214,7 +199,7 @@ func TestReactor(t *testing.T) {
 			if a.Kind != "subrequest" || a.URL != "http://idp.test/jwks" || p.Kind != "park" {
 				t.Fatalf("JWKS: got %+v and %+v", a, p)
 			}
-			o = g.do("resume", map[string]any{"handle": a.Handle, "status": 200, "body": testJWKS(), "now": ms + 1})
+			o = g.do("resume", map[string]any{"handle": a.Handle, "status": 200, "body": string(tokentest.JWKS("k1")), "now": ms + 1})
 			if o.Kind != "subrequest" || !o.Forward || o.URL != "http://origin.test/v1/tiers" || len(o.Wake) != 1 || o.Wake[0] != p.Handle {
 				t.Fatalf("after the JWKS: got %+v", o)
 			}
@@ -259,7 +244,7 @@ func BenchmarkReactor(b *testing.B) {
 			ms := now.UnixMilli()
 			tok := "Bearer " + testToken(now, "cached")
 			o := g.do("start", startMsg("/v1/tiers", tok, ms))
-			g.do("resume", map[string]any{"handle": o.Handle, "status": 200, "body": testJWKS(), "now": ms})
+			g.do("resume", map[string]any{"handle": o.Handle, "status": 200, "body": string(tokentest.JWKS("k1")), "now": ms})
 			run := func(name string, msg func(i int) []byte) {
 				b.Run(name, func(b *testing.B) {
 					i := 0

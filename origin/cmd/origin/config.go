@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/origin/wiring"
 )
 
 // config is the operator contract of DESIGN.md: environment variables,
@@ -118,7 +119,7 @@ func (c *config) check() error {
 	if c.OriginAddr == off {
 		errs = append(errs, errors.New("LECTERN_ORIGIN_ADDR cannot be off: the public API is what an origin serves"))
 	}
-	if isPostgres(c.DB) {
+	if wiring.IsPostgres(c.DB) {
 		if c.Secret == "" {
 			errs = append(errs, errors.New("LECTERN_SECRET is required with a PostgreSQL LECTERN_DB: "+
 				"every origin on the database must use the same one (cursors, tags, edge signatures, sealed signing keys), "+

@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/subkey"
 )
 
-var testEdgeKey = edgesig.Key([]byte("a-test-secret-of-at-least-32-characters"))
+var testEdgeKey = subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
 
 // gate makes the edge's gate call for a conditional GET of target.
 func (s *testStack) gate(target, tok, inm, reqID string, sign bool) *http.Response {

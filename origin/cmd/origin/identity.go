@@ -8,6 +8,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/wiring"
 )
 
 // The refresh policy of the dev provider's keys read from the database
@@ -29,9 +30,8 @@ const (
 // every origin's provider, whether or not that origin is up, and whether
 // or not this one runs a provider. Keys that do not open with this
 // deployment's secret stop the start either way.
-func (st *stack) identity(ctx context.Context, cfg config, secret []byte) (*idp.IdP, *auth.Authenticator, error) {
-	icfg := idp.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Store: st.store, Now: st.clock.Now, Logger: st.log,
-		SealKey: subkey(secret, "idp-keys")}
+func (st *stack) identity(ctx context.Context, d wiring.Deployment, cfg config) (*idp.IdP, *auth.Authenticator, error) {
+	icfg := d.IdP(st.store, st.clock.Now, st.log)
 	var provider *idp.IdP
 	if cfg.IdPAddr != off {
 		var err error

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
@@ -67,7 +68,7 @@ func startPeer(t *testing.T, db *peerDB, name, corpusDir string) (*peer, error) 
 	q := u.Query()
 	q.Set("application_name", name)
 	u.RawQuery = q.Encode()
-	stderr := &lockedWriter{w: new(strings.Builder)}
+	stderr := &logbuf.Buffer{}
 	cmd, urls, err := startChild(append(os.Environ(), "LECTERN_KILL_CHILD=1",
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+u.String(), "LECTERN_CORPUS="+corpusDir,
@@ -86,24 +87,6 @@ func startPeer(t *testing.T, db *peerDB, name, corpusDir string) (*peer, error) 
 	})
 	p.testStack = &testStack{t: t, stack: &stack{OriginURL: urls[0], IdPURL: urls[1], AdminURL: urls[2], AdminToken: "admin-token-for-tests"}}
 	return p, nil
-}
-
-// lockedWriter collects a child's standard error while the test may read it.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }
 
 // startPeers starts n origins at once on db, as a deployment does.

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -100,11 +98,4 @@ func tightened(log *slog.Logger, fix func(string) (fs.FileMode, error), path str
 		log.Warn("a path holding secrets was open to others: restricted to its owner", "path", path, "was", loose.String())
 	}
 	return nil
-}
-
-// subkey derives an independent key for one purpose from the secret.
-func subkey(secret []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("lectern/" + purpose))
-	return m.Sum(nil)
 }

@@ -6,26 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
-	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/origin/meter/pgmeter"
-	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/origin/store/pgstore"
-	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
 )
@@ -43,8 +35,7 @@ type stack struct {
 	clock     *clock.Clock
 	store     store.Store
 	meters    meter.Store
-	servers   []*http.Server
-	limits    httpsrv.Limits // of every listener (config.Limits)
+	servers   wiring.Servers // every listener, under config.Limits
 	log       *slog.Logger
 
 	stopWatch func() // stops the test clock's Watch and waits for it
@@ -76,7 +67,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	}()
 	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
 	st.AdminToken = cfg.AdminToken
-	st.limits = cfg.Limits
+	st.servers = wiring.Servers{Limits: cfg.Limits, Logger: st.log}
 	if cfg.Issuer == "" {
 		// SQLite and a provider of its own (parseConfig): tokens name
 		// the address it listens on.
@@ -86,17 +77,18 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		cfg.PublicURL = st.OriginURL
 	}
 
-	secret, err := loadSecret(cfg.Secret, !isPostgres(cfg.DB), st.log)
+	secret, err := loadSecret(cfg.Secret, !wiring.IsPostgres(cfg.DB), st.log)
 	if err != nil {
 		return nil, err
 	}
-	if !isPostgres(cfg.DB) {
+	d := deployment(cfg, secret)
+	if !wiring.IsPostgres(cfg.DB) {
 		// Before the corpus, which may be generated into var/ too.
 		if err := secureDB(st.log, cfg.DB); err != nil {
 			return nil, err
 		}
 	}
-	if st.store, st.meters, err = openStores(ctx, cfg.DB); err != nil {
+	if st.store, st.meters, err = wiring.OpenStores(ctx, cfg.DB); err != nil {
 		return nil, err
 	}
 	if err := st.openCorpus(ctx, cfg.Corpus, stdout); err != nil {
@@ -105,25 +97,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err := st.openClock(ctx, cfg.TestClock); err != nil {
 		return nil, err
 	}
-	provider, verifier, err := st.identity(ctx, cfg, secret)
+	provider, verifier, err := st.identity(ctx, d, cfg)
 	if err != nil {
 		return nil, err
 	}
-	api := server.New(server.Config{
-		Store:                st.store,
-		Auth:                 verifier,
-		Content:              st.content.Load,
-		Now:                  st.clock.Now,
-		Logger:               st.log,
-		Resource:             cfg.PublicURL,
-		AuthorizationServers: []string{cfg.Issuer},
-		ResourceMetadataURL:  cfg.PublicURL + "/.well-known/oauth-protected-resource",
-		LicenseURL:           cfg.LicenseURL,
-		Meters:               st.meters,
-		TagKey:               subkey(secret, "tag"),
-		CursorKey:            subkey(secret, "cursor"),
-		EdgeKey:              edgesig.Key(secret),
-	})
+	api := d.API(wiring.Parts{Store: st.store, Meters: st.meters, Auth: verifier, Content: st.content.Load,
+		Now: st.clock.Now, Logger: st.log})
 	adm := admin.Handler(admin.Config{
 		Token:     cfg.AdminToken,
 		Store:     st.store,
@@ -136,12 +115,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		Orgs:   api,
 		Logger: st.log,
 	})
-	st.serve(originLn, api)
+	st.servers.Serve(originLn, api)
 	if idpLn != nil {
-		st.serve(idpLn, provider.Handler())
+		st.servers.Serve(idpLn, provider.Handler())
 	}
 	if adminLn != nil {
-		st.serve(adminLn, adm)
+		st.servers.Serve(adminLn, adm)
 	}
 	st.followCorpus(cfg.CorpusSync)
 
@@ -151,14 +130,11 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	return st, nil
 }
 
-// serve serves h on ln under the limits every listener has (package
-// httpsrv: how long and how much a client may send, and net/http's own
-// refusals in the API's error body).
-func (st *stack) serve(ln net.Listener, h http.Handler) {
-	cfg := httpsrv.Config{Limits: st.limits, Logger: st.log}
-	srv := httpsrv.New(h, cfg)
-	st.servers = append(st.servers, srv)
-	go srv.Serve(httpsrv.Listener(ln, cfg))
+// deployment is what cfg and the secret make of the origins' common
+// settings.
+func deployment(cfg config, secret []byte) wiring.Deployment {
+	return wiring.Deployment{Secret: secret, PublicURL: cfg.PublicURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
+		LicenseURL: cfg.LicenseURL}
 }
 
 // clockSync is how often a test clock adopts the moves other origins on
@@ -198,10 +174,7 @@ func (st *stack) openClock(ctx context.Context, testClock bool) error {
 func (st *stack) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var errs []error
-	for _, srv := range st.servers {
-		errs = append(errs, srv.Shutdown(ctx))
-	}
+	errs := []error{st.servers.Shutdown(ctx)}
 	if st.stopWatch != nil {
 		st.stopWatch()
 	}
@@ -215,38 +188,6 @@ func (st *stack) Close() error {
 		errs = append(errs, st.store.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// openStores opens the store and the meters on one database: PostgreSQL
-// for a postgres:// URL, SQLite otherwise.
-func openStores(ctx context.Context, dsn string) (store.Store, meter.Store, error) {
-	if isPostgres(dsn) {
-		s, err := pgstore.New(ctx, dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		m, err := pgmeter.New(ctx, dsn, pgmeter.Options{})
-		if err != nil {
-			s.Close()
-			return nil, nil, err
-		}
-		return s, m, nil
-	}
-	s, err := sqlitestore.New(ctx, dsn)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := sqlitemeter.New(ctx, dsn, sqlitemeter.Options{})
-	if err != nil {
-		s.Close()
-		return nil, nil, err
-	}
-	return s, m, nil
-}
-
-// isPostgres reports whether the LECTERN_DB setting names PostgreSQL.
-func isPostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 // demoOrg is the organisation make run creates on a new database.

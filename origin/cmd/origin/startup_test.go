@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -19,12 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/subkey"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
 // TestStartupRefusals (issue #14, point 5): with PostgreSQL an origin
@@ -101,13 +101,8 @@ func TestStartupRefusals(t *testing.T) {
 // another OAuth2 server"), its issuer kept as it is, trailing slash and
 // all.
 func TestOtherIssuer(t *testing.T) {
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"other-1","alg":"EdDSA","use":"sig"}]}`,
-		base64.RawURLEncoding.EncodeToString(pub))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
+	jwks := tokentest.JWKS("other-1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(jwks) }))
 	defer srv.Close()
 	const issuer = "https://other.example/"
 	dir := t.TempDir()
@@ -116,13 +111,8 @@ func TestOtherIssuer(t *testing.T) {
 	defer s.Close()
 	s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
 	now := s.clock.Now()
-	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": issuer, "aud": "lectern-api", "sub": "c1",
+	raw := tokentest.Mint("other-1", tokentest.Claims{"iss": issuer, "aud": "lectern-api", "sub": "c1",
 		"client_id": "c1", "org": "acme", "scope": "service-api/content.read", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})
-	tok.Header["kid"] = "other-1"
-	raw, err := tok.SignedString(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if r := s.get("GET", "/v1/tiers", raw); r.status != 200 {
 		t.Fatalf("the other issuer's token: %d %s", r.status, r.body)
 	}
@@ -146,8 +136,8 @@ func TestListenersOff(t *testing.T) {
 	b := bootStack(t, testEnv(dir, map[string]string{"LECTERN_IDP_ADDR": "off", "LECTERN_ADMIN_ADDR": "off",
 		"LECTERN_ISSUER": issuer}), nil)
 	defer b.Close()
-	if b.IdPURL != "" || b.AdminURL != "" || len(b.servers) != 1 {
-		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", b.IdPURL, b.AdminURL, len(b.servers))
+	if b.IdPURL != "" || b.AdminURL != "" || b.servers.Len() != 1 {
+		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", b.IdPURL, b.AdminURL, b.servers.Len())
 	}
 	for _, line := range []string{"identity provider  off", "admin API          off"} {
 		if !strings.Contains(b.out.String(), line) {
@@ -264,7 +254,7 @@ func TestOriginsSharePostgres(t *testing.T) {
 	}
 	defer ps.Close()
 	fast, err := idp.New(t.Context(), idp.Config{Issuer: issuer, Audience: "lectern-api", Store: ps,
-		SealKey: subkey([]byte(getenv("LECTERN_SECRET")), "idp-keys"), RotateAfter: 2 * time.Second, PublishAhead: time.Second})
+		SealKey: subkey.Derive([]byte(getenv("LECTERN_SECRET")), subkey.IDPKeys), RotateAfter: 2 * time.Second, PublishAhead: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,8 +280,8 @@ func TestOriginsSharePostgres(t *testing.T) {
 	c := bootStack(t, testEnv(dir, map[string]string{"LECTERN_DB": dsn, "LECTERN_ISSUER": issuer,
 		"LECTERN_IDP_ADDR": "off", "LECTERN_ADMIN_ADDR": "off"}), nil)
 	defer c.Close()
-	if c.IdPURL != "" || c.AdminURL != "" || len(c.servers) != 1 {
-		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", c.IdPURL, c.AdminURL, len(c.servers))
+	if c.IdPURL != "" || c.AdminURL != "" || c.servers.Len() != 1 {
+		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", c.IdPURL, c.AdminURL, c.servers.Len())
 	}
 	for name, tok := range map[string]string{"stopped a's": unseen, "b's": fromB, "the fast provider's": newer} {
 		if r := c.get("GET", "/v1/tiers", tok); r.status != 200 {
@@ -343,7 +333,7 @@ func TestMadeUpKidsRateLimited(t *testing.T) {
 	cs := &countingStore{Store: db}
 	st := &stack{store: cs, clock: clock.New(nil), log: slog.New(slog.DiscardHandler)}
 	cfg := config{IdPAddr: off, Issuer: "https://auth.example", Audience: "lectern-api"}
-	_, verifier, err := st.identity(t.Context(), cfg, []byte("a-test-secret-of-at-least-32-characters"))
+	_, verifier, err := st.identity(t.Context(), deployment(cfg, []byte("a-test-secret-of-at-least-32-characters")), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

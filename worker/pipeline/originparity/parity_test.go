@@ -1,11 +1,6 @@
 package originparity
 
 import (
-	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -15,28 +10,20 @@ import (
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/server"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 	"github.com/lectern-api/lectern/worker/pipeline"
 )
 
 var (
-	t0  = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	key = func() ed25519.PrivateKey { h := sha256.Sum256([]byte("parity")); return ed25519.NewKeyFromSeed(h[:]) }()
-	rm  = "http://edge.test/.well-known/oauth-protected-resource"
+	t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	rm = "http://edge.test/.well-known/oauth-protected-resource"
 )
 
 const iss, aud, rid = "http://idp.test", "lectern-api", "req-parity-01"
 
-func jwks() []byte {
-	x := base64.RawURLEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
-	return []byte(fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"k1","alg":"EdDSA","use":"sig"}]}`, x))
-}
-
 func sign(kid, scope string, exp time.Time) string {
-	h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","typ":"JWT","kid":"` + kid + `"}`))
-	p, _ := json.Marshal(map[string]any{"iss": iss, "aud": aud, "sub": "c1", "client_id": "c1", "org": "acme",
+	return tokentest.Mint(kid, tokentest.Claims{"iss": iss, "aud": aud, "sub": "c1", "client_id": "c1", "org": "acme",
 		"scope": scope, "iat": t0.Unix(), "exp": exp.Unix()})
-	s := h + "." + base64.RawURLEncoding.EncodeToString(p)
-	return s + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(key, []byte(s)))
 }
 
 // TestLocalAnswersMatchOrigin runs each request through the origin's
@@ -44,7 +31,7 @@ func sign(kid, scope string, exp time.Time) string {
 // the same status, headers (Date aside: the origin's handler under
 // httptest writes none) and body.
 func TestLocalAnswersMatchOrigin(t *testing.T) {
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(jwks()) }))
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(tokentest.JWKS("k1")) }))
 	defer idp.Close()
 	now := func() time.Time { return t0 }
 	origin := server.New(server.Config{Auth: auth.New(auth.Config{Issuer: iss, Audience: aud, JWKSURL: idp.URL, Now: now}),
@@ -55,7 +42,7 @@ func TestLocalAnswersMatchOrigin(t *testing.T) {
 	ms := t0.UnixMilli()
 	out := edge.Start(pipeline.Request{Method: "GET", Path: "/v1/tiers", Now: ms,
 		Headers: []pipeline.Header{{Name: "Authorization", Value: "Bearer " + sign("k1", "service-api/content.read", t0.Add(time.Hour))}}})
-	edge.Resume(pipeline.ResumeMsg{Handle: out.Handle, Status: 200, Body: jwks(), Now: ms})
+	edge.Resume(pipeline.ResumeMsg{Handle: out.Handle, Status: 200, Body: tokentest.JWKS("k1"), Now: ms})
 
 	good := "Bearer " + sign("k1", "service-api/content.read", t0.Add(900*time.Second))
 	tests := []struct{ method, target, authz string }{

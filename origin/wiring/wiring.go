@@ -1,0 +1,140 @@
+// Package wiring assembles an origin from its parts, the one way every
+// origin is put together: the store and the meters on one database, the
+// public API and the identity provider keyed from the deployment secret,
+// and listeners served under the limits of origin/httpsrv.
+// origin/cmd/origin runs it on its configured addresses; tools/bench runs
+// the same code in process, so the bench measures the origin that ships.
+package wiring
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/pgmeter"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/server"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/store/pgstore"
+	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/subkey"
+)
+
+// OpenStores opens the store and the meters on one database: PostgreSQL
+// for a postgres:// URL, SQLite otherwise. On an error neither is left
+// open.
+func OpenStores(ctx context.Context, dsn string) (store.Store, meter.Store, error) {
+	if IsPostgres(dsn) {
+		s, err := pgstore.New(ctx, dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := pgmeter.New(ctx, dsn, pgmeter.Options{})
+		if err != nil {
+			s.Close()
+			return nil, nil, err
+		}
+		return s, m, nil
+	}
+	s, err := sqlitestore.New(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := sqlitemeter.New(ctx, dsn, sqlitemeter.Options{})
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, m, nil
+}
+
+// IsPostgres reports whether the LECTERN_DB setting names PostgreSQL.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Deployment is what is one for all the origins of a deployment: the
+// secret every key derives from (shared/subkey), the public API's base
+// URL, and the identity provider whose tokens it accepts.
+type Deployment struct {
+	Secret     []byte // LECTERN_SECRET
+	PublicURL  string // the public API's base URL, also its resource identifier
+	Issuer     string
+	Audience   string
+	LicenseURL string
+}
+
+// Parts are what one origin's public API serves from.
+type Parts struct {
+	Store   store.Store
+	Meters  meter.Store
+	Auth    *auth.Authenticator
+	Content func() *server.Content // the corpus being served; reloads swap it
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// API is the public API of d served from p.
+func (d Deployment) API(p Parts) *server.Server {
+	return server.New(server.Config{
+		Store:                p.Store,
+		Auth:                 p.Auth,
+		Content:              p.Content,
+		Now:                  p.Now,
+		Logger:               p.Logger,
+		Resource:             d.PublicURL,
+		AuthorizationServers: []string{d.Issuer},
+		ResourceMetadataURL:  d.PublicURL + "/.well-known/oauth-protected-resource",
+		LicenseURL:           d.LicenseURL,
+		Meters:               p.Meters,
+		TagKey:               subkey.Derive(d.Secret, subkey.Tag),
+		CursorKey:            subkey.Derive(d.Secret, subkey.Cursor),
+		EdgeKey:              subkey.Derive(d.Secret, subkey.Edge),
+	})
+}
+
+// IdP is the configuration of d's identity provider on s, its signing
+// seeds sealed under the secret: for idp.New, and for idp.NewPublicKeys
+// where an origin reads the provider's keys from the database.
+func (d Deployment) IdP(s store.Store, now func() time.Time, log *slog.Logger) idp.Config {
+	return idp.Config{Issuer: d.Issuer, Audience: d.Audience, Store: s, Now: now, Logger: log,
+		SealKey: subkey.Derive(d.Secret, subkey.IDPKeys)}
+}
+
+// Servers serves an origin's listeners, every one under the same limits
+// (origin/httpsrv: how long and how much a client may send, and net/http's
+// own refusals in the API's error body), and drains them together.
+type Servers struct {
+	Limits  httpsrv.Limits // zero: httpsrv.Default
+	Logger  *slog.Logger
+	servers []*http.Server
+}
+
+// Serve serves h on ln in the background until Shutdown.
+func (s *Servers) Serve(ln net.Listener, h http.Handler) {
+	cfg := httpsrv.Config{Limits: s.Limits, Logger: s.Logger}
+	srv := httpsrv.New(h, cfg)
+	s.servers = append(s.servers, srv)
+	go srv.Serve(httpsrv.Listener(ln, cfg))
+}
+
+// Len is how many listeners s serves.
+func (s *Servers) Len() int { return len(s.servers) }
+
+// Shutdown stops serving, letting the requests in flight finish within
+// ctx, in the order the listeners were served.
+func (s *Servers) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, srv := range s.servers {
+		errs = append(errs, srv.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,26 @@
+// Package subkey derives the deployment's keys from its one secret,
+// LECTERN_SECRET: for each purpose, HMAC-SHA-256 keyed with the secret
+// over "lectern/" and the purpose, so that no two uses share a key and
+// none reveals the secret. The origin and the edge both derive the edge's
+// key here, so they agree on it by construction.
+package subkey
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+)
+
+// The purposes, each with a key of its own.
+const (
+	Tag     = "tag"      // the licence envelope's forensic tag (origin/server)
+	Cursor  = "cursor"   // sealing pagination cursors (shared/cursor)
+	IDPKeys = "idp-keys" // sealing the identity provider's signing seeds (origin/idp)
+	Edge    = "gate"     // the edge's signatures on forwards and gate calls (shared/edgesig)
+)
+
+// Derive returns the 32-byte key for purpose.
+func Derive(secret []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("lectern/" + purpose))
+	return m.Sum(nil)
+}
