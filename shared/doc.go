@@ -28,6 +28,7 @@
 //	shared/internal/vectors       reads the testdata vectors shared with wasmtest
 //	shared/jsoncheck              linear-time checks on raw JSON before a parser recurses
 //	shared/jsonenc                JSON appended to byte slices without reflection
+//	shared/logbuf                 for tests: a log sink goroutines write while the test reads it
 //	shared/ows                    the optional whitespace around HTTP field values (RFC 9110 §5.6.3)
 //	shared/param                  strict query and body parsing against the route table
 //	shared/reqid                  the request id rule: which incoming X-Request-Id is kept, how a new one is made
@@ -36,7 +37,6 @@
 //	shared/subkey                 the keys derived from the deployment secret, one a purpose
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
 //	shared/token/tokentest        for tests: deterministic keys, JWK Sets and signed tokens
-//	internal/logbuf               for tests: a log sink goroutines write while the test reads it
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin
 //	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/wasmtest/host"
 	"golang.org/x/oauth2/clientcredentials"
 )

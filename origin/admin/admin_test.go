@@ -20,12 +20,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/logbuf"
 	"golang.org/x/crypto/bcrypt"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
 // holdTrip is the meters the server bills through, except that the op

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
 // stallingStore holds GetOrg (the organisation gate) until the request's

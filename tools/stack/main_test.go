@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/shared/logbuf"
 	"golang.org/x/oauth2/clientcredentials"
 )
 

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/lectern-api/lectern/internal/logbuf"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
+	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
 // Issue #14: several origins on one PostgreSQL database, each a process

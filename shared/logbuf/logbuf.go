@@ -1,7 +1,7 @@
 // Package logbuf is for tests: a log sink that servers' goroutines write
-// while the test reads it. It sits at the module's root, under internal/,
-// so that the origin's tests and wasmtest share it; the product never
-// imports it.
+// while the test reads it. It sits in shared/ (the folders at the top are
+// fixed by DESIGN.md) so that the origin's, the tools' and wasmtest's tests
+// share it; the product never imports it.
 package logbuf
 
 import (
