@@ -93,9 +93,10 @@ type Options struct {
 
 // Store is a meter.Store backed by a PostgreSQL database.
 type Store struct {
-	pool *pool
-	w    *writer // the committer's; used by its goroutine only
-	c    *batch.Committer
+	pool  *pool
+	w     *writer // the committer's; used by its goroutine only
+	c     *batch.Committer
+	front batch.Front // Apply and Reinstate: to c, or to commit without it
 
 	noGroup   sync.RWMutex // NoGroupCommit: held for reading by Apply, for writing by Close
 	closed    bool
@@ -131,6 +132,7 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		s.w = &writer{backend: backend{conn}, pool: p}
 		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
 	}
+	s.front = batch.Front{Committer: s.c, Alone: s.commit}
 	return s, nil
 }
 
@@ -152,33 +154,14 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig) error {
 // queue withdraws it; once its batch is committing, Apply waits for that
 // transaction and reports its outcome.
 func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
-	if err := batch.Validate(op); err != nil {
-		return meter.Result{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return meter.Result{}, err
-	}
-	if s.c != nil {
-		return s.c.Apply(ctx, op)
-	}
-	return s.commit(ctx, batch.Job{Op: op})
+	return s.front.Apply(ctx, op)
 }
 
 // Reinstate lifts the enumeration alarm of org, in a batch, and reports
 // whether one was in force. An error means nothing was changed (but see
 // the package comment on a connection lost during COMMIT).
 func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
-	if org == "" {
-		return false, errors.New("meter reinstate: empty org")
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if s.c != nil {
-		return s.c.Reinstate(ctx, org)
-	}
-	res, err := s.commit(ctx, batch.Job{Op: meter.Op{Org: org}, Reinstate: true})
-	return res.Suspended, err
+	return s.front.Reinstate(ctx, org)
 }
 
 // commit runs j in a transaction of its own on a pooled connection

@@ -85,11 +85,12 @@ type Options struct {
 
 // Store is a meter.Store backed by one SQLite file.
 type Store struct {
-	db   *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
-	rdb  *sql.DB // read-only connections for Usage
-	w    writer  // the batches' backend: the committer's, or Apply's under NoGroupCommit
-	c    *batch.Committer
-	lock *os.File
+	db    *sql.DB // the one write connection; every transaction is BEGIN IMMEDIATE
+	rdb   *sql.DB // read-only connections for Usage
+	w     writer  // the batches' backend: the committer's, or Apply's under NoGroupCommit
+	c     *batch.Committer
+	front batch.Front // Apply and Reinstate: to c, or to commit without it
+	lock  *os.File
 
 	noGroup   sync.RWMutex // NoGroupCommit: held for reading by Apply, for writing by Close
 	closed    bool
@@ -146,6 +147,7 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.memo = newMemo()
 		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
 	}
+	s.front = batch.Front{Committer: s.c, Alone: s.commit}
 	return s, nil
 }
 
@@ -174,32 +176,13 @@ func open(ctx context.Context, dsn string) (*sql.DB, error) {
 // the queue withdraws it; once its batch is committing, Apply waits for
 // that transaction and reports its outcome.
 func (s *Store) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
-	if err := batch.Validate(op); err != nil {
-		return meter.Result{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return meter.Result{}, err
-	}
-	if s.c != nil {
-		return s.c.Apply(ctx, op)
-	}
-	return s.commit(ctx, batch.Job{Op: op})
+	return s.front.Apply(ctx, op)
 }
 
 // Reinstate lifts the enumeration alarm of org, in a batch, and reports
 // whether one was in force. An error means nothing was changed.
 func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
-	if org == "" {
-		return false, errors.New("meter reinstate: empty org")
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if s.c != nil {
-		return s.c.Reinstate(ctx, org)
-	}
-	res, err := s.commit(ctx, batch.Job{Op: meter.Op{Org: org}, Reinstate: true})
-	return res.Suspended, err
+	return s.front.Reinstate(ctx, org)
 }
 
 // commit runs j in a transaction of its own (NoGroupCommit).
