@@ -66,12 +66,18 @@ func (s *Server) tiers(w http.ResponseWriter, r *http.Request, req *request, t t
 		}
 		rows = append(rows, tierRow{Tier: t.Name, Label: t.Label, Count: n})
 	}
-	body, err := json.Marshal(list{Items: rows, Total: len(rows), PageNum: 1, TotalPages: 1,
+	return s.writeWhole(w, r, req, t.tag, bill, rows, len(rows))
+}
+
+// writeWhole answers a list that is whole on one page (the tiers, the
+// test-prep catalog): its n rows in the list envelope.
+func (s *Server) writeWhole(w http.ResponseWriter, r *http.Request, req *request, tag string, bill billing.Bill, rows any, n int) error {
+	body, err := json.Marshal(list{Items: rows, Total: n, PageNum: 1, TotalPages: 1,
 		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
 	if err != nil {
 		return err
 	}
-	writeContent(w, r, req, t.tag, bill, body)
+	writeContent(w, r, req, tag, bill, body)
 	return nil
 }
 

@@ -97,13 +97,7 @@ func (s *Server) testprep(w http.ResponseWriter, r *http.Request, req *request, 
 		return err
 	}
 	rows := req.corpus.prep.catalog
-	body, err := json.Marshal(list{Items: rows, Total: len(rows), PageNum: 1, TotalPages: 1,
-		ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
-	if err != nil {
-		return err
-	}
-	writeContent(w, r, req, t.tag, bill, body)
-	return nil
+	return s.writeWhole(w, r, req, t.tag, bill, rows, len(rows))
 }
 
 // itemsPage is a page of GET /v1/testprep/{test}/items, sized: the
