@@ -21,7 +21,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -39,7 +39,7 @@ const tinygoVersion = "0.42.0"
 type build struct {
 	name string // "go" or "tinygo"
 	path string
-	mod  *host.Module
+	mod  *wazero.Module
 	err  error
 }
 
@@ -99,7 +99,7 @@ func setup() error {
 	builds = append(builds, std)
 	if tg := findTinyGo(); tg != "" {
 		b := &build{name: "tinygo", path: filepath.Join(tmp, "worker-tinygo.wasm")}
-		b.err = run(root, nil, tg, host.TinyGoBuild(b.path, "./worker/wasm")...)
+		b.err = run(root, nil, tg, wazero.TinyGoBuild(b.path, "./worker/wasm")...)
 		builds = append(builds, b)
 	} else {
 		notes = append(notes, "TinyGo not found (PATH, $TINYGO, ~/.cache/lectern/tinygo-"+tinygoVersion+"): the TinyGo build is not tested; tools/tinygo/build.sh installs it")
@@ -113,7 +113,7 @@ func setup() error {
 			b.err = err
 			continue
 		}
-		b.mod, b.err = host.Compile(context.Background(), wasm)
+		b.mod, b.err = wazero.Compile(context.Background(), wasm)
 	}
 
 	originBin = filepath.Join(tmp, "origin")
@@ -354,13 +354,13 @@ func (o *origin) calls(t *testing.T, org string) int {
 // edge is the module served by the wazero host in front of an origin.
 type edge struct {
 	url    string
-	host   *host.Host
+	host   *wazero.Host
 	stderr *lockedBuffer
 }
 
 // edgeConfig is the host configuration for o; tests adjust it.
-func edgeConfig(o *origin) host.Config {
-	return host.Config{
+func edgeConfig(o *origin) wazero.Config {
+	return wazero.Config{
 		Origin: o.api, JWKSURL: o.idp + "/.well-known/jwks.json", Issuer: o.idp, Audience: audience, Secret: secret,
 		// The origin names its own resource metadata in challenges
 		// (LECTERN_PUBLIC_URL unset); the edge is configured alike, so
@@ -372,7 +372,7 @@ func edgeConfig(o *origin) host.Config {
 }
 
 // newEdge serves b in front of o with cfg (edgeConfig(o) when nil).
-func newEdge(t *testing.T, b *build, o *origin, adjust func(*host.Config)) *edge {
+func newEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)) *edge {
 	t.Helper()
 	cfg := edgeConfig(o)
 	if adjust != nil {
@@ -380,7 +380,7 @@ func newEdge(t *testing.T, b *build, o *origin, adjust func(*host.Config)) *edge
 	}
 	e := &edge{stderr: new(lockedBuffer)}
 	cfg.Stderr = e.stderr
-	h, err := host.New(context.Background(), b.mod, cfg)
+	h, err := wazero.New(context.Background(), b.mod, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

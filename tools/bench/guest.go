@@ -20,7 +20,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/lectern-api/lectern/shared/scope"
-	"github.com/lectern-api/lectern/wasmtest/host"
+	host "github.com/lectern-api/lectern/worker/wazero"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"

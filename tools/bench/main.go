@@ -18,7 +18,7 @@
 //	         (e) a lesson 304 (If-None-Match); client-side p50/p99 latency;
 //	         allocations per request (process-wide MemStats delta, and the
 //	         origin handler alone, serially, for (b))
-//	edge     (f) lesson 304s through the wazero host (wasmtest/host, as
+//	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
 //	         hops with one subrequest each, and (a3) the first build's edge
@@ -61,7 +61,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 func main() {
@@ -342,11 +342,11 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 	}
 	type edge struct {
 		t      *target
-		h      *host.Host
-		before host.Stats
+		h      *wazero.Host
+		before wazero.Stats
 	}
 	// cpuSample: the edges clock one module call in cpuSample (odd:
-	// host.Config.ThreadCPUEvery), so that the clock's system calls, about
+	// wazero.Config.ThreadCPUEvery), so that the clock's system calls, about
 	// 2 µs each here, weigh little on the throughput measured.
 	const cpuSample = 7
 	var edges []*edge
@@ -359,7 +359,7 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 	// addEdge serves build b's module through a wazero host whose origin
 	// is origin, as target (id, name).
 	addEdge := func(id, name, origin string, b build) error {
-		mod, err := host.Compile(ctx, b.wasm)
+		mod, err := wazero.Compile(ctx, b.wasm)
 		if err != nil {
 			return err
 		}
@@ -369,7 +369,7 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 			return err
 		}
 		edgeURL := "http://" + ln.Addr().String()
-		h, err := host.New(ctx, mod, host.Config{Origin: origin, JWKSURL: st.IdPURL + "/.well-known/jwks.json",
+		h, err := wazero.New(ctx, mod, wazero.Config{Origin: origin, JWKSURL: st.IdPURL + "/.well-known/jwks.json",
 			Issuer: st.IdPURL, Audience: audience, Secret: st.Secret,
 			ResourceMetadata: edgeURL + "/.well-known/oauth-protected-resource",
 			Instances:        min(runtime.GOMAXPROCS(0), 4), // tools/edge's default
@@ -751,7 +751,7 @@ func modules(ctx context.Context, builds []build, progress func(string, ...any))
 			g.mod.Close(ctx)
 		}
 		rt.Close(ctx)
-		rows = append(rows, row{id: "h", what: "module, " + host.Toolchain(b.wasm),
+		rows = append(rows, row{id: "h", what: "module, " + wazero.Toolchain(b.wasm),
 			result: fmt.Sprintf("%d KB, instantiate %.2f ms", (len(b.wasm)+1023)/1024, float64(medianDuration(took))/1e6),
 			detail: fmt.Sprintf("%d bytes; median of %d instantiations (incl. _initialize) in wazero; compile %v",
 				len(b.wasm), n, compile.Round(time.Millisecond))})

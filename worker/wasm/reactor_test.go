@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/wasmtest/host"
+	host "github.com/lectern-api/lectern/worker/wazero"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"

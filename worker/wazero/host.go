@@ -1,10 +1,11 @@
-// Package host serves HTTP through the edge module (docs/edge.md) under
-// wazero: it compiles the module once, keeps a small pool of configured
-// instances, and for each request drives the module's start/resume loop,
-// performing the subrequests it asks for (JWKS, the origin's gate,
-// forwards) and writing its final answer. The local edge (tools/edge) and
-// wasmtest both run this host, so the module under test is served exactly
-// as `make run` serves it.
+// Package wazero serves HTTP through the edge module (docs/edge.md) under
+// wazero, the Go host beside worker/cloudflare's JS one: it compiles the
+// module once, keeps a small pool of configured instances, and for each
+// request drives the module's start/resume loop, performing the
+// subrequests it asks for (JWKS, the origin's gate, forwards) and writing
+// its final answer. The local edge (tools/edge), wasmtest and tools/bench
+// all run this host, so the module under test is served exactly as
+// `make run` serves it.
 //
 // Each instance is single-threaded: calls into it are serialised, but a
 // request releases its instance while a subrequest is in flight, so one
@@ -16,7 +17,7 @@
 // With several origins (Config.Origins), subrequests to the origin go to
 // each in turn and fail over where that cannot apply a request twice
 // (origins.go).
-package host
+package wazero
 
 import (
 	"bytes"
