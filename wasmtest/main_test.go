@@ -32,9 +32,6 @@ const (
 	audience   = "lectern-api"
 )
 
-// tinygoVersion is the pinned TinyGo (Makefile: TINYGO_VERSION).
-const tinygoVersion = "0.42.0"
-
 // build is one build of the module; every test runs against each.
 type build struct {
 	name string // "go" or "tinygo"
@@ -45,6 +42,7 @@ type build struct {
 
 var (
 	root     string   // the repository
+	tinygo   string   // the TinyGo binary, "" when none is installed
 	tmp      string   // the suite's scratch directory
 	builds   []*build // standard Go always, TinyGo when installed
 	setupErr error    // nothing can run (no module, or the origin does not build): every test fails
@@ -95,14 +93,14 @@ func setup() error {
 	}
 
 	std := &build{name: "go", path: filepath.Join(tmp, "worker-go.wasm")}
-	std.err = run(root, []string{"GOOS=wasip1", "GOARCH=wasm"}, "go", "build", "-buildmode=c-shared", "-o", std.path, "./worker/wasm")
+	std.err = run(root, wazero.GoEnv, "go", wazero.GoBuild(std.path, "./worker/wasm")...)
 	builds = append(builds, std)
-	if tg := findTinyGo(); tg != "" {
+	if tinygo = wazero.TinyGo(); tinygo != "" {
 		b := &build{name: "tinygo", path: filepath.Join(tmp, "worker-tinygo.wasm")}
-		b.err = run(root, nil, tg, wazero.TinyGoBuild(b.path, "./worker/wasm")...)
+		b.err = run(root, nil, tinygo, wazero.TinyGoBuild(b.path, "./worker/wasm")...)
 		builds = append(builds, b)
 	} else {
-		notes = append(notes, "TinyGo not found (PATH, $TINYGO, ~/.cache/lectern/tinygo-"+tinygoVersion+"): the TinyGo build is not tested; tools/tinygo/build.sh installs it")
+		notes = append(notes, noTinyGo+": the TinyGo build is not tested; tools/tinygo/build.sh installs it")
 	}
 	for _, b := range builds {
 		if b.err != nil {
@@ -128,20 +126,8 @@ func setup() error {
 	return err
 }
 
-func findTinyGo() string {
-	if p := os.Getenv("TINYGO"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("tinygo"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	p := filepath.Join(home, ".cache/lectern/tinygo-"+tinygoVersion+"/bin/tinygo")
-	if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
-		return p
-	}
-	return ""
-}
+// noTinyGo says where wazero.TinyGo looked.
+const noTinyGo = "TinyGo not found ($TINYGO, PATH, ~/.cache/lectern/tinygo-" + wazero.TinyGoVersion + ")"
 
 func run(dir string, env []string, name string, args ...string) error {
 	cmd := exec.Command(name, args...)

@@ -26,9 +26,6 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
-// tinygoVersion is the pinned TinyGo (Makefile: TINYGO_VERSION).
-const tinygoVersion = "0.42.0"
-
 // build is one build of the edge module.
 type build struct {
 	name string // "TinyGo" or "standard Go"
@@ -40,10 +37,10 @@ type build struct {
 // was skipped.
 func buildModules(ctx context.Context, root, dir string) (builds []build, note string, err error) {
 	std := filepath.Join(dir, "worker-go.wasm")
-	if err := runCmd(ctx, root, []string{"GOOS=wasip1", "GOARCH=wasm"}, "go", "build", "-buildmode=c-shared", "-o", std, "./worker/wasm"); err != nil {
+	if err := runCmd(ctx, root, host.GoEnv, "go", host.GoBuild(std, "./worker/wasm")...); err != nil {
 		return nil, "", err
 	}
-	tg := findTinyGo()
+	tg := host.TinyGo()
 	if tg == "" {
 		note = "tinygo: not found, skipped"
 	} else {
@@ -62,20 +59,6 @@ func buildModules(ctx context.Context, root, dir string) (builds []build, note s
 		return nil, "", err
 	}
 	return append(builds, build{"standard Go", b}), note, nil
-}
-
-// findTinyGo finds the pinned TinyGo as the Makefile does: on PATH, or
-// where tools/tinygo/build.sh installs it.
-func findTinyGo() string {
-	if p, err := exec.LookPath("tinygo"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	p := filepath.Join(home, ".cache/lectern/tinygo-"+tinygoVersion+"/bin/tinygo")
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		return p
-	}
-	return ""
 }
 
 func runCmd(ctx context.Context, dir string, env []string, name string, args ...string) error {
