@@ -622,8 +622,8 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 	if err != nil {
 		return nil, err
 	}
-	msg := func(path, query string, kv ...string) startMessage {
-		m := startMessage{Method: "GET", Path: path, Query: query, Now: time.Now().UnixMilli(),
+	msg := func(path, query string, kv ...string) wazero.StartMessage {
+		m := wazero.StartMessage{Method: "GET", Path: path, Query: query, Now: time.Now().UnixMilli(),
 			Headers: [][2]string{{"Host", "api.lectern.test"}, {"User-Agent", "lectern-bench"}, {"Accept", "*/*"}}}
 		for i := 0; i+1 < len(kv); i += 2 {
 			m.Headers = append(m.Headers, [2]string{kv[i], kv[i+1]})
@@ -634,34 +634,35 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 	var rows []row
 	for _, b := range builds {
 		progress("(g) worker CPU, %s", b.name)
-		rt, compiled, _, err := runtimeFor(ctx, b)
+		mod, err := wazero.Compile(ctx, b.wasm)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("(g) %s: %w", b.name, err)
 		}
-		defer rt.Close(context.Background())
+		defer mod.Close(context.Background())
 		// One instance configured like the edge of the stack...
-		warm, _, err := instantiate(ctx, rt, compiled)
+		g, err := mod.Instantiate(ctx, io.Discard)
 		if err != nil {
 			return nil, err
 		}
-		if err := warm.setup(guestConfig{Origin: st.OriginURL, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Issuer: st.IdPURL,
+		warm := guest{g}
+		if err := warm.Configure(wazero.ConfigMessage{Origin: st.OriginURL, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Issuer: st.IdPURL,
 			Audience: audience, Secret: st.Secret, ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource"}); err != nil {
 			return nil, err
 		}
 		// ...and one trusting a key of the bench's, so that every request
 		// can bring a token it has never seen.
 		sg := newSigner("http://bench-issuer.test")
-		cold, _, err := instantiate(ctx, rt, compiled)
-		if err != nil {
+		if g, err = mod.Instantiate(ctx, io.Discard); err != nil {
 			return nil, err
 		}
-		if err := cold.setup(guestConfig{Origin: st.OriginURL, JWKSURL: sg.issuer + "/.well-known/jwks.json", Issuer: sg.issuer,
+		cold := guest{g}
+		if err := cold.Configure(wazero.ConfigMessage{Origin: st.OriginURL, JWKSURL: sg.issuer + "/.well-known/jwks.json", Issuer: sg.issuer,
 			Audience: audience, Secret: st.Secret, ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource"}); err != nil {
 			return nil, err
 		}
 		fetch := httpFetcher(client)
 		var forwards int
-		counting := func(out *output) resumeMessage {
+		counting := func(out *wazero.Output) wazero.ResumeMessage {
 			if out.Forward {
 				forwards++
 			}
@@ -669,7 +670,7 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 		}
 		// Prime: the JWKS and the token (a local 400), the org's ETag
 		// inputs (one forwarded lesson).
-		for _, m := range []startMessage{msg("/v1/subjects", "limit=0", "Authorization", bearer),
+		for _, m := range []wazero.StartMessage{msg("/v1/subjects", "limit=0", "Authorization", bearer),
 			msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip")} {
 			if _, _, _, err := warm.exchange(m, fetch); err != nil {
 				return nil, fmt.Errorf("(g) prime %s: %w", b.name, err)
@@ -677,24 +678,28 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 		}
 		flows := []*flow{
 			{name: "cached token, locally answered 400 (/v1/subjects?limit=0)", want: 400, guest: warm, fetch: fetch,
-				next: func(int) startMessage { return msg("/v1/subjects", "limit=0", "Authorization", bearer) }},
+				next: func(int) wazero.StartMessage { return msg("/v1/subjects", "limit=0", "Authorization", bearer) }},
 			{name: "cached token, edge 304: start + gate resume", want: 304, guest: warm, fetch: counting,
-				next: func(int) startMessage {
+				next: func(int) wazero.StartMessage {
 					return msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip", "If-None-Match", etag)
 				}},
 			{name: "cached token, forwarded lesson: start + resume", want: 200, guest: warm, fetch: fetch,
-				next: func(int) startMessage { return msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip") }},
+				next: func(int) wazero.StartMessage {
+					return msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip")
+				}},
 			{name: "cold token (one EdDSA verification), local 400", want: 400, guest: cold, fetch: sg.fetch,
-				next: func(int) startMessage { return msg("/v1/subjects", "limit=0", "Authorization", "Bearer "+sg.token()) }},
+				next: func(int) wazero.StartMessage {
+					return msg("/v1/subjects", "limit=0", "Authorization", "Bearer "+sg.token())
+				}},
 		}
 		// The same 304 with module calls back to back: the gate's first
 		// answer replayed, so no origin work runs between the calls and
 		// evicts the module's code and data from the CPU's caches. Not
 		// the goal's measure (the edge always waits on the origin between
 		// its calls); it shows how much of that one is cold caches.
-		var replay *resumeMessage
+		var replay *wazero.ResumeMessage
 		flows = append(flows, &flow{name: "edge 304 back to back (gate answer replayed, warm caches), cached token", want: 304,
-			guest: warm, next: flows[1].next, fetch: func(out *output) resumeMessage {
+			guest: warm, next: flows[1].next, fetch: func(out *wazero.Output) wazero.ResumeMessage {
 				if replay == nil {
 					m := counting(out)
 					replay = &m
@@ -724,8 +729,8 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 			}
 			rows = append(rows, r)
 		}
-		warm.mod.Close(ctx)
-		cold.mod.Close(ctx)
+		warm.Close(ctx)
+		cold.Close(ctx)
 	}
 	return rows, nil
 }
@@ -736,22 +741,25 @@ func modules(ctx context.Context, builds []build, progress func(string, ...any))
 	var rows []row
 	for _, b := range builds {
 		progress("(h) module %s: %d instantiations", b.name, n)
-		rt, compiled, compile, err := runtimeFor(ctx, b)
+		t0 := time.Now()
+		mod, err := wazero.Compile(ctx, b.wasm)
+		compile := time.Since(t0)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("(h) %s: %w", b.name, err)
 		}
 		var took []time.Duration
 		for range n {
-			g, d, err := instantiate(ctx, rt, compiled)
+			t0 := time.Now()
+			g, err := mod.Instantiate(ctx, io.Discard)
+			took = append(took, time.Since(t0))
 			if err != nil {
-				rt.Close(ctx)
+				mod.Close(ctx)
 				return nil, err
 			}
-			took = append(took, d)
-			g.mod.Close(ctx)
+			g.Close(ctx)
 		}
-		rt.Close(ctx)
-		rows = append(rows, row{id: "h", what: "module, " + wazero.Toolchain(b.wasm),
+		mod.Close(ctx)
+		rows = append(rows, row{id: "h", what: "module, " + mod.Toolchain,
 			result: fmt.Sprintf("%d KB, instantiate %.2f ms", (len(b.wasm)+1023)/1024, float64(medianDuration(took))/1e6),
 			detail: fmt.Sprintf("%d bytes; median of %d instantiations (incl. _initialize) in wazero; compile %v",
 				len(b.wasm), n, compile.Round(time.Millisecond))})

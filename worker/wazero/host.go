@@ -24,7 +24,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -42,9 +41,7 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/token"
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
-	"github.com/valyala/fastjson"
 )
 
 // Module is the compiled edge module. Compile once, then start any number
@@ -235,7 +232,7 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, in := range h.pool {
 		in.mu.Lock()
 		in.kill(errors.New("host closed"))
-		errs = append(errs, in.mod.Close(ctx))
+		errs = append(errs, in.g.Close(ctx))
 		in.mu.Unlock()
 	}
 	h.pool = nil
@@ -250,7 +247,7 @@ func (h *Host) Memory() []uint64 {
 	out := make([]uint64, len(pool))
 	for i, in := range pool {
 		in.mu.Lock()
-		out[i] = uint64(in.mod.Memory().Size())
+		out[i] = uint64(in.g.mod.Memory().Size())
 		in.mu.Unlock()
 	}
 	return out
@@ -280,49 +277,20 @@ func (h *Host) Stats() Stats {
 		ModuleCPU: time.Duration(h.stats.moduleCPU.Load())}
 }
 
-// configMessage is the message of configure (docs/edge.md).
-type configMessage struct {
-	Origin           string `json:"origin"`
-	JWKSURL          string `json:"jwksUrl"`
-	Issuer           string `json:"issuer"`
-	Audience         string `json:"audience"`
-	Secret           string `json:"secret"`
-	ResourceMetadata string `json:"resourceMetadata"`
-}
-
 func (h *Host) instantiate(ctx context.Context) (*instance, error) {
-	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").
-		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
-		WithStdout(h.cfg.Stderr).WithStderr(h.cfg.Stderr)
-	mod, err := h.mod.rt.InstantiateModule(ctx, h.mod.compiled, mc)
+	g, err := h.mod.Instantiate(ctx, h.cfg.Stderr)
 	if err != nil {
-		return nil, fmt.Errorf("instantiate edge module: %w", err)
+		return nil, err
 	}
-	in := &instance{mod: mod, parked: map[int64]chan struct{}{}, woken: map[int64]bool{}, stack: make([]uint64, 2),
+	in := &instance{g: g, parked: map[int64]chan struct{}{}, woken: map[int64]bool{},
 		clock: h.cfg.ThreadCPU, every: max(h.cfg.ThreadCPUEvery, 1), cpu: &h.stats.moduleCPU}
-	in.alloc = mod.ExportedFunction("alloc")
-	in.configure = mod.ExportedFunction("configure")
-	in.start = mod.ExportedFunction("start")
-	in.resume = mod.ExportedFunction("resume")
-	msg, _ := json.Marshal(configMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
-		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata})
 	in.mu.Lock()
-	raw, err := in.call(in.configure, msg)
-	raw = append([]byte(nil), raw...)
+	err = configure(in.call, ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
+		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata})
 	in.mu.Unlock()
 	if err != nil {
-		mod.Close(ctx)
-		return nil, fmt.Errorf("configure edge module: %w", err)
-	}
-	// configure answers a message too; an error there is a bad configuration.
-	var out struct {
-		Kind, Error string
-		Status      int
-		Body        string
-	}
-	if len(raw) > 0 && json.Unmarshal(raw, &out) == nil && (out.Error != "" || out.Status >= 400) {
-		mod.Close(ctx)
-		return nil, fmt.Errorf("configure edge module: %s%s", out.Error, out.Body)
+		g.Close(ctx)
+		return nil, err
 	}
 	return in, nil
 }
@@ -360,34 +328,30 @@ func (h *Host) replace(old *instance) {
 			return
 		}
 		h.pool[i] = fresh
-		old.mod.Close(context.Background())
+		old.g.Close(context.Background())
 	}
 }
 
 // instance is one module instance and the host's view of its parked
 // requests. mu serialises every call into it.
 type instance struct {
-	mu                              sync.Mutex
-	mod                             api.Module
-	parser                          fastjson.Parser // reads outputs; in.mu is held
-	alloc, configure, start, resume api.Function
-	stack                           []uint64
-	parked                          map[int64]chan struct{} // handle → closed on wake
-	woken                           map[int64]bool          // wakes that came before their park (defensive)
-	dead                            error
-	clock                           func() time.Duration // Config.ThreadCPU
-	every                           int                  // Config.ThreadCPUEvery, at least 1
-	calls                           int                  // calls since the last one clocked
-	cpu                             *atomic.Int64        // the Host's count of module CPU, in ns
+	mu     sync.Mutex
+	g      *Guest
+	parked map[int64]chan struct{} // handle → closed on wake
+	woken  map[int64]bool          // wakes that came before their park (defensive)
+	dead   error
+	clock  func() time.Duration // Config.ThreadCPU
+	every  int                  // Config.ThreadCPUEvery, at least 1
+	calls  int                  // calls since the last one clocked
+	cpu    *atomic.Int64        // the Host's count of module CPU, in ns
 }
 
-// call writes msg into guest memory, calls fn and returns its output
-// message, in guest memory: valid until the next call. in.mu is held.
-func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
+// call is g.Call, refused once the instance is dead, and clocked when the
+// Host counts module CPU. in.mu is held.
+func (in *instance) call(fn Func, msg []byte) ([]byte, error) {
 	if in.dead != nil {
 		return nil, in.dead
 	}
-	ctx := context.Background() // a client going away must not abort a guest call halfway
 	if in.clock != nil {
 		if in.calls++; in.calls == in.every {
 			in.calls = 0
@@ -396,28 +360,7 @@ func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
 			defer func(c0 time.Duration) { in.cpu.Add(int64(in.every) * int64(in.clock()-c0)) }(in.clock())
 		}
 	}
-	in.stack[0] = uint64(len(msg))
-	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
-		return nil, fmt.Errorf("alloc: %w", err)
-	}
-	ptr := uint32(in.stack[0])
-	if ptr == 0 {
-		return nil, fmt.Errorf("alloc refused a message of %d bytes", len(msg))
-	}
-	if !in.mod.Memory().Write(ptr, msg) {
-		return nil, fmt.Errorf("alloc returned %#x, outside memory for %d bytes", ptr, len(msg))
-	}
-	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(msg))
-	if err := fn.CallWithStack(ctx, in.stack); err != nil {
-		return nil, err
-	}
-	res := in.stack[0]
-	optr, olen := uint32(res>>32), uint32(res)
-	b, ok := in.mod.Memory().Read(optr, olen)
-	if !ok {
-		return nil, fmt.Errorf("output at %#x+%d is outside memory", optr, olen)
-	}
-	return b, nil
+	return in.g.Call(fn, msg)
 }
 
 // kill marks the instance unusable and releases its parked requests (they
@@ -433,8 +376,8 @@ func (in *instance) kill(err error) {
 	}
 }
 
-// output is any output message of docs/edge.md.
-type output struct {
+// Output is any output message of docs/edge.md.
+type Output struct {
 	Kind        string
 	Handle      int64
 	Status      int
@@ -445,22 +388,22 @@ type output struct {
 	URL         string
 	Forward     bool
 	Wake        []int64
-	Refresh     *refresh // a background JWKS fetch to perform
+	Refresh     *Refresh // a background JWKS fetch to perform
 
-	parked chan struct{} // for kind "park": closed when woken
+	parked chan struct{} // for kind "park", in a Host: closed when woken
 }
 
-// refresh is an output's "refresh": GET URL in the background, then
+// Refresh is an output's "refresh": GET URL in the background, then
 // resume Handle.
-type refresh struct {
+type Refresh struct {
 	Handle int64
 	URL    string
 }
 
 // do runs one call and handles its wake list and park registration under
 // the instance lock, so a wake can never pass its park.
-func (in *instance) do(fn api.Function, msg message) (*output, error) {
-	b := msg.appendJSON(nil)
+func (in *instance) do(fn Func, msg message) (*Output, error) {
+	b := msg.AppendJSON(nil)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	raw, err := in.call(fn, b)
@@ -468,7 +411,7 @@ func (in *instance) do(fn api.Function, msg message) (*output, error) {
 		in.kill(fmt.Errorf("edge module instance failed: %w", err))
 		return nil, err
 	}
-	out, err := parseOutput(&in.parser, raw)
+	out, err := in.g.Output(raw)
 	if err != nil {
 		return nil, fmt.Errorf("edge module output %.200q: %w", raw, err)
 	}
@@ -506,7 +449,9 @@ func (in *instance) unpark(handle int64) {
 }
 
 // The messages the host sends (docs/edge.md); codec.go writes them.
-type startMessage struct {
+
+// StartMessage is the message of start: a new request.
+type StartMessage struct {
 	Method  string
 	Path    string
 	Query   string
@@ -514,7 +459,8 @@ type startMessage struct {
 	Now     int64
 }
 
-type resumeMessage struct {
+// ResumeMessage is the message of resume that answers a subrequest.
+type ResumeMessage struct {
 	Handle  int64
 	Status  int
 	Headers [][2]string
@@ -523,6 +469,7 @@ type resumeMessage struct {
 	Now     int64
 }
 
+// wakeMessage is the message of resume that wakes a parked request.
 type wakeMessage struct {
 	Handle int64
 	Wake   bool
@@ -556,7 +503,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hdrs = append(hdrs, [2]string{name, v})
 		}
 	}
-	out, err := h.do(in, in.start, startMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+	out, err := h.do(in, Start, StartMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
 		Headers: hdrs, Now: h.now()})
 	var fwd *http.Response // the origin's answer to the last forward, body unread
 	defer func() {
@@ -601,10 +548,10 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			} else {
 				h.stats.subrequests.Add(1)
 			}
-			var msg resumeMessage
+			var msg ResumeMessage
 			msg, fwd = h.subrequest(r.Context(), r, out)
 			msg.Handle, msg.Now = out.Handle, h.now()
-			out, err = h.do(in, in.resume, msg)
+			out, err = h.do(in, Resume, msg)
 		case "park":
 			h.stats.parks.Add(1)
 			select {
@@ -612,7 +559,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case <-time.After(parkTimeout):
 				in.unpark(out.Handle)
 			}
-			out, err = h.do(in, in.resume, wakeMessage{Handle: out.Handle, Wake: true, Now: h.now()})
+			out, err = h.do(in, Resume, wakeMessage{Handle: out.Handle, Wake: true, Now: h.now()})
 		default:
 			err = fmt.Errorf("edge module output of kind %q", out.Kind)
 		}
@@ -620,7 +567,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // do is in.do, then the background refresh the output asks for, if any.
-func (h *Host) do(in *instance, fn api.Function, msg message) (*output, error) {
+func (h *Host) do(in *instance, fn Func, msg message) (*Output, error) {
 	out, err := in.do(fn, msg)
 	if err == nil && out.Refresh != nil {
 		h.refresh(in, *out.Refresh)
@@ -632,7 +579,7 @@ func (h *Host) do(in *instance, fn api.Function, msg message) (*output, error) {
 // SubrequestTimeout and cancelled by Close, and resumes the background
 // handle on in with the answer (status 0 on failure). No request waits
 // for it; the guest's "done" may wake requests parked on it.
-func (h *Host) refresh(in *instance, rf refresh) {
+func (h *Host) refresh(in *instance, rf Refresh) {
 	h.bgMu.Lock()
 	defer h.bgMu.Unlock()
 	if h.bgClosed {
@@ -642,10 +589,10 @@ func (h *Host) refresh(in *instance, rf refresh) {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
-		msg, _ := h.subrequest(h.bgCtx, nil, &output{Method: "GET", URL: rf.URL,
+		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: "GET", URL: rf.URL,
 			Headers: [][2]string{{"Accept", "application/json"}}})
 		msg.Handle, msg.Now = rf.Handle, h.now()
-		out, err := h.do(in, in.resume, msg)
+		out, err := h.do(in, Resume, msg)
 		switch {
 		case err != nil:
 			h.cfg.Logger.Warn("edge: background JWKS refresh", "err", err)
@@ -669,9 +616,9 @@ func (h *Host) refresh(in *instance, rf refresh) {
 // small enough to keep); never after the forward timeout or the client
 // going away. Otherwise the guest gets the failure (status 0), as with
 // one origin.
-func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) (resumeMessage, *http.Response) {
-	failed := func(err error) (resumeMessage, *http.Response) {
-		return resumeMessage{Status: 0, Error: err.Error()}, nil
+func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) (ResumeMessage, *http.Response) {
+	failed := func(err error) (ResumeMessage, *http.Response) {
+		return ResumeMessage{Status: 0, Error: err.Error()}, nil
 	}
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -750,7 +697,7 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) 
 		}
 		return failed(err)
 	}
-	msg := resumeMessage{Status: resp.StatusCode, Headers: pairs(resp.Header)}
+	msg := ResumeMessage{Status: resp.StatusCode, Headers: pairs(resp.Header)}
 	if out.Forward {
 		resp.Body = &originBody{resp.Body, st, cancel}
 		return msg, resp
