@@ -132,15 +132,7 @@ func httpFetcher(client *http.Client) fetcher {
 		if err != nil {
 			return wazero.ResumeMessage{Error: err.Error()}
 		}
-		for _, kv := range out.Headers {
-			switch strings.ToLower(kv[0]) {
-			case "host":
-				req.Host = kv[1]
-			case "content-length", "transfer-encoding", "connection":
-			default:
-				req.Header.Add(kv[0], kv[1])
-			}
-		}
+		out.SetHeader(req)
 		resp, err := client.Do(req)
 		if err != nil {
 			return wazero.ResumeMessage{Error: err.Error()}

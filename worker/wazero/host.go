@@ -393,6 +393,21 @@ type Output struct {
 	parked chan struct{} // for kind "park", in a Host: closed when woken
 }
 
+// SetHeader adds to req the headers of the subrequest o asks for, as the
+// host sends them: "Host" is req.Host, and the framing (Content-Length,
+// Transfer-Encoding, Connection) is the transport's business.
+func (o *Output) SetHeader(req *http.Request) {
+	for _, kv := range o.Headers {
+		switch strings.ToLower(kv[0]) {
+		case "host":
+			req.Host = kv[1]
+		case "content-length", "transfer-encoding", "connection":
+		default:
+			req.Header.Add(kv[0], kv[1])
+		}
+	}
+}
+
 // Refresh is an output's "refresh": GET URL in the background, then
 // resume Handle.
 type Refresh struct {
@@ -662,16 +677,7 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 				req.ContentLength = 0
 			}
 		}
-		for _, kv := range out.Headers {
-			switch strings.ToLower(kv[0]) {
-			case "host":
-				req.Host = kv[1]
-			case "content-length", "transfer-encoding", "connection":
-				// Framing is the transport's business.
-			default:
-				req.Header.Add(kv[0], kv[1])
-			}
-		}
+		out.SetHeader(req)
 		st.set(func() { st.head = true })
 		resp, err = h.cfg.Client.Do(req)
 		st.set(func() { st.head = false })
