@@ -9,8 +9,42 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/valyala/fastjson"
 )
+
+// Module is the compiled edge module. Compile once, then start any number
+// of Hosts, or Guests, on it.
+type Module struct {
+	rt        wazero.Runtime
+	compiled  wazero.CompiledModule
+	Toolchain string // which toolchain built it, from its custom sections
+	Size      int    // bytes of the .wasm
+}
+
+// Compile compiles a module (the bytes of build/worker.wasm).
+func Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	rt := wazero.NewRuntime(ctx)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate WASI: %w", err)
+	}
+	compiled, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("compile edge module: %w", err)
+	}
+	for _, name := range []string{"alloc", "configure", "start", "resume"} {
+		if _, ok := compiled.ExportedFunctions()[name]; !ok {
+			rt.Close(ctx)
+			return nil, fmt.Errorf("edge module does not export %s (docs/edge.md: Module ABI)", name)
+		}
+	}
+	return &Module{rt: rt, compiled: compiled, Toolchain: Toolchain(wasm), Size: len(wasm)}, nil
+}
+
+// Close releases the runtime and every instance of every Host on it.
+func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
 
 // Guest is one instance of the edge module, driven through its ABI
 // (docs/edge.md: Module ABI) one call at a time. A Host keeps a pool of
@@ -117,4 +151,56 @@ func configure(call func(Func, []byte) ([]byte, error), c ConfigMessage) error {
 		return fmt.Errorf("configure edge module: %s%s", out.Error, out.Body)
 	}
 	return nil
+}
+
+// The messages a host sends (docs/edge.md); codec.go writes them.
+
+// StartMessage is the message of start: a new request.
+type StartMessage struct {
+	Method  string
+	Path    string
+	Query   string
+	Headers [][2]string
+	Now     int64
+}
+
+// ResumeMessage is the message of resume that answers a subrequest.
+type ResumeMessage struct {
+	Handle  int64
+	Status  int
+	Headers [][2]string
+	Body    *string
+	Error   string
+	Now     int64
+}
+
+// wakeMessage is the message of resume that wakes a parked request.
+type wakeMessage struct {
+	Handle int64
+	Wake   bool
+	Now    int64
+}
+
+// Output is any output message of docs/edge.md.
+type Output struct {
+	Kind        string
+	Handle      int64
+	Status      int
+	Headers     [][2]string
+	Body        string
+	Passthrough bool
+	Method      string
+	URL         string
+	Forward     bool
+	Wake        []int64
+	Refresh     *Refresh // a background JWKS fetch to perform
+
+	parked chan struct{} // for kind "park", in a Host: closed when woken
+}
+
+// Refresh is an output's "refresh": GET URL in the background, then
+// resume Handle.
+type Refresh struct {
+	Handle int64
+	URL    string
 }
