@@ -73,8 +73,8 @@
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's
 //	worker/wasm                   the edge's WebAssembly module (a WASI reactor)
+//	worker/wazero                 the wazero host that serves HTTP through the module
 //	wasmtest                      tests driving the built module in wazero against a real origin
-//	wasmtest/host                 the wazero host that serves HTTP through the module
 //	tools                         no code: the rule that the product never imports a tool
 //	tools/adminctl                the operator's admin API client
 //	tools/bench                   make bench: throughput as ratios measured in one run

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // slowJWKS delays the JWKS answer so that requests arriving meanwhile
@@ -28,7 +28,7 @@ func TestParkedRequests(t *testing.T) {
 	forEachBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		f := newFixture(t, o, "park-"+b.name)
-		e := newEdge(t, b, o, func(c *host.Config) {
+		e := newEdge(t, b, o, func(c *wazero.Config) {
 			c.Instances = 1
 			c.Client = &http.Client{Transport: slowJWKS{300 * time.Millisecond},
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -71,7 +71,7 @@ func TestSubrequestFailure(t *testing.T) {
 	forEachBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		f := newFixture(t, o, "fail-"+b.name)
-		e := newEdge(t, b, o, func(c *host.Config) {
+		e := newEdge(t, b, o, func(c *wazero.Config) {
 			c.JWKSURL = "http://127.0.0.1:1/.well-known/jwks.json"
 			c.Instances = 1
 		})

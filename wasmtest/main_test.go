@@ -21,7 +21,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/logbuf"
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -32,19 +32,17 @@ const (
 	audience   = "lectern-api"
 )
 
-// tinygoVersion is the pinned TinyGo (Makefile: TINYGO_VERSION).
-const tinygoVersion = "0.42.0"
-
 // build is one build of the module; every test runs against each.
 type build struct {
 	name string // "go" or "tinygo"
 	path string
-	mod  *host.Module
+	mod  *wazero.Module
 	err  error
 }
 
 var (
 	root     string   // the repository
+	tinygo   string   // the TinyGo binary, "" when none is installed
 	tmp      string   // the suite's scratch directory
 	builds   []*build // standard Go always, TinyGo when installed
 	setupErr error    // nothing can run (no module, or the origin does not build): every test fails
@@ -95,14 +93,14 @@ func setup() error {
 	}
 
 	std := &build{name: "go", path: filepath.Join(tmp, "worker-go.wasm")}
-	std.err = run(root, []string{"GOOS=wasip1", "GOARCH=wasm"}, "go", "build", "-buildmode=c-shared", "-o", std.path, "./worker/wasm")
+	std.err = run(root, wazero.GoEnv, "go", wazero.GoBuild(std.path, "./worker/wasm")...)
 	builds = append(builds, std)
-	if tg := findTinyGo(); tg != "" {
+	if tinygo = wazero.TinyGo(); tinygo != "" {
 		b := &build{name: "tinygo", path: filepath.Join(tmp, "worker-tinygo.wasm")}
-		b.err = run(root, nil, tg, host.TinyGoBuild(b.path, "./worker/wasm")...)
+		b.err = run(root, nil, tinygo, wazero.TinyGoBuild(b.path, "./worker/wasm")...)
 		builds = append(builds, b)
 	} else {
-		notes = append(notes, "TinyGo not found (PATH, $TINYGO, ~/.cache/lectern/tinygo-"+tinygoVersion+"): the TinyGo build is not tested; tools/tinygo/build.sh installs it")
+		notes = append(notes, noTinyGo+": the TinyGo build is not tested; tools/tinygo/build.sh installs it")
 	}
 	for _, b := range builds {
 		if b.err != nil {
@@ -113,7 +111,7 @@ func setup() error {
 			b.err = err
 			continue
 		}
-		b.mod, b.err = host.Compile(context.Background(), wasm)
+		b.mod, b.err = wazero.Compile(context.Background(), wasm)
 	}
 
 	originBin = filepath.Join(tmp, "origin")
@@ -128,20 +126,8 @@ func setup() error {
 	return err
 }
 
-func findTinyGo() string {
-	if p := os.Getenv("TINYGO"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("tinygo"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	p := filepath.Join(home, ".cache/lectern/tinygo-"+tinygoVersion+"/bin/tinygo")
-	if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
-		return p
-	}
-	return ""
-}
+// noTinyGo says where wazero.TinyGo looked.
+const noTinyGo = "TinyGo not found ($TINYGO, PATH, ~/.cache/lectern/tinygo-" + wazero.TinyGoVersion + ")"
 
 func run(dir string, env []string, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
@@ -354,13 +340,13 @@ func (o *origin) calls(t *testing.T, org string) int {
 // edge is the module served by the wazero host in front of an origin.
 type edge struct {
 	url    string
-	host   *host.Host
+	host   *wazero.Host
 	stderr *logbuf.Buffer
 }
 
 // edgeConfig is the host configuration for o; tests adjust it.
-func edgeConfig(o *origin) host.Config {
-	return host.Config{
+func edgeConfig(o *origin) wazero.Config {
+	return wazero.Config{
 		Origin: o.api, JWKSURL: o.idp + "/.well-known/jwks.json", Issuer: o.idp, Audience: audience, Secret: secret,
 		// The origin names its own resource metadata in challenges
 		// (LECTERN_PUBLIC_URL unset); the edge is configured alike, so
@@ -372,7 +358,7 @@ func edgeConfig(o *origin) host.Config {
 }
 
 // newEdge serves b in front of o with cfg (edgeConfig(o) when nil).
-func newEdge(t *testing.T, b *build, o *origin, adjust func(*host.Config)) *edge {
+func newEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)) *edge {
 	t.Helper()
 	cfg := edgeConfig(o)
 	if adjust != nil {
@@ -380,7 +366,7 @@ func newEdge(t *testing.T, b *build, o *origin, adjust func(*host.Config)) *edge
 	}
 	e := &edge{stderr: new(logbuf.Buffer)}
 	cfg.Stderr = e.stderr
-	h, err := host.New(context.Background(), b.mod, cfg)
+	h, err := wazero.New(context.Background(), b.mod, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // jwksGate stands in front of the identity provider's JWKS: it passes
@@ -90,7 +90,7 @@ func TestStaleJWKSServedWhileRefreshing(t *testing.T) {
 		srv := httptest.NewServer(g)
 		defer srv.Close()
 		defer g.release()
-		e := newEdge(t, b, o, func(c *host.Config) {
+		e := newEdge(t, b, o, func(c *wazero.Config) {
 			c.JWKSURL = srv.URL
 			c.Instances = 1 // one JWKS cache
 		})

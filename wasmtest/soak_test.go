@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 const mib = 1 << 20
@@ -23,7 +23,7 @@ func TestSoak(t *testing.T) {
 	forEachBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		f := newFixture(t, o, "soak-"+b.name)
-		e := newEdge(t, b, o, func(c *host.Config) { c.Instances = 1 })
+		e := newEdge(t, b, o, func(c *wazero.Config) { c.Instances = 1 })
 		full, narrow := "Bearer "+f.tokens["content"], "Bearer "+f.tokens["narrow"]
 		first := do(t, e.url, "GET", "/v1/tiers", "", "Authorization", full)
 		tag := first.header.Get("ETag")

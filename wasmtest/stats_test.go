@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // TestModuleCPU: with Config.ThreadCPU set, the host adds up the clock's
@@ -17,7 +17,7 @@ func TestModuleCPU(t *testing.T) {
 		o := shared(t)
 		var reads atomic.Int64 // a clock that advances 1 µs on each reading
 		clock := func() time.Duration { return time.Duration(reads.Add(1)) * time.Microsecond }
-		e := newEdge(t, b, o, func(c *host.Config) { c.ThreadCPU = clock })
+		e := newEdge(t, b, o, func(c *wazero.Config) { c.ThreadCPU = clock })
 		before := e.host.Stats()
 		// An unknown route is answered by the module in one call.
 		if r := do(t, e.url, "GET", "/v1/nope", ""); r.status != 404 {
@@ -28,7 +28,7 @@ func TestModuleCPU(t *testing.T) {
 		}
 		// Sampled: one call in 3 is clocked and counted three times
 		// (configure was the instance's first call).
-		sampled := newEdge(t, b, o, func(c *host.Config) { c.ThreadCPU, c.ThreadCPUEvery, c.Instances = clock, 3, 1 })
+		sampled := newEdge(t, b, o, func(c *wazero.Config) { c.ThreadCPU, c.ThreadCPUEvery, c.Instances = clock, 3, 1 })
 		before = sampled.host.Stats()
 		for i := range 7 {
 			do(t, sampled.url, "GET", "/v1/nope", "")

@@ -20,12 +20,11 @@ import (
 // toolchain it ships with, where unsafe string views, the reuse of ended
 // requests and the allocation counts could differ from the native run.
 func TestPipelineUnderTinyGo(t *testing.T) {
-	tg := findTinyGo()
-	if tg == "" {
-		t.Skip("TinyGo not found (PATH, $TINYGO, ~/.cache/lectern/tinygo-" + tinygoVersion + "): worker/pipeline's tests ran natively only; tools/tinygo/build.sh installs it")
+	if tinygo == "" {
+		t.Skip(noTinyGo + ": worker/pipeline's tests ran natively only; tools/tinygo/build.sh installs it")
 	}
 	bin := filepath.Join(t.TempDir(), "pipeline.test.wasm")
-	if err := run(root, nil, tg, "test", "-c", "-target=wasip1", "-opt=2", "-o", bin, "./worker/pipeline"); err != nil {
+	if err := run(root, nil, tinygo, "test", "-c", "-target=wasip1", "-opt=2", "-o", bin, "./worker/pipeline"); err != nil {
 		t.Fatal(err)
 	}
 	wasm, err := os.ReadFile(bin)

@@ -24,5 +24,5 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// threadCPUClock is threadCPU for wasmtest/host.Config.ThreadCPU.
+// threadCPUClock is threadCPU for worker/wazero.Config.ThreadCPU.
 func threadCPUClock() func() time.Duration { return threadCPU }

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// target is one throughput scenario: GET url with per-client headers,
-// every answer expected to have status want.
+// target is the load of one throughput scenario: GET url with per-client
+// headers, every answer expected to have status want.
 type target struct {
 	id, name string
 	url      string

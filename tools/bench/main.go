@@ -18,7 +18,7 @@
 //	         (e) a lesson 304 (If-None-Match); client-side p50/p99 latency;
 //	         allocations per request (process-wide MemStats delta, and the
 //	         origin handler alone, serially, for (b))
-//	edge     (f) lesson 304s through the wazero host (wasmtest/host, as
+//	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
 //	         hops with one subrequest each, and (a3) the first build's edge
@@ -43,10 +43,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -54,14 +51,13 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 func main() {
@@ -260,357 +256,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// throughput measures (a)–(f).
-func throughput(ctx context.Context, o options, st *stack, tokens []string, lesson *corpus.Lesson, builds []build,
-	log *slog.Logger, progress func(string, ...any)) ([]row, error) {
-	// (a) the baseline: a bare net/http handler answering a 200-byte body.
-	const pre, post = `{"ok":true,"pad":"`, "\"}\n"
-	body200 := []byte(pre + strings.Repeat("x", 200-len(pre)-len(post)) + post)
-	baseURL, stopBase, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(body200)
-	}), log)
-	if err != nil {
-		return nil, err
-	}
-	defer stopBase()
-	plain := func(int) http.Header { return http.Header{"User-Agent": {"lectern-bench"}} }
-	targets := []*target{{id: "a", name: "baseline: bare net/http handler, 200-byte body", url: baseURL + "/", header: plain, want: 200}}
-	if o.sections["edge"] {
-		// The ceiling of (f)'s design on this machine: two bare net/http
-		// hops, the first making one subrequest to the second per request,
-		// as the edge makes one gate call, with nothing else done.
-		hopURL, stopHop, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
-			w.WriteHeader(http.StatusNoContent)
-		}), log)
-		if err != nil {
-			return nil, err
-		}
-		defer stopHop()
-		sub := &http.Client{Transport: newTransport(64)}
-		twoURL, stopTwo, err := serveLoopback(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, hopURL+"/", http.NoBody)
-			req.Header.Set("X-Target", r.URL.RequestURI())
-			resp, err := sub.Do(req)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			w.Header().Set("ETag", `W/"x"`)
-			w.WriteHeader(http.StatusNotModified)
-		}), log)
-		if err != nil {
-			return nil, err
-		}
-		defer stopTwo()
-		targets = append(targets, &target{id: "a2", name: "reference: two bare net/http hops, one subrequest each, 304", url: twoURL + "/", header: plain, want: 304})
-	}
-
-	var lessonPath, etag, searchPath string
-	if o.sections["content"] || o.sections["edge"] {
-		lessonPath = "/v1/lessons/" + lesson.ID
-		etag, err = lessonETag(ctx, st.OriginURL+lessonPath, tokens[0])
-		if err != nil {
-			return nil, err
-		}
-	}
-	auth := func(extra ...string) func(int) http.Header {
-		return func(c int) http.Header {
-			h := http.Header{"User-Agent": {"lectern-bench"}, "Authorization": {"Bearer " + tokens[c%len(tokens)]}}
-			for i := 0; i+1 < len(extra); i += 2 {
-				h.Set(extra[i], extra[i+1])
-			}
-			return h
-		}
-	}
-	conditional := auth("Accept-Encoding", "gzip", "If-None-Match", etag)
-	var search *target
-	if o.sections["content"] {
-		searchPath = "/v1/search?q=" + url.QueryEscape(o.query)
-		search = &target{id: "d", name: "search " + searchPath, url: st.OriginURL + searchPath, header: auth(), want: 200}
-		targets = append(targets,
-			&target{id: "b", name: "lesson " + lesson.ID + ", standard detail, gzip", url: st.OriginURL + lessonPath,
-				header: auth("Accept-Encoding", "gzip"), want: 200},
-			&target{id: "c", name: "subject list /v1/subjects?limit=25", url: st.OriginURL + "/v1/subjects?limit=25", header: auth(), want: 200},
-			search,
-			&target{id: "e", name: "lesson 304 (If-None-Match), direct to the origin", url: st.OriginURL + lessonPath,
-				header: conditional, want: 304},
-		)
-	}
-	type edge struct {
-		t      *target
-		h      *host.Host
-		before host.Stats
-	}
-	// cpuSample: the edges clock one module call in cpuSample (odd:
-	// host.Config.ThreadCPUEvery), so that the clock's system calls, about
-	// 2 µs each here, weigh little on the throughput measured.
-	const cpuSample = 7
-	var edges []*edge
-	var closers []func()
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	// addEdge serves build b's module through a wazero host whose origin
-	// is origin, as target (id, name).
-	addEdge := func(id, name, origin string, b build) error {
-		mod, err := host.Compile(ctx, b.wasm)
-		if err != nil {
-			return err
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			mod.Close(context.Background())
-			return err
-		}
-		edgeURL := "http://" + ln.Addr().String()
-		h, err := host.New(ctx, mod, host.Config{Origin: origin, JWKSURL: st.IdPURL + "/.well-known/jwks.json",
-			Issuer: st.IdPURL, Audience: audience, Secret: st.Secret,
-			ResourceMetadata: edgeURL + "/.well-known/oauth-protected-resource",
-			Instances:        min(runtime.GOMAXPROCS(0), 4), // tools/edge's default
-			Logger:           log, ThreadCPU: threadCPUClock(), ThreadCPUEvery: cpuSample})
-		if err != nil {
-			ln.Close()
-			mod.Close(context.Background())
-			return err
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go srv.Serve(ln)
-		closers = append(closers, func() { srv.Close(); h.Close(context.Background()); mod.Close(context.Background()) })
-		primer := &http.Client{Transport: newTransport(1)}
-		t := &target{id: id, name: name, url: edgeURL + lessonPath, header: conditional, want: 304,
-			// One forwarded 200 per token gives the token's instance the
-			// org's ETag inputs (docs/edge.md: Origin protocol).
-			prime: func(ctx context.Context, c int) error {
-				req, _ := http.NewRequestWithContext(ctx, "GET", edgeURL+lessonPath, nil)
-				req.Header = auth("Accept-Encoding", "gzip")(c)
-				resp, err := primer.Do(req)
-				if err != nil {
-					return err
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					return fmt.Errorf("prime the edge: GET %s: status %d", lessonPath, resp.StatusCode)
-				}
-				if got := resp.Header.Get("ETag"); got != etag {
-					return fmt.Errorf("prime the edge: ETag %q, the origin's is %q", got, etag)
-				}
-				return nil
-			}}
-		edges = append(edges, &edge{t: t, h: h})
-		targets = append(targets, t)
-		return nil
-	}
-	if o.sections["edge"] && len(builds) > 0 {
-		// The edge's own share of (f): the first build (the deployed one)
-		// with the origin's gate answer replayed by a bare handler.
-		replay, err := newReplayGate(st.OriginURL)
-		if err != nil {
-			return nil, err
-		}
-		replayURL, stopReplay, err := serveLoopback(replay, log)
-		if err != nil {
-			return nil, err
-		}
-		defer stopReplay()
-		if err := addEdge("a3", "reference: edge 304, "+builds[0].name+", the gate's 204 replayed by a bare handler", replayURL, builds[0]); err != nil {
-			return nil, err
-		}
-		for _, b := range builds {
-			if err := addEdge("f", "edge 304 through the wazero host + gate, "+b.name, st.OriginURL, b); err != nil {
-				return nil, err
-			}
-		}
-	}
-
-	// Warm up every target (connections, caches, the edge's instances).
-	warm := min(o.time/3, time.Second)
-	for _, t := range targets {
-		if t.prime != nil {
-			for c := range o.clients {
-				if err := t.prime(ctx, c); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if _, err := t.measure(ctx, o.clients, warm, false); err != nil {
-			return nil, fmt.Errorf("(%s) warm-up: %w", t.id, err)
-		}
-	}
-	for _, e := range edges {
-		e.before = e.h.Stats()
-	}
-	for i := range o.runs {
-		for _, t := range targets {
-			progress("round %d/%d: (%s) %s", i+1, o.runs, t.id, t.name)
-			r, err := t.measure(ctx, o.clients, o.time, true)
-			if err != nil {
-				return nil, fmt.Errorf("(%s) %s: %w", t.id, t.name, err)
-			}
-			t.runs = append(t.runs, r)
-		}
-	}
-	var latOne result
-	if search != nil {
-		progress("(d) search latency with 1 client")
-		one := &target{url: search.url, header: search.header, want: 200}
-		if latOne, err = one.measure(ctx, 1, o.time, true); err != nil {
-			return nil, err
-		}
-	}
-	var handlerAllocs, handlerBytes float64
-	if o.sections["content"] {
-		progress("(b) allocations of the origin handler alone")
-		if handlerAllocs, handlerBytes, err = allocsPerRequest(st.API, lessonPath, auth("Accept-Encoding", "gzip")(0)); err != nil {
-			return nil, err
-		}
-	}
-
-	// The table's rows.
-	base, _ := targets[0].median()
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms" }
-	var rows []row
-	for _, t := range targets {
-		m, rates := t.median()
-		var all []string
-		for _, r := range rates {
-			all = append(all, fmt.Sprintf("%.0f", r))
-		}
-		lat := slices.Concat(func() [][]time.Duration {
-			var l [][]time.Duration
-			for _, r := range t.runs {
-				l = append(l, r.lat)
-			}
-			return l
-		}()...)
-		p50, p99 := percentile(lat, 50), percentile(lat, 99)
-		bytes, allocs := t.perRequest()
-		ratio := m.rate() / base.rate()
-		r := row{id: t.id, what: t.name, result: fmt.Sprintf("%.0f req/s", m.rate()), ratio: fmt.Sprintf("%.2f×", ratio),
-			detail: fmt.Sprintf("runs %s; p50 %s p99 %s; %.0f B/resp; %.0f allocs/req (process)", strings.Join(all, " "), ms(p50), ms(p99), bytes, allocs)}
-		switch t.id {
-		case "b":
-			r.goal, r.verdict = "≥ 0.25×", verdict(ratio >= 0.25)
-		case "a3", "f":
-			if t.id == "f" {
-				r.goal, r.verdict = "≥ 0.4×", verdict(ratio >= 0.4)
-			}
-			for _, e := range edges {
-				if e.t == t {
-					s := e.h.Stats()
-					n, fwd, sub := s.Requests-e.before.Requests, s.Forwards-e.before.Forwards, s.Subrequests-e.before.Subrequests
-					r.detail += fmt.Sprintf("; %d requests, %d gate calls, %d forwards", n, sub, fwd)
-					if cpu := s.ModuleCPU - e.before.ModuleCPU; cpu > 0 && n > 0 {
-						r.detail += fmt.Sprintf("; module CPU %.1f µs/req (thread CPU time under this load, one call in %d clocked)", float64(cpu)/float64(n)/1e3, cpuSample)
-					}
-					if fwd > 0 || s.Failures > 0 {
-						r.verdict = "MISS (not gated)"
-					}
-				}
-			}
-		}
-		rows = append(rows, r)
-		if t.id == "b" && handlerAllocs > 0 {
-			rows = append(rows, row{id: "b", what: "  allocations per lesson request, origin handler alone",
-				result: fmt.Sprintf("%.0f allocs/req", handlerAllocs),
-				detail: fmt.Sprintf("%.1f KB/req; serial ServeHTTP calls in process, MemStats delta (meters included)", handlerBytes/1024)})
-		}
-		if t.id == "d" {
-			p99 := percentile(lat, 99)
-			rows = append(rows, row{id: "d", what: fmt.Sprintf("  search latency, %d clients (client side)", o.clients),
-				result: "p99 " + ms(p99), goal: "p99 < 2 ms", verdict: verdict(p99 < 2*time.Millisecond),
-				detail: fmt.Sprintf("p50 %s over %d requests", ms(percentile(lat, 50)), len(lat))})
-			p99 = percentile(latOne.lat, 99)
-			rows = append(rows, row{id: "d", what: "  search latency, 1 client (client side)",
-				result: "p99 " + ms(p99), goal: "p99 < 2 ms", verdict: verdict(p99 < 2*time.Millisecond),
-				detail: fmt.Sprintf("p50 %s over %d requests, %.0f req/s", ms(percentile(latOne.lat, 50)), len(latOne.lat), latOne.rate())})
-		}
-	}
-	return rows, nil
-}
-
-// serveLoopback serves h on a new loopback listener.
-func serveLoopback(h http.Handler, log *slog.Logger) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go srv.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
-}
-
-// lessonETag fetches the lesson once and returns its ETag.
-func lessonETag(ctx context.Context, url, tok string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Accept-Encoding", "gzip")
-	resp, err := (&http.Client{Transport: newTransport(1)}).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || resp.Header.Get("ETag") == "" {
-		return "", fmt.Errorf("GET %s: status %d, ETag %q: %.300s", url, resp.StatusCode, resp.Header.Get("ETag"), b)
-	}
-	if resp.Header.Get("Content-Encoding") != "gzip" {
-		return "", fmt.Errorf("GET %s with Accept-Encoding: gzip: Content-Encoding %q", url, resp.Header.Get("Content-Encoding"))
-	}
-	return resp.Header.Get("ETag"), nil
-}
-
-// allocsPerRequest serves path through h serially in process and returns
-// the heap allocations and bytes per request (runtime.MemStats delta),
-// the meters' work included.
-func allocsPerRequest(h http.Handler, path string, header http.Header) (allocs, bytes float64, err error) {
-	const warm, n = 50, 1000
-	var m0, m1 runtime.MemStats
-	for i := range warm + n {
-		if i == warm {
-			runtime.GC()
-			runtime.ReadMemStats(&m0)
-		}
-		r := httptest.NewRequest("GET", path, nil)
-		r.Header = header
-		w := &discard{h: http.Header{}}
-		h.ServeHTTP(w, r)
-		if w.status != 200 {
-			return 0, 0, fmt.Errorf("in-process GET %s: status %d", path, w.status)
-		}
-	}
-	runtime.ReadMemStats(&m1)
-	return float64(m1.Mallocs-m0.Mallocs) / n, float64(m1.TotalAlloc-m0.TotalAlloc) / n, nil
-}
-
-// discard is a ResponseWriter that keeps only the status.
-type discard struct {
-	h      http.Header
-	status int
-}
-
-func (w *discard) Header() http.Header { return w.h }
-func (w *discard) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-func (w *discard) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = 200
-	}
-	return len(p), nil
-}
-
 // workerCPU measures (g) for every build.
 func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesson *corpus.Lesson, builds []build,
 	progress func(string, ...any)) ([]row, error) {
@@ -622,8 +267,8 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 	if err != nil {
 		return nil, err
 	}
-	msg := func(path, query string, kv ...string) startMessage {
-		m := startMessage{Method: "GET", Path: path, Query: query, Now: time.Now().UnixMilli(),
+	msg := func(path, query string, kv ...string) wazero.StartMessage {
+		m := wazero.StartMessage{Method: "GET", Path: path, Query: query, Now: time.Now().UnixMilli(),
 			Headers: [][2]string{{"Host", "api.lectern.test"}, {"User-Agent", "lectern-bench"}, {"Accept", "*/*"}}}
 		for i := 0; i+1 < len(kv); i += 2 {
 			m.Headers = append(m.Headers, [2]string{kv[i], kv[i+1]})
@@ -634,34 +279,35 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 	var rows []row
 	for _, b := range builds {
 		progress("(g) worker CPU, %s", b.name)
-		rt, compiled, _, err := runtimeFor(ctx, b)
+		mod, err := wazero.Compile(ctx, b.wasm)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("(g) %s: %w", b.name, err)
 		}
-		defer rt.Close(context.Background())
+		defer mod.Close(context.Background())
 		// One instance configured like the edge of the stack...
-		warm, _, err := instantiate(ctx, rt, compiled)
+		g, err := mod.Instantiate(ctx, io.Discard)
 		if err != nil {
 			return nil, err
 		}
-		if err := warm.setup(guestConfig{Origin: st.OriginURL, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Issuer: st.IdPURL,
+		warm := guest{g}
+		if err := warm.Configure(wazero.ConfigMessage{Origin: st.OriginURL, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Issuer: st.IdPURL,
 			Audience: audience, Secret: st.Secret, ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource"}); err != nil {
 			return nil, err
 		}
 		// ...and one trusting a key of the bench's, so that every request
 		// can bring a token it has never seen.
 		sg := newSigner("http://bench-issuer.test")
-		cold, _, err := instantiate(ctx, rt, compiled)
-		if err != nil {
+		if g, err = mod.Instantiate(ctx, io.Discard); err != nil {
 			return nil, err
 		}
-		if err := cold.setup(guestConfig{Origin: st.OriginURL, JWKSURL: sg.issuer + "/.well-known/jwks.json", Issuer: sg.issuer,
+		cold := guest{g}
+		if err := cold.Configure(wazero.ConfigMessage{Origin: st.OriginURL, JWKSURL: sg.issuer + "/.well-known/jwks.json", Issuer: sg.issuer,
 			Audience: audience, Secret: st.Secret, ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource"}); err != nil {
 			return nil, err
 		}
 		fetch := httpFetcher(client)
 		var forwards int
-		counting := func(out *output) resumeMessage {
+		counting := func(out *wazero.Output) wazero.ResumeMessage {
 			if out.Forward {
 				forwards++
 			}
@@ -669,7 +315,7 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 		}
 		// Prime: the JWKS and the token (a local 400), the org's ETag
 		// inputs (one forwarded lesson).
-		for _, m := range []startMessage{msg("/v1/subjects", "limit=0", "Authorization", bearer),
+		for _, m := range []wazero.StartMessage{msg("/v1/subjects", "limit=0", "Authorization", bearer),
 			msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip")} {
 			if _, _, _, err := warm.exchange(m, fetch); err != nil {
 				return nil, fmt.Errorf("(g) prime %s: %w", b.name, err)
@@ -677,24 +323,28 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 		}
 		flows := []*flow{
 			{name: "cached token, locally answered 400 (/v1/subjects?limit=0)", want: 400, guest: warm, fetch: fetch,
-				next: func(int) startMessage { return msg("/v1/subjects", "limit=0", "Authorization", bearer) }},
+				next: func(int) wazero.StartMessage { return msg("/v1/subjects", "limit=0", "Authorization", bearer) }},
 			{name: "cached token, edge 304: start + gate resume", want: 304, guest: warm, fetch: counting,
-				next: func(int) startMessage {
+				next: func(int) wazero.StartMessage {
 					return msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip", "If-None-Match", etag)
 				}},
 			{name: "cached token, forwarded lesson: start + resume", want: 200, guest: warm, fetch: fetch,
-				next: func(int) startMessage { return msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip") }},
+				next: func(int) wazero.StartMessage {
+					return msg(lessonPath, "", "Authorization", bearer, "Accept-Encoding", "gzip")
+				}},
 			{name: "cold token (one EdDSA verification), local 400", want: 400, guest: cold, fetch: sg.fetch,
-				next: func(int) startMessage { return msg("/v1/subjects", "limit=0", "Authorization", "Bearer "+sg.token()) }},
+				next: func(int) wazero.StartMessage {
+					return msg("/v1/subjects", "limit=0", "Authorization", "Bearer "+sg.token())
+				}},
 		}
 		// The same 304 with module calls back to back: the gate's first
 		// answer replayed, so no origin work runs between the calls and
 		// evicts the module's code and data from the CPU's caches. Not
 		// the goal's measure (the edge always waits on the origin between
 		// its calls); it shows how much of that one is cold caches.
-		var replay *resumeMessage
+		var replay *wazero.ResumeMessage
 		flows = append(flows, &flow{name: "edge 304 back to back (gate answer replayed, warm caches), cached token", want: 304,
-			guest: warm, next: flows[1].next, fetch: func(out *output) resumeMessage {
+			guest: warm, next: flows[1].next, fetch: func(out *wazero.Output) wazero.ResumeMessage {
 				if replay == nil {
 					m := counting(out)
 					replay = &m
@@ -724,8 +374,8 @@ func workerCPU(ctx context.Context, o options, st *stack, tokens []string, lesso
 			}
 			rows = append(rows, r)
 		}
-		warm.mod.Close(ctx)
-		cold.mod.Close(ctx)
+		warm.Close(ctx)
+		cold.Close(ctx)
 	}
 	return rows, nil
 }
@@ -736,22 +386,25 @@ func modules(ctx context.Context, builds []build, progress func(string, ...any))
 	var rows []row
 	for _, b := range builds {
 		progress("(h) module %s: %d instantiations", b.name, n)
-		rt, compiled, compile, err := runtimeFor(ctx, b)
+		t0 := time.Now()
+		mod, err := wazero.Compile(ctx, b.wasm)
+		compile := time.Since(t0)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("(h) %s: %w", b.name, err)
 		}
 		var took []time.Duration
 		for range n {
-			g, d, err := instantiate(ctx, rt, compiled)
+			t0 := time.Now()
+			g, err := mod.Instantiate(ctx, io.Discard)
+			took = append(took, time.Since(t0))
 			if err != nil {
-				rt.Close(ctx)
+				mod.Close(ctx)
 				return nil, err
 			}
-			took = append(took, d)
-			g.mod.Close(ctx)
+			g.Close(ctx)
 		}
-		rt.Close(ctx)
-		rows = append(rows, row{id: "h", what: "module, " + host.Toolchain(b.wasm),
+		mod.Close(ctx)
+		rows = append(rows, row{id: "h", what: "module, " + mod.Toolchain,
 			result: fmt.Sprintf("%d KB, instantiate %.2f ms", (len(b.wasm)+1023)/1024, float64(medianDuration(took))/1e6),
 			detail: fmt.Sprintf("%d bytes; median of %d instantiations (incl. _initialize) in wazero; compile %v",
 				len(b.wasm), n, compile.Round(time.Millisecond))})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // hang is how long these tests wait for what must happen within the
@@ -50,8 +51,8 @@ func buildModule(t *testing.T) string {
 			return
 		}
 		module.path = filepath.Join(module.dir, "worker.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", module.path, "github.com/lectern-api/lectern/worker/wasm")
-		cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		cmd := exec.Command("go", wazero.GoBuild(module.path, "github.com/lectern-api/lectern/worker/wasm")...)
+		cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			module.err = fmt.Errorf("build the module: %v\n%s", err, out)
 		}

@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
-	"github.com/lectern-api/lectern/wasmtest/host"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 func main() {
@@ -69,7 +69,7 @@ type config struct {
 
 	// Not from the environment (zero: the defaults; tests set short
 	// ones). Limits are the listener's, as at the origin (httpsrv.Default);
-	// ForwardTimeout, OriginBackoff and DialTimeout are host.Config's.
+	// ForwardTimeout, OriginBackoff and DialTimeout are wazero.Config's.
 	Limits         httpsrv.Limits
 	ForwardTimeout time.Duration
 	OriginBackoff  time.Duration
@@ -116,7 +116,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		originURL = "http://" + originAddr
 	}
 	var err error
-	if c.Origins, err = host.ParseOrigins(originURL); err != nil {
+	if c.Origins, err = wazero.ParseOrigins(originURL); err != nil {
 		return c, fmt.Errorf("LECTERN_ORIGIN_URL: %w", err)
 	}
 	if c.Issuer == "" {
@@ -180,7 +180,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	began := time.Now()
-	mod, err := host.Compile(ctx, wasm)
+	mod, err := wazero.Compile(ctx, wasm)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	if cfg.TestClock {
 		now = (&adminClock{url: "http://" + cfg.AdminAddr + "/admin/v1/clock", token: cfg.AdminToken, log: log}).Now
 	}
-	h, err := host.New(ctx, mod, host.Config{
+	h, err := wazero.New(ctx, mod, wazero.Config{
 		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		Secret: secret, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,

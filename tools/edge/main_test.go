@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -59,8 +61,8 @@ func TestRun(t *testing.T) {
 		t.Skip("skipped in -short: builds the module")
 	}
 	wasm := filepath.Join(t.TempDir(), "worker.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", wasm, "github.com/lectern-api/lectern/worker/wasm")
-	cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	cmd := exec.Command("go", wazero.GoBuild(wasm, "github.com/lectern-api/lectern/worker/wasm")...)
+	cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the module: %v\n%s", err, out)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/worker/wazero"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -60,8 +61,8 @@ func bins(t *testing.T) string {
 			binErr = fmt.Errorf("build the commands: %v\n%s", err, out)
 			return
 		}
-		cmd = exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(binDir, "worker.wasm"), "github.com/lectern-api/lectern/worker/wasm")
-		cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		cmd = exec.Command("go", wazero.GoBuild(filepath.Join(binDir, "worker.wasm"), "github.com/lectern-api/lectern/worker/wasm")...)
+		cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("build the module: %v\n%s", err, out)
 		}

@@ -62,7 +62,7 @@ const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"])
 /**
  * parseOrigins reads ORIGIN_URL: one base URL or several, comma-separated,
  * each http or https without query or fragment (a trailing slash dropped),
- * none twice. The same rules as LECTERN_ORIGIN_URL (wasmtest/host.ParseOrigins).
+ * none twice. The same rules as LECTERN_ORIGIN_URL (worker/wazero.ParseOrigins).
  */
 function parseOrigins(value) {
 	const out = [];

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/token/tokentest"
-	"github.com/lectern-api/lectern/wasmtest/host"
+	host "github.com/lectern-api/lectern/worker/wazero"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -24,8 +24,9 @@ import (
 
 // These tests build the reactor and drive its ABI (docs/edge.md) under
 // wazero: the standard Go build always, the TinyGo build when TinyGo is
-// found (LECTERN_TINYGO names the binary, else tinygo on PATH). The full
-// HTTP scenarios against a real origin are wasmtest's.
+// found (worker/wazero.TinyGo: $TINYGO, PATH, or where tools/tinygo
+// installs it). The full HTTP scenarios against a real origin are
+// wasmtest's.
 
 type build struct {
 	name string
@@ -34,15 +35,12 @@ type build struct {
 
 var builds = []build{
 	{"go", func(out string) *exec.Cmd {
-		c := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, ".")
-		c.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		c := exec.Command("go", host.GoBuild(out, ".")...)
+		c.Env = append(os.Environ(), host.GoEnv...)
 		return c
 	}},
 	{"tinygo", func(out string) *exec.Cmd {
-		bin := os.Getenv("LECTERN_TINYGO")
-		if bin == "" {
-			bin, _ = exec.LookPath("tinygo")
-		}
+		bin := host.TinyGo()
 		if bin == "" {
 			return nil
 		}
@@ -66,7 +64,7 @@ func module(t testing.TB, b build) []byte {
 	out := filepath.Join(t.TempDir(), b.name+".wasm")
 	cmd := b.cmd(out)
 	if cmd == nil {
-		t.Skipf("%s build: TinyGo not found (set LECTERN_TINYGO)", b.name)
+		t.Skipf("%s build: TinyGo not found (set TINYGO, or run tools/tinygo/build.sh)", b.name)
 	}
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s build: %v\n%s", b.name, err, msg)

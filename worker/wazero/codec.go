@@ -1,4 +1,4 @@
-package host
+package wazero
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 
 // message is a message the host sends.
 type message interface {
-	appendJSON(dst []byte) []byte
+	AppendJSON(dst []byte) []byte
 }
 
-func (m startMessage) appendJSON(b []byte) []byte {
+func (m StartMessage) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = jsonenc.Key(b, "method")
 	b = jsonenc.String(b, m.Method)
@@ -30,7 +30,7 @@ func (m startMessage) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (m resumeMessage) appendJSON(b []byte) []byte {
+func (m ResumeMessage) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = jsonenc.Key(b, "handle")
 	b = jsonenc.Int(b, m.Handle)
@@ -52,7 +52,7 @@ func (m resumeMessage) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (m wakeMessage) appendJSON(b []byte) []byte {
+func (m wakeMessage) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = jsonenc.Key(b, "handle")
 	b = jsonenc.Int(b, m.Handle)
@@ -69,7 +69,7 @@ func appendHeaders(b []byte, h [][2]string) []byte {
 }
 
 // parseOutput reads an output message; its strings are copied out of raw.
-func parseOutput(p *fastjson.Parser, raw []byte) (*output, error) {
+func parseOutput(p *fastjson.Parser, raw []byte) (*Output, error) {
 	v, err := p.ParseBytes(raw)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*output, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := new(output)
+	out := new(Output)
 	o.Visit(func(key []byte, m *fastjson.Value) {
 		if err != nil {
 			return
@@ -107,7 +107,7 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*output, error) {
 			if rf, err = m.Object(); err != nil {
 				return
 			}
-			out.Refresh = new(refresh)
+			out.Refresh = new(Refresh)
 			rf.Visit(func(k []byte, v *fastjson.Value) {
 				switch {
 				case err != nil:

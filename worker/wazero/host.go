@@ -1,10 +1,11 @@
-// Package host serves HTTP through the edge module (docs/edge.md) under
-// wazero: it compiles the module once, keeps a small pool of configured
-// instances, and for each request drives the module's start/resume loop,
-// performing the subrequests it asks for (JWKS, the origin's gate,
-// forwards) and writing its final answer. The local edge (tools/edge) and
-// wasmtest both run this host, so the module under test is served exactly
-// as `make run` serves it.
+// Package wazero serves HTTP through the edge module (docs/edge.md) under
+// wazero, the Go host beside worker/cloudflare's JS one: it compiles the
+// module once, keeps a small pool of configured instances, and for each
+// request drives the module's start/resume loop, performing the
+// subrequests it asks for (JWKS, the origin's gate, forwards) and writing
+// its final answer. The local edge (tools/edge), wasmtest and tools/bench
+// all run this host, so the module under test is served exactly as
+// `make run` serves it.
 //
 // Each instance is single-threaded: calls into it are serialised, but a
 // request releases its instance while a subrequest is in flight, so one
@@ -16,14 +17,13 @@
 // With several origins (Config.Origins), subrequests to the origin go to
 // each in turn and fail over where that cannot apply a request twice
 // (origins.go).
-package host
+package wazero
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -40,44 +40,7 @@ import (
 
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/token"
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
-	"github.com/valyala/fastjson"
 )
-
-// Module is the compiled edge module. Compile once, then start any number
-// of Hosts on it.
-type Module struct {
-	rt        wazero.Runtime
-	compiled  wazero.CompiledModule
-	Toolchain string // which toolchain built it, from its custom sections
-	Size      int    // bytes of the .wasm
-}
-
-// Compile compiles a module (the bytes of build/worker.wasm).
-func Compile(ctx context.Context, wasm []byte) (*Module, error) {
-	rt := wazero.NewRuntime(ctx)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("instantiate WASI: %w", err)
-	}
-	compiled, err := rt.CompileModule(ctx, wasm)
-	if err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("compile edge module: %w", err)
-	}
-	for _, name := range []string{"alloc", "configure", "start", "resume"} {
-		if _, ok := compiled.ExportedFunctions()[name]; !ok {
-			rt.Close(ctx)
-			return nil, fmt.Errorf("edge module does not export %s (docs/edge.md: Module ABI)", name)
-		}
-	}
-	return &Module{rt: rt, compiled: compiled, Toolchain: Toolchain(wasm), Size: len(wasm)}, nil
-}
-
-// Close releases the runtime and every instance of every Host on it.
-func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
 
 // Config is what a Host needs besides the module.
 type Config struct {
@@ -234,7 +197,7 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, in := range h.pool {
 		in.mu.Lock()
 		in.kill(errors.New("host closed"))
-		errs = append(errs, in.mod.Close(ctx))
+		errs = append(errs, in.g.Close(ctx))
 		in.mu.Unlock()
 	}
 	h.pool = nil
@@ -249,7 +212,7 @@ func (h *Host) Memory() []uint64 {
 	out := make([]uint64, len(pool))
 	for i, in := range pool {
 		in.mu.Lock()
-		out[i] = uint64(in.mod.Memory().Size())
+		out[i] = uint64(in.g.mod.Memory().Size())
 		in.mu.Unlock()
 	}
 	return out
@@ -279,49 +242,20 @@ func (h *Host) Stats() Stats {
 		ModuleCPU: time.Duration(h.stats.moduleCPU.Load())}
 }
 
-// configMessage is the message of configure (docs/edge.md).
-type configMessage struct {
-	Origin           string `json:"origin"`
-	JWKSURL          string `json:"jwksUrl"`
-	Issuer           string `json:"issuer"`
-	Audience         string `json:"audience"`
-	Secret           string `json:"secret"`
-	ResourceMetadata string `json:"resourceMetadata"`
-}
-
 func (h *Host) instantiate(ctx context.Context) (*instance, error) {
-	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").
-		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
-		WithStdout(h.cfg.Stderr).WithStderr(h.cfg.Stderr)
-	mod, err := h.mod.rt.InstantiateModule(ctx, h.mod.compiled, mc)
+	g, err := h.mod.Instantiate(ctx, h.cfg.Stderr)
 	if err != nil {
-		return nil, fmt.Errorf("instantiate edge module: %w", err)
+		return nil, err
 	}
-	in := &instance{mod: mod, parked: map[int64]chan struct{}{}, woken: map[int64]bool{}, stack: make([]uint64, 2),
+	in := &instance{g: g, parked: map[int64]chan struct{}{}, woken: map[int64]bool{},
 		clock: h.cfg.ThreadCPU, every: max(h.cfg.ThreadCPUEvery, 1), cpu: &h.stats.moduleCPU}
-	in.alloc = mod.ExportedFunction("alloc")
-	in.configure = mod.ExportedFunction("configure")
-	in.start = mod.ExportedFunction("start")
-	in.resume = mod.ExportedFunction("resume")
-	msg, _ := json.Marshal(configMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
-		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata})
 	in.mu.Lock()
-	raw, err := in.call(in.configure, msg)
-	raw = append([]byte(nil), raw...)
+	err = configure(in.call, ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
+		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata})
 	in.mu.Unlock()
 	if err != nil {
-		mod.Close(ctx)
-		return nil, fmt.Errorf("configure edge module: %w", err)
-	}
-	// configure answers a message too; an error there is a bad configuration.
-	var out struct {
-		Kind, Error string
-		Status      int
-		Body        string
-	}
-	if len(raw) > 0 && json.Unmarshal(raw, &out) == nil && (out.Error != "" || out.Status >= 400) {
-		mod.Close(ctx)
-		return nil, fmt.Errorf("configure edge module: %s%s", out.Error, out.Body)
+		g.Close(ctx)
+		return nil, err
 	}
 	return in, nil
 }
@@ -359,34 +293,30 @@ func (h *Host) replace(old *instance) {
 			return
 		}
 		h.pool[i] = fresh
-		old.mod.Close(context.Background())
+		old.g.Close(context.Background())
 	}
 }
 
 // instance is one module instance and the host's view of its parked
 // requests. mu serialises every call into it.
 type instance struct {
-	mu                              sync.Mutex
-	mod                             api.Module
-	parser                          fastjson.Parser // reads outputs; in.mu is held
-	alloc, configure, start, resume api.Function
-	stack                           []uint64
-	parked                          map[int64]chan struct{} // handle → closed on wake
-	woken                           map[int64]bool          // wakes that came before their park (defensive)
-	dead                            error
-	clock                           func() time.Duration // Config.ThreadCPU
-	every                           int                  // Config.ThreadCPUEvery, at least 1
-	calls                           int                  // calls since the last one clocked
-	cpu                             *atomic.Int64        // the Host's count of module CPU, in ns
+	mu     sync.Mutex
+	g      *Guest
+	parked map[int64]chan struct{} // handle → closed on wake
+	woken  map[int64]bool          // wakes that came before their park (defensive)
+	dead   error
+	clock  func() time.Duration // Config.ThreadCPU
+	every  int                  // Config.ThreadCPUEvery, at least 1
+	calls  int                  // calls since the last one clocked
+	cpu    *atomic.Int64        // the Host's count of module CPU, in ns
 }
 
-// call writes msg into guest memory, calls fn and returns its output
-// message, in guest memory: valid until the next call. in.mu is held.
-func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
+// call is g.Call, refused once the instance is dead, and clocked when the
+// Host counts module CPU. in.mu is held.
+func (in *instance) call(fn Func, msg []byte) ([]byte, error) {
 	if in.dead != nil {
 		return nil, in.dead
 	}
-	ctx := context.Background() // a client going away must not abort a guest call halfway
 	if in.clock != nil {
 		if in.calls++; in.calls == in.every {
 			in.calls = 0
@@ -395,28 +325,7 @@ func (in *instance) call(fn api.Function, msg []byte) ([]byte, error) {
 			defer func(c0 time.Duration) { in.cpu.Add(int64(in.every) * int64(in.clock()-c0)) }(in.clock())
 		}
 	}
-	in.stack[0] = uint64(len(msg))
-	if err := in.alloc.CallWithStack(ctx, in.stack); err != nil {
-		return nil, fmt.Errorf("alloc: %w", err)
-	}
-	ptr := uint32(in.stack[0])
-	if ptr == 0 {
-		return nil, fmt.Errorf("alloc refused a message of %d bytes", len(msg))
-	}
-	if !in.mod.Memory().Write(ptr, msg) {
-		return nil, fmt.Errorf("alloc returned %#x, outside memory for %d bytes", ptr, len(msg))
-	}
-	in.stack[0], in.stack[1] = uint64(ptr), uint64(len(msg))
-	if err := fn.CallWithStack(ctx, in.stack); err != nil {
-		return nil, err
-	}
-	res := in.stack[0]
-	optr, olen := uint32(res>>32), uint32(res)
-	b, ok := in.mod.Memory().Read(optr, olen)
-	if !ok {
-		return nil, fmt.Errorf("output at %#x+%d is outside memory", optr, olen)
-	}
-	return b, nil
+	return in.g.Call(fn, msg)
 }
 
 // kill marks the instance unusable and releases its parked requests (they
@@ -432,34 +341,25 @@ func (in *instance) kill(err error) {
 	}
 }
 
-// output is any output message of docs/edge.md.
-type output struct {
-	Kind        string
-	Handle      int64
-	Status      int
-	Headers     [][2]string
-	Body        string
-	Passthrough bool
-	Method      string
-	URL         string
-	Forward     bool
-	Wake        []int64
-	Refresh     *refresh // a background JWKS fetch to perform
-
-	parked chan struct{} // for kind "park": closed when woken
-}
-
-// refresh is an output's "refresh": GET URL in the background, then
-// resume Handle.
-type refresh struct {
-	Handle int64
-	URL    string
+// SetHeader adds to req the headers of the subrequest o asks for, as the
+// host sends them: "Host" is req.Host, and the framing (Content-Length,
+// Transfer-Encoding, Connection) is the transport's business.
+func (o *Output) SetHeader(req *http.Request) {
+	for _, kv := range o.Headers {
+		switch strings.ToLower(kv[0]) {
+		case "host":
+			req.Host = kv[1]
+		case "content-length", "transfer-encoding", "connection":
+		default:
+			req.Header.Add(kv[0], kv[1])
+		}
+	}
 }
 
 // do runs one call and handles its wake list and park registration under
 // the instance lock, so a wake can never pass its park.
-func (in *instance) do(fn api.Function, msg message) (*output, error) {
-	b := msg.appendJSON(nil)
+func (in *instance) do(fn Func, msg message) (*Output, error) {
+	b := msg.AppendJSON(nil)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	raw, err := in.call(fn, b)
@@ -467,7 +367,7 @@ func (in *instance) do(fn api.Function, msg message) (*output, error) {
 		in.kill(fmt.Errorf("edge module instance failed: %w", err))
 		return nil, err
 	}
-	out, err := parseOutput(&in.parser, raw)
+	out, err := in.g.Output(raw)
 	if err != nil {
 		return nil, fmt.Errorf("edge module output %.200q: %w", raw, err)
 	}
@@ -504,30 +404,6 @@ func (in *instance) unpark(handle int64) {
 	in.mu.Unlock()
 }
 
-// The messages the host sends (docs/edge.md); codec.go writes them.
-type startMessage struct {
-	Method  string
-	Path    string
-	Query   string
-	Headers [][2]string
-	Now     int64
-}
-
-type resumeMessage struct {
-	Handle  int64
-	Status  int
-	Headers [][2]string
-	Body    *string
-	Error   string
-	Now     int64
-}
-
-type wakeMessage struct {
-	Handle int64
-	Wake   bool
-	Now    int64
-}
-
 // parkTimeout is how long a parked request waits for its wake before
 // resuming anyway: past the guest's own give-up on a stuck fetch.
 const parkTimeout = token.DefaultInFlightTimeout + 5*time.Second
@@ -555,7 +431,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hdrs = append(hdrs, [2]string{name, v})
 		}
 	}
-	out, err := h.do(in, in.start, startMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+	out, err := h.do(in, Start, StartMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
 		Headers: hdrs, Now: h.now()})
 	var fwd *http.Response // the origin's answer to the last forward, body unread
 	defer func() {
@@ -600,10 +476,10 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			} else {
 				h.stats.subrequests.Add(1)
 			}
-			var msg resumeMessage
+			var msg ResumeMessage
 			msg, fwd = h.subrequest(r.Context(), r, out)
 			msg.Handle, msg.Now = out.Handle, h.now()
-			out, err = h.do(in, in.resume, msg)
+			out, err = h.do(in, Resume, msg)
 		case "park":
 			h.stats.parks.Add(1)
 			select {
@@ -611,7 +487,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case <-time.After(parkTimeout):
 				in.unpark(out.Handle)
 			}
-			out, err = h.do(in, in.resume, wakeMessage{Handle: out.Handle, Wake: true, Now: h.now()})
+			out, err = h.do(in, Resume, wakeMessage{Handle: out.Handle, Wake: true, Now: h.now()})
 		default:
 			err = fmt.Errorf("edge module output of kind %q", out.Kind)
 		}
@@ -619,7 +495,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // do is in.do, then the background refresh the output asks for, if any.
-func (h *Host) do(in *instance, fn api.Function, msg message) (*output, error) {
+func (h *Host) do(in *instance, fn Func, msg message) (*Output, error) {
 	out, err := in.do(fn, msg)
 	if err == nil && out.Refresh != nil {
 		h.refresh(in, *out.Refresh)
@@ -631,7 +507,7 @@ func (h *Host) do(in *instance, fn api.Function, msg message) (*output, error) {
 // SubrequestTimeout and cancelled by Close, and resumes the background
 // handle on in with the answer (status 0 on failure). No request waits
 // for it; the guest's "done" may wake requests parked on it.
-func (h *Host) refresh(in *instance, rf refresh) {
+func (h *Host) refresh(in *instance, rf Refresh) {
 	h.bgMu.Lock()
 	defer h.bgMu.Unlock()
 	if h.bgClosed {
@@ -641,10 +517,10 @@ func (h *Host) refresh(in *instance, rf refresh) {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
-		msg, _ := h.subrequest(h.bgCtx, nil, &output{Method: "GET", URL: rf.URL,
+		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: "GET", URL: rf.URL,
 			Headers: [][2]string{{"Accept", "application/json"}}})
 		msg.Handle, msg.Now = rf.Handle, h.now()
-		out, err := h.do(in, in.resume, msg)
+		out, err := h.do(in, Resume, msg)
 		switch {
 		case err != nil:
 			h.cfg.Logger.Warn("edge: background JWKS refresh", "err", err)
@@ -668,9 +544,9 @@ func (h *Host) refresh(in *instance, rf refresh) {
 // small enough to keep); never after the forward timeout or the client
 // going away. Otherwise the guest gets the failure (status 0), as with
 // one origin.
-func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) (resumeMessage, *http.Response) {
-	failed := func(err error) (resumeMessage, *http.Response) {
-		return resumeMessage{Status: 0, Error: err.Error()}, nil
+func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) (ResumeMessage, *http.Response) {
+	failed := func(err error) (ResumeMessage, *http.Response) {
+		return ResumeMessage{Status: 0, Error: err.Error()}, nil
 	}
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -714,16 +590,7 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) 
 				req.ContentLength = 0
 			}
 		}
-		for _, kv := range out.Headers {
-			switch strings.ToLower(kv[0]) {
-			case "host":
-				req.Host = kv[1]
-			case "content-length", "transfer-encoding", "connection":
-				// Framing is the transport's business.
-			default:
-				req.Header.Add(kv[0], kv[1])
-			}
-		}
+		out.SetHeader(req)
 		st.set(func() { st.head = true })
 		resp, err = h.cfg.Client.Do(req)
 		st.set(func() { st.head = false })
@@ -749,7 +616,7 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *output) 
 		}
 		return failed(err)
 	}
-	msg := resumeMessage{Status: resp.StatusCode, Headers: pairs(resp.Header)}
+	msg := ResumeMessage{Status: resp.StatusCode, Headers: pairs(resp.Header)}
 	if out.Forward {
 		resp.Body = &originBody{resp.Body, st, cancel}
 		return msg, resp
