@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/lectern-api/lectern/shared/scope"
+	"github.com/lectern-api/lectern/shared/token/tokentest"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -195,37 +192,28 @@ func (f *flow) run(dur time.Duration) error {
 }
 
 // signer mints tokens of the identity provider's exact shape
-// (origin/idp: EdDSA, kid, the same claims) with a key of its own, so
-// that every request can bear a token the module has never verified.
+// (origin/idp: EdDSA, kid, the same claims) with a key of its own
+// (tokentest's, kid "bench"), each with a jti of its own, so that every
+// request can bear a token the module has never verified.
 type signer struct {
-	key    ed25519.PrivateKey
 	issuer string
 	jwks   string
 	n      int
 }
 
 func newSigner(issuer string) *signer {
-	pub, key, _ := ed25519.GenerateKey(rand.Reader)
-	jwks := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":%q,"kid":"bench","alg":"EdDSA","use":"sig"}]}`,
-		base64.RawURLEncoding.EncodeToString(pub))
-	return &signer{key: key, issuer: issuer, jwks: jwks}
+	return &signer{issuer: issuer, jwks: string(tokentest.JWKS("bench"))}
 }
 
 func (s *signer) token() string {
 	s.n++
 	now := time.Now()
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+	return tokentest.Mint("bench", tokentest.Claims{
 		"iss": s.issuer, "aud": audience, "sub": "bench-client", "client_id": "bench-client",
 		"scope": scope.Full(scope.ContentRead), "org": benchOrg,
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(900 * time.Second).Unix(),
 		"jti": fmt.Sprintf("bench-%d", s.n),
 	})
-	t.Header["kid"] = "bench"
-	raw, err := t.SignedString(s.key)
-	if err != nil {
-		panic(err) // an ed25519 key always signs
-	}
-	return raw
 }
 
 // fetch answers the guest's JWKS fetch from memory; nothing else is
