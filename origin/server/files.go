@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
@@ -43,12 +44,12 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeError(w, r, id, link.Refusal(nil))
 		return
 	}
-	content, close, err := asset(ct.Dir, m)
+	content, done, err := asset(ct.Dir, m)
 	if err != nil {
 		s.writeError(w, r, id, err)
 		return
 	}
-	defer close()
+	defer done()
 	h := w.Header()
 	h.Set("Content-Type", m.MIME)
 	h.Set("ETag", assetTag(ct.ContentVersion, m))
@@ -66,8 +67,9 @@ func assetTag(version string, m *corpus.Media) string {
 }
 
 // asset opens m's bytes: <dir>/<location> when that is a regular file
-// (opened within dir: a location cannot leave it), else synthetic bytes
-// of its declared size.
+// (opened within dir: a location cannot leave it), else, when there is no
+// such file, synthetic bytes of its declared size. A file that is there
+// but cannot be read is an error (500), not a stand-in.
 func asset(dir string, m *corpus.Media) (io.ReadSeeker, func() error, error) {
 	f, err := os.OpenInRoot(dir, m.Location)
 	switch {
@@ -76,7 +78,7 @@ func asset(dir string, m *corpus.Media) (io.ReadSeeker, func() error, error) {
 			return f, f.Close, nil
 		}
 		f.Close()
-	case !errors.Is(err, fs.ErrNotExist):
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 		return nil, nil, err
 	}
 	return newSynthetic(m.ID, m.Bytes), func() error { return nil }, nil

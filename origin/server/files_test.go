@@ -257,3 +257,23 @@ func TestSyntheticSeeks(t *testing.T) {
 		t.Error("a 0-byte asset has bytes")
 	}
 }
+
+// A location whose directory is a file holds no asset: the stand-in is
+// served, not a 500.
+func TestFilesLocationUnderAFile(t *testing.T) {
+	small := smallContent(t, "")
+	c := *small.Corpus
+	c.Dir = t.TempDir()
+	ct := *small
+	ct.Corpus = &c
+	m := someMedia(t, &c, 1)
+	first, _, _ := strings.Cut(m.Location, "/")
+	if err := os.WriteFile(filepath.Join(c.Dir, first), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fh := newFilesHarness(t, &ct)
+	r := fh.do("GET", fh.mediaLink(m.ID, time.Minute), "", nil)
+	if want, _ := io.ReadAll(newSynthetic(m.ID, m.Bytes)); r.status != 200 || !bytes.Equal(r.body, want) {
+		t.Errorf("got %d, %d bytes; want the synthetic %d", r.status, len(r.body), m.Bytes)
+	}
+}
