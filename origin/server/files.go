@@ -56,6 +56,13 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 	http.ServeContent(w, r, l.Name, time.Time{}, content)
 }
 
+// publicLink is l signed with the first URL key, absolute on the API's
+// public base URL (LECTERN_PUBLIC_URL, the resource identifier): what a
+// mint or an export answers.
+func (s *Server) publicLink(l link.Link) string {
+	return strings.TrimSuffix(s.cfg.Resource, "/") + s.cfg.URLKeys.Sign(l)
+}
+
 // assetTag is an asset's strong ETag: its bytes are a function of the
 // corpus version and the media id (a corpus is immutable under one
 // version; the synthetic bytes depend on the id and size alone), so one

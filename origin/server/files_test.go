@@ -26,6 +26,7 @@ const filesKeys = "k1=files-test-key-one-0123456789abcdef,k0=files-test-key-zero
 // tried would panic the test.
 type filesHarness struct {
 	*harness
+	srv   *Server
 	keys  link.Keys
 	clock *atomic.Int64 // unix nanoseconds
 }
@@ -40,23 +41,34 @@ func newFilesHarness(t *testing.T, ct *Content) *filesHarness {
 	fh.clock.Store(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC).UnixNano())
 	content := new(atomic.Pointer[Content])
 	content.Store(ct)
-	srv := httptest.NewServer(New(Config{
-		Content: content.Load,
-		Now:     func() time.Time { return time.Unix(0, fh.clock.Load()) },
-		URLKeys: keys,
-	}))
+	srv := httptest.NewUnstartedServer(nil)
+	base := "http://" + srv.Listener.Addr().String()
+	fh.srv = New(Config{
+		Content:  content.Load,
+		Now:      func() time.Time { return time.Unix(0, fh.clock.Load()) },
+		URLKeys:  keys,
+		Resource: base + "/",
+	})
+	srv.Config.Handler = fh.srv
+	srv.Start()
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	fh.harness = &harness{t: t, api: srv.URL, content: content, client: &http.Client{Transport: tr}}
+	fh.harness = &harness{t: t, api: base, content: content, client: &http.Client{Transport: tr}}
 	return fh
 }
 
 func (fh *filesHarness) now() time.Time { return time.Unix(0, fh.clock.Load()) }
 
-// mediaLink signs a link to mediaID valid for ttl from now.
+// mediaLink signs a link to mediaID valid for ttl from now, as a mint
+// would (publicLink), and returns its path and query.
 func (fh *filesHarness) mediaLink(mediaID string, ttl time.Duration) string {
-	return fh.keys.Sign(link.Link{Kind: link.Media, Expires: fh.now().Add(ttl).Unix(), Row: 7, Name: "asset.bin", Media: mediaID})
+	u := fh.srv.publicLink(link.Link{Kind: link.Media, Expires: fh.now().Add(ttl).Unix(), Row: 7, Name: "asset.bin", Media: mediaID})
+	rest, ok := strings.CutPrefix(u, fh.api+link.Prefix)
+	if !ok {
+		fh.t.Fatalf("link %q is not under %s%s", u, fh.api, link.Prefix)
+	}
+	return link.Prefix + rest
 }
 
 // someMedia is an asset of the corpus with at least min bytes.
