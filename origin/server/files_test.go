@@ -155,14 +155,22 @@ func someMediaOther(t *testing.T, c *corpus.Corpus, not *corpus.Media) *corpus.M
 	return nil
 }
 
-// An asset whose file is in the corpus directory is served from it.
-func TestFilesServesCorpusFile(t *testing.T) {
+// smallContentIn is the small corpus as if loaded from dir (a copy: the
+// shared one is left as it is).
+func smallContentIn(t *testing.T, dir string) *Content {
 	small := smallContent(t, "")
 	c := *small.Corpus
-	c.Dir = t.TempDir()
+	c.Dir = dir
 	ct := *small
 	ct.Corpus = &c
-	m := someMedia(t, &c, 1)
+	return &ct
+}
+
+// An asset whose file is in the corpus directory is served from it.
+func TestFilesServesCorpusFile(t *testing.T) {
+	ct := smallContentIn(t, t.TempDir())
+	c := ct.Corpus
+	m := someMedia(t, c, 1)
 	data := []byte("the real bytes of " + m.ID)
 	path := filepath.Join(c.Dir, filepath.FromSlash(m.Location))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -171,7 +179,7 @@ func TestFilesServesCorpusFile(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fh := newFilesHarness(t, &ct)
+	fh := newFilesHarness(t, ct)
 	r := fh.do("GET", fh.mediaLink(m.ID, time.Minute), "", nil)
 	if r.status != 200 || !bytes.Equal(r.body, data) || r.header.Get("Content-Type") != m.MIME {
 		t.Errorf("got %d %q (%s), want the file's bytes as %s", r.status, r.body, r.header.Get("Content-Type"), m.MIME)
@@ -273,17 +281,14 @@ func TestSyntheticSeeks(t *testing.T) {
 // A location whose directory is a file holds no asset: the stand-in is
 // served, not a 500.
 func TestFilesLocationUnderAFile(t *testing.T) {
-	small := smallContent(t, "")
-	c := *small.Corpus
-	c.Dir = t.TempDir()
-	ct := *small
-	ct.Corpus = &c
-	m := someMedia(t, &c, 1)
+	ct := smallContentIn(t, t.TempDir())
+	c := ct.Corpus
+	m := someMedia(t, c, 1)
 	first, _, _ := strings.Cut(m.Location, "/")
 	if err := os.WriteFile(filepath.Join(c.Dir, first), []byte("not a directory"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fh := newFilesHarness(t, &ct)
+	fh := newFilesHarness(t, ct)
 	r := fh.do("GET", fh.mediaLink(m.ID, time.Minute), "", nil)
 	if want, _ := io.ReadAll(newSynthetic(m.ID, m.Bytes)); r.status != 200 || !bytes.Equal(r.body, want) {
 		t.Errorf("got %d, %d bytes; want the synthetic %d", r.status, len(r.body), m.Bytes)
