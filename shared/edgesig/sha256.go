@@ -1,3 +1,5 @@
+//go:build !stdhmac
+
 package edgesig
 
 import (

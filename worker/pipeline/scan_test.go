@@ -1,3 +1,5 @@
+//go:build !stdscan
+
 package pipeline
 
 import (
