@@ -10,7 +10,8 @@ package main
 //
 // The deployed TinyGo build and one TinyGo build per variant are measured
 // in the same run: (f) interleaved as usual, every build's edge once per
-// round; (g) once per build per round, -runs rounds. Each row then says
+// round; (g) once per build per round, -runs rounds, each flow for at
+// most a second. Each row then says
 // the median over the rounds, their spread, and the median of each
 // round's difference from the deployed build measured in that round.
 
@@ -22,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/wasmtest/host"
@@ -109,7 +111,13 @@ func workerRounds(ctx context.Context, o options, st *stack, tokens []string, le
 	progress func(string, ...any)) ([]row, error) {
 	var names []string
 	byName := map[string][]float64{}
+	o.time = min(o.time, time.Second) // each flow's length: the rounds are many
 	for i := range o.runs {
+		// Tokens as fresh as the round: the rounds outlast the first ones.
+		tokens, err := st.tokens(ctx, 1)
+		if err != nil {
+			return nil, err
+		}
 		for _, b := range builds {
 			progress("(g) round %d/%d", i+1, o.runs)
 			rows, err := workerCPU(ctx, o, st, tokens, lesson, []build{b}, progress)
