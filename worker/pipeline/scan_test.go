@@ -1,5 +1,3 @@
-//go:build !stdscan
-
 package pipeline
 
 import (
