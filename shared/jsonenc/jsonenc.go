@@ -111,3 +111,15 @@ func Key(dst []byte, name string) []byte {
 	dst = String(dst, name)
 	return append(dst, ':')
 }
+
+// Plain returns the length of s's longest prefix of bytes that a JSON
+// string holds as they are: ASCII, not a control character, '"' or '\\'.
+// String and the edge module's message scanner skip such runs with it.
+func Plain(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return len(s)
+}
