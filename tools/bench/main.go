@@ -99,7 +99,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.corpus, "corpus", "", "serve this corpus directory instead of generating the full one")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (client, edge and origin) to this file")
 	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
-	fs.StringVar(&o.variants, "variants", "", "measure TinyGo builds with these build tags against the deployed one (variants.go), e.g. stdhmac,stdscan,stdjsonenc")
+	fs.StringVar(&o.variants, "variants", "", "measure TinyGo builds with these build tags against the deployed one (variants.go): variants separated by commas, the tags of one by +")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -1,19 +1,17 @@
 package main
 
-// -variants: the edge module's hand-rolled pieces against their standard
-// library or fastjson alternatives, each chosen by a build tag
-// (docs/bench.md, "Hand-rolled pieces"):
-//
-//	stdhmac     crypto/hmac for shared/edgesig's precomputed-pad HMAC
-//	stdscan     fastjson for worker/pipeline's message scanner
-//	stdjsonenc  a byte loop for jsonenc.Plain's SWAR scan
+// -variants: the edge module built with other build tags against the
+// deployed build, as the module's hand-rolled pieces were measured
+// against their standard library and fastjson alternatives, each behind
+// a tag (docs/bench.md, "Hand-rolled pieces"; the tags were those of
+// commit 421efd2: stdhmac, stdscan, stdjsonenc).
 //
 // The deployed TinyGo build and one TinyGo build per variant are measured
 // in the same run: (f) interleaved as usual, every build's edge once per
 // round; (g) once per build per round, -runs rounds, each flow for at
-// most a second. Each row then says
-// the median over the rounds, their spread, and the median of each
-// round's difference from the deployed build measured in that round.
+// most a second. Each row then says the median over the rounds, their
+// spread, and the median of each round's difference from the deployed
+// build measured in that round.
 
 import (
 	"context"
