@@ -71,9 +71,9 @@ func Validate(op meter.Op) error {
 // database stores as is: valid UTF-8 without NUL (PostgreSQL's text
 // refuses NUL, and one bad row must not fail the batch it shares).
 const (
-	MaxTarget    = 512 // a media id, or an export's "<tier>/<slug>[/<classNum>]"
-	MaxField     = 128 // format, client, contentVersion, request id, key id, a scope
-	MaxScopes    = 16
+	MaxTarget = 512 // a media id, or an export's "<tier>/<slug>[/<classNum>]"
+	MaxField  = 128 // format, client, contentVersion, request id, key id, a scope
+	MaxScopes = 16
 )
 
 func validEntry(e meter.Entry) error {
