@@ -470,7 +470,7 @@ func queueLedger(w *pgx.Batch, rows []*batch.LedgerRow) {
 	expires := make([]*time.Time, n)
 	for i, r := range rows {
 		orgs, kinds, targets, formats = append(orgs, r.Org), append(kinds, r.Kind), append(targets, r.Target), append(formats, r.Format)
-		clients, scopes, cvs = append(clients, r.Client), append(scopes, strings.Join(r.Scopes, " ")), append(cvs, r.ContentVersion)
+		clients, scopes, cvs = append(clients, r.Client), append(scopes, batch.ScopesText(r.Scopes)), append(cvs, r.ContentVersion)
 		rids, kids, created = append(rids, r.RequestID), append(kids, r.KeyID), append(created, r.Created)
 		if !r.Expires.IsZero() {
 			expires[i] = &r.Expires
@@ -521,7 +521,7 @@ func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) 
 		&r.Created, &expires, &r.KeyID}, func() error {
 		row := r
 		row.Created = r.Created.UTC()
-		row.Scopes = strings.Fields(scopes)
+		row.Scopes = batch.ParseScopes(scopes)
 		row.Expires = time.Time{}
 		if expires != nil {
 			row.Expires = expires.UTC()

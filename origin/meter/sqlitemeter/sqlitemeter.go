@@ -423,7 +423,7 @@ func saveLedger(ctx context.Context, tx *sql.Tx, rows []*batch.LedgerRow) error 
 	}
 	defer st.Close()
 	for _, r := range rows {
-		res, err := st.ExecContext(ctx, r.Org, r.Kind, r.Target, r.Format, r.Client, strings.Join(r.Scopes, " "),
+		res, err := st.ExecContext(ctx, r.Org, r.Kind, r.Target, r.Format, r.Client, batch.ScopesText(r.Scopes),
 			r.ContentVersion, r.RequestID, timeText(r.Created), timeText(r.Expires), r.KeyID)
 		if err == nil {
 			r.ID, err = res.LastInsertId()
@@ -463,7 +463,7 @@ func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) 
 			&created, &expires, &r.KeyID); err != nil {
 			return nil, fmt.Errorf("meter ledger: %w", err)
 		}
-		r.Scopes = strings.Fields(scopes)
+		r.Scopes = batch.ParseScopes(scopes)
 		if r.Created, err = time.Parse(time.RFC3339Nano, created); err != nil {
 			return nil, fmt.Errorf("meter ledger: row %d: %w", r.ID, err)
 		}

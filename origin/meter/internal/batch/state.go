@@ -112,6 +112,18 @@ type LedgerRow struct {
 // a job, in its Op.Ledger's order.
 func (s *State) Ledger() []*LedgerRow { return s.ledger }
 
+// ScopesText is how a ledger row's scopes are stored: space-separated
+// (Validate refuses a scope holding white space).
+func ScopesText(scopes []string) string { return strings.Join(scopes, " ") }
+
+// ParseScopes reads ScopesText: nil for none.
+func ParseScopes(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, " ")
+}
+
 // Micro is t in UTC to the microsecond, as every backend keeps a ledger
 // row's times (PostgreSQL's timestamptz holds microseconds); zero stays
 // zero.
