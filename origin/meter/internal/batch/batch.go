@@ -1,7 +1,8 @@
 // Package batch is what the meter backends (sqlitemeter, pgmeter) share:
 // the validation of ops, their evaluation against the counters, the
 // records of lessons read and the enumeration alarms one transaction read
-// (State), the transaction itself (Commit), and the group committer that
+// (State), the transaction itself (Commit), which also hands each passing
+// op the ids of the ledger rows it wrote, and the group committer that
 // batches concurrent ops into it (Committer).
 //
 // A backend supplies only its dialect: a Backend that begins transactions
@@ -150,7 +151,11 @@ type Tx interface {
 	// before it. Rows not stored need not be set.
 	Load(ctx context.Context, s *State) error
 	// Save writes back what the jobs changed (s.Changed, s.ChangedDays,
-	// s.ChangedAlarms).
+	// s.ChangedAlarms), and inserts the ledger rows of the passing ops
+	// (s.Ledger), in their order, setting each row's ID: ascending in
+	// that order, and above every row of a transaction that committed
+	// before this one (so ids follow commit order across every Store of
+	// the database).
 	Save(ctx context.Context, s *State) error
 	Commit(ctx context.Context) error
 	// Rollback ends the transaction if Commit has not; it is deferred
