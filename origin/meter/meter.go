@@ -248,5 +248,9 @@ type Store interface {
 	// an ID above after, in ID order (the order they committed), at
 	// most limit of them (limit >= 1).
 	Ledger(ctx context.Context, org string, after int64, limit int) ([]Row, error)
+	// LedgerRow reads the ledger row numbered id, whatever its org (a
+	// signed link carries its row's id; forensics names the org from it),
+	// and reports whether there is one.
+	LedgerRow(ctx context.Context, id int64) (Row, bool, error)
 	Close() error
 }

@@ -104,7 +104,20 @@ func testLedgerWritten(t *testing.T, open func(t *testing.T) meter.Store) {
 	if !ascending(res.LedgerIDs) || len(res.LedgerIDs) != 4 || res.LedgerIDs[0] < 1 {
 		t.Fatalf("LedgerIDs = %v, want 4 ascending ids from 1 up", res.LedgerIDs)
 	}
-	checkRows(t, "after one mint", ledger(t, s, "acme", 10), op, res.LedgerIDs)
+	rows := ledger(t, s, "acme", 10)
+	checkRows(t, "after one mint", rows, op, res.LedgerIDs)
+	// A row read by its id, whatever its org, is the row listed.
+	for _, r := range rows {
+		got, ok, err := s.LedgerRow(t.Context(), r.ID)
+		if err != nil || !ok || !reflect.DeepEqual(got, r) {
+			t.Errorf("LedgerRow(%d) = %+v, %v, %v; want %+v", r.ID, got, ok, err, r)
+		}
+	}
+	for _, id := range []int64{0, -1, res.LedgerIDs[3] + 1, 1 << 62} {
+		if got, ok, err := s.LedgerRow(t.Context(), id); ok || err != nil {
+			t.Errorf("LedgerRow(%d) of no row = %+v, %v, %v; want none", id, got, ok, err)
+		}
+	}
 	// An op without entries writes none and reports none.
 	if res := apply(t, s, meter.Op{Org: "acme", Now: t0, Stages: []meter.Stage{call(nil, nil)}}); res.LedgerIDs != nil {
 		t.Errorf("an op without entries: LedgerIDs %v", res.LedgerIDs)

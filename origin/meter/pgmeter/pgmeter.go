@@ -317,9 +317,10 @@ const (
 			$10::timestamptz[], $11::timestamptz[], $12::text[]) WITH ORDINALITY
 			AS v (org, kind, target, format, client, scopes, cv, rid, created, expires, kid, i)
 		RETURNING id`
-	readLedger = `SELECT id, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id
-		FROM meter_ledger WHERE org = $1 AND id > $2 ORDER BY id LIMIT $3`
-	writeAlarms = `UPDATE meter_alarms AS a
+	ledgerColumns = `id, org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id`
+	readLedger    = `SELECT ` + ledgerColumns + ` FROM meter_ledger WHERE org = $1 AND id > $2 ORDER BY id LIMIT $3`
+	readLedgerRow = `SELECT ` + ledgerColumns + ` FROM meter_ledger WHERE id = $1`
+	writeAlarms   = `UPDATE meter_alarms AS a
 		SET in_force = v.in_force, day = v.day, tripped_at = v.tripped_at, lessons = v.lessons, granted = v.granted
 		FROM unnest($1::text[], $2::bool[], $3::text[], $4::timestamptz[], $5::int4[], $6::int4[])
 			AS v (org, in_force, day, tripped_at, lessons, granted)
@@ -498,6 +499,23 @@ func queueLedger(w *pgx.Batch, rows []*batch.LedgerRow) {
 	})
 }
 
+// scanRow reads a row of ledgerColumns.
+func scanRow(row pgx.Row) (meter.Row, error) {
+	var r meter.Row
+	var scopes string
+	var expires *time.Time
+	if err := row.Scan(&r.ID, &r.Org, &r.Kind, &r.Target, &r.Format, &r.Client, &scopes, &r.ContentVersion, &r.RequestID,
+		&r.Created, &expires, &r.KeyID); err != nil {
+		return r, err
+	}
+	r.Created = r.Created.UTC()
+	r.Scopes = batch.ParseScopes(scopes)
+	if expires != nil {
+		r.Expires = expires.UTC()
+	}
+	return r, nil
+}
+
 // Ledger lists the ledger rows of org with an id above after, in id
 // order (the order they committed), at most limit of them.
 func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) ([]meter.Row, error) {
@@ -513,26 +531,28 @@ func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("meter ledger: %w", err)
 	}
-	var out []meter.Row
-	r := meter.Row{Org: org}
-	var scopes string
-	var expires *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Kind, &r.Target, &r.Format, &r.Client, &scopes, &r.ContentVersion, &r.RequestID,
-		&r.Created, &expires, &r.KeyID}, func() error {
-		row := r
-		row.Created = r.Created.UTC()
-		row.Scopes = batch.ParseScopes(scopes)
-		row.Expires = time.Time{}
-		if expires != nil {
-			row.Expires = expires.UTC()
-		}
-		out = append(out, row)
-		return nil
-	})
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (meter.Row, error) { return scanRow(row) })
 	if err != nil {
 		return nil, fmt.Errorf("meter ledger: %w", err)
 	}
 	return out, nil
+}
+
+// LedgerRow reads the ledger row numbered id.
+func (s *Store) LedgerRow(ctx context.Context, id int64) (meter.Row, bool, error) {
+	conn, err := s.pool.get(ctx)
+	if err != nil {
+		return meter.Row{}, false, fmt.Errorf("meter ledger row %d: %w", id, err)
+	}
+	defer s.pool.put(conn)
+	r, err := scanRow(conn.QueryRow(ctx, readLedgerRow, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return meter.Row{}, false, nil
+	}
+	if err != nil {
+		return meter.Row{}, false, fmt.Errorf("meter ledger row %d: %w", id, err)
+	}
+	return r, true, nil
 }
 
 // isHour reports whether a period is an hour's ("2006-01-02T15") rather

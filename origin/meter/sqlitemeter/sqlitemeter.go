@@ -443,34 +443,47 @@ func timeText(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
+// ledgerColumns are the columns scanRow reads, in its order.
+const ledgerColumns = `id, org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id`
+
+// scanRow reads a row of ledgerColumns.
+func scanRow(sc interface{ Scan(...any) error }) (meter.Row, error) {
+	var r meter.Row
+	var scopes, created, expires string
+	if err := sc.Scan(&r.ID, &r.Org, &r.Kind, &r.Target, &r.Format, &r.Client, &scopes, &r.ContentVersion, &r.RequestID,
+		&created, &expires, &r.KeyID); err != nil {
+		return r, err
+	}
+	r.Scopes = batch.ParseScopes(scopes)
+	var err error
+	if r.Created, err = time.Parse(time.RFC3339Nano, created); err != nil {
+		return r, fmt.Errorf("row %d: %w", r.ID, err)
+	}
+	if expires != "" {
+		if r.Expires, err = time.Parse(time.RFC3339Nano, expires); err != nil {
+			return r, fmt.Errorf("row %d: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
 // Ledger lists the ledger rows of org with an id above after, in id
 // order (the order they committed), at most limit of them.
 func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) ([]meter.Row, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("meter ledger: limit %d, want at least 1", limit)
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id
-		FROM meter_ledger WHERE org = ? AND id > ? ORDER BY id LIMIT ?`, org, after, limit)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+ledgerColumns+` FROM meter_ledger WHERE org = ? AND id > ? ORDER BY id LIMIT ?`,
+		org, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("meter ledger: %w", err)
 	}
 	defer rows.Close()
 	var out []meter.Row
 	for rows.Next() {
-		r := meter.Row{Org: org}
-		var scopes, created, expires string
-		if err := rows.Scan(&r.ID, &r.Kind, &r.Target, &r.Format, &r.Client, &scopes, &r.ContentVersion, &r.RequestID,
-			&created, &expires, &r.KeyID); err != nil {
+		r, err := scanRow(rows)
+		if err != nil {
 			return nil, fmt.Errorf("meter ledger: %w", err)
-		}
-		r.Scopes = batch.ParseScopes(scopes)
-		if r.Created, err = time.Parse(time.RFC3339Nano, created); err != nil {
-			return nil, fmt.Errorf("meter ledger: row %d: %w", r.ID, err)
-		}
-		if expires != "" {
-			if r.Expires, err = time.Parse(time.RFC3339Nano, expires); err != nil {
-				return nil, fmt.Errorf("meter ledger: row %d: %w", r.ID, err)
-			}
 		}
 		out = append(out, r)
 	}
@@ -478,6 +491,18 @@ func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) 
 		return nil, fmt.Errorf("meter ledger: %w", err)
 	}
 	return out, nil
+}
+
+// LedgerRow reads the ledger row numbered id.
+func (s *Store) LedgerRow(ctx context.Context, id int64) (meter.Row, bool, error) {
+	r, err := scanRow(s.rdb.QueryRowContext(ctx, `SELECT `+ledgerColumns+` FROM meter_ledger WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return meter.Row{}, false, nil
+	}
+	if err != nil {
+		return meter.Row{}, false, fmt.Errorf("meter ledger row %d: %w", id, err)
+	}
+	return r, true, nil
 }
 
 // Usage reads the counters of org in the periods of now, the number of

@@ -180,6 +180,15 @@ func (s *store) Ledger(ctx context.Context, org string, after int64, limit int) 
 	return out, nil
 }
 
+func (s *store) LedgerRow(ctx context.Context, id int64) (meter.Row, bool, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	if id < 1 || id > int64(len(s.db.ledger)) {
+		return meter.Row{}, false, nil
+	}
+	return s.db.ledger[id-1], true, nil
+}
+
 // ApplyBatch applies ops in one transaction (metertest.Batcher).
 func (s *store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result, error) {
 	jobs := make([]batch.Job, len(ops))
