@@ -18,7 +18,7 @@ import (
 // lessonTail is the closing members of every lesson-route document:
 // `,"contentVersion":…,"_license":{…}}`.
 func (s *Server) lessonTail(dst []byte, req *request) []byte {
-	return s.lessonLicense(req.corpus.lessons.AppendVersion(dst), req)
+	return req.corpus.lessons.AppendTail(dst, s.envelope(req))
 }
 
 // lessonLicense appends `,"_license":{…}}`, the caller's part.
@@ -103,7 +103,7 @@ func (s *Server) lessonMedia(w http.ResponseWriter, r *http.Request, req *reques
 	} else {
 		body = append(body, "null"...)
 	}
-	body = l.License.AppendMember(req.corpus.lessons.AppendVersion(body))
+	body = req.corpus.lessons.AppendTail(body, l.License)
 	writeContent(w, r, req, m.tag, bill, body)
 	lessondoc.PutBuf(bp, body)
 	return nil
