@@ -165,3 +165,25 @@ func BenchmarkBuild(b *testing.B) {
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 }
+
+// TestRendererMatchesBuild: a lesson rendered alone renders every
+// document as the set's rendering of it does.
+func TestRendererMatchesBuild(t *testing.T) {
+	c, set := smallCorpus(t)
+	var r Renderer
+	for _, l := range c.Lessons {
+		d, err := r.Render(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := set.Doc(l)
+		for _, lv := range []Level{Brief, Standard, Full} {
+			if got, w := d.AppendLesson(nil, lv, incAll, nil), want.AppendLesson(nil, lv, incAll, nil); !bytes.Equal(got, w) {
+				t.Fatalf("%s at level %d: the renderer differs from Build", l.ID, lv)
+			}
+		}
+		if got, w := d.AppendTranscript(nil, true, nil), want.AppendTranscript(nil, true, nil); !bytes.Equal(got, w) {
+			t.Fatalf("%s transcript: the renderer differs from Build", l.ID)
+		}
+	}
+}
