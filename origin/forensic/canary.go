@@ -13,15 +13,16 @@ import (
 // and the lesson, from which the operator recovers the organisation even
 // when the envelope's tag was stripped.
 //
-// A site is a sentence end inside a line: '.', '?' or '!' followed by a
-// run of spaces and then a character that is neither a space nor a line
-// break. A mark sets the run to one space (bit 0) or two (bit 1): the
-// typewriter's double space after a sentence, which HTML and markdown
-// render as one. Words never change, and a string's contents survive a
+// A site is a sentence or clause end inside a line: '.', '?', '!', ',',
+// ';' or ':' followed by a run of spaces and then a character that is
+// neither a space nor a line break (sentence ends alone left some classes
+// of the generated corpus under 64 sites). A mark sets the run to one
+// space (bit 0) or two (bit 1): the typewriter's double space after a
+// sentence, which HTML and markdown render as one. Words never change, and a string's contents survive a
 // JSON parse and re-encoding, so the marks do too.
 //
 // A site's bit is the low bit of HMAC-SHA256(lesson key, context), where
-// the context is the sentence that ends at the site: the text from the
+// the context is the sentence or clause that ends at the site: the text from the
 // previous site's run (or the line's start, without a leading "> " quote
 // marker) to the terminator, with the body's "**" key-term markers
 // removed. The bit therefore depends on the words alone, not on where the
@@ -79,7 +80,7 @@ func eachSite(s string, f func(site)) {
 		switch s[i] {
 		case '\n':
 			start, lineStart = i+1, true
-		case '.', '?', '!':
+		case '.', '?', '!', ',', ';', ':':
 			j := i + 1
 			for j < len(s) && s[j] == ' ' {
 				j++

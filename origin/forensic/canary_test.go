@@ -99,6 +99,8 @@ func TestSites(t *testing.T) {
 		{"Wait... then! Go? Now", 3},
 		{"Many.    Spaces", 1},
 		{"> Quoted. Text", 1},
+		{"Clauses, then; more: done", 3},
+		{"At 3:15, 1,000", 1},
 	} {
 		if got := Sites(tt.in); got != tt.want {
 			t.Errorf("Sites(%q) = %d, want %d", tt.in, got, tt.want)
