@@ -1,0 +1,106 @@
+package export
+
+import (
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"testing"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/lessondoc"
+)
+
+var (
+	fullOnce sync.Once
+	full     *Builder
+	full30   *corpus.Subject
+)
+
+// thirty is a builder over the full corpus and a subject of 30 classes
+// (the spec's cost example), made once per test binary.
+func thirty(b *testing.B) (*Builder, *corpus.Subject) {
+	b.Helper()
+	fullOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lectern-export-full-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		if _, err := gen.Write(dir, gen.Options{Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
+		c, err := corpus.Load(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		set, err := lessondoc.Build(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range c.Subjects {
+			if len(s.Lessons) == 30 {
+				full30 = s
+				break
+			}
+		}
+		full = New(c, set, Config{CanaryKey: testCanaryKey})
+	})
+	if full30 == nil {
+		b.Fatal("the full corpus has no subject of 30 classes")
+	}
+	return full, full30
+}
+
+// heapSampler is a sink that records the highest heap in use at its
+// writes, as the archive reaches it file by file.
+type heapSampler struct {
+	peak uint64
+	n    int64
+	ms   runtime.MemStats
+}
+
+func (h *heapSampler) Write(p []byte) (int, error) {
+	runtime.ReadMemStats(&h.ms)
+	h.peak = max(h.peak, h.ms.HeapAlloc)
+	h.n += int64(len(p))
+	return len(p), nil
+}
+
+// peakAbove runs write into a heapSampler with the collector at 5%
+// (so HeapAlloc follows the live heap rather than garbage awaiting a
+// cycle) and reports the highest heap above the start's.
+func peakAbove(b *testing.B, write func(w io.Writer) error) (peak uint64, n int64) {
+	old := debug.SetGCPercent(5)
+	defer debug.SetGCPercent(old)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	h := &heapSampler{}
+	if err := write(h); err != nil {
+		b.Fatal(err)
+	}
+	if h.peak < ms.HeapAlloc {
+		return 0, h.n
+	}
+	return h.peak - ms.HeapAlloc, h.n
+}
+
+// BenchmarkZip30 writes a 30-class subject's zip; peak-heap-B is the
+// heap one download holds above idle.
+func BenchmarkZip30(b *testing.B) {
+	bld, sub := thirty(b)
+	req := request("acme", Target{Subject: sub})
+	peak, n := peakAbove(b, func(w io.Writer) error { _, err := bld.WriteZip(w, req); return err })
+	b.ReportAllocs()
+	b.SetBytes(n)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := bld.WriteZip(io.Discard, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(peak), "peak-heap-B")
+}
