@@ -104,3 +104,19 @@ func BenchmarkZip30(b *testing.B) {
 	}
 	b.ReportMetric(float64(peak), "peak-heap-B")
 }
+
+// BenchmarkInline30 writes a 30-class subject's inline data.
+func BenchmarkInline30(b *testing.B) {
+	bld, sub := thirty(b)
+	req := request("acme", Target{Subject: sub})
+	peak, n := peakAbove(b, func(w io.Writer) error { _, err := bld.WriteInline(w, req, 0); return err })
+	b.ReportAllocs()
+	b.SetBytes(n)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := bld.WriteInline(io.Discard, req, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(peak), "peak-heap-B")
+}
