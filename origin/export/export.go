@@ -107,6 +107,8 @@ type Builder struct {
 	docs   *lessondoc.Set
 	cfg    Config
 	work   sync.Pool // *work
+
+	transcripts transcripts
 }
 
 // New is the builder of c's bundles; docs are c's lesson renderings.

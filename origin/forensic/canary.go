@@ -137,3 +137,25 @@ func Sites(text string) int {
 	eachSite(text, func(site) { n++ })
 	return n
 }
+
+// MatchTexts is Match over texts counting each sentence once: a sentence
+// repeated (a body that is also the narration, a voiceover in both the
+// lesson and the transcript) carries one bit, not several that agree by
+// construction, so the count is of independent bits.
+func (c *Canary) MatchTexts(texts []string) (sites, matched int) {
+	seen := map[string]bool{}
+	for _, text := range texts {
+		eachSite(text, func(st site) {
+			ctx := strings.ReplaceAll(text[st.ctx:st.end], "**", "")
+			if seen[ctx] {
+				return
+			}
+			seen[ctx] = true
+			sites++
+			if (st.run-st.end >= 2) == c.bit(ctx) {
+				matched++
+			}
+		})
+	}
+	return sites, matched
+}
