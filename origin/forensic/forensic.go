@@ -8,6 +8,11 @@
 // HMAC-SHA256(key, orgID, scopes). Recovery is by search: the operator
 // tries each known organisation with each of the 64 scope sets (Decode),
 // which for thousands of organisations takes milliseconds.
+//
+// Beside the tag: the envelope itself (Envelope), the export bundles'
+// canaries (canary.go: whitespace marks keyed by organisation and lesson,
+// which survive the tag's removal) and detection (detect.go: a leak's
+// organisation from its tag or else its canaries).
 package forensic
 
 import (
