@@ -4,7 +4,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"testing"
 
@@ -54,27 +53,39 @@ func thirty(b *testing.B) (*Builder, *corpus.Subject) {
 	return full, full30
 }
 
-// heapSampler is a sink that records the highest heap in use at its
-// writes, as the archive reaches it file by file.
+// heapSampler is a sink that records the live heap at every eighth of
+// its writes, as the archive reaches it file by file: a collection, then
+// HeapAlloc, so garbage awaiting a cycle is not counted.
 type heapSampler struct {
-	peak uint64
-	n    int64
-	ms   runtime.MemStats
+	peak   uint64
+	n      int64
+	writes int
+	ms     runtime.MemStats
 }
 
 func (h *heapSampler) Write(p []byte) (int, error) {
-	runtime.ReadMemStats(&h.ms)
-	h.peak = max(h.peak, h.ms.HeapAlloc)
+	if h.writes%8 == 0 {
+		runtime.GC()
+		runtime.ReadMemStats(&h.ms)
+		h.peak = max(h.peak, h.ms.HeapAlloc)
+	}
+	h.writes++
 	h.n += int64(len(p))
 	return len(p), nil
 }
 
-// peakAbove runs write into a heapSampler with the collector at 5%
-// (so HeapAlloc follows the live heap rather than garbage awaiting a
-// cycle) and reports the highest heap above the start's.
+// peaks keeps each benchmark's measure: the collections make it slow
+// over the full corpus's heap, so it is taken once per benchmark.
+var peaks sync.Map // benchmark name -> [2]uint64{peak, n}
+
+// peakAbove runs write into a heapSampler and reports the highest live
+// heap above the start's, and the bytes written.
 func peakAbove(b *testing.B, write func(w io.Writer) error) (peak uint64, n int64) {
-	old := debug.SetGCPercent(5)
-	defer debug.SetGCPercent(old)
+	if v, ok := peaks.Load(b.Name()); ok {
+		p := v.([2]uint64)
+		return p[0], int64(p[1])
+	}
+	defer func() { peaks.Store(b.Name(), [2]uint64{peak, uint64(n)}) }()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

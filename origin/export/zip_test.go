@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 )
 
@@ -86,4 +87,40 @@ func TestZipWriterFails(t *testing.T) {
 			t.Errorf("after %d bytes: err %v, want the writer's", n, err)
 		}
 	}
+}
+
+// TestConcurrentBuilds: one builder serves concurrent downloads (its
+// pooled scratch and compressors shared), each writing its own bytes.
+func TestConcurrentBuilds(t *testing.T) {
+	c, _ := smallCorpus(t)
+	b := newBuilder(t)
+	orgs := []string{"acme", "globex", "initech", "umbrella"}
+	want := map[string][]byte{}
+	for _, org := range orgs {
+		want[org] = zipBytes(t, newBuilder(t), request(org, Target{Subject: biggest(c)}))
+	}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		org := orgs[i%len(orgs)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf bytes.Buffer
+			if i%2 == 0 {
+				if _, err := b.WriteZip(&buf, request(org, Target{Subject: biggest(c)})); err != nil {
+					t.Error(err)
+				} else if !bytes.Equal(buf.Bytes(), want[org]) {
+					t.Errorf("%s: a concurrent build differs", org)
+				}
+				return
+			}
+			if _, err := b.WriteInline(&buf, request(org, Target{Subject: biggest(c)}), 0); err != nil {
+				t.Error(err)
+			}
+			if _, ok := b.TranscriptLesson([]byte("## nothing")); ok {
+				t.Error("a transcript found for nothing")
+			}
+		}()
+	}
+	wg.Wait()
 }
