@@ -349,7 +349,12 @@ func (f *finder) flushPending(d *Detector) {
 // conclude decodes the tags and weighs the canaries of every candidate.
 func (f *finder) conclude(d *Detector) Finding {
 	var out Finding
+	seen := map[string]bool{}
 	for _, m := range f.tags {
+		if seen[m.Tag] {
+			continue // a bundle repeats its tag in every class file: one row
+		}
+		seen[m.Tag] = true
 		org, s, ok := Decode(d.Keys.Tag, m.Tag, d.Orgs)
 		if !ok {
 			continue
