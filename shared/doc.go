@@ -43,6 +43,7 @@
 //	origin/clock                  the origin's time source, with the test clock
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API
 //	origin/corpus                 the corpus format, its loader and in-memory indexes
+//	origin/corpus/corpustest      for tests: the small generated corpus, made once per test binary
 //	origin/corpus/gen             the deterministic synthetic corpus generator
 //	origin/export                 the export bundles, streamed as a zip or the inline tar.gz in base64
 //	origin/forensic               the licence envelope, its tag, the bundles' canaries and leak detection

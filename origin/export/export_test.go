@@ -6,49 +6,34 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/corpus/corpustest"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/lessondoc"
 	"github.com/lectern-api/lectern/shared/scope"
 )
 
 var (
-	smallOnce sync.Once
-	small     *corpus.Corpus
-	smallSet  *lessondoc.Set
-	smallErr  error
+	setOnce  sync.Once
+	smallSet *lessondoc.Set
+	setErr   error
 )
 
-// smallCorpus is the small corpus of seed 1 and its renderings, made once
-// per test binary.
+// smallCorpus is the small corpus and its renderings, made once per test
+// binary.
 func smallCorpus(t testing.TB) (*corpus.Corpus, *lessondoc.Set) {
 	t.Helper()
-	smallOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lectern-export-")
-		if err != nil {
-			smallErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		if _, smallErr = gen.Write(dir, gen.Options{Seed: 1, Small: true}); smallErr != nil {
-			return
-		}
-		if small, smallErr = corpus.Load(dir); smallErr != nil {
-			return
-		}
-		smallSet, smallErr = lessondoc.Build(small)
-	})
-	if smallErr != nil {
-		t.Fatal(smallErr)
+	c := corpustest.Small(t)
+	setOnce.Do(func() { smallSet, setErr = lessondoc.Build(c) })
+	if setErr != nil {
+		t.Fatal(setErr)
 	}
-	return small, smallSet
+	return c, smallSet
 }
 
 var (
