@@ -9,6 +9,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/lessondoc"
 )
 
@@ -20,7 +21,7 @@ var (
 
 // thirty is a builder over the full corpus and a subject of 30 classes
 // (the spec's cost example), made once per test binary.
-func thirty(b *testing.B) (*Builder, *corpus.Subject) {
+func thirty(b testing.TB) (*Builder, *corpus.Subject) {
 	b.Helper()
 	fullOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "lectern-export-full-")
@@ -114,6 +115,29 @@ func BenchmarkZip30(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(peak), "peak-heap-B")
+}
+
+// TestFullCorpusCanaryBits: every class of the full corpus carries at
+// least 64 independent canary bits in the texts its class file marks
+// (the small corpus's class files are checked whole by TestCanaryBits).
+func TestFullCorpusCanaryBits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates the full corpus")
+	}
+	bld, _ := thirty(t)
+	least := 1 << 30
+	for _, l := range bld.corpus.Lessons {
+		var texts []string
+		for _, c := range l.Cards {
+			texts = append(texts, c.Body, c.Narration(), c.VideoVoiceover)
+		}
+		bits, _ := forensic.NewCanary(testCanaryKey, "acme", l.ID).MatchTexts(texts)
+		if bits < 64 {
+			t.Errorf("%s: %d canary bits, want at least 64", l.ID, bits)
+		}
+		least = min(least, bits)
+	}
+	t.Logf("the fewest canary bits in a class of the full corpus: %d", least)
 }
 
 // BenchmarkInline30 writes a 30-class subject's inline data.

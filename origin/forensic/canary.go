@@ -15,10 +15,13 @@ import (
 //
 // A site is a sentence or clause end inside a line: '.', '?', '!', ',',
 // ';' or ':' followed by a run of spaces and then a character that is
-// neither a space nor a line break (sentence ends alone left some classes
-// of the generated corpus under 64 sites). A mark sets the run to one
-// space (bit 0) or two (bit 1): the typewriter's double space after a
-// sentence, which HTML and markdown render as one. Words never change, and a string's contents survive a
+// neither a space nor a line break; or a sentence end ('.', '?', '!') at
+// the end of a line or text, with any trailing spaces (sentence ends
+// alone left some classes of the generated corpus under 64 sites, and
+// clause ends some of the full one). A mark sets a run within a line to
+// one space (bit 0) or two (bit 1), the typewriter's double space after a
+// sentence, which HTML and markdown render as one; at a line's end, to no
+// space (0) or one (1), which markdown ignores (a hard break takes two). Words never change, and a string's contents survive a
 // JSON parse and re-encoding, so the marks do too.
 //
 // A site's bit is the low bit of HMAC-SHA256(lesson key, context), where
@@ -60,8 +63,21 @@ func (c *Canary) bit(ctx string) bool {
 }
 
 // site is a sentence end of a text: s[ctx:end] is the sentence, its
-// terminator last, and s[end:run] the run of spaces after it.
-type site struct{ ctx, end, run int }
+// terminator last, and s[end:run] the run of spaces after it. At a line's
+// end (lineEnd) the run is the line's trailing spaces.
+type site struct {
+	ctx, end, run int
+	lineEnd       bool
+}
+
+// set reports whether the site's run carries a 1: two spaces within a
+// line, one at its end.
+func (st site) set() bool {
+	if st.lineEnd {
+		return st.run > st.end
+	}
+	return st.run-st.end >= 2
+}
 
 // eachSite calls f for each site of s, in order.
 func eachSite(s string, f func(site)) {
@@ -77,7 +93,7 @@ func eachSite(s string, f func(site)) {
 			}
 			lineStart = false
 		}
-		switch s[i] {
+		switch c := s[i]; c {
 		case '\n':
 			start, lineStart = i+1, true
 		case '.', '?', '!', ',', ';', ':':
@@ -85,18 +101,26 @@ func eachSite(s string, f func(site)) {
 			for j < len(s) && s[j] == ' ' {
 				j++
 			}
-			if j == i+1 || j == len(s) || s[j] == '\n' || s[j] == '\r' {
+			if j == len(s) || s[j] == '\n' {
+				if c == '.' || c == '?' || c == '!' {
+					f(site{start, i + 1, j, true})
+				}
+				i = j - 1 // the line break is read next
 				continue
 			}
-			f(site{start, i + 1, j})
+			if j == i+1 || s[j] == '\r' {
+				continue
+			}
+			f(site{start, i + 1, j, false})
 			start = j
 			i = j - 1
 		}
 	}
 }
 
-// Mark returns text with its sites marked: every sentence end's run of
-// spaces one or two long, as the bits say; nothing else changes.
+// Mark returns text with its sites marked, as the bits say: every
+// sentence end's run of spaces one or two long within a line, none or one
+// at a line's end; nothing else changes.
 func (c *Canary) Mark(text string) string {
 	var b strings.Builder
 	last := 0
@@ -105,13 +129,15 @@ func (c *Canary) Mark(text string) string {
 			b.Grow(len(text) + len(text)/32)
 		}
 		b.WriteString(text[last:st.end])
-		b.WriteByte(' ')
+		if !st.lineEnd {
+			b.WriteByte(' ')
+		}
 		if c.bit(text[st.ctx:st.end]) {
 			b.WriteByte(' ')
 		}
 		last = st.run
 	})
-	if last == 0 {
+	if b.Len() == 0 {
 		return text
 	}
 	b.WriteString(text[last:])
@@ -124,7 +150,7 @@ func (c *Canary) Mark(text string) string {
 func (c *Canary) Match(text string) (sites, matched int) {
 	eachSite(text, func(st site) {
 		sites++
-		if (st.run-st.end >= 2) == c.bit(text[st.ctx:st.end]) {
+		if st.set() == c.bit(text[st.ctx:st.end]) {
 			matched++
 		}
 	})
@@ -152,7 +178,7 @@ func (c *Canary) MatchTexts(texts []string) (sites, matched int) {
 			}
 			seen[ctx] = true
 			sites++
-			if (st.run-st.end >= 2) == c.bit(ctx) {
+			if st.set() == c.bit(ctx) {
 				matched++
 			}
 		})

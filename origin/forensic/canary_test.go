@@ -20,17 +20,20 @@ func sampleText(n int) string {
 }
 
 func TestCanaryMarks(t *testing.T) {
-	text := sampleText(30) // 89 sites: the last sentence ends the text
+	text := sampleText(30) // 90 sites, the text's end one of them
 	c := NewCanary(canaryKey, "acme", "high/algebra/3")
 	marked := c.Mark(text)
-	if sites, matched := c.Match(marked); sites != 89 || matched != 89 {
-		t.Errorf("Match(marked) = %d of %d sites, want 89 of 89", matched, sites)
+	if sites, matched := c.Match(marked); sites != 90 || matched != 90 {
+		t.Errorf("Match(marked) = %d of %d sites, want 90 of 90", matched, sites)
 	}
 	if !slices.Equal(strings.Fields(marked), strings.Fields(text)) {
 		t.Error("marking changed the words")
 	}
 	if strings.ReplaceAll(marked, " ", "") != strings.ReplaceAll(text, " ", "") {
 		t.Error("marking changed more than spaces")
+	}
+	if ml := c.Mark("One. Two.\nThree!\nFour?"); strings.Contains(ml, "  \n") || strings.HasSuffix(ml, "  ") {
+		t.Errorf("Mark = %q: two spaces at a line's end (a markdown hard break)", ml)
 	}
 	if marked == text || !strings.Contains(marked, ".  ") {
 		t.Error("no double space: the marks carry no bits")
@@ -44,7 +47,7 @@ func TestCanaryMarks(t *testing.T) {
 		"another key":          NewCanary([]byte("another canary key of 32 bytes!!"), "acme", "high/algebra/3"),
 	} {
 		sites, matched := other.Match(marked)
-		if sites != 89 || matched > 70 || matched < 20 {
+		if sites != 90 || matched > 70 || matched < 20 {
 			t.Errorf("%s: %d of %d sites match, want about half", name, matched, sites)
 		}
 		if other.Mark(text) == marked {
@@ -66,7 +69,7 @@ func TestCanarySurvivesJSON(t *testing.T) {
 	if err := json.Unmarshal(re, &v); err != nil {
 		t.Fatal(err)
 	}
-	if sites, matched := c.Match(v.Cards[0].Body); sites != 74 || matched != sites {
+	if sites, matched := c.Match(v.Cards[0].Body); sites != 75 || matched != sites {
 		t.Errorf("after re-encoding: %d of %d sites match", matched, sites)
 	}
 }
@@ -79,8 +82,8 @@ func TestCanaryAcrossForms(t *testing.T) {
 	spoken := strings.ReplaceAll(marked, "**", "")
 	quoted := "## Label\n\n> " + strings.ReplaceAll(spoken, "\n", "\n> ") + "\n\n"
 	for name, s := range map[string]string{"body": marked, "spoken": spoken, "markdown": quoted} {
-		if sites, matched := c.Match(s); sites != 3 || matched != 3 {
-			t.Errorf("%s: %d of %d sites match, want 3 of 3", name, matched, sites)
+		if sites, matched := c.Match(s); sites != 5 || matched != 5 {
+			t.Errorf("%s: %d of %d sites match, want 5 of 5", name, matched, sites)
 		}
 	}
 }
@@ -93,8 +96,11 @@ func TestSites(t *testing.T) {
 		{"", 0},
 		{"No end", 0},
 		{"One. Two", 1},
-		{"Trailing. ", 0},
-		{"Line end.\nNext", 0},
+		{"Trailing. ", 1},
+		{"Line end.\nNext", 1},
+		{"Line end\nNext.", 1},
+		{"Comma,\nand colon:  ", 0},
+		{"Three.\n\n> Quoted line.   \n", 2},
 		{"Pi is 3.14 here", 0},
 		{"Wait... then! Go? Now", 3},
 		{"Many.    Spaces", 1},
