@@ -18,7 +18,6 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
 	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString \
 	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan ./worker/pipeline:FuzzDecode \
-	./shared/jsonenc:FuzzPlain ./shared/edgesig:FuzzPadded \
 	./shared/link:FuzzParse
 
 .DEFAULT_GOAL := help
@@ -60,7 +59,7 @@ worker-tinygo: ## build/worker-tinygo.wasm with TinyGo (tools/tinygo/build.sh in
 # Packages whose tests exercise concurrency run again under the race
 # detector (it needs cgo; skipped when there is no C compiler).
 RACE := ./origin/meter/... ./origin/store/... ./origin/auth/... ./origin/server/... ./origin/lessondoc/... ./origin/search/... ./origin/openapi/... \
-	./origin/clock/... ./origin/idp/... ./origin/httpsrv/...
+	./origin/clock/... ./origin/idp/... ./origin/httpsrv/... ./origin/export/...
 
 test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say when they skip)
 	$(GO) vet ./...

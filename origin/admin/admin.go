@@ -1,7 +1,7 @@
 // Package admin is the operator's admin API (DESIGN.md: operator contract),
 // served on its own listener (LECTERN_ADMIN_ADDR, loopback by default):
-// organisations and their plans, OAuth clients, corpus reload, health and,
-// with LECTERN_TEST_CLOCK=1 only, the test clock.
+// organisations and their plans, OAuth clients, the export ledger, corpus
+// reload, health and, with LECTERN_TEST_CLOCK=1 only, the test clock.
 //
 // Every call needs "Authorization: Bearer <LECTERN_ADMIN_TOKEN>"; the token
 // is checked before routing, so nothing about the admin surface (not even
@@ -33,6 +33,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/internal/jsonbody"
+	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 )
@@ -68,6 +69,10 @@ type Config struct {
 	// beside its stored record: its meters and its enumeration alarm.
 	// Nil: orgs are answered as stored.
 	Orgs Orgs
+	// Meters holds the export ledger GET /admin/v1/orgs/{orgId}/ledger
+	// lists (meter.Store.Ledger, under the org's meter.Key). Nil: the
+	// ledger route is not served (404).
+	Meters meter.Store
 	// Logger receives the access log and the causes of 500s (nil: none).
 	Logger *slog.Logger
 }
@@ -113,6 +118,9 @@ func Handler(cfg Config) http.Handler {
 	a.handle("DELETE /admin/v1/orgs/{orgId}", a.deleteOrg)
 	if cfg.CreateClient != nil {
 		a.handle("POST /admin/v1/orgs/{orgId}/clients", a.createClient)
+	}
+	if cfg.Meters != nil {
+		a.handle("GET /admin/v1/orgs/{orgId}/ledger", a.ledger)
 	}
 	if cfg.Reload != nil {
 		a.handle("POST /admin/v1/corpus/reload", a.reload)

@@ -35,7 +35,9 @@ type Biller struct {
 	Store meter.Store
 }
 
-// Bill is what a billing call did.
+// Bill is what a billing call did. LedgerIDs (of meter.Result) are the
+// ids of the ledger rows a Mint or an Export wrote, in the order of its
+// entries: the ids their signed links carry.
 type Bill struct {
 	meter.Result
 	op meter.Op
@@ -70,27 +72,33 @@ func (b *Biller) LessonRead(ctx context.Context, o *store.Org, now time.Time, re
 	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Read: read})
 }
 
-// Mint bills a batch of n media URLs: one call; n hourly mints reserved
-// first; then n monthly downloads. A batch stopped by the hourly cap bills
-// the call only; one stopped by the monthly download quota bills the call
-// plus the hourly reservation (spec: Effects of refusals).
-func (b *Biller) Mint(ctx context.Context, o *store.Org, now time.Time, n int) (Bill, error) {
+// Mint bills a batch of media URLs, one per ledger entry (duplicates
+// included), and writes the entries to the export ledger in the same
+// transaction: one call; the hourly mints reserved first; then the
+// monthly downloads. A batch stopped by the hourly cap bills the call
+// only; one stopped by the monthly download quota bills the call plus the
+// hourly reservation (spec: Effects of refusals); neither writes a row.
+func (b *Biller) Mint(ctx context.Context, o *store.Org, now time.Time, urls []meter.Entry) (Bill, error) {
+	n := int64(len(urls))
 	stages := append(call(o),
-		meter.Stage{{Meter: meter.HourMints, N: int64(n), Limit: o.RateLimits.URLMintsPerHour}},
-		meter.Stage{{Meter: meter.MonthDownloads, N: int64(n), Limit: o.Quota.Downloads}})
-	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages})
+		meter.Stage{{Meter: meter.HourMints, N: n, Limit: o.RateLimits.URLMintsPerHour}},
+		meter.Stage{{Meter: meter.MonthDownloads, N: n, Limit: o.Quota.Downloads}})
+	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Ledger: urls})
 }
 
-// Export bills an export that ships a bundle or a signed link: one call,
-// one export and one download per class (a class export is one class),
-// the export and its downloads all or nothing. An inline export answered
-// 304 is Call instead.
-func (b *Biller) Export(ctx context.Context, o *store.Org, now time.Time, classes int) (Bill, error) {
+// Export bills an export that ships a bundle or a signed link, and writes
+// its ledger entry in the same transaction: one call, one export and one
+// download per class (a class export is one class), the export and its
+// downloads all or nothing, either format. A spent export allowance is
+// EXPORT_LIMIT, a spent download quota QUOTA_EXCEEDED: either bills the
+// call only and writes no row. An inline export answered 304, or refused
+// 413, is Call instead.
+func (b *Biller) Export(ctx context.Context, o *store.Org, now time.Time, classes int, export meter.Entry) (Bill, error) {
 	stages := append(call(o), meter.Stage{
 		{Meter: meter.MonthExports, N: 1, Limit: o.Quota.Exports},
 		{Meter: meter.MonthDownloads, N: int64(classes), Limit: o.Quota.Downloads},
 	})
-	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages})
+	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Ledger: []meter.Entry{export}})
 }
 
 // TestprepPage bills a page of up to want test-prep items: one call, one

@@ -61,6 +61,37 @@ func usage(t *testing.T, s meter.Store, pairs ...any) {
 	}
 }
 
+// urls are the ledger entries of a mint of n URLs.
+func urls(n int) []meter.Entry {
+	es := make([]meter.Entry, n)
+	for i := range es {
+		es[i] = meter.Entry{Kind: meter.KindMedia, Target: "high-algebra-1-img-" + strconv.Itoa(i), Format: "url",
+			Client: "c1", Scopes: []string{"service-api/media.download"}, ContentVersion: "v1", RequestID: "r1",
+			Expires: now.Add(15 * time.Minute), KeyID: "k1"}
+	}
+	return es
+}
+
+// export is the ledger entry of an export.
+func export() meter.Entry {
+	return meter.Entry{Kind: meter.KindExport, Target: "high/algebra", Format: "zip_url", Client: "c1",
+		Scopes: []string{"service-api/content.export"}, ContentVersion: "v1", RequestID: "r2",
+		Expires: now.Add(15 * time.Minute), KeyID: "k1"}
+}
+
+// rows checks the number of the organisation's ledger rows.
+func rows(t *testing.T, s meter.Store, want int) []meter.Row {
+	t.Helper()
+	got, err := s.Ledger(context.Background(), "acme", 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != want {
+		t.Errorf("%d ledger rows, want %d", len(got), want)
+	}
+	return got
+}
+
 // result carries a billing call's two results into the checks below.
 type result struct {
 	b   billing.Bill
@@ -106,8 +137,9 @@ func TestCostExamples(t *testing.T) {
 	ctx := context.Background()
 	t.Run("one subject of 30 classes exported is 1 call, 30 downloads, 1 export", func(t *testing.T) {
 		b, s := biller(t)
-		ok(t, r(b.Export(ctx, org(nil), now, 30)))
+		ok(t, r(b.Export(ctx, org(nil), now, 30, export())))
 		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1, meter.MonthDownloads, 30, meter.MonthExports, 1)
+		rows(t, s, 1)
 	})
 	t.Run("the same subject read class by class is 60 calls and 60 lesson reads", func(t *testing.T) {
 		b, s := biller(t)
@@ -123,6 +155,7 @@ func TestCostExamples(t *testing.T) {
 		b, s := biller(t)
 		ok(t, r(b.Call(ctx, org(nil), now)))
 		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1)
+		rows(t, s, 0)
 	})
 }
 
@@ -157,39 +190,46 @@ func TestRefusals(t *testing.T) {
 	})
 	t.Run("a clean 100-id mint is 100 downloads and 100 mints", func(t *testing.T) {
 		b, s := biller(t)
-		ok(t, r(b.Mint(ctx, org(nil), now, 100)))
+		bill := ok(t, r(b.Mint(ctx, org(nil), now, urls(100))))
 		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1, meter.HourMints, 100, meter.MonthDownloads, 100)
+		if got := rows(t, s, 100); len(bill.LedgerIDs) != 100 || len(got) == 100 && got[99].ID != bill.LedgerIDs[99] {
+			t.Errorf("LedgerIDs %v", bill.LedgerIDs)
+		}
 	})
 	t.Run("a mint stopped by the hourly mint cap bills the call only", func(t *testing.T) {
 		b, s := biller(t)
 		o := org(func(o *store.Org) { o.RateLimits.URLMintsPerHour = n(99) })
-		refused(t, r(b.Mint(ctx, o, now, 100)), apierr.RateLimited)
+		refused(t, r(b.Mint(ctx, o, now, urls(100))), apierr.RateLimited)
 		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1)
+		rows(t, s, 0)
 	})
 	t.Run("a mint stopped by the monthly download quota bills the call plus the hourly reservation", func(t *testing.T) {
 		b, s := biller(t)
 		o := org(func(o *store.Org) { o.Quota.Downloads = n(50) })
-		e := refused(t, r(b.Mint(ctx, o, now, 100)), apierr.QuotaExceeded)
+		e := refused(t, r(b.Mint(ctx, o, now, urls(100))), apierr.QuotaExceeded)
 		if *e.RetryAfter != int64(monthEnd.Sub(now)/time.Second) || e.QuotaResetsAt != "2026-12-01T00:00:00Z" {
 			t.Errorf("Retry-After %d quotaResetsAt %s", *e.RetryAfter, e.QuotaResetsAt)
 		}
 		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1, meter.HourMints, 100)
+		rows(t, s, 0)
 	})
 	t.Run("export allowance spent: EXPORT_LIMIT with position, bills the call", func(t *testing.T) {
 		b, s := biller(t)
 		o := org(func(o *store.Org) { o.Quota.Exports = n(1) })
-		ok(t, r(b.Export(ctx, o, now, 1)))
-		e := refused(t, r(b.Export(ctx, o, now, 1)), apierr.ExportLimit)
+		ok(t, r(b.Export(ctx, o, now, 1, export())))
+		e := refused(t, r(b.Export(ctx, o, now, 1, export())), apierr.ExportLimit)
 		if *e.ExportsUsed != 1 || *e.ExportsLimit != 1 || e.QuotaResetsAt == "" {
 			t.Errorf("EXPORT_LIMIT keys: %s", e.AppendJSON(nil, "r"))
 		}
 		usage(t, s, meter.MonthCalls, 2, meter.HourCalls, 2, meter.MonthExports, 1, meter.MonthDownloads, 1)
+		rows(t, s, 1)
 	})
 	t.Run("an export stopped by the download quota bills the call, not the export", func(t *testing.T) {
 		b, s := biller(t)
 		o := org(func(o *store.Org) { o.Quota.Downloads = n(10) })
-		refused(t, r(b.Export(ctx, o, now, 30)), apierr.QuotaExceeded)
+		refused(t, r(b.Export(ctx, o, now, 30, export())), apierr.QuotaExceeded)
 		usage(t, s, meter.MonthCalls, 1, meter.HourCalls, 1)
+		rows(t, s, 0)
 	})
 	t.Run("test-prep page shortened to the allowance, then refused", func(t *testing.T) {
 		b, s := biller(t)
@@ -206,7 +246,7 @@ func TestRefusals(t *testing.T) {
 	t.Run("null limits never refuse", func(t *testing.T) {
 		b, _ := biller(t)
 		for i := 0; i < 20; i++ {
-			ok(t, r(b.Mint(ctx, org(nil), now, 100)))
+			ok(t, r(b.Mint(ctx, org(nil), now, urls(100))))
 		}
 	})
 }
@@ -299,8 +339,8 @@ func TestEnumerationAlarm(t *testing.T) {
 		"call":           r(b.Call(ctx, o, now)),
 		"lesson read":    r(b.LessonRead(ctx, o, now, read(1))),
 		"404 read":       r(b.LessonRead(ctx, o, now, nil)),
-		"mint":           r(b.Mint(ctx, o, now, 3)),
-		"export":         r(b.Export(ctx, o, now, 2)),
+		"mint":           r(b.Mint(ctx, o, now, urls(3))),
+		"export":         r(b.Export(ctx, o, now, 2, export())),
 		"test-prep page": r(b.TestprepPage(ctx, o, now, 10)),
 	} {
 		e := refusal(t, res)
@@ -309,4 +349,38 @@ func TestEnumerationAlarm(t *testing.T) {
 		}
 	}
 	usage(t, s, meter.MonthCalls, 5, meter.HourCalls, 5, meter.HourLessonReads, 5)
+	rows(t, s, 0)
+}
+
+// A mint writes a ledger row per URL, duplicates each, in its order, with
+// the bill's ids; an export writes one; both in the op's transaction, so
+// the rows are the entries given, stamped with the op's time.
+func TestLedger(t *testing.T) {
+	b, s := biller(t)
+	ctx := context.Background()
+	mint := urls(3)
+	mint[2] = mint[0] // a duplicate id: minted and written again
+	m := ok(t, r(b.Mint(ctx, org(nil), now, mint)))
+	e := ok(t, r(b.Export(ctx, org(nil), now, 30, export())))
+	got := rows(t, s, 4)
+	want := append(mint, export())
+	ids := append(m.LedgerIDs, e.LedgerIDs...)
+	if len(got) != 4 || len(ids) != 4 {
+		t.Fatalf("ids %v", ids)
+	}
+	for i, row := range got {
+		if row.ID != ids[i] || row.Target != want[i].Target || row.Kind != want[i].Kind || !row.Created.Equal(now) || !row.Expires.Equal(want[i].Expires) {
+			t.Errorf("row %d = %+v, want id %d of %+v at %s", i, row, ids[i], want[i], now)
+		}
+	}
+	if ids[0] == ids[2] {
+		t.Errorf("a duplicate id's two URLs share the ledger id %d", ids[0])
+	}
+	// An entry no store may write fails the bill, which bills nothing.
+	bad := export()
+	bad.Kind = "download"
+	if _, err := b.Export(ctx, org(nil), now, 1, bad); err == nil {
+		t.Errorf("an export with a bad ledger entry: no error")
+	}
+	usage(t, s, meter.MonthCalls, 2, meter.HourCalls, 2, meter.HourMints, 3, meter.MonthDownloads, 33, meter.MonthExports, 1)
 }

@@ -3,7 +3,9 @@
 // their caps, durably, and the enumeration alarm: the per-day record of
 // distinct lessons read and the alarm itself, which the read that trips
 // it records in its own transaction and which refuses every later op of
-// the organisation until it is lifted (spec: States and transitions).
+// the organisation until it is lifted (spec: States and transitions); and
+// the export ledger, a row per minted URL and per export that ships,
+// written in the transaction of the op that bills it (Op.Ledger).
 //
 // The Store applies an Op: a sequence of stages, each a set of steps that
 // are billed all or nothing. Stages run in order and stop at the first
@@ -91,6 +93,50 @@ type Op struct {
 	// Read, when set, records a lesson read for the enumeration alarm in
 	// the same transaction as the meters, if the op passes.
 	Read *Read
+	// Ledger are the export ledger's rows the op writes, in the same
+	// transaction as the meters, if the op passes (at most MaxLedger). A
+	// refused or suspended op writes none.
+	Ledger []Entry
+}
+
+// MaxLedger bounds Op.Ledger: a mint batch is at most 100 URLs.
+const MaxLedger = 100
+
+// The kinds of ledger rows.
+const (
+	KindMedia  = "media"  // a minted media URL
+	KindExport = "export" // an export that ships (a signed link or an inline bundle)
+)
+
+// Entry is what a ledger row records of one minted URL or shipped export
+// (spec: Route rules §4, "Every minted URL is written to the durable
+// export ledger"). Its time is the op's Now (Row.Created).
+type Entry struct {
+	Kind   string // KindMedia or KindExport
+	Target string // what it gives access to: a media id, or an export's subject or class
+	Format string // "url" for a media URL; an export's format, "zip_url" or "inline"
+	Client string // the OAuth client of the request
+	// Scopes are the request token's scopes, each without spaces.
+	Scopes         []string
+	ContentVersion string
+	RequestID      string
+	// Expires is when the link stops working; zero when none was issued
+	// (an inline export).
+	Expires time.Time
+	// KeyID names the key that signed the link; "" when none was issued.
+	KeyID string
+}
+
+// Row is a stored ledger row. Its times are kept in UTC to the
+// microsecond.
+type Row struct {
+	// ID is the row's number: rows are numbered in the order their
+	// transactions committed, ascending across the whole database, so a
+	// listing after an ID never misses a row committed later.
+	ID      int64
+	Org     string    // the organisation's Key
+	Created time.Time // the Now of the op that wrote it
+	Entry
 }
 
 // Read is a lesson read for the enumeration alarm. The alarm's record is
@@ -139,6 +185,9 @@ type Result struct {
 	// yet. The alarm is recorded in the op's transaction: from then on
 	// every op of the organisation is Suspended until Store.Reinstate.
 	Tripped bool
+	// LedgerIDs are the ids of the rows Op.Ledger wrote, in its order;
+	// nil when the op was refused or suspended.
+	LedgerIDs []int64
 }
 
 // AlarmState is an enumeration alarm as the read that tripped it left it.
@@ -195,5 +244,13 @@ type Store interface {
 	// record stays: reading more lessons on the day it tripped does not
 	// trip it again.
 	Reinstate(ctx context.Context, org string) (bool, error)
+	// Ledger lists the ledger rows of org (an organisation's Key) with
+	// an ID above after, in ID order (the order they committed), at
+	// most limit of them (limit >= 1).
+	Ledger(ctx context.Context, org string, after int64, limit int) ([]Row, error)
+	// LedgerRow reads the ledger row numbered id, whatever its org (a
+	// signed link carries its row's id; forensics names the org from it),
+	// and reports whether there is one.
+	LedgerRow(ctx context.Context, id int64) (Row, bool, error)
 	Close() error
 }

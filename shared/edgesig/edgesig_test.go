@@ -62,48 +62,6 @@ func TestDigits(t *testing.T) {
 	}
 }
 
-// TestPaddedMatchesHMAC holds Signer's HMAC to crypto/hmac for keys
-// shorter than, as long as and longer than a block (hashed first), and
-// messages across every padding boundary (55, 56, 63, 64 bytes and on).
-func TestPaddedMatchesHMAC(t *testing.T) {
-	var key, msg []byte
-	for i := range 200 {
-		key = append(key, byte(i*7+1))
-		msg = append(msg, byte(i*13+5))
-	}
-	for kn := range 131 {
-		for mn := range 200 {
-			if kn > 3 && kn%16 != 0 && kn != 63 && kn != 65 && mn%17 != 0 {
-				continue // every message length for the short keys and block-edge keys, a sample for the rest
-			}
-			checkPadded(t, key[:kn], msg[:mn])
-		}
-	}
-}
-
-func FuzzPadded(f *testing.F) {
-	f.Add([]byte("k"), []byte(""))
-	f.Add(make([]byte, 64), make([]byte, 55))
-	f.Add(make([]byte, 65), make([]byte, 56))
-	f.Add(make([]byte, 200), make([]byte, 129))
-	f.Fuzz(func(t *testing.T, key, msg []byte) {
-		checkPadded(t, key, msg)
-	})
-}
-
-func checkPadded(t *testing.T, key, msg []byte) {
-	t.Helper()
-	m := hmac.New(sha256.New, key)
-	m.Write(msg)
-	want := m.Sum(nil)
-	p := newPadded(key)
-	var got [sha256.Size]byte
-	p.sum(msg, &got)
-	if !hmac.Equal(got[:], want) {
-		t.Fatalf("key %d bytes, message %d bytes: %x, crypto/hmac %x", len(key), len(msg), got, want)
-	}
-}
-
 // TestSignerAllocations: a signature appended to room the caller has
 // costs nothing (the edge makes one for every request it passes on).
 func TestSignerAllocations(t *testing.T) {

@@ -159,10 +159,9 @@ func (k Kind) letter() string {
 	return ""
 }
 
-// mac is the HMAC-SHA-256 links are signed with; the one place that
-// chooses an implementation (crypto/hmac: shared/edgesig's allocation-free
-// HMAC is its own, unexported, and a link is never on the edge's 304
-// path).
+// mac is the HMAC-SHA-256 links are signed with: crypto/hmac, as
+// shared/edgesig's signatures are; the one place that chooses an
+// implementation (a link is never on the edge's 304 path).
 func mac(key, msg []byte) (sum [sha256.Size]byte) {
 	m := hmac.New(sha256.New, key)
 	m.Write(msg)

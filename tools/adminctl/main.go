@@ -16,6 +16,7 @@
 //	org reinstate ID
 //	org delete ID
 //	client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
+//	ledger ORG [-after ID] [-limit N]
 //	corpus reload DIR
 //	clock get
 //	clock advance SECONDS
@@ -64,6 +65,7 @@ commands:
   org reinstate ID
   org delete ID
   client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
+  ledger ORG [-after ID] [-limit N]
   corpus reload DIR
   clock get
   clock advance SECONDS
@@ -120,7 +122,7 @@ func parse(args []string) (call, error) {
 		return call{}, errors.New("no command")
 	}
 	cmd, rest := args[0], args[1:]
-	if len(rest) > 0 && cmd != "health" {
+	if len(rest) > 0 && cmd != "health" && cmd != "ledger" {
 		cmd += " " + rest[0]
 		rest = rest[1:]
 	}
@@ -210,6 +212,26 @@ func parse(args []string) (call, error) {
 			body["redirectUris"] = list(*redirects)
 		}
 		return jsonCall("POST", "/admin/v1/orgs/"+url.PathEscape(pos[0])+"/clients", body)
+	case "ledger":
+		// The values go to the API as given: it validates them (400
+		// naming the parameter), and its defaults apply to those omitted.
+		fs := newFlags(cmd)
+		fs.String("after", "", "list the rows after this id (nextAfter of the previous page)")
+		fs.String("limit", "", "rows per page (the API's default when omitted)")
+		pos, err := parseFlags(fs, rest)
+		if err != nil {
+			return call{}, err
+		}
+		if err := positional(cmd, pos, 1); err != nil {
+			return call{}, err
+		}
+		q := url.Values{}
+		fs.Visit(func(f *flag.Flag) { q.Set(f.Name, f.Value.String()) })
+		path := "/admin/v1/orgs/" + url.PathEscape(pos[0]) + "/ledger"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		return call{"GET", path, nil}, nil
 	case "corpus reload":
 		if err := positional(cmd, rest, 1); err != nil {
 			return call{}, err

@@ -7,12 +7,16 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 )
 
@@ -21,12 +25,23 @@ const token = "t0ken"
 // serve runs the real admin API on a real listener over a real store, and
 // returns a getenv that points adminctl at it.
 func serve(t *testing.T) func(string) string {
+	env, _, _ := serveStores(t)
+	return env
+}
+
+// serveStores is serve, and returns its stores too.
+func serveStores(t *testing.T) (func(string) string, store.Store, meter.Store) {
 	t.Helper()
 	st, err := sqlitestore.New(context.Background(), filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	m, err := sqlitemeter.New(context.Background(), filepath.Join(t.TempDir(), "meter.db"), sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
 	wall := time.Date(2030, 3, 10, 12, 0, 0, 0, time.UTC)
 	srv := httptest.NewServer(admin.Handler(admin.Config{
 		Token: token, Store: st, Clock: clock.New(func() time.Time { return wall }), TestClock: true,
@@ -34,10 +49,11 @@ func serve(t *testing.T) func(string) string {
 			return "c1", "s1", nil
 		},
 		Reload: func(_ context.Context, dir string) (string, error) { return "v-" + filepath.Base(dir), nil },
+		Meters: m,
 	}))
 	t.Cleanup(srv.Close)
 	env := map[string]string{"LECTERN_ADMIN_ADDR": strings.TrimPrefix(srv.URL, "http://"), "LECTERN_ADMIN_TOKEN": token}
-	return func(k string) string { return env[k] }
+	return func(k string) string { return env[k] }, st, m
 }
 
 // adminctl runs one command line and returns stdout and the error.
@@ -149,6 +165,9 @@ func TestUsageErrors(t *testing.T) {
 		{"clock", "advance", "soon"},
 		{"health", "now"},
 		{"org", "create", "-bogus"},
+		{"ledger"},
+		{"ledger", "a", "b"},
+		{"ledger", "acme", "-bogus", "1"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), line, env, &stdout, &stderr)
@@ -158,5 +177,51 @@ func TestUsageErrors(t *testing.T) {
 		if !strings.Contains(stderr.String(), "usage: adminctl") {
 			t.Errorf("%q: no usage on stderr", line)
 		}
+	}
+}
+
+// ledger lists an organisation's ledger a page at a time; the API
+// validates the paging flags.
+func TestLedger(t *testing.T) {
+	env, st, m := serveStores(t)
+	if _, _, err := adminctl(t, env, "org", "create", "-id", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := st.GetOrg(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []meter.Entry
+	for _, target := range []string{"img-1", "img-2", "img-1"} {
+		entries = append(entries, meter.Entry{Kind: meter.KindMedia, Target: target, Format: "url", Client: "c1",
+			ContentVersion: "v1", RequestID: "r1", Expires: time.Date(2030, 3, 10, 12, 15, 0, 0, time.UTC), KeyID: "k1"})
+	}
+	res, err := m.Apply(context.Background(), meter.Op{Org: meter.Key(o), Now: time.Date(2030, 3, 10, 12, 0, 0, 0, time.UTC),
+		Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}, Ledger: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := res.LedgerIDs
+	out, text, err := adminctl(t, env, "ledger", "acme", "-limit", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, _ := out["items"].([]any)
+	if len(items) != 2 || out["nextAfter"] != float64(ids[1]) || items[1].(map[string]any)["target"] != "img-2" {
+		t.Fatalf("ledger acme -limit 2:\n%s", text)
+	}
+	out, text, err = adminctl(t, env, "ledger", "-after", strconv.FormatInt(ids[1], 10), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items, _ := out["items"].([]any); len(items) != 1 || out["nextAfter"] != nil || items[0].(map[string]any)["id"] != float64(ids[2]) {
+		t.Errorf("ledger -after %d acme:\n%s", ids[1], text)
+	}
+	if _, _, err := adminctl(t, env, "ledger", "acme", "-limit", "0"); err == nil || !strings.Contains(err.Error(), "400 BAD_REQUEST") ||
+		!strings.Contains(err.Error(), "parameter limit") {
+		t.Errorf("ledger -limit 0: %v", err)
+	}
+	if _, _, err := adminctl(t, env, "ledger", "nobody"); err == nil || !strings.Contains(err.Error(), "404 NOT_FOUND") {
+		t.Errorf("ledger of an unknown org: %v", err)
 	}
 }

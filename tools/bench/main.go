@@ -79,6 +79,7 @@ type options struct {
 	corpus   string
 	profile  string
 	memprof  string
+	variants string
 }
 
 var allSections = []string{"content", "edge", "worker", "module"}
@@ -94,6 +95,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.corpus, "corpus", "", "serve this corpus directory instead of generating the full one")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (client, edge and origin) to this file")
 	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
+	fs.StringVar(&o.variants, "variants", "", "measure TinyGo builds with these build tags against the deployed one (variants.go): variants separated by commas, the tags of one by +")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -202,8 +204,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		lesson = c.Lessons[len(c.Lessons)/2]
 	}
 	if o.sections["edge"] || o.sections["worker"] || o.sections["module"] {
-		progress("building the edge module (standard Go, and TinyGo when installed)")
-		if builds, tgNote, err = buildModules(ctx, root, dir); err != nil {
+		if o.variants != "" {
+			progress("building the edge module with TinyGo, as deployed and with -tags %s", o.variants)
+			builds, err = variantBuilds(ctx, root, dir, o.variants)
+		} else {
+			progress("building the edge module (standard Go, and TinyGo when installed)")
+			builds, tgNote, err = buildModules(ctx, root, dir)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -224,15 +232,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		rows = append(rows, r...)
+		if o.variants != "" && o.sections["edge"] {
+			rows = append(rows, variantRatios(r, builds)...)
+		}
 	}
 	if o.sections["worker"] {
-		r, err := workerCPU(ctx, o, st, tokens, lesson, builds, progress)
+		measure := workerCPU
+		if o.variants != "" {
+			measure = workerRounds
+		}
+		r, err := measure(ctx, o, st, tokens, lesson, builds, progress)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, r...)
 	}
-	if o.sections["module"] {
+	if o.sections["module"] && o.variants != "" {
+		rows = append(rows, variantSizes(builds)...)
+	} else if o.sections["module"] {
 		r, err := modules(ctx, builds, progress)
 		if err != nil {
 			return err

@@ -113,6 +113,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		},
 		Reload: st.reload,
 		Orgs:   api,
+		Meters: st.meters,
 		Logger: st.log,
 	})
 	st.servers.Serve(originLn, api)

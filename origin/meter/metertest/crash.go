@@ -30,12 +30,21 @@ var crashNow = time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
 
 const crashOrg = "crash"
 
-// crashOp is the op of the crash test's request i: a call, and a read of
-// lesson i (distinct per request, so the day's count is a second tally).
+// crashOp is the op of the crash test's request i: a call, a read of
+// lesson i (distinct per request, so the day's count is a second tally),
+// and two ledger rows naming i (a third).
 func crashOp(i int) meter.Op {
-	return meter.Op{Org: crashOrg, Now: crashNow, Stages: []meter.Stage{call(nil, nil)},
+	op := meter.Op{Org: crashOrg, Now: crashNow, Stages: []meter.Stage{call(nil, nil)},
 		Read: &meter.Read{Lesson: lesson(i)}}
+	for k := range 2 {
+		e := entry(k)
+		e.Target = crashTarget(i, k)
+		op.Ledger = append(op.Ledger, e)
+	}
+	return op
 }
+
+func crashTarget(i, k int) string { return fmt.Sprintf("crash-%d-%d", i, k) }
 
 // IsChild reports whether this process is a test binary that Crash
 // re-executed to serve a store; its helper test then opens the store and
@@ -44,7 +53,8 @@ func IsChild() bool { return os.Getenv(childEnv) == "1" }
 
 // Serve serves Apply on s for Crash over loopback HTTP until the process
 // is killed: POST /apply?i=N applies request N's op and answers 200 only
-// after Apply returned without error. It announces its address on stdout.
+// after Apply returned without error, with "ok" and the ids of its ledger
+// rows. It announces its address on stdout.
 func Serve(s meter.Store) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,11 +68,15 @@ func Serve(s meter.Store) {
 			http.Error(w, "bad i", http.StatusBadRequest)
 			return
 		}
-		if _, err := s.Apply(r.Context(), crashOp(i)); err != nil {
+		res, err := s.Apply(r.Context(), crashOp(i))
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		io.WriteString(w, "ok")
+		fmt.Fprint(w, "ok")
+		for _, id := range res.LedgerIDs {
+			fmt.Fprintf(w, " %d", id)
+		}
 	}))
 	fmt.Fprintln(os.Stderr, "metertest child:", err)
 	os.Exit(2)
@@ -74,7 +88,9 @@ func Serve(s meter.Store) {
 // concurrent clients against it, kills it with SIGKILL mid-load, then
 // opens the store with open and checks that every acknowledged op is
 // there and no more than the ops sent: acknowledged ≤ counted ≤ sent,
-// and each op's two steps counted together.
+// and each op's two steps counted together; every acknowledged ledger row
+// is listed under the id it was acknowledged with, and the rows listed
+// are two per op counted, both of an op or neither.
 func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) meter.Store) {
 	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
 	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
@@ -122,6 +138,8 @@ func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) me
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	var sent, acked, failed atomic.Int64
+	var mu sync.Mutex
+	ackedRows := map[int64]string{} // ledger id → target
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range clients {
@@ -139,8 +157,14 @@ func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) me
 				}
 				body, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if err == nil && resp.StatusCode == http.StatusOK && string(body) == "ok" {
+				ids, ok := parseAck(body)
+				if err == nil && resp.StatusCode == http.StatusOK && ok && len(ids) == 2 {
 					acked.Add(1)
+					mu.Lock()
+					for k, id := range ids {
+						ackedRows[id] = crashTarget(int(i), k)
+					}
+					mu.Unlock()
 				} else if err == nil {
 					failed.Add(1)
 				}
@@ -181,4 +205,44 @@ func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) me
 	if int64(read) != calls {
 		t.Errorf("lessons read = %d, month calls = %d: want equal (one op each)", read, calls)
 	}
+	rows := ledger(t, s, crashOrg, 1000)
+	if int64(len(rows)) != 2*calls {
+		t.Errorf("%d ledger rows after the kill, month calls = %d: want 2 per op", len(rows), calls)
+	}
+	listed := map[string]int64{}
+	for _, r := range rows {
+		listed[r.Target] = r.ID
+	}
+	for id, target := range ackedRows {
+		if got, ok := listed[target]; !ok || got != id {
+			t.Errorf("acknowledged ledger row %d (%s): listed as %d (%v)", id, target, got, ok)
+		}
+	}
+	for _, r := range rows {
+		var i, k int
+		if _, err := fmt.Sscanf(r.Target, "crash-%d-%d", &i, &k); err != nil {
+			t.Errorf("a row of target %q", r.Target)
+			continue
+		}
+		if _, ok := listed[crashTarget(i, 1-k)]; !ok {
+			t.Errorf("row %s listed without its op's other row", r.Target)
+		}
+	}
+}
+
+// parseAck reads Serve's answer: "ok" and the ledger ids.
+func parseAck(body []byte) ([]int64, bool) {
+	f := strings.Fields(string(body))
+	if len(f) == 0 || f[0] != "ok" {
+		return nil, false
+	}
+	var ids []int64
+	for _, s := range f[1:] {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	return ids, true
 }

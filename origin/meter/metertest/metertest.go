@@ -17,8 +17,11 @@
 // Shorten step's stage is not billed; a refused op with a Read reports
 // the day's count without recording the read; an op naming an unknown
 // meter, a negative N, an empty or overlong lesson id or a negative
-// Granted is an error and applies nothing; Apply after Close is an error.
-// alarm.go holds the enumeration alarm's tests.
+// Granted is an error and applies nothing; Apply after Close is an error;
+// a ledger entry of an unknown kind, an empty target or a field over its
+// bound, not UTF-8 or holding NUL, or more than meter.MaxLedger of them,
+// is an error and applies nothing. alarm.go holds the enumeration
+// alarm's tests, ledger.go the export ledger's.
 //
 // Crash is the SIGKILL test, run by each backend from a re-executed test
 // binary (see Crash and Serve).
@@ -94,6 +97,12 @@ func Run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store) {
 		{"CancelledAppliesNothing", testCancelled},
 		{"Reopen", testReopen},
 		{"Close", testClose},
+		{"LedgerWritten", testLedgerWritten},
+		{"LedgerNotWhenRefused", testLedgerNotWhenRefused},
+		{"LedgerPaging", testLedgerPaging},
+		{"LedgerSameBatch", testLedgerSameBatch},
+		{"LedgerConcurrent", testLedgerConcurrent},
+		{"LedgerReopen", testLedgerReopen},
 	}
 	if kind == Shared {
 		tests = append(tests, []struct {
@@ -103,6 +112,7 @@ func Run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store) {
 			{"TwoStoresOneDatabase", testTwoStores},
 			{"AlarmTwoStores", testAlarmTwoStores},
 			{"AlarmConcurrentExactTwoStores", testAlarmConcurrentTwoStores},
+			{"LedgerConcurrentTwoStores", testLedgerConcurrentTwoStores},
 		}...)
 	}
 	for _, tt := range tests {
@@ -649,6 +659,14 @@ func testInvalidOps(t *testing.T, open func(t *testing.T) meter.Store) {
 		if _, err := s.Apply(t.Context(), tc.op); err == nil {
 			t.Errorf("Apply(%s): no error", tc.name)
 		}
+	}
+	for name, op := range invalidLedgerOps() {
+		if _, err := s.Apply(t.Context(), op); err == nil {
+			t.Errorf("Apply(%s): no error", name)
+		}
+	}
+	if rows := ledger(t, s, "acme", 10); len(rows) != 0 {
+		t.Errorf("invalid ops wrote %d ledger rows", len(rows))
 	}
 	// A done context applies nothing.
 	ctx, cancel := context.WithCancel(t.Context())

@@ -1,7 +1,8 @@
 // Package pgmeter implements meter.Store over PostgreSQL (pgx), for
 // origins that scale out: several origins may share one database and
 // stay exact. Its tables (meter_counters; meter_days, meter_lessons_read
-// and meter_alarms for the enumeration alarm; and its own migration record
+// and meter_alarms for the enumeration alarm; meter_ledger and
+// meter_ledger_seq, the export ledger; and its own migration record
 // meter_migrations) live in the first schema of the connection's
 // search_path, which the DSN may set (search_path=...); they may share a
 // database and schema with pgstore's.
@@ -46,7 +47,13 @@
 // Rows: one per org, meter and period (counters of past periods stay;
 // nothing prunes them); one per org and UTC day with the count of
 // distinct lessons read that day, and one per lesson read (by id) that
-// day; and one per org that ever had an op, holding its alarm.
+// day; one per org that ever had an op, holding its alarm; and one per
+// ledger entry.
+//
+// Ledger ids: a batch that writes ledger rows takes their ids from the one
+// row of meter_ledger_seq in its last statement before COMMIT and holds
+// that row's lock until then, so batches of every origin number their
+// rows in the order they commit.
 //
 // The Store manages its own few connections (pgx.Conn): the committer's,
 // and up to Options.MaxConns for Usage.
@@ -299,7 +306,21 @@ const (
 		WHERE d.org = v.org AND d.day = v.day`
 	addLessons = `INSERT INTO meter_lessons_read (org, day, lesson)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`
-	writeAlarms = `UPDATE meter_alarms AS a
+	// addLedger takes the batch's ids from meter_ledger_seq, locking its
+	// row until the batch commits (so ids ascend in commit order, the
+	// lock taken last of all, after Load's), and inserts the rows, the
+	// i-th (from 1) numbered last - n + i.
+	addLedger = `WITH seq AS (UPDATE meter_ledger_seq SET last = last + $1 RETURNING last)
+		INSERT INTO meter_ledger (id, org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id)
+		SELECT seq.last - $1 + v.i, v.org, v.kind, v.target, v.format, v.client, v.scopes, v.cv, v.rid, v.created, v.expires, v.kid
+		FROM seq, unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+			$10::timestamptz[], $11::timestamptz[], $12::text[]) WITH ORDINALITY
+			AS v (org, kind, target, format, client, scopes, cv, rid, created, expires, kid, i)
+		RETURNING id`
+	ledgerColumns = `id, org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id`
+	readLedger    = `SELECT ` + ledgerColumns + ` FROM meter_ledger WHERE org = $1 AND id > $2 ORDER BY id LIMIT $3`
+	readLedgerRow = `SELECT ` + ledgerColumns + ` FROM meter_ledger WHERE id = $1`
+	writeAlarms   = `UPDATE meter_alarms AS a
 		SET in_force = v.in_force, day = v.day, tripped_at = v.tripped_at, lessons = v.lessons, granted = v.granted
 		FROM unnest($1::text[], $2::bool[], $3::text[], $4::timestamptz[], $5::int4[], $6::int4[])
 			AS v (org, in_force, day, tripped_at, lessons, granted)
@@ -431,10 +452,107 @@ func (t tx) Save(ctx context.Context, s *batch.State) error {
 	if len(aorgs) > 0 {
 		w.Queue(writeAlarms, aorgs, inForce, adays, at, alessons, granted)
 	}
+	queueLedger(&w, s.Ledger())
 	if w.Len() == 0 {
 		return nil
 	}
 	return t.tx.SendBatch(ctx, &w).Close()
+}
+
+// queueLedger queues the insertion of rows, in their order, and numbers
+// them from the ids it returns (consecutive: the lowest is the first's).
+func queueLedger(w *pgx.Batch, rows []*batch.LedgerRow) {
+	n := len(rows)
+	if n == 0 {
+		return
+	}
+	var orgs, kinds, targets, formats, clients, scopes, cvs, rids, kids []string
+	var created []time.Time
+	expires := make([]*time.Time, n)
+	for i, r := range rows {
+		orgs, kinds, targets, formats = append(orgs, r.Org), append(kinds, r.Kind), append(targets, r.Target), append(formats, r.Format)
+		clients, scopes, cvs = append(clients, r.Client), append(scopes, batch.ScopesText(r.Scopes)), append(cvs, r.ContentVersion)
+		rids, kids, created = append(rids, r.RequestID), append(kids, r.KeyID), append(created, r.Created)
+		if !r.Expires.IsZero() {
+			expires[i] = &r.Expires
+		}
+	}
+	w.Queue(addLedger, int64(n), orgs, kinds, targets, formats, clients, scopes, cvs, rids, created, expires, kids).Query(func(got pgx.Rows) error {
+		first := int64(-1)
+		var id int64
+		k, err := pgx.ForEachRow(got, []any{&id}, func() error {
+			if first < 0 || id < first {
+				first = id
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if int(k.RowsAffected()) != n {
+			return fmt.Errorf("write ledger: %d rows written, want %d", k.RowsAffected(), n)
+		}
+		for i, r := range rows {
+			r.ID = first + int64(i)
+		}
+		return nil
+	})
+}
+
+// scanRow reads a row of ledgerColumns.
+func scanRow(row pgx.Row) (meter.Row, error) {
+	var r meter.Row
+	var scopes string
+	var expires *time.Time
+	if err := row.Scan(&r.ID, &r.Org, &r.Kind, &r.Target, &r.Format, &r.Client, &scopes, &r.ContentVersion, &r.RequestID,
+		&r.Created, &expires, &r.KeyID); err != nil {
+		return r, err
+	}
+	r.Created = r.Created.UTC()
+	r.Scopes = batch.ParseScopes(scopes)
+	if expires != nil {
+		r.Expires = expires.UTC()
+	}
+	return r, nil
+}
+
+// Ledger lists the ledger rows of org with an id above after, in id
+// order (the order they committed), at most limit of them.
+func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) ([]meter.Row, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("meter ledger: limit %d, want at least 1", limit)
+	}
+	conn, err := s.pool.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("meter ledger: %w", err)
+	}
+	defer s.pool.put(conn)
+	rows, err := conn.Query(ctx, readLedger, org, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("meter ledger: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (meter.Row, error) { return scanRow(row) })
+	if err != nil {
+		return nil, fmt.Errorf("meter ledger: %w", err)
+	}
+	return out, nil
+}
+
+// LedgerRow reads the ledger row numbered id.
+func (s *Store) LedgerRow(ctx context.Context, id int64) (meter.Row, bool, error) {
+	conn, err := s.pool.get(ctx)
+	if err != nil {
+		return meter.Row{}, false, fmt.Errorf("meter ledger row %d: %w", id, err)
+	}
+	defer s.pool.put(conn)
+	r, err := scanRow(conn.QueryRow(ctx, readLedgerRow, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return meter.Row{}, false, nil
+	}
+	if err != nil {
+		return meter.Row{}, false, fmt.Errorf("meter ledger row %d: %w", id, err)
+	}
+	return r, true, nil
 }
 
 // isHour reports whether a period is an hour's ("2006-01-02T15") rather

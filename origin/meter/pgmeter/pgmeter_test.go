@@ -274,3 +274,59 @@ func TestUpgradeFromBitsets(t *testing.T) {
 		t.Errorf("a read of 2 granted after the upgrade: Tripped %v, LessonsRead %d, %v; want true, 1", res.Tripped, res.LessonsRead, err)
 	}
 }
+
+// Ledger ids follow commit order across origins: a batch that writes
+// ledger rows waits for a peer that took ids before it and has not
+// committed, then numbers above it, so a listing that has read past an
+// id never misses a row committed later with a lower one.
+func TestLedgerIDsInCommitOrder(t *testing.T) {
+	dsn := newSchema(t, baseDSN(t))
+	s := openStore(t, dsn, pgmeter.Options{})
+	ctx := t.Context()
+	peer, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close(context.Background())
+	tx, err := peer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	// The peer's batch: ids taken, its row written, not committed yet.
+	var peerID int64
+	if err := tx.QueryRow(ctx, `UPDATE meter_ledger_seq SET last = last + 1 RETURNING last`).Scan(&peerID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO meter_ledger (id, org, kind, target, format, client, scopes, content_version, request_id, created, key_id)
+		VALUES ($1, 'acme', 'media', 'peer', 'url', 'c', '', 'v', 'r', now(), '')`, peerID); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	op := meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}},
+		Ledger: []meter.Entry{{Kind: meter.KindMedia, Target: "ours", Format: "url"}}}
+	done := make(chan meter.Result, 1)
+	go func() {
+		res, err := s.Apply(ctx, op)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		t.Fatalf("a batch committed ledger id %v while a peer holding id %d had not committed", res.LedgerIDs, peerID)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if len(res.LedgerIDs) != 1 || res.LedgerIDs[0] <= peerID {
+		t.Fatalf("LedgerIDs %v after the peer's %d, want one above it", res.LedgerIDs, peerID)
+	}
+	rows, err := s.Ledger(ctx, "acme", 0, 10)
+	if err != nil || len(rows) != 2 || rows[0].Target != "peer" || rows[1].Target != "ours" {
+		t.Errorf("Ledger: %+v, %v; want the peer's row, then ours", rows, err)
+	}
+}

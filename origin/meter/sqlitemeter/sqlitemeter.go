@@ -1,8 +1,9 @@
 // Package sqlitemeter implements meter.Store over an embedded SQLite
 // database (modernc.org/sqlite, no cgo), the origin's default. Its tables
 // (meter_counters; meter_days, meter_lessons_read and meter_alarms for the
-// enumeration alarm; and its own migration record meter_migrations) may
-// live in the same file as sqlitestore's.
+// enumeration alarm; meter_ledger, the export ledger; and its own
+// migration record meter_migrations) may live in the same file as
+// sqlitestore's.
 //
 // Durability: the database runs in WAL mode, and this Store's connection
 // with synchronous=NORMAL: when Apply returns, the op's transaction is in
@@ -34,7 +35,8 @@
 // Rows: one per org, meter and period (counters of past periods stay;
 // nothing prunes them); one per org and UTC day with the count of
 // distinct lessons read that day, and one per lesson read (by id) that
-// day; and one per org whose enumeration alarm ever tripped.
+// day; one per org whose enumeration alarm ever tripped; and one per
+// ledger entry.
 package sqlitemeter
 
 import (
@@ -394,6 +396,9 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 			}
 		}
 	}
+	if err := saveLedger(ctx, t.tx, s.Ledger()); err != nil {
+		return err
+	}
 	for org, a := range s.ChangedAlarms() {
 		if _, err := t.tx.ExecContext(ctx, `REPLACE INTO meter_alarms (org, in_force, day, tripped_at, lessons, granted) VALUES (?, ?, ?, ?, ?, ?)`,
 			org, a.InForce, a.Day, a.TrippedAt.UTC().Format(time.RFC3339Nano), a.LessonsRead, a.Granted); err != nil {
@@ -401,6 +406,103 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 		}
 	}
 	return nil
+}
+
+// saveLedger inserts rows in their order, one statement prepared once,
+// and numbers them: AUTOINCREMENT ids, ascending in the order of the
+// transactions of the database's one writer.
+func saveLedger(ctx context.Context, tx *sql.Tx, rows []*batch.LedgerRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	st, err := tx.PrepareContext(ctx, `INSERT INTO meter_ledger
+		(org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("write ledger: %w", err)
+	}
+	defer st.Close()
+	for _, r := range rows {
+		res, err := st.ExecContext(ctx, r.Org, r.Kind, r.Target, r.Format, r.Client, batch.ScopesText(r.Scopes),
+			r.ContentVersion, r.RequestID, timeText(r.Created), timeText(r.Expires), r.KeyID)
+		if err == nil {
+			r.ID, err = res.LastInsertId()
+		}
+		if err != nil {
+			return fmt.Errorf("write ledger: %w", err)
+		}
+	}
+	return nil
+}
+
+// timeText is t as a ledger row stores it: RFC 3339 UTC, "" for zero.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// ledgerColumns are the columns scanRow reads, in its order.
+const ledgerColumns = `id, org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id`
+
+// scanRow reads a row of ledgerColumns.
+func scanRow(sc interface{ Scan(...any) error }) (meter.Row, error) {
+	var r meter.Row
+	var scopes, created, expires string
+	if err := sc.Scan(&r.ID, &r.Org, &r.Kind, &r.Target, &r.Format, &r.Client, &scopes, &r.ContentVersion, &r.RequestID,
+		&created, &expires, &r.KeyID); err != nil {
+		return r, err
+	}
+	r.Scopes = batch.ParseScopes(scopes)
+	var err error
+	if r.Created, err = time.Parse(time.RFC3339Nano, created); err != nil {
+		return r, fmt.Errorf("row %d: %w", r.ID, err)
+	}
+	if expires != "" {
+		if r.Expires, err = time.Parse(time.RFC3339Nano, expires); err != nil {
+			return r, fmt.Errorf("row %d: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// Ledger lists the ledger rows of org with an id above after, in id
+// order (the order they committed), at most limit of them.
+func (s *Store) Ledger(ctx context.Context, org string, after int64, limit int) ([]meter.Row, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("meter ledger: limit %d, want at least 1", limit)
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+ledgerColumns+` FROM meter_ledger WHERE org = ? AND id > ? ORDER BY id LIMIT ?`,
+		org, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("meter ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []meter.Row
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, fmt.Errorf("meter ledger: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("meter ledger: %w", err)
+	}
+	return out, nil
+}
+
+// LedgerRow reads the ledger row numbered id.
+func (s *Store) LedgerRow(ctx context.Context, id int64) (meter.Row, bool, error) {
+	r, err := scanRow(s.rdb.QueryRowContext(ctx, `SELECT `+ledgerColumns+` FROM meter_ledger WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return meter.Row{}, false, nil
+	}
+	if err != nil {
+		return meter.Row{}, false, fmt.Errorf("meter ledger row %d: %w", id, err)
+	}
+	return r, true, nil
 }
 
 // Usage reads the counters of org in the periods of now, the number of

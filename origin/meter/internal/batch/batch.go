@@ -1,7 +1,8 @@
 // Package batch is what the meter backends (sqlitemeter, pgmeter) share:
 // the validation of ops, their evaluation against the counters, the
 // records of lessons read and the enumeration alarms one transaction read
-// (State), the transaction itself (Commit), and the group committer that
+// (State), the transaction itself (Commit), which also hands each passing
+// op the ids of the ledger rows it wrote, and the group committer that
 // batches concurrent ops into it (Committer).
 //
 // A backend supplies only its dialect: a Backend that begins transactions
@@ -13,7 +14,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lectern-api/lectern/origin/meter"
 )
@@ -53,6 +57,66 @@ func Validate(op meter.Op) error {
 			return fmt.Errorf("meter op: negative granted lessons %d", r.Granted)
 		}
 	}
+	if len(op.Ledger) > meter.MaxLedger {
+		return fmt.Errorf("meter op: %d ledger rows, at most %d", len(op.Ledger), meter.MaxLedger)
+	}
+	for i, e := range op.Ledger {
+		if err := validEntry(e); err != nil {
+			return fmt.Errorf("meter op: ledger row %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Bounds of a ledger entry's fields, in bytes. Every field is text a
+// database stores as is: valid UTF-8 without NUL (PostgreSQL's text
+// refuses NUL, and one bad row must not fail the batch it shares).
+const (
+	MaxTarget = 512 // a media id, or an export's "<tier>/<slug>[/<classNum>]"
+	MaxField  = 128 // format, client, contentVersion, request id, key id, a scope
+	MaxScopes = 16
+)
+
+func validEntry(e meter.Entry) error {
+	if e.Kind != meter.KindMedia && e.Kind != meter.KindExport {
+		return fmt.Errorf("kind %q, want %q or %q", e.Kind, meter.KindMedia, meter.KindExport)
+	}
+	if e.Target == "" {
+		return errors.New("empty target")
+	}
+	fields := []struct {
+		name, v string
+		max     int
+	}{
+		{"target", e.Target, MaxTarget}, {"format", e.Format, MaxField}, {"client", e.Client, MaxField},
+		{"contentVersion", e.ContentVersion, MaxField}, {"request id", e.RequestID, MaxField}, {"key id", e.KeyID, MaxField},
+	}
+	for _, f := range fields {
+		if err := validText(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
+	if len(e.Scopes) > MaxScopes {
+		return fmt.Errorf("%d scopes, at most %d", len(e.Scopes), MaxScopes)
+	}
+	for _, sc := range e.Scopes {
+		if sc == "" || strings.ContainsFunc(sc, unicode.IsSpace) {
+			return fmt.Errorf("scope %q: empty or holds white space", sc)
+		}
+		if err := validText("scope", sc, MaxField); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validText(name, v string, max int) error {
+	switch {
+	case len(v) > max:
+		return fmt.Errorf("%s of %d bytes, at most %d", name, len(v), max)
+	case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
+		return fmt.Errorf("%s is not UTF-8 text without NUL", name)
+	}
 	return nil
 }
 
@@ -87,7 +151,11 @@ type Tx interface {
 	// before it. Rows not stored need not be set.
 	Load(ctx context.Context, s *State) error
 	// Save writes back what the jobs changed (s.Changed, s.ChangedDays,
-	// s.ChangedAlarms).
+	// s.ChangedAlarms), and inserts the ledger rows of the passing ops
+	// (s.Ledger), in their order, setting each row's ID: ascending in
+	// that order, and above every row of a transaction that committed
+	// before this one (so ids follow commit order across every Store of
+	// the database).
 	Save(ctx context.Context, s *State) error
 	Commit(ctx context.Context) error
 	// Rollback ends the transaction if Commit has not; it is deferred
@@ -138,9 +206,18 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, err
 	results := make([]meter.Result, len(jobs))
 	for i, j := range jobs {
 		results[i] = s.apply(j)
+		if results[i].Refused == nil && !results[i].Suspended && len(j.Op.Ledger) > 0 {
+			s.addLedger(i, j.Op)
+		}
 	}
 	if err := tx.Save(ctx, s); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
+	}
+	for _, r := range s.ledger {
+		if r.ID <= 0 {
+			return nil, errors.New("meter batch: a ledger row was not numbered")
+		}
+		results[r.job].LedgerIDs = append(results[r.job].LedgerIDs, r.ID)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", &commitError{err})

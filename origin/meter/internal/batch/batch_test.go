@@ -36,6 +36,7 @@ type mem struct {
 	days    map[batch.Day]int
 	lessons map[batch.Day]map[string]bool
 	alarms  map[string]batch.Alarm
+	ledger  []meter.Row // in id order
 }
 
 func newMem() *mem {
@@ -55,6 +56,7 @@ type tx struct {
 	counts map[batch.Key]int64
 	days   map[batch.Day]batch.DayChange
 	alarms map[string]batch.Alarm
+	ledger []meter.Row
 	done   bool
 }
 
@@ -96,6 +98,15 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 	for org, a := range s.ChangedAlarms() {
 		t.alarms[org] = a
 	}
+	// The transaction holds mu: the next id is the last committed's + 1.
+	next := int64(len(t.db.ledger)) + 1
+	for _, r := range s.Ledger() {
+		r.ID = next
+		next++
+		row := r.Row
+		row.Scopes = slices.Clone(row.Scopes)
+		t.ledger = append(t.ledger, row)
+	}
 	return nil
 }
 
@@ -115,6 +126,7 @@ func (t *tx) Commit(context.Context) error {
 	for org, a := range t.alarms {
 		t.db.alarms[org] = a
 	}
+	t.db.ledger = append(t.db.ledger, t.ledger...)
 	return t.Rollback(context.Background())
 }
 
@@ -154,6 +166,27 @@ func (s *store) Usage(ctx context.Context, org string, now time.Time) (meter.Usa
 		u.Alarm = &a.AlarmState
 	}
 	return u, nil
+}
+
+func (s *store) Ledger(ctx context.Context, org string, after int64, limit int) ([]meter.Row, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var out []meter.Row
+	for _, r := range s.db.ledger {
+		if r.Org == org && r.ID > after && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (s *store) LedgerRow(ctx context.Context, id int64) (meter.Row, bool, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	if id < 1 || id > int64(len(s.db.ledger)) {
+		return meter.Row{}, false, nil
+	}
+	return s.db.ledger[id-1], true, nil
 }
 
 // ApplyBatch applies ops in one transaction (metertest.Batcher).

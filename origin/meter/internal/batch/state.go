@@ -97,6 +97,50 @@ type State struct {
 	dayKeys []Day
 	alarms  map[string]*alarm
 	orgs    []string
+	ledger  []*LedgerRow
+}
+
+// LedgerRow is a ledger row a passing op of the batch writes. Save stores
+// the batch's rows in their order (Ledger) and numbers each (ID): higher
+// than every row committed before, ascending in that order.
+type LedgerRow struct {
+	meter.Row
+	job int // the index of its op's job
+}
+
+// Ledger are the ledger rows the passing ops write, in job order and, in
+// a job, in its Op.Ledger's order.
+func (s *State) Ledger() []*LedgerRow { return s.ledger }
+
+// ScopesText is how a ledger row's scopes are stored: space-separated
+// (Validate refuses a scope holding white space).
+func ScopesText(scopes []string) string { return strings.Join(scopes, " ") }
+
+// ParseScopes reads ScopesText: nil for none.
+func ParseScopes(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, " ")
+}
+
+// Micro is t in UTC to the microsecond, as every backend keeps a ledger
+// row's times (PostgreSQL's timestamptz holds microseconds); zero stays
+// zero.
+func Micro(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// addLedger records the ledger rows of op, the job at index i, which
+// passed.
+func (s *State) addLedger(i int, op meter.Op) {
+	for _, e := range op.Ledger {
+		e.Expires = Micro(e.Expires)
+		s.ledger = append(s.ledger, &LedgerRow{Row: meter.Row{Org: op.Org, Created: Micro(op.Now), Entry: e}, job: i})
+	}
 }
 
 // numMeters is the number of meters.
