@@ -17,7 +17,8 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/param:FuzzParse ./shared/param:FuzzMint \
 	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
 	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString \
-	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan ./worker/pipeline:FuzzDecode
+	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan ./worker/pipeline:FuzzDecode \
+	./shared/link:FuzzParse
 
 .DEFAULT_GOAL := help
 .PHONY: help run test check bench corpus fuzz

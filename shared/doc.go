@@ -28,6 +28,7 @@
 //	shared/internal/vectors       reads the testdata vectors shared with wasmtest
 //	shared/jsoncheck              linear-time checks on raw JSON before a parser recurses
 //	shared/jsonenc                JSON appended to byte slices without reflection
+//	shared/link                   signed download links: their keys, signing, parsing, checking
 //	shared/logbuf                 for tests: a log sink goroutines write while the test reads it
 //	shared/ows                    the optional whitespace around HTTP field values (RFC 9110 §5.6.3)
 //	shared/param                  strict query and body parsing against the route table

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
@@ -23,6 +24,7 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/front"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/reqid"
 	"github.com/lectern-api/lectern/shared/route"
@@ -53,9 +55,13 @@ type Config struct {
 	CursorKey []byte
 	// EdgeKey checks the edge's signatures (the secret's subkey.Edge).
 	EdgeKey []byte
+	// URLKeys check the signed download links under link.Prefix
+	// (files.go); the zero Keys refuses every link.
+	URLKeys link.Keys
 }
 
-// Server serves /v1 and the protected-resource metadata.
+// Server serves /v1, the protected-resource metadata and the signed
+// download links.
 type Server struct {
 	cfg       Config
 	biller    billing.Biller
@@ -129,6 +135,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == edgesig.GatePath { // answers nothing without a valid edge signature
 		s.serveGate(w, r, id)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, link.Prefix) { // signed links: no token, nothing metered
+		s.serveFile(w, r, id)
 		return
 	}
 	req := &request{id: id, now: s.cfg.Now(), edge: s.fromEdge(r, id)}

@@ -25,6 +25,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/subkey"
 )
 
@@ -65,7 +66,10 @@ func IsPostgres(dsn string) bool {
 // secret every key derives from (shared/subkey), the public API's base
 // URL, and the identity provider whose tokens it accepts.
 type Deployment struct {
-	Secret     []byte // LECTERN_SECRET
+	Secret []byte // LECTERN_SECRET
+	// URLKeys sign and check the download links (LECTERN_URL_KEYS); the
+	// zero Keys stands for the one key derived from Secret (link.Derived).
+	URLKeys    link.Keys
 	PublicURL  string // the public API's base URL, also its resource identifier
 	Issuer     string
 	Audience   string
@@ -98,7 +102,17 @@ func (d Deployment) API(p Parts) *server.Server {
 		TagKey:               subkey.Derive(d.Secret, subkey.Tag),
 		CursorKey:            subkey.Derive(d.Secret, subkey.Cursor),
 		EdgeKey:              subkey.Derive(d.Secret, subkey.Edge),
+		URLKeys:              d.Links(),
 	})
+}
+
+// Links are the keys of d's download links: URLKeys, or the key derived
+// from the secret.
+func (d Deployment) Links() link.Keys {
+	if d.URLKeys.IsZero() {
+		return link.Derived(d.Secret)
+	}
+	return d.URLKeys
 }
 
 // IdP is the configuration of d's identity provider on s, its signing

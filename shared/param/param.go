@@ -308,8 +308,11 @@ func clip(s string) string {
 	return s[:i] + "…"
 }
 
-// unescape decodes a query component: percent escapes and '+' as space
-// (application/x-www-form-urlencoded).
+// Unescape decodes a query component: percent escapes and '+' as space
+// (application/x-www-form-urlencoded); false on a malformed escape.
+// shared/link reads its links' queries with it.
+func Unescape(s string) (string, bool) { return unescape(s) }
+
 func unescape(s string) (string, bool) {
 	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
 		return s, true

@@ -16,6 +16,7 @@ const (
 	Cursor  = "cursor"   // sealing pagination cursors (shared/cursor)
 	IDPKeys = "idp-keys" // sealing the identity provider's signing seeds (origin/idp)
 	Edge    = "gate"     // the edge's signatures on forwards and gate calls (shared/edgesig)
+	Links   = "links"    // signed download links when LECTERN_URL_KEYS is unset (shared/link)
 )
 
 // Derive returns the 32-byte key for purpose.

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -59,6 +60,7 @@ type config struct {
 	JWKSURL   string   // LECTERN_JWKS_URL: default <issuer>/.well-known/jwks.json
 	Audience  string   // LECTERN_AUDIENCE
 	Secret    string   // LECTERN_SECRET: default the contents of var/secret
+	URLKeys   string   // LECTERN_URL_KEYS: the origin's; default one key derived from the secret
 	PublicURL string   // LECTERN_PUBLIC_URL: default http://<Addr>; names the resource metadata in challenges
 	Wasm      string   // -wasm: the module
 	Instances int      // LECTERN_EDGE_INSTANCES: module instances serving in parallel
@@ -91,6 +93,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of the issuer (default: <issuer>/.well-known/jwks.json)", &c.JWKSURL},
 		{"LECTERN_AUDIENCE", "audience", "lectern-api", "token audience", &c.Audience},
 		{"LECTERN_SECRET", "secret", "", "deployment secret shared with the origin (default: the contents of " + secretFile + ")", &c.Secret},
+		{"LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links, the origin's (default: one derived from the secret)", &c.URLKeys},
 		{"LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<addr>)", &c.PublicURL},
 		{"LECTERN_EDGE_WASM", "wasm", "build/worker.wasm", "the edge module (make worker builds it)", &c.Wasm},
 		{"LECTERN_EDGE_INSTANCES", "instances", "", "module instances serving in parallel (default: GOMAXPROCS, at most 4)", &instances},
@@ -132,6 +135,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("instances %q: want an integer from 1 to 256", instances)
 		}
 		c.Instances = n
+	}
+	if c.URLKeys != "" {
+		if _, err := link.ParseKeys(c.URLKeys); err != nil {
+			return c, err
+		}
 	}
 	c.TestClock = testClock == "1"
 	if c.TestClock && c.AdminToken == "" {
@@ -202,7 +210,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	h, err := wazero.New(ctx, mod, wazero.Config{
 		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
-		Secret: secret, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
+		Secret: secret, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
 		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout,
 	})

@@ -42,9 +42,14 @@ func TestParseConfig(t *testing.T) {
 	if want := []string{"http://a.example:8080", "https://b.example/base"}; !slices.Equal(c.Origins, want) {
 		t.Errorf("a list of origins: %q, want %q", c.Origins, want)
 	}
+	const keys = "k2=an-edge-url-key-0123456789abcdef0123456789,k1=another-edge-url-key-0123456789abcdef01"
+	if c, err = parseConfig(nil, env(map[string]string{"LECTERN_URL_KEYS": keys})); err != nil || c.URLKeys != keys {
+		t.Errorf("LECTERN_URL_KEYS: %q, %v", c.URLKeys, err)
+	}
 	for _, bad := range [][]string{{"-instances", "0"}, {"-test-clock", "1"}, {"stray"},
 		{"-origin-url", "http://a.example,"}, {"-origin-url", "http://a.example,http://a.example/"},
-		{"-origin-url", "a.example:8080"}, {"-origin-url", "http://a.example,ftp://b.example"}} {
+		{"-origin-url", "a.example:8080"}, {"-origin-url", "http://a.example,ftp://b.example"},
+		{"-url-keys", "k1=short"}, {"-url-keys", "k1"}} {
 		if _, err := parseConfig(bad, env(nil)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -290,6 +290,12 @@ if out=$(node worker/cloudflare/origins_check.mjs worker/cloudflare/worker.mjs "
 	pass "several origins (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of spreading and failover"
 else fail "several origins" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
 
+# Download links (docs/edge.md): LECTERN_URL_KEYS reaches the module, the
+# edge refuses an expired or altered link itself (files_check.mjs).
+if out=$(node worker/cloudflare/files_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
+	pass "download links (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of LECTERN_URL_KEYS and the edge's refusals"
+else fail "download links" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
+
 # Several origins in workerd: a second edge in front of a dead origin and
 # the real one (docs/edge.md, "Several origins"). Every GET is answered by
 # the real origin, one of the first two after trying the dead one (round

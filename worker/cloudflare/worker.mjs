@@ -344,6 +344,9 @@ function configFrom(env) {
 		audience: env.AUDIENCE,
 		secret: env.LECTERN_SECRET,
 		resourceMetadata: env.RESOURCE_METADATA,
+		// The keys of the signed download links, the origin's
+		// LECTERN_URL_KEYS (a secret); unset, the key derived from the secret.
+		urlKeys: env.LECTERN_URL_KEYS ?? "",
 	};
 }
 

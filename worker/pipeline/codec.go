@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/lectern-api/lectern/shared/jsonenc"
+	"github.com/lectern-api/lectern/shared/link"
 )
 
 // The JSON codec of docs/edge.md, which the reactor exports. Decoding is
@@ -26,14 +27,17 @@ var (
 // ParseConfig reads the configure message:
 //
 //	{"origin": "...", "jwksUrl": "...", "issuer": "...", "audience": "...",
-//	 "secret": "...", "resourceMetadata": "..."}
+//	 "secret": "...", "resourceMetadata": "...", "urlKeys": "..."}
 //
-// Every member but resourceMetadata is required.
+// Every member but resourceMetadata and urlKeys is required. urlKeys is
+// LECTERN_URL_KEYS (shared/link.ParseKeys); without it the link key is
+// the one derived from the secret.
 func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
-	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata"}
-	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata}
-	var v [6]raw
+	var urlKeys string
+	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys"}
+	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys}
+	var v [7]raw
 	a, err := open(b, names, v[:], false, nil)
 	if err != nil {
 		return cfg, err
@@ -43,10 +47,13 @@ func ParseConfig(b []byte) (Config, error) {
 		if !ok {
 			return cfg, errors.New("pipeline: config member " + name + " is not a string")
 		}
-		if s == "" && name != "resourceMetadata" {
+		if s == "" && name != "resourceMetadata" && name != "urlKeys" {
 			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
 		*dsts[i] = s
+	}
+	if cfg.URLKeys, err = link.Configured(urlKeys, []byte(cfg.Secret)); err != nil {
+		return cfg, errors.New("pipeline: config member urlKeys: " + err.Error())
 	}
 	return cfg, nil
 }

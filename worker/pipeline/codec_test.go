@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
@@ -45,11 +46,18 @@ func TestParseConfig(t *testing.T) {
 	good := `{"origin":"http://127.0.0.1:8080","jwksUrl":"http://127.0.0.1:9090/.well-known/jwks.json","issuer":"http://127.0.0.1:9090","audience":"lectern-api","secret":"s3cret","resourceMetadata":"http://127.0.0.1:8787/.well-known/oauth-protected-resource","extra":1}`
 	cfg, err := ParseConfig([]byte(good))
 	want := Config{Origin: "http://127.0.0.1:8080", JWKSURL: "http://127.0.0.1:9090/.well-known/jwks.json", Issuer: "http://127.0.0.1:9090",
-		Audience: "lectern-api", Secret: "s3cret", ResourceMetadata: "http://127.0.0.1:8787/.well-known/oauth-protected-resource"}
+		Audience: "lectern-api", Secret: "s3cret", ResourceMetadata: "http://127.0.0.1:8787/.well-known/oauth-protected-resource",
+		URLKeys: link.Derived([]byte("s3cret"))} // no urlKeys: the secret's
 	if err != nil || !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got %+v, %v; want %+v", cfg, err, want)
 	}
-	for _, bad := range []string{``, `[]`, `{"origin":1}`, `{"origin":"x"}`, strings.Replace(good, `"secret":"s3cret"`, `"secret":""`, 1), `{"origin":` + strings.Repeat("[", 20)} {
+	keys := "b=url-key-b-0123456789abcdef0123456789abcdef,a=url-key-a-0123456789abcdef0123456789abcdef"
+	cfg, err = ParseConfig([]byte(strings.Replace(good, `"extra":1`, `"urlKeys":"`+keys+`"`, 1)))
+	if want, _ := link.ParseKeys(keys); err != nil || !reflect.DeepEqual(cfg.URLKeys, want) {
+		t.Errorf("with urlKeys: got %+v, %v; want %+v", cfg.URLKeys, err, want)
+	}
+	for _, bad := range []string{``, `[]`, `{"origin":1}`, `{"origin":"x"}`, strings.Replace(good, `"secret":"s3cret"`, `"secret":""`, 1), `{"origin":` + strings.Repeat("[", 20),
+		strings.Replace(good, `"extra":1`, `"urlKeys":"a=short"`, 1), strings.Replace(good, `"extra":1`, `"urlKeys":1`, 1)} {
 		if _, err := ParseConfig([]byte(bad)); err == nil {
 			t.Errorf("ParseConfig(%.40q) succeeded", bad)
 		}

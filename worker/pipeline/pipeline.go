@@ -11,6 +11,7 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/front"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/reqid"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/subkey"
@@ -38,6 +39,9 @@ type Config struct {
 	Audience         string // aud every token must hold
 	Secret           string // LECTERN_SECRET; only its edge subkey is kept
 	ResourceMetadata string // URL named in every 401 challenge
+	// URLKeys check the signed download links (LECTERN_URL_KEYS); the
+	// zero Keys stands for the key derived from Secret (link.Derived).
+	URLKeys link.Keys
 	// Random, when set, replaces crypto/rand as the source of request
 	// ids. Tests use it; the reactor leaves it nil (WASI random_get backs
 	// crypto/rand in both toolchains).
@@ -51,6 +55,7 @@ type Pipeline struct {
 	jwksURL          string
 	resourceMetadata string
 	signer           *edgesig.Signer
+	urlKeys          link.Keys
 	verifier         token.Verifier
 	random           io.Reader
 
@@ -83,7 +88,12 @@ func New(cfg Config) *Pipeline {
 		r = rand.Reader
 	}
 	origin := strings.TrimRight(cfg.Origin, "/")
+	keys := cfg.URLKeys
+	if keys.IsZero() {
+		keys = link.Derived([]byte(cfg.Secret))
+	}
 	return &Pipeline{
+		urlKeys:          keys,
 		origin:           origin,
 		gateURL:          origin + edgesig.GatePath,
 		jwksURL:          cfg.JWKSURL,
@@ -235,6 +245,9 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 	if st.req.Path == protectedResource {
 		return p.forward(st, now)
 	}
+	if strings.HasPrefix(st.req.Path, link.Prefix) {
+		return p.download(st, now)
+	}
 	st.p, st.now, st.wait = p, now, 0
 	passed, ferr := front.Run(front.Request{
 		Method:         st.req.Method,
@@ -254,6 +267,18 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 	st.inm = combinedValue(st.req.Headers, "If-None-Match", &st.text)
 	if tag, ok := p.candidate(st, passed); ok && etag.Match(st.inm, tag) {
 		return p.gate(st, now)
+	}
+	return p.forward(st, now)
+}
+
+// download checks a signed download link as the origin does (shared/link:
+// GET or HEAD, authentic, of a known key, not expired) and forwards a
+// valid one with no token and nothing else checked: the origin decides
+// what it serves. A refusal is the origin's answer, without a forward.
+func (p *Pipeline) download(st *pending, now int64) Output {
+	if _, e := p.urlKeys.Check(st.req.Method, st.req.Path, st.req.Query, time.UnixMilli(now)); e != nil {
+		p.drop(st)
+		return p.errorResponse(st.handle, st.id, e)
 	}
 	return p.forward(st, now)
 }

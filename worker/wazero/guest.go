@@ -131,6 +131,7 @@ type ConfigMessage struct {
 	Audience         string `json:"audience"`
 	Secret           string `json:"secret"`
 	ResourceMetadata string `json:"resourceMetadata"`
+	URLKeys          string `json:"urlKeys,omitempty"`
 }
 
 // configure sends c through call (Guest.Call, or a Host's instance's,

@@ -51,6 +51,7 @@ type Config struct {
 	Audience         string
 	Secret           string // LECTERN_SECRET, shared with the origin
 	ResourceMetadata string // URL named in 401 challenges
+	URLKeys          string // LECTERN_URL_KEYS, as the origin's; empty: the key derived from Secret
 
 	// Origins, when there are several, are the origins' base URLs
 	// (docs/edge.md, "Several origins"): the module is configured with the
@@ -251,7 +252,7 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 		clock: h.cfg.ThreadCPU, every: max(h.cfg.ThreadCPUEvery, 1), cpu: &h.stats.moduleCPU}
 	in.mu.Lock()
 	err = configure(in.call, ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
-		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata})
+		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys})
 	in.mu.Unlock()
 	if err != nil {
 		g.Close(ctx)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/wiring"
+	"github.com/lectern-api/lectern/shared/link"
 )
 
 // config is the operator contract of DESIGN.md: environment variables,
@@ -37,6 +38,11 @@ type config struct {
 	// needs the same. When unset it is kept in var/secret, created on
 	// first start: SQLite only (dev), a PostgreSQL deployment must set it.
 	Secret string // LECTERN_SECRET
+	// URLKeys sign and check the download links: LECTERN_URL_KEYS,
+	// "kid=secret,…" (the first signs, all verify; shared/link), parsed by
+	// check into urlKeys. Unset: one key derived from the secret.
+	URLKeys string // LECTERN_URL_KEYS
+	urlKeys link.Keys
 
 	PublicURL  string // LECTERN_PUBLIC_URL: the API's base URL; default http://<OriginAddr>
 	LicenseURL string // LECTERN_LICENSE_URL
@@ -72,6 +78,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of another issuer (default: the dev identity provider's keys, from the database)", &c.JWKSURL},
 		{"LECTERN_AUDIENCE", "audience", "lectern-api", "token audience", &c.Audience},
 		{"LECTERN_SECRET", "secret", "", "deployment secret, at least 32 characters (default: var/secret, created; required with PostgreSQL)", &c.Secret},
+		{"LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links: the first signs, all verify (default: one derived from the secret)", &c.URLKeys},
 		{"LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)", &c.PublicURL},
 		{"LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms", &c.LicenseURL},
 	}
@@ -133,6 +140,13 @@ func (c *config) check() error {
 	} else if c.IdPAddr == off && c.Issuer == "" {
 		errs = append(errs, errors.New("LECTERN_ISSUER is required with LECTERN_IDP_ADDR=off: "+
 			"it names the identity provider whose tokens this origin accepts"))
+	}
+	if c.URLKeys != "" {
+		keys, err := link.ParseKeys(c.URLKeys)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.urlKeys = keys
 	}
 	return errors.Join(errs...)
 }

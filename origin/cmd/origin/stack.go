@@ -134,7 +134,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 // deployment is what cfg and the secret make of the origins' common
 // settings.
 func deployment(cfg config, secret []byte) wiring.Deployment {
-	return wiring.Deployment{Secret: secret, PublicURL: cfg.PublicURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
+	return wiring.Deployment{Secret: secret, URLKeys: cfg.urlKeys, PublicURL: cfg.PublicURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		LicenseURL: cfg.LicenseURL}
 }
 

@@ -50,6 +50,7 @@ func TestStartupRefusals(t *testing.T) {
 		{"no identity provider and no issuer", map[string]string{"LECTERN_IDP_ADDR": "off"},
 			[]string{"LECTERN_ISSUER"}},
 		{"no public API", map[string]string{"LECTERN_ORIGIN_ADDR": "off"}, []string{"LECTERN_ORIGIN_ADDR"}},
+		{"malformed URL keys", map[string]string{"LECTERN_URL_KEYS": "k1=too-short"}, []string{"LECTERN_URL_KEYS"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0",

@@ -5,11 +5,13 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/server"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 	"github.com/lectern-api/lectern/worker/pipeline"
 )
@@ -34,10 +36,14 @@ func TestLocalAnswersMatchOrigin(t *testing.T) {
 	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(tokentest.JWKS("k1")) }))
 	defer idp.Close()
 	now := func() time.Time { return t0 }
+	const secret = "parity-secret-parity-secret-0123"
+	keys := link.Derived([]byte(secret)) // both tiers' when LECTERN_URL_KEYS is unset
 	origin := server.New(server.Config{Auth: auth.New(auth.Config{Issuer: iss, Audience: aud, JWKSURL: idp.URL, Now: now}),
-		Now: now, ResourceMetadataURL: rm})
+		Now: now, ResourceMetadataURL: rm, URLKeys: keys})
 	edge := pipeline.New(pipeline.Config{Origin: "http://origin.test", JWKSURL: idp.URL, Issuer: iss, Audience: aud,
-		Secret: "parity-secret-parity-secret-0123", ResourceMetadata: rm})
+		Secret: secret, ResourceMetadata: rm})
+	valid := keys.Sign(link.Link{Kind: link.Media, Expires: t0.Add(time.Hour).Unix(), Row: 3, Media: "high/x/1#c1#video"})
+	expired := keys.Sign(link.Link{Kind: link.Media, Expires: t0.Unix(), Row: 3, Media: "high/x/1#c1#video"})
 	// Warm the edge's JWKS as its first request would.
 	ms := t0.UnixMilli()
 	out := edge.Start(pipeline.Request{Method: "GET", Path: "/v1/tiers", Now: ms,
@@ -69,6 +75,12 @@ func TestLocalAnswersMatchOrigin(t *testing.T) {
 		{"GET", "/v1/search?q=", good},
 		{"GET", "/v1/lessons/high/x/1?include=markdown", good},
 		{"GET", "/v1/tiers?x=%zz", good},
+		// Download links (shared/link): refused alike by both tiers.
+		{"GET", strings.Replace(valid, "&r=3&", "&r=4&", 1), ""},
+		{"GET", expired, ""},
+		{"GET", "/files/", ""},
+		{"POST", valid, good},
+		{"DELETE", valid, ""},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(tt.method, tt.target, nil)

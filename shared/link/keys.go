@@ -1,0 +1,166 @@
+package link
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lectern-api/lectern/shared/subkey"
+)
+
+// Key is one signing key: its id, carried by every link it signs, and
+// its secret.
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+// Keys are the deployment's link keys: the first signs, every one
+// verifies, so a new key is rolled out by putting it first and the old
+// one is dropped once its links have expired (at most an hour). The zero
+// Keys signs nothing and verifies nothing.
+type Keys struct {
+	list []Key
+}
+
+// DerivedID is the id of the one key derived from the deployment secret
+// when LECTERN_URL_KEYS is unset.
+const DerivedID = "s"
+
+// MinSecret is the shortest secret LECTERN_URL_KEYS accepts, in bytes
+// (as LECTERN_SECRET).
+const MinSecret = 32
+
+// MaxKeyID bounds a key id, in bytes.
+const MaxKeyID = 32
+
+// Derived returns the one key derived from the deployment secret
+// (shared/subkey, Links), with id DerivedID.
+func Derived(secret []byte) Keys {
+	return Keys{list: []Key{{ID: DerivedID, Secret: subkey.Derive(secret, subkey.Links)}}}
+}
+
+// Configured returns the keys of LECTERN_URL_KEYS, or when it is empty
+// the key derived from secret.
+func Configured(urlKeys string, secret []byte) (Keys, error) {
+	if strings.TrimSpace(urlKeys) == "" {
+		return Derived(secret), nil
+	}
+	return ParseKeys(urlKeys)
+}
+
+// ParseKeys reads LECTERN_URL_KEYS: "kid=secret,kid=secret,…", the first
+// signing. A kid is 1 to MaxKeyID bytes of A-Z, a-z, 0-9, '.', '_' and
+// '-', none twice; a secret is at least MinSecret bytes and holds no ','.
+// Spaces around an entry are ignored. The error never quotes a secret.
+func ParseKeys(s string) (Keys, error) {
+	var k Keys
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		id, secret, ok := strings.Cut(entry, "=")
+		n := "entry " + strconv.Itoa(i+1)
+		switch {
+		case !ok:
+			return Keys{}, errors.New("LECTERN_URL_KEYS: " + n + " is not kid=secret")
+		case id == "" || len(id) > MaxKeyID || !validName(id):
+			return Keys{}, errors.New("LECTERN_URL_KEYS: " + n + " has a key id that is not 1 to " +
+				strconv.Itoa(MaxKeyID) + " characters of A-Z, a-z, 0-9, '.', '_' and '-'")
+		case len(secret) < MinSecret:
+			return Keys{}, errors.New("LECTERN_URL_KEYS: key " + strconv.Quote(id) + " has a secret shorter than " +
+				strconv.Itoa(MinSecret) + " characters")
+		case k.key(id) != nil:
+			return Keys{}, errors.New("LECTERN_URL_KEYS: key id " + strconv.Quote(id) + " is given twice")
+		}
+		k.list = append(k.list, Key{ID: id, Secret: []byte(secret)})
+	}
+	return k, nil
+}
+
+// IsZero reports whether k has no key.
+func (k Keys) IsZero() bool { return len(k.list) == 0 }
+
+// SigningID is the id of the key that signs, "" for the zero Keys.
+func (k Keys) SigningID() string {
+	if k.IsZero() {
+		return ""
+	}
+	return k.list[0].ID
+}
+
+func (k Keys) key(id string) *Key {
+	for i := range k.list {
+		if k.list[i].ID == id {
+			return &k.list[i]
+		}
+	}
+	return nil
+}
+
+// Sign returns l as a link signed with the first key: its path and
+// query, which the caller puts on the public URL. It sets l's KeyID to
+// that key's and cleans its Name (CleanName); a Class below 0 is taken as
+// 0. The zero Keys signs nothing and returns "".
+func (k Keys) Sign(l Link) string {
+	if k.IsZero() || (l.Kind != Media && l.Kind != Export) {
+		return ""
+	}
+	key := &k.list[0]
+	l.KeyID, l.Name = key.ID, CleanName(l.Name)
+	if l.Export.Class < 0 {
+		l.Export.Class = 0
+	}
+	sum := mac(key.Secret, l.signed(nil))
+	b := make([]byte, 0, 256)
+	b = append(b, Prefix...)
+	b = append(b, l.Kind.letter()...)
+	b = append(b, '/')
+	b = append(b, l.Name...)
+	b = append(b, "?k="...)
+	b = appendQuery(b, l.KeyID)
+	b = append(b, "&x="...)
+	b = strconv.AppendInt(b, l.Expires, 10)
+	b = append(b, "&r="...)
+	b = strconv.AppendInt(b, l.Row, 10)
+	if l.Kind == Media {
+		b = append(b, "&m="...)
+		b = appendQuery(b, l.Media)
+	} else {
+		x := &l.Export
+		for _, f := range [...]struct{ name, v string }{{"o", x.Org}, {"sc", x.Scopes}, {"v", x.ContentVersion}, {"t", x.Tier}, {"sl", x.Slug}} {
+			b = append(b, '&')
+			b = append(b, f.name...)
+			b = append(b, '=')
+			b = appendQuery(b, f.v)
+		}
+		if x.Class > 0 {
+			b = append(b, "&c="...)
+			b = strconv.AppendInt(b, int64(x.Class), 10)
+		}
+	}
+	b = append(b, "&s="...)
+	b = base64.RawURLEncoding.AppendEncode(b, sum[:])
+	return string(b)
+}
+
+// Verify checks a parsed link at now: ErrUnknownKey when no key has its
+// id, ErrAltered when its signature is not that key's over its fields
+// (compared in constant time), ErrExpired when it is authentic but now is
+// not before its expiry. A link that did not come from Parse carries no
+// signature and is ErrAltered.
+func (k Keys) Verify(l Link, now time.Time) error {
+	key := k.key(l.KeyID)
+	if key == nil {
+		return ErrUnknownKey
+	}
+	want := mac(key.Secret, l.signed(nil))
+	if subtle.ConstantTimeCompare(want[:], l.sig[:]) != 1 {
+		return ErrAltered
+	}
+	if !now.Before(time.Unix(l.Expires, 0)) {
+		return ErrExpired
+	}
+	return nil
+}
