@@ -44,8 +44,10 @@
 //	origin/clock                  the origin's time source, with the test clock
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API
 //	origin/corpus                 the corpus format, its loader and in-memory indexes
+//	origin/corpus/corpustest      for tests: the small generated corpus, made once per test binary
 //	origin/corpus/gen             the deterministic synthetic corpus generator
-//	origin/forensic               the licence envelope's tag and its decoding
+//	origin/export                 the export bundles, streamed as a zip or the inline tar.gz in base64
+//	origin/forensic               the licence envelope, its tag, the bundles' canaries and leak detection
 //	origin/httpsrv                every listener's limits and net/http's own answers rewritten
 //	origin/idp                    the development identity provider
 //	origin/internal/filelock      one owner per embedded database (flock)

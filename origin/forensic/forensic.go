@@ -8,6 +8,11 @@
 // HMAC-SHA256(key, orgID, scopes). Recovery is by search: the operator
 // tries each known organisation with each of the 64 scope sets (Decode),
 // which for thousands of organisations takes milliseconds.
+//
+// Beside the tag: the envelope itself (Envelope), the export bundles'
+// canaries (canary.go: whitespace marks keyed by organisation and lesson,
+// which survive the tag's removal) and detection (detect.go: a leak's
+// organisation from its tag or else its canaries).
 package forensic
 
 import (
@@ -16,6 +21,7 @@ import (
 	"encoding/base64"
 	"strconv"
 
+	"github.com/lectern-api/lectern/shared/jsonenc"
 	"github.com/lectern-api/lectern/shared/scope"
 )
 
@@ -46,4 +52,21 @@ func Decode(key []byte, tag string, orgs []string) (org string, scopes scope.Set
 // under, the organisation's agreement and the version it accepted.
 func Licence(org string, eclaVersion int) string {
 	return "lic_" + org + "_ecla" + strconv.Itoa(eclaVersion)
+}
+
+// Envelope is the licence envelope every content response carries (spec:
+// What the service does §4), and an export bundle's manifest repeats.
+type Envelope struct {
+	Lic string `json:"lic"`
+	Tag string `json:"tag"`
+}
+
+// AppendMember appends `,"_license":{"lic":…,"tag":…}}`: the envelope as
+// the last member of a document, and the document's closing brace.
+func (e Envelope) AppendMember(dst []byte) []byte {
+	dst = append(dst, `,"_license":{"lic":`...)
+	dst = jsonenc.String(dst, e.Lic)
+	dst = append(dst, `,"tag":`...)
+	dst = jsonenc.String(dst, e.Tag)
+	return append(dst, "}}"...)
 }

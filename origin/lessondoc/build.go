@@ -95,12 +95,20 @@ func (b *builder) build(l *corpus.Lesson) (*Doc, error) {
 	b.buf = jsonenc.String(b.buf, l.Title)
 	d.idTitle = b.mark(at)
 
-	d.data = bytes.Clone(b.buf)
-	if err := b.precompress(d); err != nil {
-		return nil, fmt.Errorf("lesson %s: %w", l.ID, err)
-	}
+	d.data = b.buf
 	return d, nil
 }
+
+// Renderer renders lessons one at a time for documents made once and not
+// kept (an export's classes, marked for their organisation): the
+// fragments Build makes, without the precompressed standard lesson, in
+// one buffer reused from lesson to lesson. It is not safe for concurrent
+// use.
+type Renderer struct{ b builder }
+
+// Render renders l. The Doc is valid until the next Render; its
+// AppendGzipStandard is empty.
+func (r *Renderer) Render(l *corpus.Lesson) (*Doc, error) { return r.b.build(l) }
 
 // card renders one card and reports whether anything of it is cut at
 // standard detail.

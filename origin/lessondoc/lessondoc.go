@@ -16,11 +16,14 @@
 package lessondoc
 
 import (
+	"bytes"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/shared/jsonenc"
 )
 
@@ -159,6 +162,12 @@ func Build(c *corpus.Corpus) (*Set, error) {
 					return
 				}
 				d, err := b.build(c.Lessons[i])
+				if err == nil {
+					d.data = bytes.Clone(d.data) // b.buf is reused
+					if err = b.precompress(d); err != nil {
+						err = fmt.Errorf("lesson %s: %w", c.Lessons[i].ID, err)
+					}
+				}
 				if err != nil {
 					once.Do(func() { first = err })
 					return
@@ -180,6 +189,13 @@ func (ls *Set) Doc(l *corpus.Lesson) *Doc { return ls.docs[l.Ordinal] }
 // AppendVersion appends `,"contentVersion":"…"`, the member that follows
 // every document of the set.
 func (ls *Set) AppendVersion(dst []byte) []byte { return append(dst, ls.version...) }
+
+// AppendTail appends the closing members of every lesson-route document,
+// `,"contentVersion":…,"_license":{…}}`: the version, then env, the
+// caller's licence envelope. An export's class files close the same way.
+func (ls *Set) AppendTail(dst []byte, env forensic.Envelope) []byte {
+	return env.AppendMember(ls.AppendVersion(dst))
+}
 
 // Lesson is the lesson d renders.
 func (d *Doc) Lesson() *corpus.Lesson { return d.lesson }

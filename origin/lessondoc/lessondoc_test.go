@@ -14,39 +14,25 @@ import (
 	"unicode/utf8"
 
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/corpus/corpustest"
 )
 
 var (
-	smallOnce sync.Once
-	small     *corpus.Corpus
-	smallErr  error
-	smallSet  *Set
+	setOnce  sync.Once
+	smallSet *Set
+	setErr   error
 )
 
-// smallCorpus is the small corpus of seed 1 and its renderings, generated
-// once per test binary (it lives in memory; its directory goes).
+// smallCorpus is the small corpus and its renderings, made once per test
+// binary.
 func smallCorpus(t testing.TB) (*corpus.Corpus, *Set) {
 	t.Helper()
-	smallOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lectern-small-")
-		if err != nil {
-			smallErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		if _, smallErr = gen.Write(dir, gen.Options{Seed: 1, Small: true}); smallErr != nil {
-			return
-		}
-		if small, smallErr = corpus.Load(dir); smallErr != nil {
-			return
-		}
-		smallSet, smallErr = Build(small)
-	})
-	if smallErr != nil {
-		t.Fatal(smallErr)
+	c := corpustest.Small(t)
+	setOnce.Do(func() { smallSet, setErr = Build(c) })
+	if setErr != nil {
+		t.Fatal(setErr)
 	}
-	return small, smallSet
+	return c, smallSet
 }
 
 func TestCapText(t *testing.T) {
@@ -164,4 +150,26 @@ func BenchmarkBuild(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+}
+
+// TestRendererMatchesBuild: a lesson rendered alone renders every
+// document as the set's rendering of it does.
+func TestRendererMatchesBuild(t *testing.T) {
+	c, set := smallCorpus(t)
+	var r Renderer
+	for _, l := range c.Lessons {
+		d, err := r.Render(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := set.Doc(l)
+		for _, lv := range []Level{Brief, Standard, Full} {
+			if got, w := d.AppendLesson(nil, lv, incAll, nil), want.AppendLesson(nil, lv, incAll, nil); !bytes.Equal(got, w) {
+				t.Fatalf("%s at level %d: the renderer differs from Build", l.ID, lv)
+			}
+		}
+		if got, w := d.AppendTranscript(nil, true, nil), want.AppendTranscript(nil, true, nil); !bytes.Equal(got, w) {
+			t.Fatalf("%s transcript: the renderer differs from Build", l.ID)
+		}
+	}
 }

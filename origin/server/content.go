@@ -11,15 +11,10 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 )
 
-// envelope is the licence envelope every content response carries (spec:
-// What the service does §4).
-type envelope struct {
-	Lic string `json:"lic"`
-	Tag string `json:"tag"`
-}
-
-func (s *Server) envelope(req *request) envelope {
-	return envelope{
+// envelope is the caller's licence envelope (spec: What the service does
+// §4).
+func (s *Server) envelope(req *request) forensic.Envelope {
+	return forensic.Envelope{
 		Lic: forensic.Licence(req.org.ID, req.org.EclaVersion),
 		Tag: forensic.Tag(s.cfg.TagKey, req.org.ID, req.claims.Scope),
 	}
@@ -28,14 +23,14 @@ func (s *Server) envelope(req *request) envelope {
 // list is the list envelope (spec: Resources, List envelope) with the
 // content version and licence envelope.
 type list struct {
-	Items          any      `json:"items"`
-	Total          int      `json:"total"`
-	PageNum        int      `json:"pageNum"`
-	TotalPages     int      `json:"totalPages"`
-	HasMore        bool     `json:"hasMore"`
-	NextCursor     *string  `json:"nextCursor"`
-	ContentVersion string   `json:"contentVersion"`
-	License        envelope `json:"_license"`
+	Items          any               `json:"items"`
+	Total          int               `json:"total"`
+	PageNum        int               `json:"pageNum"`
+	TotalPages     int               `json:"totalPages"`
+	HasMore        bool              `json:"hasMore"`
+	NextCursor     *string           `json:"nextCursor"`
+	ContentVersion string            `json:"contentVersion"`
+	License        forensic.Envelope `json:"_license"`
 }
 
 // tierRow is a row of GET /v1/tiers.
@@ -123,8 +118,8 @@ func classesURL(sub *corpus.Subject) string {
 // subjectDetail is a subject as GET /v1/subjects/{slug} answers it.
 type subjectDetail struct {
 	subjectRow
-	ContentVersion string   `json:"contentVersion"`
-	License        envelope `json:"_license"`
+	ContentVersion string            `json:"contentVersion"`
+	License        forensic.Envelope `json:"_license"`
 }
 
 // coverage counts the subject's classes with each kind of media.

@@ -19,6 +19,7 @@ import (
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -409,14 +410,14 @@ func (r resp) wantError(t testing.TB, status int, code string) apiError {
 
 // pageOf is the list envelope with rows of T.
 type pageOf[T any] struct {
-	Items          []T       `json:"items"`
-	Total          int       `json:"total"`
-	PageNum        int       `json:"pageNum"`
-	TotalPages     int       `json:"totalPages"`
-	HasMore        bool      `json:"hasMore"`
-	NextCursor     *string   `json:"nextCursor"`
-	ContentVersion string    `json:"contentVersion"`
-	License        *envelope `json:"_license"`
+	Items          []T                `json:"items"`
+	Total          int                `json:"total"`
+	PageNum        int                `json:"pageNum"`
+	TotalPages     int                `json:"totalPages"`
+	HasMore        bool               `json:"hasMore"`
+	NextCursor     *string            `json:"nextCursor"`
+	ContentVersion string             `json:"contentVersion"`
+	License        *forensic.Envelope `json:"_license"`
 }
 
 // strictPage decodes r's body as a page, refusing unknown members.

@@ -18,21 +18,12 @@ import (
 // lessonTail is the closing members of every lesson-route document:
 // `,"contentVersion":…,"_license":{…}}`.
 func (s *Server) lessonTail(dst []byte, req *request) []byte {
-	return s.lessonLicense(req.corpus.lessons.AppendVersion(dst), req)
+	return req.corpus.lessons.AppendTail(dst, s.envelope(req))
 }
 
 // lessonLicense appends `,"_license":{…}}`, the caller's part.
 func (s *Server) lessonLicense(dst []byte, req *request) []byte {
-	return appendLicense(dst, s.envelope(req))
-}
-
-// appendLicense appends `,"_license":{…}}` holding env.
-func appendLicense(dst []byte, env envelope) []byte {
-	dst = append(dst, `,"_license":{"lic":`...)
-	dst = jsonenc.String(dst, env.Lic)
-	dst = append(dst, `,"tag":`...)
-	dst = jsonenc.String(dst, env.Tag)
-	return append(dst, "}}"...)
+	return s.envelope(req).AppendMember(dst)
 }
 
 // serveLessonDoc answers the lesson, transcript and quiz routes, which
@@ -112,7 +103,7 @@ func (s *Server) lessonMedia(w http.ResponseWriter, r *http.Request, req *reques
 	} else {
 		body = append(body, "null"...)
 	}
-	body = appendLicense(req.corpus.lessons.AppendVersion(body), l.License)
+	body = req.corpus.lessons.AppendTail(body, l.License)
 	writeContent(w, r, req, m.tag, bill, body)
 	lessondoc.PutBuf(bp, body)
 	return nil

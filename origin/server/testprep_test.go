@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -54,12 +55,12 @@ func prepCatalog(t *testing.T, h *harness) {
 	r := h.get("/v1/testprep", tok)
 	wantStatus(t, r, 200)
 	var got struct {
-		Items          []prepTest `json:"items"`
-		Total          int        `json:"total"`
-		HasMore        bool       `json:"hasMore"`
-		NextCursor     *string    `json:"nextCursor"`
-		ContentVersion string     `json:"contentVersion"`
-		License        envelope   `json:"_license"`
+		Items          []prepTest        `json:"items"`
+		Total          int               `json:"total"`
+		HasMore        bool              `json:"hasMore"`
+		NextCursor     *string           `json:"nextCursor"`
+		ContentVersion string            `json:"contentVersion"`
+		License        forensic.Envelope `json:"_license"`
 	}
 	if err := json.Unmarshal(r.body, &got); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ const (
 	IDPKeys = "idp-keys" // sealing the identity provider's signing seeds (origin/idp)
 	Edge    = "gate"     // the edge's signatures on forwards and gate calls (shared/edgesig)
 	Links   = "links"    // signed download links when LECTERN_URL_KEYS is unset (shared/link)
+	Canary  = "canary"   // the export bundles' whitespace canaries (origin/forensic)
 )
 
 // Derive returns the 32-byte key for purpose.
