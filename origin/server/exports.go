@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -222,7 +223,7 @@ func (s *Server) exporter(ct *Content) *export.Builder {
 // rebuilt from what the link carries and the organisation as it is now
 // (its name and licence agreement), so a link of another contentVersion
 // than the one served, of a target the corpus no longer holds, or of an
-// organisation that no longer exists is 404 NOT_FOUND.
+// organisation that no longer exists (linkOrg) is 404 NOT_FOUND.
 func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id string, l link.Link, ct *Content) {
 	x := l.Export
 	sub := ct.Subject(x.Tier, x.Slug)
@@ -231,11 +232,7 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 		s.writeError(w, r, id, link.Refusal(nil))
 		return
 	}
-	org, err := s.cfg.Store.GetOrg(r.Context(), x.Org)
-	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(w, r, id, link.Refusal(nil))
-		return
-	}
+	org, err := s.linkOrg(r.Context(), l)
 	if err != nil {
 		s.writeError(w, r, id, err)
 		return
@@ -251,4 +248,26 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 		// The status is sent: the client sees a truncated zip.
 		s.cfg.Logger.Error("export download failed", "requestId", id, "err", err)
 	}
+}
+
+// linkOrg is the organisation an export link was made for, as it is now:
+// 404 (link.Refusal) when it no longer exists, or when the one of its id
+// is not the one whose ledger row the link carries (deleted and created
+// again: another generation, another meter key).
+func (s *Server) linkOrg(ctx context.Context, l link.Link) (*store.Org, error) {
+	org, err := s.cfg.Store.GetOrg(ctx, l.Export.Org)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, link.Refusal(nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	row, ok, err := s.cfg.Meters.LedgerRow(ctx, l.Row)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || row.Org != meter.Key(org) {
+		return nil, link.Refusal(nil)
+	}
+	return org, nil
 }

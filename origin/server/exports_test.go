@@ -341,6 +341,10 @@ func TestExportLinkOrganisation(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.get(rel, "").wantError(t, 404, "NOT_FOUND")
+	// Created again under the id: another organisation, whose meters
+	// hold no such row.
+	h.createOrg("org", []string{sub.Tier}, nil)
+	h.get(rel, "").wantError(t, 404, "NOT_FOUND")
 }
 
 // An inline export: the bundle in data (base64 of gzip of tar), sent
