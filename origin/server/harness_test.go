@@ -112,7 +112,7 @@ type harnessOptions struct {
 	// meters, when set, wraps the meters the server bills through
 	// (harness.meters stays the store itself).
 	meters func(meter.Store) meter.Store
-	logger *slog.Logger // the server's (nil: none)
+	logger *slog.Logger     // the server's (nil: none)
 	now    func() time.Time // the server's clock (nil: time.Now)
 	// urlKeys sign the download links, canaryKey the export canaries;
 	// inlineCeiling bounds an inline export (0: the default).
