@@ -19,6 +19,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/openapi/openapitest"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -507,5 +508,35 @@ func TestExportRefusals(t *testing.T) {
 	}
 	if rows := h.ledger("org"); len(rows) != 0 {
 		t.Errorf("%d ledger rows after refusals", len(rows))
+	}
+}
+
+// The export results have exactly the members the OpenAPI description's
+// closed ExportResult names for their format, and both export routes
+// document 413.
+func TestExportResultsMatchOpenAPI(t *testing.T) {
+	h := newExportHarness(t, 0)
+	sub := multiClass(t, h.corpus())
+	tok := h.exporter("org")
+	_, doc := h.fetchDoc()
+	members := map[string][]string{}
+	for _, v := range openapitest.At(doc, "components", "schemas", "ExportResult", "oneOf").([]any) {
+		if openapitest.At(v, "additionalProperties") != false {
+			t.Errorf("an ExportResult form is open: %v", v)
+		}
+		format := openapitest.Strs(openapitest.At(v, "properties", "format", "enum"))
+		members[format[0]] = openapitest.Strs(openapitest.At(v, "required"))
+	}
+	for _, format := range []string{"zip_url", "inline"} {
+		if members[format] == nil {
+			t.Fatalf("no ExportResult form for %s", format)
+		}
+		decodeExport(t, h.get("/v1/exports/classes/"+sub.Tier+"/"+sub.Slug+"/1?format="+format, tok), members[format]...)
+	}
+	for _, p := range []string{"/v1/exports/subjects/{subjectSlug}", "/v1/exports/classes/{tier}/{subjectSlug}/{classNum}"} {
+		codes := openapitest.Strs(openapitest.At(doc, "paths", p, "get", "responses", "413", "content", "application/json", "schema", "properties", "error", "properties", "code", "enum"))
+		if !slices.Equal(codes, []string{"PAYLOAD_TOO_LARGE"}) {
+			t.Errorf("%s: 413 codes %v", p, codes)
+		}
 	}
 }
