@@ -99,6 +99,15 @@ func multiClass(t *testing.T, c *corpus.Corpus) *corpus.Subject {
 	return nil
 }
 
+// classNums are sub's class numbers.
+func classNums(sub *corpus.Subject) []int {
+	var out []int
+	for _, l := range sub.Lessons {
+		out = append(out, l.Number)
+	}
+	return out
+}
+
 // exportBody is an export result as the wire carries it.
 type exportBody struct {
 	Format         string            `json:"format"`
@@ -275,11 +284,7 @@ func TestExportZipURL(t *testing.T) {
 	if ct := d.header.Get("Content-Type"); ct != "application/zip" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	var classes []int
-	for _, l := range sub.Lessons {
-		classes = append(classes, l.Number)
-	}
-	checkBundle(t, zipFiles(t, d.body), "org", classes)
+	checkBundle(t, zipFiles(t, d.body), "org", classNums(sub))
 	h.clock.Add(int64(exportLinkTTL - time.Second))
 	again := h.get(rel, "")
 	wantStatus(t, again, 200)
@@ -368,11 +373,7 @@ func TestExportInline(t *testing.T) {
 		b.ContentVersion != h.corpus().ContentVersion || b.License.Lic == "" {
 		t.Errorf("result %+v", b)
 	}
-	var classes []int
-	for _, l := range sub.Lessons {
-		classes = append(classes, l.Number)
-	}
-	checkBundle(t, tarFiles(t, b.Data), "org", classes)
+	checkBundle(t, tarFiles(t, b.Data), "org", classNums(sub))
 	tag := r.header.Get("ETag")
 	if tag == "" || r.header.Get("Cache-Control") != "private" {
 		t.Fatalf("ETag %q, Cache-Control %q", tag, r.header.Get("Cache-Control"))
@@ -465,17 +466,7 @@ func TestExportLimit(t *testing.T) {
 func TestExportRefusals(t *testing.T) {
 	h := newExportHarness(t, 0)
 	c := h.corpus()
-	var shared string
-	var tiers []string
-	for _, sub := range c.Subjects {
-		if ts := c.SlugTiers(sub.Slug); len(ts) > 1 {
-			shared, tiers = sub.Slug, ts
-			break
-		}
-	}
-	if shared == "" {
-		t.Fatal("the small corpus has no slug in several tiers")
-	}
+	shared, tiers := sharedSlug(t, c)
 	h.createOrg("org", []string{tiers[0]}, nil)
 	tok := h.token("org", scope.ContentExport)
 	n := len(c.Subject(tiers[0], shared).Lessons)

@@ -461,3 +461,15 @@ func fullContent(t testing.TB) *Content {
 	}
 	return full
 }
+
+// sharedSlug is a slug of c in several tiers and those tiers.
+func sharedSlug(t testing.TB, c *corpus.Corpus) (string, []string) {
+	t.Helper()
+	for _, sub := range c.Subjects {
+		if ts := c.SlugTiers(sub.Slug); len(ts) > 1 {
+			return sub.Slug, ts
+		}
+	}
+	t.Fatal("the corpus has no slug in several tiers")
+	return "", nil
+}
