@@ -1,7 +1,9 @@
 package wasmtest
 
 import (
+	"archive/zip"
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,5 +75,47 @@ func TestDownloadLinks(t *testing.T) {
 
 		o.advance(t, 60) // now == expiresAt: no longer valid
 		refused("expired", "GET", good, 404, "NOT_FOUND", "expired")
+	})
+}
+
+// TestExportLinkThroughTheEdge (issue #16, point 3): a class exported
+// through the edge answers a link; the link, through the edge with no
+// token, downloads the zip the origin builds, byte for byte the origin's
+// own answer to it.
+func TestExportLinkThroughTheEdge(t *testing.T) {
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	o := startOrigin(t)
+	sub := content.Subjects[0]
+	forEachBuild(t, func(t *testing.T, b *build) {
+		e := newEdge(t, b, o, nil)
+		f := newFixture(t, o, "export-"+b.name)
+		r := do(t, e.url, "GET", "/v1/exports/classes/"+sub.Tier+"/"+sub.Slug+"/1", "", "Authorization", "Bearer "+f.tokens["full"])
+		var res struct {
+			URL string `json:"url"`
+		}
+		if r.status != 200 || json.Unmarshal(r.body, &res) != nil || r.header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("export: %d %s (Cache-Control %q)", r.status, r.body, r.header.Get("Cache-Control"))
+		}
+		i := strings.Index(res.URL, link.Prefix)
+		if i < 0 {
+			t.Fatalf("url %q is not a download link", res.URL)
+		}
+		target := res.URL[i:]
+		z := do(t, e.url, "GET", target, "")
+		if z.status != 200 || z.header.Get("Content-Type") != "application/zip" {
+			t.Fatalf("download through the edge: %d %q %.200s", z.status, z.header.Get("Content-Type"), z.body)
+		}
+		zr, err := zip.NewReader(bytes.NewReader(z.body), int64(len(z.body)))
+		if err != nil {
+			t.Fatalf("not a zip: %v", err)
+		}
+		if names := len(zr.File); names == 0 || zr.File[names-1].Name != "manifest.json" {
+			t.Errorf("%d files, the last not manifest.json", names)
+		}
+		if d := do(t, o.api, "GET", target, ""); d.status != 200 || !bytes.Equal(d.body, z.body) {
+			t.Errorf("the origin answers %d with other bytes", d.status)
+		}
 	})
 }

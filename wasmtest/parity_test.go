@@ -205,6 +205,11 @@ func fixedScenarios() []scenario {
 		{name: "unknown lesson", method: "GET", target: fmt.Sprintf("/v1/lessons/%s/%s/999", sub.Tier, sub.Slug), auth: "content"},
 		{name: "bad class number", method: "GET", target: fmt.Sprintf("/v1/lessons/%s/%s/0x1", sub.Tier, sub.Slug), auth: "content"},
 		{name: "unknown test", method: "GET", target: "/v1/testprep/no-such-test/items", auth: "full"},
+		{name: "export, unknown subject", method: "GET", target: "/v1/exports/subjects/no-such-subject", auth: "full", status: 404, code: "UNKNOWN_SUBJECT"},
+		{name: "export, unknown class", method: "GET", target: fmt.Sprintf("/v1/exports/classes/%s/%s/999?format=inline", sub.Tier, sub.Slug), auth: "full", status: 404, code: "LESSON_NOT_FOUND"},
+		{name: "export, bad format", method: "GET", target: "/v1/exports/subjects/" + sub.Slug + "?format=tar", auth: "full", status: 400, code: "BAD_REQUEST"},
+		{name: "export inline, If-None-Match: *", method: "GET", target: fmt.Sprintf("/v1/exports/classes/%s/%s/1?format=inline", sub.Tier, sub.Slug), auth: "full",
+			hdr: []string{"If-None-Match", "*"}, status: 304},
 
 		// A body crosses the edge to the origin, untouched.
 		{name: "POST with a body", method: "POST", target: "/v1/media/urls", auth: "full", hdr: []string{"Content-Type", "application/json"},
@@ -242,7 +247,10 @@ func servedScenarios(t *testing.T, o *origin, f fixture) []scenario {
 		"/v1/search":                         "?q=" + word,
 		"/v1/subjects/{subjectSlug}":         "?tier=" + sub.Tier,
 		"/v1/subjects/{subjectSlug}/classes": "?tier=" + sub.Tier,
-		"/v1/exports/subjects/{subjectSlug}": "?tier=" + sub.Tier,
+		// The inline form: its bytes are the same on every request (a
+		// zip_url result names a new ledger row each time).
+		"/v1/exports/subjects/{subjectSlug}":                  "?tier=" + sub.Tier + "&format=inline",
+		"/v1/exports/classes/{tier}/{subjectSlug}/{classNum}": "?format=inline",
 	}
 	var paths []string
 	for p, ops := range spec.Paths {

@@ -445,7 +445,7 @@ func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 	if rt.ID == route.PutProgress {
 		add(apierr.WriteConflict)
 	}
-	if rt.ID == route.ExportSubject {
+	if rt.ID == route.ExportSubject || rt.ID == route.ExportClass { // format=inline over the response ceiling
 		add(apierr.PayloadTooLarge)
 	}
 	if rt.Metered {
@@ -758,10 +758,16 @@ func oaSchemas(e oaEnums) oaObj {
 		"Difficulty":    oaObj{"type": "string", "enum": []string{"beginner", "intermediate", "advanced"}},
 		"MintResult":    oaOpen("Minted URLs in request order.", []string{"items"}, oaObj{"items": oaObj{"type": "array"}}),
 		"ExportResult": oaObj{
-			"description": "format=zip_url: url, a signed link valid 15 minutes. format=inline: data, the bundle gzip-compressed then base64-encoded, and encoding.",
-			"anyOf": []any{
-				oaOpen("zip_url", []string{"url"}, oaObj{"url": oaString}),
-				oaOpen("inline", []string{"data", "encoding"}, oaObj{"data": oaString, "encoding": oaString}),
+			"description": "format=zip_url: url, a signed link to the zip valid 15 minutes, and its expiresAt. format=inline: data, the bundle's tar gzip-compressed then base64-encoded, as encoding and archive say. classes is the number of classes in the bundle (the downloads billed).",
+			"oneOf": []any{
+				oaStrict([]string{"format", "url", "expiresAt", "classes", "contentVersion", "_license"}, oaObj{
+					"format": oaObj{"type": "string", "enum": []string{"zip_url"}}, "url": oaObj{"type": "string", "format": "uri"},
+					"expiresAt": oaObj{"type": "string", "format": "date-time"}, "classes": oaCount,
+					"contentVersion": oaRef("schemas", "ContentVersion"), "_license": oaRef("schemas", "LicenseEnvelope")}),
+				oaStrict([]string{"format", "encoding", "archive", "data", "classes", "contentVersion", "_license"}, oaObj{
+					"format": oaObj{"type": "string", "enum": []string{"inline"}}, "encoding": oaObj{"type": "string", "enum": []string{"gzip+base64"}},
+					"archive": oaObj{"type": "string", "enum": []string{"tar"}}, "data": oaObj{"type": "string", "contentEncoding": "base64"},
+					"classes": oaCount, "contentVersion": oaRef("schemas", "ContentVersion"), "_license": oaRef("schemas", "LicenseEnvelope")}),
 			},
 		},
 		"TestprepCatalog": oaList("The tests, each with its sections in the spec's order and per-section item counts.", "TestprepTest", true),

@@ -8,15 +8,22 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/scope"
 )
 
 // envelope is the caller's licence envelope (spec: What the service does
 // §4).
 func (s *Server) envelope(req *request) forensic.Envelope {
+	return s.envelopeOf(req.org, req.claims.Scope)
+}
+
+// envelopeOf is the licence envelope of org under the scope set scopes.
+func (s *Server) envelopeOf(org *store.Org, scopes scope.Set) forensic.Envelope {
 	return forensic.Envelope{
-		Lic: forensic.Licence(req.org.ID, req.org.EclaVersion),
-		Tag: forensic.Tag(s.cfg.TagKey, req.org.ID, req.claims.Scope),
+		Lic: forensic.Licence(org.ID, org.EclaVersion),
+		Tag: forensic.Tag(s.cfg.TagKey, org.ID, scopes),
 	}
 }
 

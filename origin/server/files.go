@@ -28,7 +28,7 @@ import (
 // MIME type, a strong ETag and byte ranges, as http.ServeContent answers
 // them. A link that is expired, altered, of an unknown key, or of a media
 // id the corpus being served does not hold is 404 NOT_FOUND
-// (link.Refusal), as is every export link: exports are not built yet.
+// (link.Refusal). An export link's zip is serveExportLink's (exports.go).
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 	l, e := s.cfg.URLKeys.Check(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, s.cfg.Now())
 	if e != nil {
@@ -36,10 +36,11 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	ct := s.cfg.Content()
-	var m *corpus.Media
-	if l.Kind == link.Media {
-		m = ct.Media(l.Media)
+	if l.Kind == link.Export {
+		s.serveExportLink(w, r, id, l, ct)
+		return
 	}
+	m := ct.Media(l.Media)
 	if m == nil {
 		s.writeError(w, r, id, link.Refusal(nil))
 		return

@@ -212,8 +212,8 @@ func TestFilesRefuses(t *testing.T) {
 	other, _ := link.ParseKeys("k9=another-key-of-the-test-0123456789abcdef")
 	notFound("unknown key", other.Sign(link.Link{Kind: link.Media, Expires: fh.now().Add(time.Hour).Unix(), Media: m.ID}), "not valid")
 	notFound("unknown media", fh.mediaLink(m.Lesson.ID+"#nope#video", time.Minute), "not valid")
-	notFound("export (not built yet)", fh.keys.Sign(link.Link{Kind: link.Export, Expires: fh.now().Add(time.Minute).Unix(), Name: "x.zip",
-		Export: link.Bundle{Org: "acme", Scopes: "service-api/content.export", ContentVersion: fh.corpus().ContentVersion,
+	notFound("export of another contentVersion", fh.keys.Sign(link.Link{Kind: link.Export, Expires: fh.now().Add(time.Minute).Unix(), Name: "x.zip",
+		Export: link.Bundle{Org: "acme", Scopes: "service-api/content.export", ContentVersion: fh.corpus().ContentVersion + "-other",
 			Tier: m.Lesson.Subject.Tier, Slug: m.Lesson.Subject.Slug}}), "not valid")
 
 	// Valid while now < expiresAt, on the server's clock.

@@ -27,6 +27,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	shid "github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/scope"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2/clientcredentials"
@@ -111,7 +112,13 @@ type harnessOptions struct {
 	// meters, when set, wraps the meters the server bills through
 	// (harness.meters stays the store itself).
 	meters func(meter.Store) meter.Store
-	logger *slog.Logger // the server's (nil: none)
+	logger *slog.Logger     // the server's (nil: none)
+	now    func() time.Time // the server's clock (nil: time.Now)
+	// urlKeys sign the download links, canaryKey the export canaries;
+	// inlineCeiling bounds an inline export (0: the default).
+	urlKeys       link.Keys
+	canaryKey     []byte
+	inlineCeiling int64
 }
 
 func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
@@ -149,6 +156,10 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	apiSrv := httptest.NewUnstartedServer(nil)
 	base := "http://" + apiSrv.Listener.Addr().String()
 	var billed meter.Store = ms
+	now := time.Now
+	if opts.now != nil {
+		now = opts.now
+	}
 	if opts.meters != nil {
 		billed = opts.meters(ms)
 	}
@@ -156,7 +167,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Store:                st,
 		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
 		Content:              h.content.Load,
-		Now:                  time.Now,
+		Now:                  now,
 		Resource:             base,
 		AuthorizationServers: []string{h.issuer},
 		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
@@ -165,6 +176,9 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Logger:               opts.logger,
 		TagKey:               []byte("test-harness-tag-key-0123456789abcdef"),
 		CursorKey:            []byte("test-harness-cursor-key-0123456789ab"),
+		URLKeys:              opts.urlKeys,
+		CanaryKey:            opts.canaryKey,
+		InlineCeiling:        opts.inlineCeiling,
 	})
 	apiSrv.Config.Handler = h.srv
 	apiSrv.Start()
@@ -446,4 +460,16 @@ func fullContent(t testing.TB) *Content {
 		t.Fatal("the full corpus failed to build")
 	}
 	return full
+}
+
+// sharedSlug is a slug of c in several tiers and those tiers.
+func sharedSlug(t testing.TB, c *corpus.Corpus) (string, []string) {
+	t.Helper()
+	for _, sub := range c.Subjects {
+		if ts := c.SlugTiers(sub.Slug); len(ts) > 1 {
+			return sub.Slug, ts
+		}
+	}
+	t.Fatal("the corpus has no slug in several tiers")
+	return "", nil
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/lessondoc"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/shared/apierr"
@@ -85,12 +86,18 @@ func (s *Server) findLesson(r *http.Request, req *request, lid id.Lesson) (lesso
 	if _, err := s.billLessonRead(r, req, nil); err != nil {
 		return lessonFound{}, err
 	}
+	return lessonFound{}, lessonNotFound(lid, sub)
+}
+
+// lessonNotFound is the 404 LESSON_NOT_FOUND of lid, whose subject is sub
+// (nil when the tier has none of its slug), with the real range.
+func lessonNotFound(lid id.Lesson, sub *corpus.Subject) *apierr.Error {
 	if sub == nil {
-		return lessonFound{}, &apierr.Error{Code: apierr.LessonNotFound, Parameter: "subjectSlug", Received: lid.Slug,
+		return &apierr.Error{Code: apierr.LessonNotFound, Parameter: "subjectSlug", Received: lid.Slug,
 			Message: "No lesson " + lid.String() + ": the " + lid.Tier + " tier has no subject " + lid.Slug + " (slugs match exactly and are tier-specific)."}
 	}
 	n := len(sub.Lessons)
-	return lessonFound{}, &apierr.Error{Code: apierr.LessonNotFound, Parameter: "classNum",
+	return &apierr.Error{Code: apierr.LessonNotFound, Parameter: "classNum",
 		Received: strconv.Itoa(lid.Class), ReceivedNumber: true, Min: apierr.Int(1), Max: apierr.Int(int64(n)),
 		Message: "No lesson " + lid.String() + ": " + sub.Ref() + " has classes 1 to " + strconv.Itoa(n) + "."}
 }

@@ -438,17 +438,7 @@ func TestClassList(t *testing.T) {
 func TestClassListRefusals(t *testing.T) {
 	h := newHarness(t)
 	c := h.content.Load().Corpus
-	var shared string
-	var tiers []string
-	for _, sub := range c.Subjects {
-		if ts := c.SlugTiers(sub.Slug); len(ts) > 1 {
-			shared, tiers = sub.Slug, ts
-			break
-		}
-	}
-	if shared == "" {
-		t.Fatal("the small corpus has no slug in several tiers")
-	}
+	shared, tiers := sharedSlug(t, c)
 	tok := h.org("org", tiers[0])
 	step := func(path string, wantCalls int64) resp {
 		t.Helper()

@@ -42,6 +42,13 @@ func writeNotModified(w http.ResponseWriter, req *request, tag string, bill bill
 // writeContent answers 200 with body, compressed when the client accepts
 // it and the body is at least 384 bytes (spec: Transport).
 func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag string, bill billing.Bill, body []byte) {
+	contentHeaders(w, req, tag, bill)
+	writeBody(w, r, http.StatusOK, body)
+}
+
+// contentHeaders sets a content answer's headers: the validator (none
+// when tag is ""), the content version, the bill's and the edge's.
+func contentHeaders(w http.ResponseWriter, req *request, tag string, bill billing.Bill) {
 	h := w.Header()
 	if tag != "" {
 		h.Set("ETag", tag)
@@ -49,18 +56,14 @@ func writeContent(w http.ResponseWriter, r *http.Request, req *request, tag stri
 	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
 	setAll(h, bill)
 	edgeHeaders(w, req)
-	writeBody(w, r, http.StatusOK, body)
 }
 
 // writeGzipped answers 200 with a body already gzip-compressed: what
 // writeContent and writeBody do for a gzip answer (respond.go), without
 // the compression. Every precompressed body is far over 384 bytes.
 func writeGzipped(w http.ResponseWriter, req *request, tag string, bill billing.Bill, gz []byte) {
+	contentHeaders(w, req, tag, bill)
 	h := w.Header()
-	h.Set("ETag", tag)
-	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
-	setAll(h, bill)
-	edgeHeaders(w, req)
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Encoding", encoding.Gzip.String())
 	h.Set("Content-Length", strconv.Itoa(len(gz)))

@@ -58,6 +58,12 @@ type Config struct {
 	// URLKeys check the signed download links under link.Prefix
 	// (files.go); the zero Keys refuses every link.
 	URLKeys link.Keys
+	// CanaryKey keys the export bundles' canaries (the secret's
+	// subkey.Canary).
+	CanaryKey []byte
+	// InlineCeiling is the largest inline export body, in bytes; 0 is
+	// DefaultInlineCeiling (exports.go).
+	InlineCeiling int64
 }
 
 // Server serves /v1, the protected-resource metadata and the signed
@@ -66,6 +72,7 @@ type Server struct {
 	cfg       Config
 	biller    billing.Biller
 	endpoints map[route.ID]endpoint
+	exports   exporters // the bundle builder of the corpus served (exports.go)
 }
 
 // request is what the pipeline knows about a request by the time it
@@ -119,6 +126,8 @@ func New(cfg Config) *Server {
 		route.Transcript:    derived(s, s.lessonStep, s.lessonTranscript),
 		route.Quiz:          derived(s, s.lessonStep, s.lessonQuiz),
 		route.Media:         derived(s, s.mediaStep, s.lessonMedia),
+		route.ExportSubject: {serve: s.exportSubject}, // Inline validators: 304 decided in the handler
+		route.ExportClass:   {serve: s.exportClass},
 	}
 	return s
 }

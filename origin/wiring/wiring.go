@@ -103,6 +103,7 @@ func (d Deployment) API(p Parts) *server.Server {
 		CursorKey:            subkey.Derive(d.Secret, subkey.Cursor),
 		EdgeKey:              subkey.Derive(d.Secret, subkey.Edge),
 		URLKeys:              d.Links(),
+		CanaryKey:            subkey.Derive(d.Secret, subkey.Canary),
 	})
 }
 
