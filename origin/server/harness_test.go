@@ -27,6 +27,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	shid "github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/scope"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2/clientcredentials"
@@ -45,6 +46,7 @@ type harness struct {
 	srv     *Server
 	content *atomic.Pointer[Content] // shared by the copies subtests get
 	client  *http.Client             // no transparent gzip: the test sees the wire
+	now     func() time.Time         // the server's clock
 }
 
 // buildContent generates the corpus of o into dir and builds it.
@@ -111,7 +113,8 @@ type harnessOptions struct {
 	// meters, when set, wraps the meters the server bills through
 	// (harness.meters stays the store itself).
 	meters func(meter.Store) meter.Store
-	logger *slog.Logger // the server's (nil: none)
+	logger *slog.Logger     // the server's (nil: none)
+	now    func() time.Time // the server's clock (nil: time.Now)
 }
 
 func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
@@ -120,7 +123,10 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	dir := t.TempDir()
 	tr := &http.Transport{DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	h := &harness{t: t, content: new(atomic.Pointer[Content]), client: &http.Client{Transport: tr}}
+	h := &harness{t: t, content: new(atomic.Pointer[Content]), client: &http.Client{Transport: tr}, now: opts.now}
+	if h.now == nil {
+		h.now = time.Now
+	}
 	h.content.Store(ct)
 	db := filepath.Join(dir, "lectern.db")
 	st, err := sqlitestore.New(ctx, db)
@@ -156,7 +162,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Store:                st,
 		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
 		Content:              h.content.Load,
-		Now:                  time.Now,
+		Now:                  h.now,
 		Resource:             base,
 		AuthorizationServers: []string{h.issuer},
 		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
@@ -165,6 +171,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Logger:               opts.logger,
 		TagKey:               []byte("test-harness-tag-key-0123456789abcdef"),
 		CursorKey:            []byte("test-harness-cursor-key-0123456789ab"),
+		URLKeys:              link.Derived([]byte("test-harness-url-secret-0123456789ab")),
 	})
 	apiSrv.Config.Handler = h.srv
 	apiSrv.Start()
@@ -243,7 +250,7 @@ func (h *harness) usage(orgID string) usage {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	u, err := h.meters.Usage(context.Background(), meter.Key(o), time.Now())
+	u, err := h.meters.Usage(context.Background(), meter.Key(o), h.now())
 	if err != nil {
 		h.t.Fatal(err)
 	}
