@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -106,10 +107,16 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request, req *request, m pa
 			Name: path.Base(a.Location), Media: a.ID})
 		res.Items[i] = mintedURL{MediaID: a.ID, URL: u, ExpiresAt: at}
 	}
-	body, err := json.Marshal(res)
-	if err != nil {
+	// The links are written as they are, '&' unescaped (json.Marshal
+	// would write \u0026): a client that reads the body as text, or
+	// greps it, sees the URL it will fetch.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
 		return err
 	}
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	// Never cacheable and no ETag (spec: Route rules §4; Conditional
 	// requests §4; Transport).
 	w.Header().Set("Cache-Control", "no-store")

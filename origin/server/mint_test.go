@@ -217,6 +217,9 @@ func TestMintBatch(t *testing.T) {
 		if it.MediaID != m.ID || it.ExpiresAt != expires.UTC().Format(time.RFC3339) {
 			t.Errorf("item %d: mediaId %q, expiresAt %q; want %q, %s", i, it.MediaID, it.ExpiresAt, m.ID, expires.UTC().Format(time.RFC3339))
 		}
+		if !bytes.Contains(r.body, []byte(`"url":"`+it.URL+`"`)) {
+			t.Errorf("item %d: the body does not hold the URL as it is (escaped?): %s", i, r.body)
+		}
 		p, l := h.linkOf(it.URL)
 		row := rows[i]
 		want := meter.Entry{Kind: meter.KindMedia, Target: m.ID, Format: "url", Client: "lc_test_mint",
