@@ -104,7 +104,7 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request, req *request, m pa
 	at := licence.Timestamp(expires)
 	for i, a := range assets {
 		u := s.publicLink(link.Link{Kind: link.Media, Expires: expires.Unix(), Row: bill.LedgerIDs[i],
-			Name: path.Base(a.Location), Media: a.ID})
+			Name: fileName(a.Location), Media: a.ID})
 		res.Items[i] = mintedURL{MediaID: a.ID, URL: u, ExpiresAt: at}
 	}
 	// The links are written as they are, '&' unescaped (json.Marshal
@@ -168,4 +168,14 @@ func mintLifetime(requested int64, longURLs bool) int64 {
 		limit = param.MaxLongExpiresIn
 	}
 	return min(requested, limit)
+}
+
+// fileName is the name a link gives an asset's download: its location's
+// last element ("c3.mp3"), which link.Sign cleans; "" (link.CleanName:
+// "download") when the location has none.
+func fileName(location string) string {
+	if name := path.Base(location); name != "." && name != "/" {
+		return name
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,7 +229,7 @@ func TestMintBatch(t *testing.T) {
 		if !equalEntry(row.Entry, want) || row.Org != meter.Key(o) || !row.Created.Equal(clock.now()) {
 			t.Errorf("ledger row %d: %+v, want %+v, org %s, created %v", i, row, want, meter.Key(o), clock.now())
 		}
-		if l.Kind != link.Media || l.Media != m.ID || l.Row != row.ID || l.Expires != expires.Unix() || l.KeyID != link.DerivedID {
+		if l.Kind != link.Media || l.Media != m.ID || l.Name != path.Base(m.Location) || l.Row != row.ID || l.Expires != expires.Unix() || l.KeyID != link.DerivedID {
 			t.Errorf("link %d: %+v; want media %s, row %d, expires %d", i, l, m.ID, row.ID, expires.Unix())
 		}
 		// The link is the capability: no token, and nothing metered.
@@ -565,4 +566,12 @@ func TestMintIsNotALessonRead(t *testing.T) {
 		t.Errorf("distinct lessons read %d, want %d", d, crossing-1)
 	}
 	h.ok(path(1), tok) // still active: not suspended
+}
+
+func TestMintFileName(t *testing.T) {
+	for in, want := range map[string]string{"media/topics/chess/1/c1.mp3": "c1.mp3", "c1.png": "c1.png", "": "", "/": ""} {
+		if got := fileName(in); got != want {
+			t.Errorf("fileName(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
