@@ -575,3 +575,33 @@ func TestMintFileName(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMint100 is a 100-id mint over a real listener with its 100
+// ledger rows committed (SQLite meters), reporting the p50 and p99 of
+// its latency (issue #16, performance (i), whose goal is p50 under 2 ms;
+// `make bench` does not run it yet).
+func BenchmarkMint100(b *testing.B) {
+	h := newHarness(b)
+	tok := h.mintOrg("bench", slices.Clone(shid.Tiers), nil)
+	var all []string
+	for _, l := range h.corpus().Lessons {
+		for _, m := range l.Media {
+			if len(all) < 100 {
+				all = append(all, m.ID)
+			}
+		}
+	}
+	body := must(json.Marshal(map[string]any{"mediaIds": all}))
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		r := h.do("POST", "/v1/media/urls", tok, body)
+		lat = append(lat, time.Since(start))
+		if r.status != 200 {
+			b.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+}
