@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lectern-api/lectern/shared/link"
 )
@@ -94,12 +95,20 @@ func mintStack(t *testing.T, s *testStack) {
 		t.Errorf("%d ledger rows after QUOTA_EXCEEDED", n)
 	}
 
-	// The links live 3600 s on the stack's clock.
-	s.advance(3599)
-	if d := s.get("GET", paths[0], ""); d.status != 200 {
-		t.Errorf("download at 3599 s: %d", d.status)
+	// The links live until expiresAt on the stack's clock (which runs on
+	// from where the admin API moves it): 3600 s after the mint's second.
+	expires, err := time.Parse(time.RFC3339, a.Items[0].ExpiresAt)
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.advance(1)
+	if left := expires.Sub(s.clock.Now()); left <= 3590*time.Second || left > 3600*time.Second {
+		t.Fatalf("expiresAt %s is %v away", a.Items[0].ExpiresAt, left)
+	}
+	s.advance(int(expires.Sub(s.clock.Now())/time.Second) - 2)
+	if d := s.get("GET", paths[0], ""); d.status != 200 {
+		t.Errorf("download 2 s before expiresAt: %d", d.status)
+	}
+	s.advance(3)
 	s.expect(s.get("GET", paths[0], ""), 404, "NOT_FOUND")
 }
 
