@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -118,23 +117,7 @@ func (s *testStack) post(path, tok, body string) response {
 	req, _ := http.NewRequest("POST", s.OriginURL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	r := response{status: resp.StatusCode, header: resp.Header}
-	r.body, _ = io.ReadAll(resp.Body)
-	if r.status >= 400 {
-		var e struct {
-			Error json.RawMessage `json:"error"`
-		}
-		if err := json.Unmarshal(r.body, &e); err != nil {
-			s.t.Fatalf("POST %s: %d body is not the error body: %s", path, r.status, r.body)
-		}
-		json.Unmarshal(e.Error, &r.err)
-	}
-	return r
+	return s.send(req)
 }
 
 // wantMeters checks the organisation's monthly calls and downloads and
