@@ -477,7 +477,7 @@ func oaResponses(rt *route.Route, e oaEnums) oaObj {
 	if rt.Validator != route.NoETag {
 		ok["ETag"] = oaRef("headers", "ETag")
 	}
-	if rt.ID != route.MediaURLs && rt.ID != route.PutProgress {
+	if rt.ID != route.PutProgress {
 		ok["X-Service-Content-Version"] = oaRef("headers", "X-Service-Content-Version")
 	}
 	if rt.Metered {
@@ -756,7 +756,16 @@ func oaSchemas(e oaEnums) oaObj {
 		}),
 		"MediaCoverage": oaStrict([]string{"video", "narration", "transcript", "media"}, oaObj{"video": oaCount, "narration": oaCount, "transcript": oaCount, "media": oaCount}),
 		"Difficulty":    oaObj{"type": "string", "enum": []string{"beginner", "intermediate", "advanced"}},
-		"MintResult":    oaOpen("Minted URLs in request order.", []string{"items"}, oaObj{"items": oaObj{"type": "array"}}),
+		"MintResult": oaStrict([]string{"items", "expiresIn", "contentVersion", "_license"}, oaObj{
+			"items": oaObj{"type": "array", "minItems": 1, "maxItems": 100, "description": "One per requested id, in request order; duplicates each get their own URL.",
+				"items": oaStrict([]string{"mediaId", "url", "expiresAt"}, oaObj{
+					"mediaId":   oaString,
+					"url":       oaObj{"type": "string", "format": "uri", "description": "Signed, absolute, under /files/; no token needed until expiresAt."},
+					"expiresAt": oaObj{"type": "string", "format": "date-time"}})},
+			"expiresIn":      oaObj{"type": "integer", "minimum": 60, "maximum": 3600, "description": "Seconds each URL lives, as applied (the request's value clamped to the caller's cap)."},
+			"contentVersion": oaRef("schemas", "ContentVersion"),
+			"_license":       oaRef("schemas", "LicenseEnvelope"),
+		}),
 		"ExportResult": oaObj{
 			"description": "format=zip_url: url, a signed link to the zip valid 15 minutes, and its expiresAt. format=inline: data, the bundle's tar gzip-compressed then base64-encoded, as encoding and archive say. classes is the number of classes in the bundle (the downloads billed).",
 			"oneOf": []any{

@@ -46,6 +46,7 @@ type harness struct {
 	srv     *Server
 	content *atomic.Pointer[Content] // shared by the copies subtests get
 	client  *http.Client             // no transparent gzip: the test sees the wire
+	now     func() time.Time         // the server's clock
 }
 
 // buildContent generates the corpus of o into dir and builds it.
@@ -127,7 +128,10 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	dir := t.TempDir()
 	tr := &http.Transport{DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	h := &harness{t: t, content: new(atomic.Pointer[Content]), client: &http.Client{Transport: tr}}
+	h := &harness{t: t, content: new(atomic.Pointer[Content]), client: &http.Client{Transport: tr}, now: opts.now}
+	if h.now == nil {
+		h.now = time.Now
+	}
 	h.content.Store(ct)
 	db := filepath.Join(dir, "lectern.db")
 	st, err := sqlitestore.New(ctx, db)
@@ -156,9 +160,9 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	apiSrv := httptest.NewUnstartedServer(nil)
 	base := "http://" + apiSrv.Listener.Addr().String()
 	var billed meter.Store = ms
-	now := time.Now
-	if opts.now != nil {
-		now = opts.now
+	urlKeys := opts.urlKeys
+	if urlKeys.IsZero() {
+		urlKeys = link.Derived([]byte("test-harness-url-secret-0123456789ab"))
 	}
 	if opts.meters != nil {
 		billed = opts.meters(ms)
@@ -167,7 +171,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Store:                st,
 		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
 		Content:              h.content.Load,
-		Now:                  now,
+		Now:                  h.now,
 		Resource:             base,
 		AuthorizationServers: []string{h.issuer},
 		ResourceMetadataURL:  base + "/.well-known/oauth-protected-resource",
@@ -176,7 +180,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Logger:               opts.logger,
 		TagKey:               []byte("test-harness-tag-key-0123456789abcdef"),
 		CursorKey:            []byte("test-harness-cursor-key-0123456789ab"),
-		URLKeys:              opts.urlKeys,
+		URLKeys:              urlKeys,
 		CanaryKey:            opts.canaryKey,
 		InlineCeiling:        opts.inlineCeiling,
 	})
@@ -257,7 +261,7 @@ func (h *harness) usage(orgID string) usage {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	u, err := h.meters.Usage(context.Background(), meter.Key(o), time.Now())
+	u, err := h.meters.Usage(context.Background(), meter.Key(o), h.now())
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -453,6 +453,7 @@ func openapiResponses(t *testing.T, h *harness) {
 		{route.TestprepItems, 404, `{"error":{"code":"UNKNOWN_SUBJECT","message":"m","requestId":"r"}}`},
 		{route.TestprepItems, 404, `{"error":{"code":"UNKNOWN_TEST","message":"m","requestId":"r","extra":1}}`},
 		{route.Testprep, 200, `{"items":[],"total":0,"pageNum":1,"totalPages":1,"hasMore":false,"nextCursor":null,"contentVersion":"x","_license":{"lic":"l","tag":"t"}}`},
+		{route.MediaURLs, 200, `{"items":[{"mediaId":"m","url":"https://x/files/m/a","expiresAt":"2026-01-01T00:00:00Z","etag":"e"}],"expiresIn":900,"contentVersion":"x","_license":{"lic":"l","tag":"t"}}`},
 	} {
 		if v.validate(t, route.ByID(bad.id), bad.status, []byte(bad.body)) == nil {
 			t.Errorf("route %d %d: %s validated", bad.id, bad.status, bad.body)
@@ -461,7 +462,7 @@ func openapiResponses(t *testing.T, h *harness) {
 	served := 0
 	for i := range route.All() {
 		rt := &route.All()[i]
-		if h.srv.endpoints[rt.ID].serve == nil {
+		if _, ok := h.srv.endpoints[rt.ID]; !ok {
 			t.Logf("route %d (%s) is not served by this build: not validated", rt.ID, rt.OperationID)
 			continue
 		}
@@ -502,6 +503,12 @@ func openapiResponses(t *testing.T, h *harness) {
 	if rt := route.ByID(route.Search); h.srv.endpoints[rt.ID].serve != nil {
 		v.check(t, rt, "unknown subject", h.get("/v1/search?q=a&subject=no-such-subject", tok))
 	}
+	// The mint's own refusals.
+	mint := route.ByID(route.MediaURLs)
+	v.check(t, mint, "unknown media", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":["`+c.Lessons[0].ID+`#no-such-card#video"]}`)))
+	v.check(t, mint, "malformed media id", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":["nope"]}`)))
+	v.check(t, mint, "batch too large", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":[`+strings.Repeat(`"a",`, 100)+`"a"]}`)))
+	v.check(t, mint, "bad expiresIn", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":["a"],"expiresIn":1}`)))
 	// The test-prep routes' own refusals.
 	items := route.ByID(route.TestprepItems)
 	v.check(t, items, "unknown test", h.get("/v1/testprep/gre/items", tok))

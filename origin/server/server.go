@@ -104,6 +104,11 @@ type endpoint struct {
 	// edge's gate call runs only this (edge.go). A refusal on the way is
 	// its error, billed as the route bills it.
 	validate func(r *http.Request, req *request) (tag string, err error)
+	// body is set on the routes that take a request body: it reads and
+	// checks the body before the organisation gate (DESIGN.md: syntactic
+	// validation, a free 400) and returns the handler that serves with
+	// it, in place of serve (mint.go, withBody).
+	body func(r *http.Request) (handler, error)
 }
 
 // New returns a Server.
@@ -128,6 +133,7 @@ func New(cfg Config) *Server {
 		route.Media:         derived(s, s.mediaStep, s.lessonMedia),
 		route.ExportSubject: {serve: s.exportSubject}, // Inline validators: 304 decided in the handler
 		route.ExportClass:   {serve: s.exportClass},
+		route.MediaURLs:     withBody(param.ParseMint, s.mint),
 	}
 	return s
 }
@@ -162,10 +168,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) err
 	if err != nil {
 		return err
 	}
+	serve := e.serve
+	if e.body != nil {
+		if serve, err = e.body(r); err != nil {
+			return err
+		}
+	}
 	if err := s.admit(r, req); err != nil {
 		return err
 	}
-	return e.serve(w, r, req)
+	return serve(w, r, req)
 }
 
 // runFront runs the front of the pipeline (shared/front): route (404/405),

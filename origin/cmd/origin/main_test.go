@@ -145,6 +145,14 @@ func (s *testStack) get(method, path, tok string, hdr ...string) response {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	return s.send(req)
+}
+
+// send sends req to the stack and reads its answer, checking an error
+// body and the X-Request-Id.
+func (s *testStack) send(req *http.Request) response {
+	s.t.Helper()
+	method, path := req.Method, req.URL.Path
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		s.t.Fatal(err)
