@@ -54,20 +54,6 @@ func (h *exportHarness) exporter(orgID string) string {
 	return h.scopedOrg(orgID, nil, scope.ContentExport)
 }
 
-// ledger is the organisation's ledger rows.
-func (h *exportHarness) ledger(orgID string) []meter.Row {
-	h.t.Helper()
-	o, err := h.store.GetOrg(context.Background(), orgID)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	rows, err := h.meters.Ledger(context.Background(), meter.Key(o), 0, 100)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return rows
-}
-
 // cost checks the meters moved by exactly calls, exports and downloads
 // since before, and never by a lesson read or a distinct lesson.
 func (h *exportHarness) cost(what, orgID string, before usage, calls, exports, downloads int64) usage {
