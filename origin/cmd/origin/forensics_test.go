@@ -23,10 +23,23 @@ import (
 // (its canaries, under the deployment's canary key), and refuses a link
 // altered.
 func TestForensicsStack(t *testing.T) {
-	dir := t.TempDir()
-	writeCorpus(t, filepath.Join(dir, "corpus"))
-	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1"}), nil)
-	defer s.Close()
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCorpus(t, filepath.Join(dir, "corpus"))
+			env := map[string]string{"LECTERN_TEST_CLOCK": "1"}
+			if store == "postgres" {
+				env["LECTERN_DB"] = pgDSN(t, "forensics on PostgreSQL")
+				env["LECTERN_ISSUER"] = "https://auth.lectern.test" // required with PostgreSQL; never fetched
+			}
+			s := bootStack(t, testEnv(dir, env), nil)
+			defer s.Close()
+			forensicsStack(t, s)
+		})
+	}
+}
+
+func forensicsStack(t *testing.T, s *testStack) {
 	s.org(`{"orgId":"bystander","contentGrants":`+allTiers+`}`, "content.read")
 	id, sec := s.org(`{"orgId":"leaker","contentGrants":`+allTiers+`}`, "content.read", "media.download", "content.export")
 	tok := s.token(id, sec, "content.read", "media.download", "content.export")
