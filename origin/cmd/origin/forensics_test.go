@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,20 +22,7 @@ import (
 // (its canaries, under the deployment's canary key), and refuses a link
 // altered.
 func TestForensicsStack(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			dir := t.TempDir()
-			writeCorpus(t, filepath.Join(dir, "corpus"))
-			env := map[string]string{"LECTERN_TEST_CLOCK": "1"}
-			if store == "postgres" {
-				env["LECTERN_DB"] = pgDSN(t, "forensics on PostgreSQL")
-				env["LECTERN_ISSUER"] = "https://auth.lectern.test" // required with PostgreSQL; never fetched
-			}
-			s := bootStack(t, testEnv(dir, env), nil)
-			defer s.Close()
-			forensicsStack(t, s)
-		})
-	}
+	onBothStores(t, "forensics", forensicsStack)
 }
 
 func forensicsStack(t *testing.T, s *testStack) {
