@@ -9,7 +9,6 @@ package wiring
 import (
 	"context"
 	"errors"
-	"github.com/lectern-api/lectern/origin/forensic"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/meter"
