@@ -1,7 +1,8 @@
 // Package admin is the operator's admin API (DESIGN.md: operator contract),
 // served on its own listener (LECTERN_ADMIN_ADDR, loopback by default):
-// organisations and their plans, OAuth clients, the export ledger, corpus
-// reload, health and, with LECTERN_TEST_CLOCK=1 only, the test clock.
+// organisations and their plans, OAuth clients, the export ledger, leak
+// forensics, corpus reload, health and, with LECTERN_TEST_CLOCK=1 only,
+// the test clock.
 //
 // Every call needs "Authorization: Bearer <LECTERN_ADMIN_TOKEN>"; the token
 // is checked before routing, so nothing about the admin surface (not even
@@ -73,6 +74,8 @@ type Config struct {
 	// lists (meter.Store.Ledger, under the org's meter.Key). Nil: the
 	// ledger route is not served (404).
 	Meters meter.Store
+	// Forensics, with Meters, serves POST /admin/v1/forensics (nil: 404).
+	Forensics *Forensics
 	// Logger receives the access log and the causes of 500s (nil: none).
 	Logger *slog.Logger
 }
@@ -121,6 +124,9 @@ func Handler(cfg Config) http.Handler {
 	}
 	if cfg.Meters != nil {
 		a.handle("GET /admin/v1/orgs/{orgId}/ledger", a.ledger)
+	}
+	if cfg.Meters != nil && cfg.Forensics != nil {
+		a.handle("POST /admin/v1/forensics", a.forensics)
 	}
 	if cfg.Reload != nil {
 		a.handle("POST /admin/v1/corpus/reload", a.reload)

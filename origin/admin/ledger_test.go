@@ -17,12 +17,19 @@ import (
 // ledger.
 func ledgerEnv(t *testing.T) (*env, meter.Store) {
 	t.Helper()
+	m := meterStore(t)
+	return newEnv(t, func(c *admin.Config) { c.Meters = m }), m
+}
+
+// meterStore is a real meter store, closed when the test ends.
+func meterStore(t *testing.T) meter.Store {
+	t.Helper()
 	m, err := sqlitemeter.New(context.Background(), filepath.Join(t.TempDir(), "meter.db"), sqlitemeter.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return newEnv(t, func(c *admin.Config) { c.Meters = m }), m
+	return m
 }
 
 // write applies an op of the org now stored under id writing entries, and

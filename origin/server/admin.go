@@ -46,3 +46,10 @@ func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (string, map[strin
 		"enumeration": enumeration,
 	}, nil
 }
+
+// TranscriptLesson names the lesson of a transcript's markdown in the
+// corpus being served (forensic.Detector's, for the admin API's
+// forensics), by the bundle builder that writes transcripts.
+func (s *Server) TranscriptLesson(md []byte) (string, bool) {
+	return s.exporter(s.cfg.Content()).TranscriptLesson(md)
+}

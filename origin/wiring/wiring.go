@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -99,12 +100,18 @@ func (d Deployment) API(p Parts) *server.Server {
 		ResourceMetadataURL:  d.PublicURL + "/.well-known/oauth-protected-resource",
 		LicenseURL:           d.LicenseURL,
 		Meters:               p.Meters,
-		TagKey:               subkey.Derive(d.Secret, subkey.Tag),
+		TagKey:               d.Forensic().Tag,
 		CursorKey:            subkey.Derive(d.Secret, subkey.Cursor),
 		EdgeKey:              subkey.Derive(d.Secret, subkey.Edge),
 		URLKeys:              d.Links(),
-		CanaryKey:            subkey.Derive(d.Secret, subkey.Canary),
+		CanaryKey:            d.Forensic().Canary,
 	})
+}
+
+// Forensic are the keys of d's licence tags and canaries: the public
+// API marks with them, the admin API's forensics reads with them.
+func (d Deployment) Forensic() forensic.Keys {
+	return forensic.Keys{Tag: subkey.Derive(d.Secret, subkey.Tag), Canary: subkey.Derive(d.Secret, subkey.Canary)}
 }
 
 // Links are the keys of d's download links: URLKeys, or the key derived

@@ -17,6 +17,7 @@
 //	org delete ID
 //	client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
 //	ledger ORG [-after ID] [-limit N]
+//	forensic FILE|LINK [-orgs ORG,...]
 //	corpus reload DIR
 //	clock get
 //	clock advance SECONDS
@@ -66,6 +67,7 @@ commands:
   org delete ID
   client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
   ledger ORG [-after ID] [-limit N]
+  forensic FILE|LINK [-orgs ORG,...]
   corpus reload DIR
   clock get
   clock advance SECONDS
@@ -114,6 +116,7 @@ func or(s, def string) string {
 type call struct {
 	method, path string
 	body         []byte // nil: none
+	contentType  string // of body; "": application/json
 }
 
 // parse turns a command into its call.
@@ -122,13 +125,13 @@ func parse(args []string) (call, error) {
 		return call{}, errors.New("no command")
 	}
 	cmd, rest := args[0], args[1:]
-	if len(rest) > 0 && cmd != "health" && cmd != "ledger" {
+	if len(rest) > 0 && cmd != "health" && cmd != "ledger" && cmd != "forensic" {
 		cmd += " " + rest[0]
 		rest = rest[1:]
 	}
 	switch cmd {
 	case "health":
-		return call{"GET", "/admin/v1/health", nil}, positional(cmd, rest, 0)
+		return call{"GET", "/admin/v1/health", nil, ""}, positional(cmd, rest, 0)
 	case "org create":
 		fs := newFlags(cmd)
 		id := fs.String("id", "", "organisation id (generated when omitted)")
@@ -165,13 +168,13 @@ func parse(args []string) (call, error) {
 		path := "/admin/v1/orgs/" + url.PathEscape(rest[0])
 		switch cmd {
 		case "org get":
-			return call{"GET", path, nil}, nil
+			return call{"GET", path, nil, ""}, nil
 		case "org delete":
-			return call{"DELETE", path, nil}, nil
+			return call{"DELETE", path, nil, ""}, nil
 		case "org suspend":
-			return call{"PATCH", path, []byte(`{"status":"suspended"}`)}, nil
+			return call{"PATCH", path, []byte(`{"status":"suspended"}`), ""}, nil
 		}
-		return call{"PATCH", path, []byte(`{"status":"active"}`)}, nil
+		return call{"PATCH", path, []byte(`{"status":"active"}`), ""}, nil
 	case "org patch":
 		fs := newFlags(cmd)
 		raw := fs.String("json", "", "JSON body with the members to change")
@@ -188,7 +191,7 @@ func parse(args []string) (call, error) {
 		if !json.Valid([]byte(*raw)) {
 			return call{}, errors.New("-json is not valid JSON")
 		}
-		return call{"PATCH", "/admin/v1/orgs/" + url.PathEscape(pos[0]), []byte(*raw)}, nil
+		return call{"PATCH", "/admin/v1/orgs/" + url.PathEscape(pos[0]), []byte(*raw), ""}, nil
 	case "client create":
 		fs := newFlags(cmd)
 		scopes := fs.String("scopes", "", "scopes, comma-separated: suffixes (content.read) or full names")
@@ -231,7 +234,23 @@ func parse(args []string) (call, error) {
 		if len(q) > 0 {
 			path += "?" + q.Encode()
 		}
-		return call{"GET", path, nil}, nil
+		return call{"GET", path, nil, ""}, nil
+	case "forensic":
+		fs := newFlags(cmd)
+		orgs := fs.String("orgs", "", "candidate organisations whose tag and canaries are tried, comma-separated")
+		pos, err := parseFlags(fs, rest)
+		if err != nil {
+			return call{}, err
+		}
+		if err := positional(cmd, pos, 1); err != nil {
+			return call{}, err
+		}
+		path := "/admin/v1/forensics"
+		if *orgs != "" {
+			path += "?" + url.Values{"orgs": {strings.Join(list(*orgs), ",")}}.Encode()
+		}
+		leak, ctype, err := leaked(pos[0])
+		return call{"POST", path, leak, ctype}, err
 	case "corpus reload":
 		if err := positional(cmd, rest, 1); err != nil {
 			return call{}, err
@@ -244,7 +263,7 @@ func parse(args []string) (call, error) {
 		}
 		return jsonCall("POST", "/admin/v1/corpus/reload", map[string]any{"dir": dir})
 	case "clock get":
-		return call{"GET", "/admin/v1/clock", nil}, positional(cmd, rest, 0)
+		return call{"GET", "/admin/v1/clock", nil, ""}, positional(cmd, rest, 0)
 	case "clock advance":
 		if err := positional(cmd, rest, 1); err != nil {
 			return call{}, err
@@ -261,6 +280,23 @@ func parse(args []string) (call, error) {
 		return jsonCall("POST", "/admin/v1/clock", map[string]any{"now": rest[0]})
 	}
 	return call{}, fmt.Errorf("unknown command %q", cmd)
+}
+
+// leaked is what forensic sends of arg: a URL (http:// or https://) as
+// it is, as text; else the file named arg, as it is (the API caps it);
+// else, when no such file exists, a link's path and query.
+func leaked(arg string) ([]byte, string, error) {
+	if strings.HasPrefix(arg, "http://") || strings.HasPrefix(arg, "https://") {
+		return []byte(arg), "text/plain", nil
+	}
+	b, err := os.ReadFile(arg)
+	if errors.Is(err, os.ErrNotExist) && strings.HasPrefix(arg, "/files/") {
+		return []byte(arg), "text/plain", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("forensic: %w", err)
+	}
+	return b, "application/octet-stream", nil
 }
 
 func newFlags(cmd string) *flag.FlagSet {
@@ -305,7 +341,7 @@ func list(s string) []string {
 
 func jsonCall(method, path string, body any) (call, error) {
 	b, err := json.Marshal(body)
-	return call{method, path, b}, err
+	return call{method, path, b, ""}, err
 }
 
 // do performs c and prints the answer. A non-2xx answer is an error
@@ -322,7 +358,7 @@ func do(ctx context.Context, base, token string, c call, stdout io.Writer) error
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/json")
 	if c.body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", or(c.contentType, "application/json"))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,13 +15,22 @@ import (
 
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
+	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/link"
+	"github.com/lectern-api/lectern/shared/scope"
 )
 
 const token = "t0ken"
+
+// The forensic and link keys the test admin API reads leaks with.
+var (
+	tagKey      = []byte("the test tag key of thirty-two b")
+	linkKeys, _ = link.ParseKeys("k1=0123456789abcdef0123456789abcdef")
+)
 
 // serve runs the real admin API on a real listener over a real store, and
 // returns a getenv that points adminctl at it.
@@ -48,8 +58,9 @@ func serveStores(t *testing.T) (func(string) string, store.Store, meter.Store) {
 		CreateClient: func(_ context.Context, orgID string, scopes, grants, redirects []string) (string, string, error) {
 			return "c1", "s1", nil
 		},
-		Reload: func(_ context.Context, dir string) (string, error) { return "v-" + filepath.Base(dir), nil },
-		Meters: m,
+		Reload:    func(_ context.Context, dir string) (string, error) { return "v-" + filepath.Base(dir), nil },
+		Meters:    m,
+		Forensics: &admin.Forensics{Keys: forensic.Keys{Tag: tagKey, Canary: tagKey}, Links: linkKeys},
 	}))
 	t.Cleanup(srv.Close)
 	env := map[string]string{"LECTERN_ADMIN_ADDR": strings.TrimPrefix(srv.URL, "http://"), "LECTERN_ADMIN_TOKEN": token}
@@ -223,5 +234,63 @@ func TestLedger(t *testing.T) {
 	}
 	if _, _, err := adminctl(t, env, "ledger", "nobody"); err == nil || !strings.Contains(err.Error(), "404 NOT_FOUND") {
 		t.Errorf("ledger of an unknown org: %v", err)
+	}
+}
+
+// forensic posts a leaked file, or a link given as the argument, and
+// prints what the API names.
+func TestForensic(t *testing.T) {
+	env, st, m := serveStores(t)
+	for _, id := range []string{"acme", "globex"} {
+		if _, _, err := adminctl(t, env, "org", "create", "-id", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	doc, _ := json.Marshal(map[string]any{"lessonId": "high/algebra/3", "cards": []map[string]string{{"body": "A sentence."}},
+		"_license": forensic.Envelope{Lic: forensic.Licence("globex", 1), Tag: forensic.Tag(tagKey, "globex", scope.Of(scope.ContentRead))}})
+	lesson := filepath.Join(dir, "leak.json")
+	garbage := filepath.Join(dir, "garbage.bin")
+	os.WriteFile(lesson, doc, 0o600)
+	os.WriteFile(garbage, []byte("not a leak at all"), 0o600)
+
+	out, text, err := adminctl(t, env, "forensic", lesson, "-orgs", "acme,globex")
+	if err != nil || out["orgId"] != "globex" || out["scopes"] != "service-api/content.read" {
+		t.Fatalf("forensic FILE: %v\n%s", err, text)
+	}
+	// Without the candidates the tag names no one.
+	if _, _, err := adminctl(t, env, "forensic", "-orgs", "acme", lesson); err == nil || !strings.Contains(err.Error(), "404 NOT_FOUND") {
+		t.Errorf("forensic FILE -orgs acme: %v", err)
+	}
+	if _, _, err := adminctl(t, env, "forensic", garbage); err == nil || !strings.Contains(err.Error(), "404 NOT_FOUND: Not recognised") {
+		t.Errorf("forensic of garbage: %v", err)
+	}
+
+	o, err := st.GetOrg(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Date(2030, 3, 10, 12, 15, 0, 0, time.UTC)
+	res, err := m.Apply(context.Background(), meter.Op{Org: meter.Key(o), Now: time.Date(2030, 3, 10, 12, 0, 0, 0, time.UTC),
+		Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}, Ledger: []meter.Entry{{Kind: meter.KindMedia, Target: "img-1",
+			Format: "url", Client: "c7", ContentVersion: "v1", RequestID: "r1", Expires: expires, KeyID: "k1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := linkKeys.Sign(link.Link{Kind: link.Media, Expires: expires.Unix(), Row: res.LedgerIDs[0], Name: "img.png", Media: "img-1"})
+	for _, arg := range []string{"https://lectern.example" + signed, signed} {
+		out, text, err = adminctl(t, env, "forensic", arg)
+		if err != nil || out["orgId"] != "acme" {
+			t.Errorf("forensic %s: %v\n%s", arg, err, text)
+		}
+	}
+	altered := strings.Replace(signed, "/img.png", "/img2.png", 1)
+	if _, _, err := adminctl(t, env, "forensic", altered); err == nil || !strings.Contains(err.Error(), "Not authentic") {
+		t.Errorf("forensic of an altered link: %v", err)
+	}
+	for _, line := range [][]string{{"forensic"}, {"forensic", "a", "b"}, {"forensic", filepath.Join(dir, "missing")}} {
+		if _, _, err := adminctl(t, env, line...); err == nil {
+			t.Errorf("%v: no error", line)
+		}
 	}
 }

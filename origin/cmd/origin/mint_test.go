@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,20 +18,7 @@ import (
 // their expiry (3600 s with longUrls), and the hourly mint cap and the
 // monthly download quota bill as the spec says, writing no row.
 func TestMintStack(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			dir := t.TempDir()
-			writeCorpus(t, filepath.Join(dir, "corpus"))
-			env := map[string]string{"LECTERN_TEST_CLOCK": "1"}
-			if store == "postgres" {
-				env["LECTERN_DB"] = pgDSN(t, "the mint on PostgreSQL")
-				env["LECTERN_ISSUER"] = "https://auth.lectern.test" // required with PostgreSQL; never fetched
-			}
-			s := bootStack(t, testEnv(dir, env), nil)
-			defer s.Close()
-			mintStack(t, s)
-		})
-	}
+	onBothStores(t, "the mint", mintStack)
 }
 
 func mintStack(t *testing.T, s *testStack) {

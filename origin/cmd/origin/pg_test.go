@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -54,4 +55,24 @@ func pgDSN(t *testing.T, what string) string {
 	t.Helper()
 	dsn, _ := testPG(t, what)
 	return dsn
+}
+
+// onBothStores runs f on a stack with the test clock over the corpus,
+// once on SQLite and once on PostgreSQL (skipped without LECTERN_TEST_PG,
+// saying that what needs it).
+func onBothStores(t *testing.T, what string, f func(*testing.T, *testStack)) {
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCorpus(t, filepath.Join(dir, "corpus"))
+			env := map[string]string{"LECTERN_TEST_CLOCK": "1"}
+			if store == "postgres" {
+				env["LECTERN_DB"] = pgDSN(t, what+" on PostgreSQL")
+				env["LECTERN_ISSUER"] = "https://auth.lectern.test" // required with PostgreSQL; never fetched
+			}
+			s := bootStack(t, testEnv(dir, env), nil)
+			defer s.Close()
+			f(t, s)
+		})
+	}
 }

@@ -114,6 +114,8 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		Reload: st.reload,
 		Orgs:   api,
 		Meters: st.meters,
+		Forensics: &admin.Forensics{Keys: d.Forensic(), Links: d.Links(),
+			TranscriptLesson: api.TranscriptLesson},
 		Logger: st.log,
 	})
 	st.servers.Serve(originLn, api)
