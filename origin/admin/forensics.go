@@ -38,7 +38,8 @@ const MaxLeak = 32 << 20
 const maxLinkLen = 4096
 
 // forensicsQuery is the route's query: orgs, the candidate organisations
-// whose tag and canaries are tried, comma-separated.
+// whose tag and canaries are tried, comma-separated; without it, every
+// organisation in the store.
 var forensicsQuery = &route.Route{Params: []route.Param{
 	{Name: "orgs", In: route.Query, Kind: route.Text, MaxLen: 4096},
 }}
@@ -62,7 +63,7 @@ type linkMatch struct {
 	Row     ledgerRow `json:"row"`
 }
 
-// forensics is POST /admin/v1/forensics?orgs=a,b: the body is a leak as
+// forensics is POST /admin/v1/forensics[?orgs=a,b]: the body is a leak as
 // found (a lesson document, a bundle's file, a bundle whole, an inline
 // export result) or a download link (its URL, or its path and query), at
 // most MaxLeak bytes (413 over). A link is checked with the deployment's
@@ -95,6 +96,11 @@ func (a *api) forensics(w http.ResponseWriter, r *http.Request) error {
 	if path, rawQuery, ok := asLink(leak); ok {
 		return a.forensicLink(w, r, path, rawQuery)
 	}
+	if !q.Given("orgs") {
+		if orgs, err = a.cfg.Store.OrgIDs(r.Context()); err != nil {
+			return err
+		}
+	}
 	d := &forensic.Detector{Keys: a.cfg.Forensics.Keys, Orgs: orgs, TranscriptLesson: a.cfg.Forensics.TranscriptLesson}
 	f, err := d.Detect(leak)
 	if errors.Is(err, forensic.ErrUnrecognised) {
@@ -104,7 +110,7 @@ func (a *api) forensics(w http.ResponseWriter, r *http.Request) error {
 		return apierr.New(apierr.PayloadTooLarge, "The archive holds more than the detector reads: "+err.Error()+".")
 	}
 	if f.OrgID == "" {
-		return apierr.New(apierr.NotFound, fmt.Sprintf("No organisation matched: neither a tag nor the canaries name one of the %d candidate organisations (query orgs).", len(orgs)))
+		return apierr.New(apierr.NotFound, fmt.Sprintf("No organisation matched: neither a tag nor the canaries name one of the %d candidate organisations (query orgs, else every organisation).", len(orgs)))
 	}
 	ans := forensicAnswer{OrgID: f.OrgID, Scopes: f.Scopes, Matched: make([]any, len(f.Matched))}
 	for i, m := range f.Matched {

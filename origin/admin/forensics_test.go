@@ -129,12 +129,18 @@ func TestForensicsClassFile(t *testing.T) {
 			t.Errorf("%s's zip: %s", org, r.raw)
 		}
 	}
-	// Without the candidates, the same file names no one.
+	// Without orgs, every organisation in the store is a candidate.
 	var v map[string]any
 	json.Unmarshal(zipFile(t, exportZip(t, b, "globex", s, l), fmt.Sprintf("class-%d.json", l.Number)), &v)
 	delete(v, "_license")
 	stripped, _ := json.Marshal(v)
-	r := e.do("POST", "/admin/v1/forensics"+strings.Replace(fxCandidates, "globex,", "", 1), string(stripped))
+	r := e.do("POST", "/admin/v1/forensics", string(stripped))
+	r.want(t, 200, "")
+	if r.body["orgId"] != "globex" {
+		t.Errorf("without orgs: %s", r.raw)
+	}
+	// With candidates that leave out its organisation, it names no one.
+	r = e.do("POST", "/admin/v1/forensics"+strings.Replace(fxCandidates, "globex,", "", 1), string(stripped))
 	r.want(t, 404, "NOT_FOUND")
 	if msg, _ := r.errField("message").(string); !strings.Contains(msg, "No organisation matched") {
 		t.Errorf("message: %s", r.raw)

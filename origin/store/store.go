@@ -158,6 +158,9 @@ type Store interface {
 	// DeleteOrg removes an organisation and its clients; ErrNotFound if
 	// there is none.
 	DeleteOrg(ctx context.Context, id string) error
+	// OrgIDs lists the ids of every organisation, in byte order: the
+	// candidates of leak forensics when the operator names none.
+	OrgIDs(ctx context.Context) ([]string, error)
 
 	// CreateClient stores a client of an existing organisation and sets
 	// c.OrgGeneration; ErrConflict if the id exists, ErrNotFound if the

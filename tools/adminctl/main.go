@@ -237,7 +237,7 @@ func parse(args []string) (call, error) {
 		return call{"GET", path, nil, ""}, nil
 	case "forensic":
 		fs := newFlags(cmd)
-		orgs := fs.String("orgs", "", "candidate organisations whose tag and canaries are tried, comma-separated")
+		orgs := fs.String("orgs", "", "candidate organisations whose tag and canaries are tried, comma-separated (default: every organisation)")
 		pos, err := parseFlags(fs, rest)
 		if err != nil {
 			return call{}, err

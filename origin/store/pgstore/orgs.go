@@ -67,6 +67,20 @@ func (s *Store) GetOrg(ctx context.Context, id string) (*store.Org, error) {
 	return o, nil
 }
 
+// OrgIDs implements store.Store. COLLATE "C" orders by bytes, whatever
+// the database's collation.
+func (s *Store) OrgIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM orgs ORDER BY id COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("list orgs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list orgs: %w", err)
+	}
+	return ids, nil
+}
+
 // UpdateOrg implements store.Store. SELECT ... FOR UPDATE holds the row
 // from the read to the commit, so no concurrent update is lost. fn's
 // error is returned as is, unwrapped; fn cannot rename the organisation

@@ -75,6 +75,27 @@ func (s *Store) GetOrg(ctx context.Context, id string) (*store.Org, error) {
 	return o, nil
 }
 
+// OrgIDs implements store.Store.
+func (s *Store) OrgIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id FROM orgs ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list orgs: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list orgs: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list orgs: %w", err)
+	}
+	return ids, nil
+}
+
 // querier is a *sql.DB or *sql.Tx.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

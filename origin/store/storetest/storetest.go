@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"UpdateOrgError", testUpdateOrgError},
 		{"UpdateOrgConcurrent", testUpdateOrgConcurrent},
 		{"DeleteOrg", testDeleteOrg},
+		{"OrgIDs", testOrgIDs},
 		{"OrgGeneration", testOrgGeneration},
 		{"ClientRoundTrip", testClientRoundTrip},
 		{"ClientMissingOrg", testClientMissingOrg},
@@ -454,6 +456,27 @@ func testDeleteOrg(t *testing.T, open Opener) {
 	mustCreateOrg(t, s, fullOrg("acme"))
 	_, err = s.GetClient(ctx, "c1")
 	wantErr(t, "GetClient(c1) after the org is recreated", err, store.ErrNotFound)
+}
+
+// testOrgIDs: every organisation's id, in byte order, a deleted one
+// gone; none on a new database.
+func testOrgIDs(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	ids, err := s.OrgIDs(ctx)
+	if err != nil || len(ids) != 0 {
+		t.Fatalf("OrgIDs on a new database = %q, %v; want none", ids, err)
+	}
+	for _, id := range []string{"zeta", "acme", "beta", "acme-2", "gone"} {
+		mustCreateOrg(t, s, fullOrg(id))
+	}
+	if err := s.DeleteOrg(ctx, "gone"); err != nil {
+		t.Fatalf("DeleteOrg: %v", err)
+	}
+	ids, err = s.OrgIDs(ctx)
+	if want := []string{"acme", "acme-2", "beta", "zeta"}; err != nil || !slices.Equal(ids, want) {
+		t.Errorf("OrgIDs = %q, %v; want %q", ids, err, want)
+	}
 }
 
 // testOrgGeneration: CreateOrg gives every organisation a fresh
