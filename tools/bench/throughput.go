@@ -109,13 +109,7 @@ func plain(int) http.Header { return http.Header{"User-Agent": {"lectern-bench"}
 // auth is the header of client c's requests: its token, and the extra
 // name, value pairs.
 func (tb *throughputBench) auth(extra ...string) func(int) http.Header {
-	return func(c int) http.Header {
-		h := http.Header{"User-Agent": {"lectern-bench"}, "Authorization": {"Bearer " + tb.tokens[c%len(tb.tokens)]}}
-		for i := 0; i+1 < len(extra); i += 2 {
-			h.Set(extra[i], extra[i+1])
-		}
-		return h
-	}
+	return scoped(tb.tokens, extra...)
 }
 
 // conditional is the header of a lesson revalidation that matches.
