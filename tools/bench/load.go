@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +21,8 @@ type target struct {
 	id, name string
 	url      string
 	header   func(client int) http.Header
+	method   string // GET when empty
+	body     string // the body of every request, when method is set
 	want     int
 	// prime, when set, runs once per client before the warm-up (the edge
 	// needs one forwarded response per instance before it can gate 304s).
@@ -73,7 +77,7 @@ func (t *target) measure(ctx context.Context, clients int, dur time.Duration, ke
 	deadline := start.Add(dur)
 	for c := range clients {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, "GET", t.url, nil)
+			req, err := http.NewRequestWithContext(ctx, cmp.Or(t.method, "GET"), t.url, nil)
 			if err != nil {
 				fail(err)
 				return
@@ -88,6 +92,9 @@ func (t *target) measure(ctx context.Context, clients int, dur time.Duration, ke
 				if !t0.Before(deadline) || ctx.Err() != nil {
 					break
 				}
+				if t.method != "" {
+					req.Body, req.ContentLength = io.NopCloser(strings.NewReader(t.body)), int64(len(t.body))
+				}
 				resp, err := hc.Do(req)
 				if err != nil {
 					fail(err)
@@ -101,7 +108,7 @@ func (t *target) measure(ctx context.Context, clients int, dur time.Duration, ke
 					return
 				}
 				if resp.StatusCode != t.want {
-					fail(fmt.Errorf("GET %s: status %d, want %d (after %d requests of this client)", t.url, resp.StatusCode, t.want, n))
+					fail(fmt.Errorf("%s %s: status %d, want %d (after %d requests of this client)", req.Method, t.url, resp.StatusCode, t.want, n))
 					return
 				}
 				done.Add(1)

@@ -17,7 +17,11 @@
 //	         Accept-Encoding: gzip, (c) /v1/subjects?limit=25, (d) a search,
 //	         (e) a lesson 304 (If-None-Match); client-side p50/p99 latency;
 //	         allocations per request (process-wide MemStats delta, and the
-//	         origin handler alone, serially, for (b))
+//	         origin handler alone, serially, for (b)); (i) a mint of 100
+//	         media ids, and its p50 with one client; (j) the inline export
+//	         of a 30-class subject, 200 and 304; (k) its zip_url export and
+//	         zip download against reading its lessons and transcripts one by
+//	         one, and the peak heap of 16 concurrent zip downloads
 //	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
@@ -235,6 +239,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.variants != "" && o.sections["edge"] {
 			rows = append(rows, variantRatios(r, builds)...)
 		}
+	}
+	if o.sections["content"] {
+		r, err := zipExport(ctx, o, st, progress)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
 	}
 	if o.sections["worker"] {
 		measure := workerCPU

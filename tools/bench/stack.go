@@ -114,19 +114,27 @@ func (st *stack) Close() error {
 }
 
 // tokens registers a client of the bench org and returns n access tokens
-// the identity provider issued to it (client_credentials, content.read).
+// the identity provider issued to it (client_credentials, with scopes;
+// content.read when none).
 // Each is a distinct token, so requests bearing them spread over the edge
 // host's instances as distinct clients' would.
-func (st *stack) tokens(ctx context.Context, n int) ([]string, error) {
+func (st *stack) tokens(ctx context.Context, n int, scopes ...string) ([]string, error) {
+	if len(scopes) == 0 {
+		scopes = []string{scope.ContentRead}
+	}
+	full := make([]string, len(scopes))
+	for i, s := range scopes {
+		full[i] = scope.Full(s)
+	}
 	// Registered as the admin API registers clients.
-	clientID, secret, err := idp.CreateClient(ctx, st.store, time.Now(), benchOrg, []string{scope.ContentRead},
+	clientID, secret, err := idp.CreateClient(ctx, st.store, time.Now(), benchOrg, scopes,
 		[]string{"client_credentials"}, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, 0, n)
 	for range n {
-		form := url.Values{"grant_type": {"client_credentials"}, "scope": {scope.Full(scope.ContentRead)}}
+		form := url.Values{"grant_type": {"client_credentials"}, "scope": {strings.Join(full, " ")}}
 		req, err := http.NewRequestWithContext(ctx, "POST", st.IdPURL+"/oauth2/token", strings.NewReader(form.Encode()))
 		if err != nil {
 			return nil, err

@@ -19,7 +19,7 @@ import (
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
-// throughput measures (a)–(f). Each row of the table is set up by a
+// throughput measures (a)–(f), (i) and (j). Each row of the table is set up by a
 // function of its own (one scenario each: a target and what its rows need
 // besides); then every scenario is warmed up and measured in interleaved
 // rounds, and writes its rows.
@@ -37,7 +37,8 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 		setups = append(setups, tb.twoHops)
 	}
 	if o.sections["content"] {
-		setups = append(setups, tb.lesson, tb.subjects, tb.search, tb.lesson304)
+		setups = append(setups, tb.lesson, tb.subjects, tb.search, tb.lesson304, tb.mint,
+			func() (*scenario, error) { return tb.inlineExport(false) }, func() (*scenario, error) { return tb.inlineExport(true) })
 	}
 	if o.sections["edge"] && len(builds) > 0 {
 		setups = append(setups, func() (*scenario, error) { return tb.edgeReplayed(builds[0]) })
@@ -108,13 +109,7 @@ func plain(int) http.Header { return http.Header{"User-Agent": {"lectern-bench"}
 // auth is the header of client c's requests: its token, and the extra
 // name, value pairs.
 func (tb *throughputBench) auth(extra ...string) func(int) http.Header {
-	return func(c int) http.Header {
-		h := http.Header{"User-Agent": {"lectern-bench"}, "Authorization": {"Bearer " + tb.tokens[c%len(tb.tokens)]}}
-		for i := 0; i+1 < len(extra); i += 2 {
-			h.Set(extra[i], extra[i+1])
-		}
-		return h
-	}
+	return scoped(tb.tokens, extra...)
 }
 
 // conditional is the header of a lesson revalidation that matches.
