@@ -139,9 +139,11 @@ func TestUpgradeFromBitsets(t *testing.T) {
 	}
 }
 
-// A batch's ledger rows are written several to a statement: ops whose
-// rows cross statements' bounds (100, 1, a refused 50, 31, 33, 100 rows)
-// get consecutive ascending ids in batch order, each the id of its row.
+// A batch's ledger rows are written several to a statement: an op's rows
+// differing only in target as one run, other rows up to 32 to a VALUES
+// list. Ops of runs (100, 31, 33 rows), of single rows (1, 40 ops of 1,
+// an op whose 3 rows differ in expiry) and a refused op get consecutive
+// ascending ids in batch order, each the id of its row.
 func TestLedgerAcrossStatements(t *testing.T) {
 	s, err := sqlitemeter.New(t.Context(), filepath.Join(t.TempDir(), "meter.db"), sqlitemeter.Options{})
 	if err != nil {
@@ -159,12 +161,20 @@ func TestLedgerAcrossStatements(t *testing.T) {
 		return o
 	}
 	for round := range 2 { // the second round numbers above the first's
-		ops := []meter.Op{op(0, 100, 1e6), op(100, 1, 1e6), op(101, 50, 0), op(151, 31, 1e6), op(182, 33, 1e6), op(215, 100, 1e6)}
+		ops := []meter.Op{op(0, 100, 1e6), op(100, 1, 1e6), op(101, 50, 0), op(151, 31, 1e6), op(182, 33, 1e6)}
+		for i := range 40 {
+			ops = append(ops, op(215+i, 1, 1e6))
+		}
+		expiries := op(255, 3, 1e6)
+		for i := range expiries.Ledger {
+			expiries.Ledger[i].Expires = now.Add(time.Duration(i+1) * time.Minute)
+		}
+		ops = append(ops, expiries, op(258, 100, 1e6))
 		res, err := s.ApplyBatch(t.Context(), ops)
 		if err != nil {
 			t.Fatal(err)
 		}
-		byID := map[int64]string{}
+		byID := map[int64]meter.Entry{}
 		var ids []int64
 		for k, r := range res {
 			if k == 2 {
@@ -177,19 +187,19 @@ func TestLedgerAcrossStatements(t *testing.T) {
 				t.Fatalf("round %d: op %d: %d ids, want %d", round, k, len(r.LedgerIDs), len(ops[k].Ledger))
 			}
 			for i, id := range r.LedgerIDs {
-				byID[id] = ops[k].Ledger[i].Target
+				byID[id] = ops[k].Ledger[i]
 			}
 			ids = append(ids, r.LedgerIDs...)
 		}
 		for i := range ids {
-			if want := int64(round*265 + i + 1); ids[i] != want {
-				t.Fatalf("round %d: ids %v, want %d from %d up, one by one", round, ids, len(ids), round*265+1)
+			if want := int64(round*308 + i + 1); ids[i] != want {
+				t.Fatalf("round %d: ids %v, want %d from %d up, one by one", round, ids, len(ids), round*308+1)
 			}
 		}
 		for _, id := range ids {
 			r, ok, err := s.LedgerRow(t.Context(), id)
-			if err != nil || !ok || r.Target != byID[id] {
-				t.Errorf("round %d: LedgerRow(%d) = %s, %v, %v; want %s", round, id, r.Target, ok, err, byID[id])
+			if err != nil || !ok || r.Target != byID[id].Target || !r.Expires.Equal(byID[id].Expires) {
+				t.Errorf("round %d: LedgerRow(%d) = %+v, %v, %v; want %+v", round, id, r.Entry, ok, err, byID[id])
 			}
 		}
 	}
