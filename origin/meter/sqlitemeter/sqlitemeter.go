@@ -43,10 +43,12 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -408,29 +410,113 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 	return nil
 }
 
-// saveLedger inserts rows in their order, one statement prepared once,
-// and numbers them: AUTOINCREMENT ids, ascending in the order of the
-// transactions of the database's one writer.
+// ledgerColumnsIn are the columns saveLedger writes, ledgerTuple a row of
+// their placeholders, and ledgerChunk the rows one INSERT … VALUES writes
+// at most. modernc.org/sqlite parses a statement at every Exec, even a
+// prepared one (its Stmt keeps only the text), and its bind looks each
+// placeholder's argument up by a scan of all of them, quadratic in the
+// statement's width: a 100-row VALUES list measured slower than a row a
+// statement, 20 to 40 rows best (docs/bench.md, "Meters"). 32 rows are 352
+// parameters, far under SQLite's bound-parameter limit
+// (SQLITE_MAX_VARIABLE_NUMBER, 32766 in modernc.org/sqlite).
+const (
+	ledgerColumnsIn = `org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id`
+	ledgerTuple     = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	ledgerWidth     = 11
+	ledgerChunk     = 32
+	// ledgerRun writes rows that differ only in target (a mint's):
+	// the shared columns bound once, the targets one JSON array.
+	ledgerRun = `INSERT INTO meter_ledger (` + ledgerColumnsIn + `)
+		SELECT ?, ?, value, ?, ?, ?, ?, ?, ?, ?, ? FROM json_each(?) ORDER BY key`
+)
+
+// saveLedger inserts rows in their order and numbers them: AUTOINCREMENT
+// ids, ascending in the order of the transactions of the database's one
+// writer. A run of rows differing only in target (a mint's) is one
+// statement (ledgerRun); other rows go ledgerChunk to a multi-row
+// INSERT … VALUES.
 func saveLedger(ctx context.Context, tx *sql.Tx, rows []*batch.LedgerRow) error {
-	if len(rows) == 0 {
-		return nil
+	var singles []*batch.LedgerRow
+	for len(rows) > 0 {
+		n := 1
+		for n < len(rows) && sameButTarget(rows[0], rows[n]) {
+			n++
+		}
+		if n == 1 {
+			singles = append(singles, rows[0])
+		}
+		if len(singles) > 0 && (n > 1 || len(singles) == ledgerChunk) {
+			if err := insertValues(ctx, tx, singles); err != nil {
+				return err
+			}
+			singles = singles[:0]
+		}
+		if n > 1 {
+			if err := insertRun(ctx, tx, rows[:n]); err != nil {
+				return err
+			}
+		}
+		rows = rows[n:]
 	}
-	st, err := tx.PrepareContext(ctx, `INSERT INTO meter_ledger
-		(org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if len(singles) > 0 {
+		return insertValues(ctx, tx, singles)
+	}
+	return nil
+}
+
+// sameButTarget reports whether a and b are stored alike but for target.
+func sameButTarget(a, b *batch.LedgerRow) bool {
+	return a.Org == b.Org && a.Kind == b.Kind && a.Format == b.Format && a.Client == b.Client &&
+		slices.Equal(a.Scopes, b.Scopes) && a.ContentVersion == b.ContentVersion && a.RequestID == b.RequestID &&
+		a.Created.Equal(b.Created) && a.Expires.Equal(b.Expires) && a.KeyID == b.KeyID
+}
+
+// insertValues inserts rows by one INSERT … VALUES.
+func insertValues(ctx context.Context, tx *sql.Tx, rows []*batch.LedgerRow) error {
+	args := make([]any, 0, ledgerWidth*len(rows))
+	for _, r := range rows {
+		args = append(args, r.Org, r.Kind, r.Target, r.Format, r.Client, batch.ScopesText(r.Scopes),
+			r.ContentVersion, r.RequestID, timeText(r.Created), timeText(r.Expires), r.KeyID)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO meter_ledger (`+ledgerColumnsIn+`) VALUES `+
+		strings.Repeat(ledgerTuple+`, `, len(rows)-1)+ledgerTuple, args...)
+	return number(res, err, rows)
+}
+
+// insertRun inserts rows differing only in target by one ledgerRun.
+func insertRun(ctx context.Context, tx *sql.Tx, rows []*batch.LedgerRow) error {
+	targets := make([]string, len(rows))
+	for i, r := range rows {
+		targets[i] = r.Target
+	}
+	list, err := json.Marshal(targets) // valid UTF-8 (batch.Validate): it round-trips
 	if err != nil {
 		return fmt.Errorf("write ledger: %w", err)
 	}
-	defer st.Close()
-	for _, r := range rows {
-		res, err := st.ExecContext(ctx, r.Org, r.Kind, r.Target, r.Format, r.Client, batch.ScopesText(r.Scopes),
-			r.ContentVersion, r.RequestID, timeText(r.Created), timeText(r.Expires), r.KeyID)
-		if err == nil {
-			r.ID, err = res.LastInsertId()
-		}
-		if err != nil {
-			return fmt.Errorf("write ledger: %w", err)
-		}
+	r := rows[0]
+	res, err := tx.ExecContext(ctx, ledgerRun, r.Org, r.Kind, r.Format, r.Client, batch.ScopesText(r.Scopes),
+		r.ContentVersion, r.RequestID, timeText(r.Created), timeText(r.Expires), r.KeyID, string(list))
+	return number(res, err, rows)
+}
+
+// number gives rows the ids of the statement that inserted them, whose
+// result is res. A statement numbers its rows one after another in its
+// order, from one above the largest id ever used, so they are the
+// len(rows) ids up to LastInsertId (RETURNING would name them, but in an
+// order SQLite leaves unspecified).
+func number(res sql.Result, err error, rows []*batch.LedgerRow) error {
+	if err != nil {
+		return fmt.Errorf("write ledger: %w", err)
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("write ledger: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(rows)) {
+		return fmt.Errorf("write ledger: %d rows written (%v), want %d", n, err, len(rows))
+	}
+	for i, r := range rows {
+		r.ID = last - int64(len(rows)-1-i)
 	}
 	return nil
 }
@@ -444,7 +530,7 @@ func timeText(t time.Time) string {
 }
 
 // ledgerColumns are the columns scanRow reads, in its order.
-const ledgerColumns = `id, org, kind, target, format, client, scopes, content_version, request_id, created, expires, key_id`
+const ledgerColumns = `id, ` + ledgerColumnsIn
 
 // scanRow reads a row of ledgerColumns.
 func scanRow(sc interface{ Scan(...any) error }) (meter.Row, error) {

@@ -3,6 +3,7 @@ package sqlitemeter_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -135,5 +136,71 @@ func TestUpgradeFromBitsets(t *testing.T) {
 	res, err := s.Apply(t.Context(), meter.Op{Org: "acme", Now: now, Read: &meter.Read{Lesson: "high/algebra/1", Granted: 2}})
 	if err != nil || !res.Tripped || res.LessonsRead != 1 {
 		t.Errorf("a read of 2 granted after the upgrade: Tripped %v, LessonsRead %d, %v; want true, 1", res.Tripped, res.LessonsRead, err)
+	}
+}
+
+// A batch's ledger rows are written several to a statement: an op's rows
+// differing only in target as one run, other rows up to 32 to a VALUES
+// list. Ops of runs (100, 31, 33 rows), of single rows (1, 40 ops of 1,
+// an op whose 3 rows differ in expiry) and a refused op get consecutive
+// ascending ids in batch order, each the id of its row.
+func TestLedgerAcrossStatements(t *testing.T) {
+	s, err := sqlitemeter.New(t.Context(), filepath.Join(t.TempDir(), "meter.db"), sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	op := func(first, n int, limit int64) meter.Op {
+		o := meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.HourMints, N: int64(n), Limit: &limit}}}}
+		for i := range n {
+			o.Ledger = append(o.Ledger, meter.Entry{Kind: meter.KindMedia, Target: fmt.Sprintf("media-%d", first+i),
+				Format: "url", Client: "c", ContentVersion: "v", RequestID: fmt.Sprintf("req-%d", first), KeyID: "k1",
+				Expires: now.Add(time.Hour)})
+		}
+		return o
+	}
+	for round := range 2 { // the second round numbers above the first's
+		ops := []meter.Op{op(0, 100, 1e6), op(100, 1, 1e6), op(101, 50, 0), op(151, 31, 1e6), op(182, 33, 1e6)}
+		for i := range 40 {
+			ops = append(ops, op(215+i, 1, 1e6))
+		}
+		expiries := op(255, 3, 1e6)
+		for i := range expiries.Ledger {
+			expiries.Ledger[i].Expires = now.Add(time.Duration(i+1) * time.Minute)
+		}
+		ops = append(ops, expiries, op(258, 100, 1e6))
+		res, err := s.ApplyBatch(t.Context(), ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byID := map[int64]meter.Entry{}
+		var ids []int64
+		for k, r := range res {
+			if k == 2 {
+				if r.Refused == nil || r.LedgerIDs != nil {
+					t.Fatalf("round %d: the refused op: Refused %v, LedgerIDs %v", round, r.Refused, r.LedgerIDs)
+				}
+				continue
+			}
+			if len(r.LedgerIDs) != len(ops[k].Ledger) {
+				t.Fatalf("round %d: op %d: %d ids, want %d", round, k, len(r.LedgerIDs), len(ops[k].Ledger))
+			}
+			for i, id := range r.LedgerIDs {
+				byID[id] = ops[k].Ledger[i]
+			}
+			ids = append(ids, r.LedgerIDs...)
+		}
+		for i := range ids {
+			if want := int64(round*308 + i + 1); ids[i] != want {
+				t.Fatalf("round %d: ids %v, want %d from %d up, one by one", round, ids, len(ids), round*308+1)
+			}
+		}
+		for _, id := range ids {
+			r, ok, err := s.LedgerRow(t.Context(), id)
+			if err != nil || !ok || r.Target != byID[id].Target || !r.Expires.Equal(byID[id].Expires) {
+				t.Errorf("round %d: LedgerRow(%d) = %+v, %v, %v; want %+v", round, id, r.Entry, ok, err, byID[id])
+			}
+		}
 	}
 }
