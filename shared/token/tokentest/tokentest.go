@@ -101,7 +101,7 @@ func (c Claims) JSON() []byte {
 		case []string:
 			b = jsonenc.Strings(b, v)
 		default:
-			panic("tokentest: claim " + k + " of an unsupported type")
+			panic("tokentest: claim " + k + " of an unsupported type; want string, int, int64, bool or []string") // a test's mistake
 		}
 	}
 	return append(b, '}')
@@ -129,7 +129,7 @@ func Sign(key any, header, payload string) string {
 		sig = m.Sum(nil)
 	case nil:
 	default:
-		panic("tokentest: Sign: key type")
+		panic("tokentest: Sign: a key of an unsupported type; want ed25519.PrivateKey, *rsa.PrivateKey, []byte or nil") // a test's mistake
 	}
 	return in + "." + b64(sig)
 }
