@@ -1,6 +1,9 @@
 package lessondoc
 
-import "strconv"
+import (
+	"bytes"
+	"strconv"
+)
 
 // Rendering: each render appends one document to dst from the lesson's
 // fragments, then tail.
@@ -18,7 +21,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(d.cards[i].prefix)...)
+			dst = d.appendCardHead(dst, &d.cards[i])
 			dst = append(dst, `"","keyPoints":[],"illustrationAlt":""}`...)
 		}
 		dst = append(dst, `],"truncated":false`...)
@@ -30,7 +33,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(c.prefix)...)
+			dst = d.appendCardHead(dst, c)
 			if c.stdCut > 0 {
 				dst = append(dst, d.data[c.body.from:c.body.from+c.stdCut]...)
 				dst = append(dst, `…"`...)
@@ -49,7 +52,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(c.prefix)...)
+			dst = d.appendCardHead(dst, c)
 			dst = append(dst, d.bytes(c.body)...)
 			dst = append(dst, d.bytes(c.rest)...)
 		}
@@ -78,12 +81,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 	}
 	if include&incMedia != 0 {
 		dst = append(dst, `,"media":[`...)
-		for i, a := range d.assets {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, d.bytes(a.span)...)
-		}
+		dst = d.AppendAssets(dst, "", 0, len(d.lesson.Media))
 		dst = append(dst, ']')
 	}
 	if include&incWorkedExample != 0 {
@@ -101,11 +99,7 @@ func (d *Doc) appendSpoken(dst []byte, video bool) []byte {
 	first := true
 	for i := range d.cards {
 		c := &d.cards[i]
-		t := c.narration
-		if video {
-			t = c.voiceover
-		}
-		if t.len() == 0 {
+		if video && c.voiceover.len() == 0 || !video && !c.hasNarration() {
 			continue
 		}
 		if !first {
@@ -115,7 +109,11 @@ func (d *Doc) appendSpoken(dst []byte, video bool) []byte {
 		dst = append(dst, `{"cardId":`...)
 		dst = append(dst, d.bytes(c.id)...)
 		dst = append(dst, `,"text":`...)
-		dst = append(dst, d.bytes(t)...)
+		if video {
+			dst = append(dst, d.bytes(c.voiceover)...)
+		} else {
+			dst = d.appendNarration(dst, c)
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
@@ -131,7 +129,7 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 	first := true
 	for i := range d.cards {
 		c := &d.cards[i]
-		if c.narration.len() == 0 && c.voiceover.len() == 0 {
+		if !c.hasNarration() && c.voiceover.len() == 0 {
 			continue
 		}
 		if !first {
@@ -143,7 +141,11 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 		dst = append(dst, `,"label":`...)
 		dst = append(dst, d.bytes(c.label)...)
 		dst = append(dst, `,"narration":`...)
-		dst = d.appendNullable(dst, c.narration)
+		if c.hasNarration() {
+			dst = d.appendNarration(dst, c)
+		} else {
+			dst = append(dst, "null"...)
+		}
 		dst = append(dst, `,"videoVoiceover":`...)
 		dst = d.appendNullable(dst, c.voiceover)
 		dst = append(dst, '}')
@@ -155,14 +157,16 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 		dst = append(dst, `,"markdown":"`...)
 		for i := range d.cards {
 			c := &d.cards[i]
-			if c.narration.len() == 0 && c.voiceover.len() == 0 {
+			if !c.hasNarration() && c.voiceover.len() == 0 {
 				continue
 			}
 			dst = append(dst, "## "...)
 			dst = append(dst, d.inner(c.label)...)
 			dst = append(dst, `\n\n`...)
-			if c.narration.len() > 0 {
-				dst = append(dst, d.inner(c.narration)...)
+			if c.hasNarration() {
+				n := len(dst)
+				dst = d.appendNarration(dst, c)
+				dst = append(dst[:n], dst[n+1:len(dst)-1]...) // without the string's quotes
 				dst = append(dst, `\n\n`...)
 			}
 			if c.voiceover.len() > 0 {
@@ -197,9 +201,12 @@ func (d *Doc) AppendQuiz(dst, tail []byte) []byte {
 // CountAssets counts the lesson's media assets of type typ (video, audio,
 // image), or all of them when typ is "".
 func (d *Doc) CountAssets(typ string) int {
+	if typ == "" {
+		return len(d.lesson.Media)
+	}
 	n := 0
-	for _, a := range d.assets {
-		if typ == "" || a.typ == typ {
+	for _, m := range d.lesson.Media {
+		if m.Type == typ {
 			n++
 		}
 	}
@@ -208,20 +215,61 @@ func (d *Doc) CountAssets(typ string) int {
 
 // AppendAssets appends, comma-separated, the lesson's media assets of type
 // typ (all when typ is "") numbered from to to-1 among those, in l.Media
-// order, as the media route lists them: url is always null.
+// order, as the media route lists them: url is always null. They are
+// rendered from the corpus on each call (a few short members each), not
+// held: the full corpus has 113,844 of them.
 func (d *Doc) AppendAssets(dst []byte, typ string, from, to int) []byte {
 	k := 0
-	for _, a := range d.assets {
-		if typ != "" && a.typ != typ {
+	for _, m := range d.lesson.Media {
+		if typ != "" && m.Type != typ {
 			continue
 		}
 		if k >= from && k < to {
 			if k > from {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(a.span)...)
+			dst = appendLessonAsset(dst, m)
 		}
 		k++
 	}
 	return dst
+}
+
+// appendCardHead appends a card's members before its body:
+// `{"id":…,"label":…,"hasVideo":…,"hasNarration":…,"hasImage":…,"body":`.
+func (d *Doc) appendCardHead(dst []byte, c *cardDoc) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = append(dst, d.bytes(c.id)...)
+	dst = append(dst, `,"label":`...)
+	dst = append(dst, d.bytes(c.label)...)
+	dst = append(dst, `,"hasVideo":`...)
+	dst = strconv.AppendBool(dst, c.video)
+	dst = append(dst, `,"hasNarration":`...)
+	dst = strconv.AppendBool(dst, c.narrated)
+	dst = append(dst, `,"hasImage":`...)
+	dst = strconv.AppendBool(dst, c.image)
+	return append(dst, `,"body":`...)
+}
+
+// appendNarration appends the narration of c, which has one, as a JSON
+// string.
+func (d *Doc) appendNarration(dst []byte, c *cardDoc) []byte {
+	if !c.narrationIsBody {
+		return append(dst, d.bytes(c.narration)...)
+	}
+	return appendUnmarked(dst, d.bytes(c.body))
+}
+
+// appendUnmarked appends src without its "**" markers: spokenText of
+// escaped JSON text, which escaping leaves unchanged (it never writes a
+// '*', so a run of them is the same run escaped or not).
+func appendUnmarked(dst, src []byte) []byte {
+	for {
+		i := bytes.Index(src, []byte("**"))
+		if i < 0 {
+			return append(dst, src...)
+		}
+		dst = append(dst, src[:i]...)
+		src = src[i+2:]
+	}
 }
