@@ -45,6 +45,9 @@ type stack struct {
 	// the stop of the loop that reads the record.
 	failed     corpusFailure
 	stopFollow func()
+
+	autoMemLimit bool        // config.autoMemLimit (memory.go)
+	resettle     *time.Timer // the settleMemory after a swap (held under reloading)
 }
 
 // start opens everything and serves in the background. Addresses may be
@@ -67,6 +70,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	}()
 	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
 	st.AdminToken = cfg.AdminToken
+	st.autoMemLimit = cfg.autoMemLimit
 	st.servers = wiring.Servers{Limits: cfg.Limits, Logger: st.log}
 	if cfg.Issuer == "" {
 		// SQLite and a provider of its own (parseConfig): tokens name
@@ -94,6 +98,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err := st.openCorpus(ctx, cfg.Corpus, stdout); err != nil {
 		return nil, err
 	}
+	st.settleMemory()
 	if err := st.openClock(ctx, cfg.TestClock); err != nil {
 		return nil, err
 	}
@@ -184,6 +189,11 @@ func (st *stack) Close() error {
 	if st.stopFollow != nil {
 		st.stopFollow()
 	}
+	st.reloading.Lock()
+	if st.resettle != nil {
+		st.resettle.Stop()
+	}
+	st.reloading.Unlock()
 	if st.meters != nil {
 		errs = append(errs, st.meters.Close())
 	}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"runtime/debug"
+	"testing"
+
+	"github.com/lectern-api/lectern/origin/corpus/gen"
+)
+
+// The limit is the footprint plus its headroom: at least memHeadroomMin,
+// a share of the footprint when that is larger.
+func TestMemoryLimitHeadroom(t *testing.T) {
+	for _, tt := range []struct {
+		footprint uint64
+		want      int64
+	}{
+		{100 << 20, 100<<20 + memHeadroomMin},
+		{600 << 20, 600<<20 + 100<<20},
+	} {
+		if got := memoryLimit(tt.footprint); got != tt.want {
+			t.Errorf("memoryLimit(%d MiB) = %d MiB, want %d MiB", tt.footprint>>20, got>>20, tt.want>>20)
+		}
+	}
+}
+
+// restoreMemoryLimit puts the process's memory limit back after the test.
+func restoreMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+}
+
+// Without GOMEMLIMIT the origin sets the memory limit once its corpus is
+// served, lifts it while a reload builds and sets it again after the
+// swap; with GOMEMLIMIT it leaves the operator's limit alone.
+func TestMemoryLimitSet(t *testing.T) {
+	restoreMemoryLimit(t)
+	debug.SetMemoryLimit(math.MaxInt64)
+	s := newStack(t)
+	lim := debug.SetMemoryLimit(-1)
+	if lim == math.MaxInt64 || uint64(lim) < footprint() {
+		t.Fatalf("after the start: memory limit %d, footprint %d", lim, footprint())
+	}
+
+	dir := filepath.Join(t.TempDir(), "corpus2")
+	if _, err := gen.Write(dir, gen.Options{Seed: 2, Small: true}); err != nil {
+		t.Fatal(err)
+	}
+	s.liftMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("lifted: memory limit %d", got)
+	}
+	b, _ := json.Marshal(map[string]string{"dir": dir})
+	if code, m := s.admin("POST", "/admin/v1/corpus/reload", string(b)); code != 200 {
+		t.Fatalf("reload: %d %v", code, m)
+	}
+	if got := debug.SetMemoryLimit(-1); got == math.MaxInt64 {
+		t.Fatal("after the reload: no memory limit")
+	}
+}
+
+func TestMemoryLimitOperators(t *testing.T) {
+	restoreMemoryLimit(t)
+	const operators = 3 << 30
+	debug.SetMemoryLimit(operators) // as the runtime does from GOMEMLIMIT
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, map[string]string{"GOMEMLIMIT": "3GiB"}), nil)
+	t.Cleanup(func() { s.Close() })
+	if got := debug.SetMemoryLimit(-1); got != operators {
+		t.Fatalf("with GOMEMLIMIT: the origin set the memory limit to %d", got)
+	}
+	s.liftMemoryLimit()
+	s.settleMemory()
+	if got := debug.SetMemoryLimit(-1); got != operators {
+		t.Fatalf("with GOMEMLIMIT: a reload's lift and settle set the memory limit to %d", got)
+	}
+}
