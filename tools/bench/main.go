@@ -33,11 +33,15 @@
 //	         answered 400, a gated 304, a forward) and a cold verification
 //	module   (h) size, compile time and median instantiate time of each
 //	         build: standard Go, and TinyGo when installed
+//	memory   (m) the origin's resident memory with the corpus: the binary
+//	         as shipped run as a child process, its VmRSS settled after
+//	         the start, at its peak under lesson reads and during a corpus
+//	         reload, and settled after the reload (memory.go)
 //
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module,memory] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -87,7 +91,7 @@ type options struct {
 	record   bool // write the results under var/bench/ and compare with the previous file
 }
 
-var allSections = []string{"content", "edge", "worker", "module"}
+var allSections = []string{"content", "edge", "worker", "module", "memory"}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -180,6 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var (
 		rows    []row
+		memRows []row // (m), measured first, listed last
 		st      *stack
 		tokens  []string
 		builds  []build
@@ -188,7 +193,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tgNote  string
 		needStk = o.sections["content"] || o.sections["edge"] || o.sections["worker"]
 	)
-	if needStk {
+	if needStk || o.sections["memory"] {
 		cdir := o.corpus
 		if cdir == "" {
 			cdir = filepath.Join(dir, "corpus")
@@ -200,6 +205,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if c, err = corpus.Load(cdir); err != nil {
 			return fmt.Errorf("load corpus: %w", err)
 		}
+	}
+	if o.sections["memory"] {
+		// First, while the bench's process is still small and the
+		// machine quiet.
+		if memRows, err = memory(ctx, o, root, dir, c, progress); err != nil {
+			return err
+		}
+	}
+	if needStk {
 		progress("corpus %s: %d subjects, %d classes, %d media; starting the origin stack", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
 		if st, err = startStack(ctx, dir, c, log); err != nil {
 			return err
@@ -225,8 +239,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "Lectern bench — %s/%s, GOMAXPROCS=%d, %s\n", runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version())
 	if c != nil {
-		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), origin in process on loopback, SQLite meters (group commit)\n",
-			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
+		where := "origin in process on loopback"
+		if !needStk {
+			where = "origin as a child process (m)"
+		}
+		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), %s, SQLite meters (group commit)\n",
+			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media, where)
 	}
 	if o.sections["content"] || o.sections["edge"] {
 		fmt.Fprintf(stdout, "throughput: %d keep-alive clients, median of %d interleaved runs of %v; ratios are to (a) of the same run\n",
@@ -273,6 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if tgNote != "" {
 		rows = append(rows, row{what: tgNote + " (f, g and h measure standard Go only)"})
 	}
+	rows = append(rows, memRows...)
 
 	rec.add(rows)
 	records := filepath.Join(root, benchDir)

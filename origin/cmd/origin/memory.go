@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -24,8 +23,12 @@ import (
 // soft memory limit a headroom above what the process then holds: under
 // load the collector runs when the heap reaches the limit, not twice the
 // corpus. While a reload builds a corpus beside the served one both are
-// live; the limit is lifted for that time, so that the collector does
-// not run continuously against a limit the two exceed.
+// live: for that time the limit is doubled, room for two corpora of the
+// served one's size, so that the collector does not run continuously
+// against a limit the two exceed, yet still collects the garbage of the
+// load before it doubles them again (measured: a reload of the full
+// corpus peaks at about 770 MiB against 920 with no limit, and takes
+// as long).
 
 // settleAgain is when settleMemory runs again after a swap: requests that
 // began on the old corpus (a zip download streams for seconds) hold it
@@ -74,11 +77,13 @@ func (st *stack) swapped() {
 	})
 }
 
-// liftMemoryLimit lifts the memory limit the origin set, before a corpus
-// is built beside the served one; settleMemory sets it again.
+// liftMemoryLimit doubles the memory limit the origin sets for what it
+// holds now, before a corpus is built beside the served one;
+// settleMemory sets it again. A new corpus much larger than the served
+// one makes the collector work harder during that build, not fail it.
 func (st *stack) liftMemoryLimit() {
 	if st.autoMemLimit {
-		debug.SetMemoryLimit(math.MaxInt64)
+		debug.SetMemoryLimit(2 * memoryLimit(footprint()))
 	}
 }
 
