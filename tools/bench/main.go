@@ -41,7 +41,7 @@
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module,memory] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -65,6 +65,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -89,6 +90,7 @@ type options struct {
 	memprof  string
 	variants string
 	record   bool // write the results under var/bench/ and compare with the previous file
+	memLimit bool // set the memory limit in process as the origin does
 }
 
 var allSections = []string{"content", "edge", "worker", "module", "memory"}
@@ -106,6 +108,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
 	fs.StringVar(&o.variants, "variants", "", "measure TinyGo builds with these build tags against the deployed one (variants.go): variants separated by commas, the tags of one by +")
 	fs.BoolVar(&o.record, "record", true, "write the results as JSON under "+benchDir+"/ and print each row's change against the previous file there")
+	fs.BoolVar(&o.memLimit, "memlimit", true, "set the memory limit of the in-process origin as origin/cmd/origin does (unless GOMEMLIMIT is set)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -219,6 +222,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer st.Close()
+		// As the origin does once its corpus is served (origin/wiring,
+		// memory.go): here the limit also covers the bench's clients.
+		wiring.SettleMemory(o.memLimit && os.Getenv("GOMEMLIMIT") == "")
 		if tokens, err = st.tokens(ctx, o.clients); err != nil {
 			return err
 		}

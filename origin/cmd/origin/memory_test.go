@@ -8,23 +8,8 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/wiring"
 )
-
-// The limit is the footprint plus its headroom: at least memHeadroomMin,
-// a share of the footprint when that is larger.
-func TestMemoryLimitHeadroom(t *testing.T) {
-	for _, tt := range []struct {
-		footprint uint64
-		want      int64
-	}{
-		{100 << 20, 100<<20 + memHeadroomMin},
-		{600 << 20, 600<<20 + 100<<20},
-	} {
-		if got := memoryLimit(tt.footprint); got != tt.want {
-			t.Errorf("memoryLimit(%d MiB) = %d MiB, want %d MiB", tt.footprint>>20, got>>20, tt.want>>20)
-		}
-	}
-}
 
 // restoreMemoryLimit puts the process's memory limit back after the test.
 func restoreMemoryLimit(t *testing.T) {
@@ -40,8 +25,8 @@ func TestMemoryLimitSet(t *testing.T) {
 	debug.SetMemoryLimit(math.MaxInt64)
 	s := newStack(t)
 	lim := debug.SetMemoryLimit(-1)
-	if lim == math.MaxInt64 || uint64(lim) < footprint() {
-		t.Fatalf("after the start: memory limit %d, footprint %d", lim, footprint())
+	if lim == math.MaxInt64 || uint64(lim) < wiring.Footprint() {
+		t.Fatalf("after the start: memory limit %d, footprint %d", lim, wiring.Footprint())
 	}
 
 	dir := filepath.Join(t.TempDir(), "corpus2")
