@@ -131,8 +131,8 @@ func TestStoredScoresExact(t *testing.T) {
 // TestDecodeRefuses: a document that is not what Encode writes is an
 // error, not a record read wrong.
 func TestDecodeRefuses(t *testing.T) {
-	class := `{"tier":"high","slug":"algebra","class":1,"score":null,"best":5,"first":1,"last":2}`
-	valid := `{"classes":[` + class + `],"run":1,"longest":1,"lastDay":"2026-03-02"}`
+	class := `["high","algebra",1,null,5,1,2]`
+	valid := `{"run":1,"longest":1,"lastDay":"2026-03-02","classes":[` + class + `]}`
 	var r progress.Record
 	if err := progress.Decode([]byte(valid), &r); err != nil || len(r.Classes) != 1 || !eq(r.Classes[0].BestScore, 5) {
 		t.Fatalf("Decode of a valid document: %+v, %v", r, err)
@@ -141,17 +141,19 @@ func TestDecodeRefuses(t *testing.T) {
 		`{"classes":[`,
 		`[]`,
 		`{"run":1,"longest":1}`,
-		`{"classes":{},"run":1,"longest":1}`,
-		`{"classes":[],"run":"1","longest":1}`,
-		`{"classes":[],"run":1}`,
-		`{"classes":[],"run":1,"longest":1,"lastDay":"2026-3-2"}`,
-		`{"classes":[],"run":1,"longest":1,"lastDay":20260302}`,
-		strings.Replace(valid, `"class":1`, `"class":"1"`, 1),
-		strings.Replace(valid, `"class":1,`, ``, 1),
-		strings.Replace(valid, `"tier":"high"`, `"tier":1`, 1),
-		strings.Replace(valid, `"best":5`, `"best":"5"`, 1),
-		strings.Replace(valid, `,"score":null`, ``, 1),
-		strings.Replace(valid, `"first":1`, `"first":1.5`, 1),
+		`{"run":1,"longest":1,"classes":{}}`,
+		`{"run":"1","longest":1,"classes":[]}`,
+		`{"run":1,"classes":[]}`,
+		`{"run":1,"longest":1,"lastDay":"2026-3-2","classes":[]}`,
+		`{"run":1,"longest":1,"lastDay":20260302,"classes":[]}`,
+		strings.Replace(valid, `,1,null`, `,"1",null`, 1),
+		strings.Replace(valid, `,1,null`, `,null`, 1),
+		strings.Replace(valid, `,2]`, `,2,3]`, 1),
+		strings.Replace(valid, `"high"`, `1`, 1),
+		strings.Replace(valid, `"algebra"`, `null`, 1),
+		strings.Replace(valid, `,5,`, `,"5",`, 1),
+		strings.Replace(valid, `,1,2]`, `,1.5,2]`, 1),
+		strings.Replace(valid, class, `{}`, 1),
 	} {
 		if err := progress.Decode([]byte(doc), &r); err == nil {
 			t.Errorf("Decode(%s): no error", doc)

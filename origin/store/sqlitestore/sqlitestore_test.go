@@ -33,3 +33,12 @@ func TestProgress(t *testing.T) {
 		return s
 	})
 }
+
+func BenchmarkProgress(b *testing.B) {
+	s, err := sqlitestore.New(b.Context(), filepath.Join(b.TempDir(), "lectern.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	progresstest.Bench(b, s)
+}

@@ -11,4 +11,4 @@ CREATE TABLE progress (
 	version INTEGER NOT NULL CHECK (version > 0),
 	record  TEXT NOT NULL,
 	PRIMARY KEY (org_id, learner)
-) STRICT, WITHOUT ROWID;
+) STRICT;
