@@ -18,7 +18,7 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
 	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString \
 	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan ./worker/pipeline:FuzzDecode \
-	./shared/link:FuzzParse ./origin/forensic:FuzzDetect
+	./shared/link:FuzzParse ./origin/forensic:FuzzDetect ./origin/progress:FuzzDecode
 
 .DEFAULT_GOAL := help
 .PHONY: help run test check bench corpus fuzz

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/jsonenc"
@@ -39,8 +40,9 @@ const dayLayout = "2006-01-02"
 // beside it): its classes in listing order (Less) even when r's are not,
 // with instants truncated to Resolution. It refuses what the rules never
 // make: a record with no OrgID or Learner or a negative Version, a
-// lesson recorded twice or with no tier or slug, a score that is not a
-// finite number, a LastDay that is not a UTC midnight.
+// lesson recorded twice or with a tier or slug empty or not UTF-8, a
+// score that is not a finite number, a LastDay that is not a UTC
+// midnight.
 func Encode(r *Record) ([]byte, error) {
 	if r.OrgID == "" || r.Learner == "" || r.Version < 0 {
 		return nil, fmt.Errorf("progress: invalid record (org %q, learner %q, version %d)", r.OrgID, r.Learner, r.Version)
@@ -69,7 +71,8 @@ func Encode(r *Record) ([]byte, error) {
 		if i > 0 && cs[i-1].Lesson == l {
 			return nil, fmt.Errorf("progress: lesson %s recorded twice", l)
 		}
-		if l.Tier == "" || l.Slug == "" || !finite(c.Score) || !finite(c.BestScore) {
+		if l.Tier == "" || l.Slug == "" || !utf8.ValidString(l.Tier) || !utf8.ValidString(l.Slug) ||
+			!finite(c.Score) || !finite(c.BestScore) {
 			return nil, fmt.Errorf("progress: invalid class %s", dumpClass(c))
 		}
 		if i > 0 {

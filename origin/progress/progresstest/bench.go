@@ -12,8 +12,8 @@ import (
 	"github.com/lectern-api/lectern/shared/id"
 )
 
-// Bench runs the store's benchmarks on s, an empty database: Read100
-// reads a record of 100 classes, Save100 saves one (a read, an Apply and
+// Bench runs the store's benchmarks on s, an empty database: Read1 and
+// Read100 read a record of 1 and of 100 classes, Save100 saves one (a read, an Apply and
 // a save, as a PUT does), each learner its own; SaveOneLearner has every
 // goroutine save the same learner's record and reports the share of
 // saves refused with ErrConflict.
@@ -24,9 +24,9 @@ func Bench(b *testing.B, s Store) {
 	if err := s.CreateOrg(ctx, o); err != nil {
 		b.Fatalf("CreateOrg: %v", err)
 	}
-	seed := func(learner string) progress.Record {
+	seedN := func(learner string, n int) progress.Record {
 		r := progress.Record{OrgID: "bench", Learner: learner}
-		for i := range 100 {
+		for i := range n {
 			r.Apply(id.Lesson{Tier: id.Tiers[i%len(id.Tiers)], Slug: fmt.Sprintf("subject-%02d", i%9), Class: 1 + i/9},
 				score(float64(i%101)), t0.Add(time.Duration(i)*time.Minute))
 		}
@@ -37,17 +37,21 @@ func Bench(b *testing.B, s Store) {
 		r.Version = v
 		return r
 	}
-	seed("reader")
-	b.Run("Read100", func(b *testing.B) {
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				r, err := s.Progress(ctx, "bench", "reader")
-				if err != nil || len(r.Classes) != 100 {
-					b.Fatalf("Progress: %d classes, %v", len(r.Classes), err)
+	seed := func(learner string) progress.Record { return seedN(learner, 100) }
+	for _, n := range []int{1, 100} {
+		learner := fmt.Sprintf("reader-%d", n)
+		seedN(learner, n)
+		b.Run(fmt.Sprintf("Read%d", n), func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r, err := s.Progress(ctx, "bench", learner)
+					if err != nil || len(r.Classes) != n {
+						b.Fatalf("Progress: %d classes, %v", len(r.Classes), err)
+					}
 				}
-			}
+			})
 		})
-	})
+	}
 	var learners atomic.Int64
 	b.Run("Save100", func(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {

@@ -99,3 +99,28 @@ func TestProgress(t *testing.T) {
 		return s
 	})
 }
+
+// BenchmarkProgress runs progresstest.Bench against LECTERN_TEST_PG.
+func BenchmarkProgress(b *testing.B) {
+	dsn := os.Getenv("LECTERN_TEST_PG")
+	if dsn == "" {
+		b.Skip("LECTERN_TEST_PG not set: PostgreSQL progress benchmark skipped")
+	}
+	admin, err := pgxpool.New(b.Context(), dsn)
+	if err != nil {
+		b.Fatalf("LECTERN_TEST_PG: %v", err)
+	}
+	defer admin.Close()
+	schema := fmt.Sprintf("lectern_bench_%016x", rand.Uint64())
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(b.Context(), "CREATE SCHEMA "+ident); err != nil {
+		b.Fatalf("create schema: %v", err)
+	}
+	defer admin.Exec(context.Background(), "DROP SCHEMA "+ident+" CASCADE")
+	s, err := pgstore.New(b.Context(), withSearchPath(dsn, schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	progresstest.Bench(b, s)
+}
