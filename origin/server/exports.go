@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -218,8 +219,10 @@ func (s *Server) exporter(ct *Content) *export.Builder {
 }
 
 // serveExportLink serves a valid export link (files.go): the zip, built
-// as it is sent (export.WriteZip streams it one file at a time), with
-// every download of the link until it expires; unmetered. The bundle is
+// as it is sent (export.WriteZip streams it one file at a time, so a GET
+// has no Content-Length), with every download of the link until it
+// expires; unmetered. A HEAD builds the zip too, into a counter, to send
+// the Content-Length a GET's bytes add up to. The bundle is
 // rebuilt from what the link carries and the organisation as it is now
 // (its name and licence agreement), so a link of another contentVersion
 // than the one served, of a target the corpus no longer holds, or of an
@@ -240,11 +243,22 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 	h := w.Header()
 	h.Set("Content-Type", "application/zip")
 	h.Set("Content-Disposition", `attachment; filename="`+l.Name+`"`) // a link's name is a safe file name (link.CleanName)
+	bundle := s.bundle(org, scope.Parse(x.Scopes), target)
 	if r.Method == http.MethodHead {
+		// The zip's exact size, which a GET of the link sends: the bundle
+		// is deterministic, so it is built and counted, not held.
+		n, err := s.exporter(ct).WriteZip(io.Discard, bundle)
+		if err != nil {
+			h.Del("Content-Type")
+			h.Del("Content-Disposition")
+			s.writeError(w, r, id, err)
+			return
+		}
+		h.Set("Content-Length", strconv.FormatInt(n.Bytes, 10))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if _, err := s.exporter(ct).WriteZip(w, s.bundle(org, scope.Parse(x.Scopes), target)); err != nil && !clientGone(r) {
+	if _, err := s.exporter(ct).WriteZip(w, bundle); err != nil && !clientGone(r) {
 		// The status is sent: the client sees a truncated zip.
 		s.cfg.Logger.Error("export download failed", "requestId", id, "err", err)
 	}
