@@ -20,8 +20,9 @@ import (
 // corpus (the small one has no 30-class subject): the spec's cost
 // examples read through the admin API (a 30-class subject exported in
 // either format is 1 call, 30 downloads, 1 export; a class is 1, 1, 1; an
-// inline 304 is 1 call and nothing else), a ledger row for each export
-// shipped and none for a 304, a refusal or a download, the zip link
+// inline 304 is 1 call and nothing else, from the route or the edge's
+// gate call), a ledger row for each export shipped and none for a 304, a
+// refusal or a download, the zip link
 // downloading the same valid zip, unmetered, until the test clock passes
 // its 15 minutes, and the export allowance and the download quota
 // refusing as the spec says.
@@ -146,6 +147,22 @@ func exportsStack(t *testing.T, s *testStack) {
 	s.advance(15 * 60)
 	s.expect(s.get("GET", path, ""), 404, "NOT_FOUND")
 	s.wantExportMeters("downloads and the refused one", "exporter", 8, 4, 62)
+
+	// The edge's gate call decides an inline export's 304 as the route
+	// does (one call, nothing else); a zip_url result is never one (412,
+	// nothing billed), If-None-Match: * included.
+	g := s.gate(subject+"&format=inline", tok, tag, "edge-export-0001", true)
+	if g.StatusCode != 204 || g.Header.Get("ETag") != tag {
+		t.Errorf("gate of the inline export: %d, ETag %q", g.StatusCode, g.Header.Get("ETag"))
+	}
+	s.wantExportMeters("the gate's 304", "exporter", 9, 4, 62)
+	if g := s.gate(subject, tok, "*", "edge-export-0002", true); g.StatusCode != 412 {
+		t.Errorf("gate of the zip_url export: %d, want 412", g.StatusCode)
+	}
+	if g := s.gate(subject+"&format=inline", tok, `W/"0000000000000000"`, "edge-export-0003", true); g.StatusCode != 412 {
+		t.Errorf("gate of the inline export, another tag: %d, want 412", g.StatusCode)
+	}
+	s.wantExportMeters("the gate's 412s", "exporter", 9, 4, 62)
 	if n := len(s.ledgerRows("exporter")); n != rows {
 		t.Errorf("%d ledger rows at the end, want %d", n, rows)
 	}
