@@ -141,11 +141,19 @@ func exportsStack(t *testing.T, s *testStack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left := expires.Sub(s.clock.Now()); left <= 14*time.Minute || left > 15*time.Minute {
+	left := expires.Sub(s.clock.Now())
+	if left <= 14*time.Minute || left > 15*time.Minute {
 		t.Fatalf("expiresAt %s is %v away", x.ExpiresAt, left)
 	}
-	s.advance(15 * 60)
+	s.advance(int(left/time.Second) - 2)
+	if d := s.get("GET", path, ""); d.status != 200 || !bytes.Equal(d.body, z.body) {
+		t.Errorf("download 2 s before expiresAt: %d", d.status)
+	}
+	s.advance(3) // past expiresAt, a whole second, whatever fraction of one is left
 	s.expect(s.get("GET", path, ""), 404, "NOT_FOUND")
+	if h := s.get("HEAD", path, ""); h.status != 404 {
+		t.Errorf("HEAD after expiresAt: %d", h.status)
+	}
 	s.wantExportMeters("downloads and the refused one", "exporter", 8, 4, 62)
 
 	// The edge's gate call decides an inline export's 304 as the route
