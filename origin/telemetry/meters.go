@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/meter"
@@ -40,7 +41,8 @@ func (m *Meters) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	return res, err
 }
 
-// billed are the names of the meters op billed, given its outcome.
+// billed are the names of the meters op billed, given its outcome, each
+// once (the monthly and the hourly calls are both "calls").
 func billed(op meter.Op, res meter.Result, err error) []string {
 	if err != nil || res.Suspended {
 		return nil
@@ -60,7 +62,7 @@ func billed(op meter.Op, res meter.Result, err error) []string {
 	var names []string
 	for _, st := range stages {
 		for _, s := range st {
-			if s.N == 0 || (s.Shorten && res.Granted == 0) {
+			if s.N == 0 || (s.Shorten && res.Granted == 0) || slices.Contains(names, s.Meter.String()) {
 				continue
 			}
 			names = append(names, s.Meter.String())
