@@ -110,10 +110,13 @@ type Access struct {
 func (a *Access) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		tp := r.Header.Get(TraceHeader)
-		trace, ok := TraceID(tp)
+		var trace string
+		ok := false
+		if tps := r.Header.Values(TraceHeader); len(tps) == 1 { // W3C: several are none
+			trace, ok = TraceID(tps[0])
+		}
 		if !ok {
-			tp = NewTraceparent()
+			tp := NewTraceparent()
 			trace, _ = TraceID(tp)
 			if a.Edge {
 				r.Header.Set(TraceHeader, tp)

@@ -217,6 +217,22 @@ func TestAccessTrace(t *testing.T) {
 		if _, billed := got[0]["billed"]; billed == edge {
 			t.Errorf("edge %v: billed in the line: %v", edge, got[0])
 		}
+		if edge {
+			// Two fields, each valid, are none (W3C Trace Context §3.2).
+			srv := httptest.NewServer((&Access{Log: log, Edge: true}).Wrap(h))
+			req, _ := http.NewRequest("GET", srv.URL+"/v1/tiers", nil)
+			req.Header.Add(TraceHeader, valid)
+			req.Header.Add(TraceHeader, valid)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			srv.Close()
+			if s := seen.Load().(string); s == valid {
+				t.Errorf("two traceparent fields: %q handed on", s)
+			}
+		}
 	}
 }
 
