@@ -87,7 +87,7 @@ awk '/<!-- typed-client:/ { marked = 1; next } marked && /^```ts$/ { inside = 1;
 "$BIN/tsc" --strict --module nodenext --target es2022 client.mts >tsc.log 2>&1 ||
 	{ cat tsc.log; say "FAIL the README's client does not type-check against the served description"; exit 1; }
 say "PASS the README's client type-checks (tsc --strict) against the served description"
-out=$(LECTERN_API=$ORIGIN TOKEN=$TOKEN node client.mjs 2>&1) || { printf '%s\n' "$out"; say "FAIL the README's client failed"; exit 1; }
+out=$(API_URL=$ORIGIN TOKEN=$TOKEN node client.mjs 2>&1) || { printf '%s\n' "$out"; say "FAIL the README's client failed"; exit 1; }
 first=$(sed -n 1p <<<"$out")
 second=$(sed -n 2p <<<"$out")
 case "$first" in *'W/"'*) ;; *) printf '%s\n' "$out"; say "FAIL the lesson request: no contentVersion and ETag"; exit 1 ;; esac
