@@ -127,11 +127,14 @@ func (e *stackEnv) start(args ...string) {
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.lines, e.exited = make(chan string, 1000), make(chan struct{})
+	// This start's own channels and command: a second start replaces
+	// the fields while this one's goroutines may still be ending.
+	cmd, lines, exited := e.cmd, make(chan string, 1000), make(chan struct{})
+	e.lines, e.exited = lines, exited
 	go func() {
-		e.cmd.Wait()
+		cmd.Wait()
 		pw.Close()
-		close(e.exited)
+		close(exited)
 	}()
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -140,15 +143,15 @@ func (e *stackEnv) start(args ...string) {
 			e.out.WriteString(sc.Text() + "\n")
 			e.mu.Unlock()
 			select {
-			case e.lines <- sc.Text():
+			case lines <- sc.Text():
 			default:
 			}
 		}
-		close(e.lines)
+		close(lines)
 	}()
 	e.t.Cleanup(func() {
-		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-e.exited
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
 		for _, pid := range []int{e.pid("origin"), e.pid("edge")} {
 			if pid > 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
