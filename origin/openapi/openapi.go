@@ -279,6 +279,9 @@ func oaOperation(rt *route.Route, e oaEnums) oaObj {
 		}
 		params = append(params, oaParameter(rt, p, e))
 	}
+	if rt.Method == "GET" && rt.Validator != route.NoETag {
+		params = append(params, oaIfNoneMatch)
+	}
 	if params != nil {
 		op["parameters"] = params
 	}
@@ -293,6 +296,12 @@ func oaOperation(rt *route.Route, e oaEnums) oaObj {
 	}
 	return op
 }
+
+// oaIfNoneMatch is the request header of every GET with an ETag, its
+// last parameter: typed clients then accept the validator they kept.
+var oaIfNoneMatch = oaObj{"name": "If-None-Match", "in": "header", "required": false,
+	"description": "An ETag this route answered before, or several, comma-separated, or *: a match answers 304 with an empty body.",
+	"schema":      oaObj{"type": "string"}}
 
 // oaParameter describes a path or query parameter from its rule.
 func oaParameter(rt *route.Route, p *route.Param, e oaEnums) oaObj {

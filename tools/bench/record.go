@@ -32,8 +32,8 @@ type machine struct {
 	Arch       string  `json:"arch"`
 	CPUs       int     `json:"cpus"`
 	GOMAXPROCS int     `json:"gomaxprocs"`
-	CPU        string  `json:"cpu,omitempty"`     // the model, from /proc/cpuinfo
-	Load1      float64 `json:"load1,omitempty"`   // the 1-minute load average when the run began
+	CPU        string  `json:"cpu,omitempty"`   // the model, from /proc/cpuinfo
+	Load1      float64 `json:"load1,omitempty"` // the 1-minute load average when the run began
 	Go         string  `json:"go"`
 	Host       string  `json:"host,omitempty"`
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-
 	"io"
 	"strings"
 	"time"
@@ -22,7 +19,7 @@ type config struct {
 	OriginAddr string // LECTERN_ORIGIN_ADDR
 	IdPAddr    string // LECTERN_IDP_ADDR; "off": no identity provider on this origin
 	AdminAddr  string // LECTERN_ADMIN_ADDR; "off": no admin API on this origin
-	AdminToken string // LECTERN_ADMIN_TOKEN; generated and printed when unset
+	AdminToken string // LECTERN_ADMIN_TOKEN; unset: kept in var/admin-token (start), and printed
 	DB         string // LECTERN_DB: a SQLite path or a postgres:// URL
 	Corpus     string // LECTERN_CORPUS: generated when missing
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
@@ -59,8 +56,6 @@ type config struct {
 	// record (corpus.go); not from the environment: zero is corpusSync,
 	// tests set a long one to hold an origin on its version.
 	CorpusSync time.Duration
-
-	generatedToken bool
 }
 
 // parseConfig reads the settings from args and getenv.
@@ -76,7 +71,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.OriginAddr, "LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (public API, direct mode)")
 	fs.Env(&c.IdPAddr, "LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address, or off")
 	fs.Env(&c.AdminAddr, "LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address, or off")
-	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (generated when empty)")
+	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (default: the one in "+adminTokenFile+", created on first start)")
 	fs.Env(&c.DB, "LECTERN_DB", "db", "var/lectern.db", "SQLite path or postgres:// URL")
 	fs.Env(&c.Corpus, "LECTERN_CORPUS", "corpus", "var/corpus", "corpus directory (generated when missing)")
 	fs.Env(&c.Issuer, "LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>; required with PostgreSQL)")
@@ -98,12 +93,6 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	if c.JWKSURL == "" {
 		// The dev provider's issuer, as it writes it in tokens.
 		c.Issuer = strings.TrimSuffix(c.Issuer, "/")
-	}
-	if c.AdminToken == "" {
-		var b [24]byte
-		rand.Read(b[:])
-		c.AdminToken = hex.EncodeToString(b[:])
-		c.generatedToken = true
 	}
 	return c, nil
 }

@@ -27,6 +27,7 @@ import (
 type stack struct {
 	OriginURL, IdPURL, AdminURL string // IdPURL and AdminURL are "" when off
 	AdminToken                  string
+	adminTokenFile              string // where AdminToken is kept; "" when configured
 
 	content atomic.Pointer[server.Content]
 	// reloading is held by the corpus reload in progress: reloads run
@@ -76,7 +77,11 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		}
 	}()
 	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
-	st.AdminToken = cfg.AdminToken
+	if st.AdminURL != "" {
+		if st.AdminToken, st.adminTokenFile, err = loadAdminToken(cfg.AdminToken, st.log); err != nil {
+			return nil, err
+		}
+	}
 	st.servers = wiring.Servers{Limits: cfg.Limits, Logger: st.log}
 	if cfg.Issuer == "" {
 		// SQLite and a provider of its own (parseConfig): tokens name
@@ -116,7 +121,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log})
 	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
 	adm := admin.Handler(admin.Config{
-		Token:     cfg.AdminToken,
+		Token:     st.AdminToken,
 		Store:     st.store,
 		Clock:     st.clock,
 		TestClock: cfg.TestClock,
@@ -249,12 +254,14 @@ func (st *stack) Close() error {
 const demoOrg = "demo"
 
 // demo creates the demo organisation and its client on a new database and
-// prints the credentials and a curl walk-through.
+// prints the credentials and a curl walk-through; on a database that has
+// it, the walk-through creates a client with adminctl first. Every shell
+// variable the walk-through uses, it sets (TestWalkThrough).
 func (st *stack) demo(ctx context.Context, cfg config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "\nLectern origin stack\n  API (direct)       %s/v1\n  identity provider  %s\n  admin API          %s\n",
 		st.OriginURL, orOff(st.IdPURL), orOff(st.AdminURL))
-	if cfg.generatedToken {
-		fmt.Fprintf(stdout, "  admin token        %s   (set LECTERN_ADMIN_TOKEN to choose one)\n", cfg.AdminToken)
+	if st.adminTokenFile != "" {
+		fmt.Fprintf(stdout, "  admin token        %s   (kept in %s; set LECTERN_ADMIN_TOKEN to choose one)\n", st.AdminToken, st.adminTokenFile)
 	}
 	_, err := st.store.GetOrg(ctx, demoOrg)
 	if errors.Is(err, store.ErrNotFound) {
@@ -267,11 +274,28 @@ func (st *stack) demo(ctx context.Context, cfg config, stdout io.Writer) error {
 			return st.demoClient(ctx, cfg, stdout)
 		}
 	}
-	if err == nil || errors.Is(err, store.ErrConflict) {
-		fmt.Fprintf(stdout, "\nThe demo organisation %q exists; its client secret was shown when it was created.\n", demoOrg)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nThe demo organisation %q exists: its first client's secret was shown once, when it was created.\n", demoOrg)
+	if st.AdminURL == "" {
+		fmt.Fprintf(stdout, "Create a client of it with `adminctl client create %s -scopes content.read` on an admin API of the deployment (this origin has none).\n", demoOrg)
 		return nil
 	}
-	return err
+	// adminctl prints the answer's JSON pretty-printed.
+	token := ""
+	if st.adminTokenFile != "" {
+		token = "LECTERN_ADMIN_TOKEN=$(cat " + st.adminTokenFile + ") "
+	} else {
+		fmt.Fprintln(stdout, "(adminctl reads LECTERN_ADMIN_TOKEN: export the one this origin was started with.)")
+	}
+	fmt.Fprintf(stdout, `
+Try it with a new client (adminctl client create; its secret is shown once):
+  CLIENT=$(%sgo run ./tools/adminctl -addr %s client create %s -scopes content.read)
+  CLIENT_ID=$(printf '%%s' "$CLIENT" | sed -n 's/.*"clientId": *"\([^"]*\)".*/\1/p')
+  CLIENT_SECRET=$(printf '%%s' "$CLIENT" | sed -n 's/.*"clientSecret": *"\([^"]*\)".*/\1/p')
+%s`, token, st.AdminURL, demoOrg, st.tryIt(cfg, `"$CLIENT_ID:$CLIENT_SECRET"`))
+	return nil
 }
 
 // demoClient creates the new demo organisation's client and prints its
@@ -288,11 +312,18 @@ Created the demo organisation %q (every tier granted) and its client:
   client secret  %s   (shown once)
 
 Try it:
-  TOKEN=$(curl -s -u '%s:%s' \
+%s`, demoOrg, clientID, clientSecret, st.tryIt(cfg, "'"+clientID+":"+clientSecret+"'"))
+	return nil
+}
+
+// tryIt is the walk-through's last lines: a token for the client whose
+// credentials (user:password, quoted for the shell) are given, and two
+// calls with it.
+func (st *stack) tryIt(cfg config, credentials string) string {
+	return fmt.Sprintf(`  TOKEN=$(curl -s -u %s \
     -d grant_type=client_credentials -d 'scope=service-api/content.read' \
     %s/oauth2/token | sed 's/.*"access_token":"\([^"]*\)".*/\1/')
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/license
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/tiers
-`, demoOrg, clientID, clientSecret, clientID, clientSecret, tokenBase(st.IdPURL, cfg.Issuer), st.OriginURL, st.OriginURL)
-	return nil
+`, credentials, tokenBase(st.IdPURL, cfg.Issuer), st.OriginURL, st.OriginURL)
 }
