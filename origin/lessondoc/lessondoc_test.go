@@ -173,3 +173,44 @@ func TestRendererMatchesBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendMarkdown: the markdown as text is what the transcript's
+// markdown member decodes to, for every lesson and for one whose
+// voiceover runs over several lines (which the generated corpora lack).
+func TestAppendMarkdown(t *testing.T) {
+	c, set := smallCorpus(t)
+	docs := []*Doc{}
+	for _, l := range c.Lessons {
+		docs = append(docs, set.Doc(l))
+	}
+	l := *c.Lessons[0]
+	card := *l.Cards[0]
+	card.VideoVoiceover = "A first **line**.\nA \"second\" one,\n\nafter a blank ***line***."
+	l.Cards = append([]*corpus.Card{&card}, l.Cards[1:]...)
+	var r Renderer
+	d, err := r.Render(&l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, d)
+	terms := 0
+	for _, d := range docs {
+		var v struct {
+			Markdown string `json:"markdown"`
+		}
+		if err := json.Unmarshal(d.AppendTranscript(nil, true, []byte{'}'}), &v); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(d.AppendMarkdown(nil)); got != v.Markdown {
+			t.Fatalf("%s: AppendMarkdown differs from the transcript's markdown:\n%q\nwant\n%q", d.Lesson().ID, got, v.Markdown)
+		}
+		for _, c := range d.Lesson().Cards {
+			if strings.Contains(c.Narration(), "**") {
+				terms++
+			}
+		}
+	}
+	if terms == 0 {
+		t.Error("no narration with key-term markers: the test checks too little")
+	}
+}

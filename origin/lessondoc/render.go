@@ -1,6 +1,9 @@
 package lessondoc
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Rendering: each render appends one document to dst from the lesson's
 // fragments, then tail.
@@ -174,6 +177,53 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 		dst = append(dst, '"')
 	}
 	return append(dst, tail...)
+}
+
+// AppendMarkdown appends the transcript's markdown as text, the value
+// AppendTranscript's markdown member decodes to: for a document made once
+// (an export's transcript file) without escaping it as a JSON string and
+// decoding it again. Its layout is AppendTranscript's, from the texts of
+// the lesson d renders.
+func (d *Doc) AppendMarkdown(dst []byte) []byte {
+	for _, c := range d.lesson.Cards {
+		narration, voiceover := c.Narration(), c.VideoVoiceover
+		if narration == "" && voiceover == "" {
+			continue
+		}
+		dst = append(dst, "## "...)
+		dst = append(dst, c.Label...)
+		dst = append(dst, "\n\n"...)
+		if narration != "" {
+			dst = appendSpokenText(dst, narration)
+			dst = append(dst, "\n\n"...)
+		}
+		if voiceover != "" {
+			dst = append(dst, "> "...)
+			for {
+				line, rest, more := strings.Cut(voiceover, "\n")
+				dst = appendSpokenText(dst, line)
+				if !more {
+					break
+				}
+				dst = append(dst, "\n> "...)
+				voiceover = rest
+			}
+			dst = append(dst, "\n\n"...)
+		}
+	}
+	return dst
+}
+
+// appendSpokenText appends spokenText(s) without making it.
+func appendSpokenText(dst []byte, s string) []byte {
+	for {
+		i := strings.Index(s, "**")
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		s = s[i+2:]
+	}
 }
 
 func (d *Doc) appendNullable(dst []byte, s span) []byte {
