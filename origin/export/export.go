@@ -118,10 +118,9 @@ func New(c *corpus.Corpus, docs *lessondoc.Set, cfg Config) *Builder {
 	return &Builder{corpus: c, docs: docs, cfg: cfg, helpers: make(chan struct{}, runtime.GOMAXPROCS(0)-1)}
 }
 
-// work is one builder goroutine's scratch: the renderer and the file
-// buffers, reused from file to file and bundle to bundle.
+// work is one builder goroutine's scratch: the file buffers, reused
+// from file to file and bundle to bundle.
 type work struct {
-	r   lessondoc.Renderer
 	buf []byte // a class file
 	md  []byte // a transcript
 }
@@ -166,10 +165,7 @@ func (b *Builder) walk(req Request, emit emitter) error {
 		return emit(name, data)
 	}
 	for _, l := range lessons {
-		class, transcript, err := b.classFiles(w, req, l)
-		if err != nil {
-			return err
-		}
+		class, transcript := b.classFiles(w, req, l)
 		m.addClass(l)
 		if err := put(classFileName(l, false), class); err != nil {
 			return err
@@ -183,20 +179,18 @@ func (b *Builder) walk(req Request, emit emitter) error {
 	return b.finish(w, req, lessons, m, put, emit)
 }
 
-// classFiles renders l's files into w's buffers: its class file and, when
+// classFiles makes l's files into w's buffers: its class file and, when
 // it has one, its transcript (nil when not). Both are valid until w's
-// next use.
-func (b *Builder) classFiles(w *work, req Request, l *corpus.Lesson) (class, transcript []byte, err error) {
-	d, err := w.r.Render(b.marked(req.Stamp.OrgID, l))
-	if err != nil {
-		return nil, nil, err
-	}
-	w.buf = b.classJSON(w.buf[:0], d, req.License)
+// next use. The texts are marked for the organisation; the rest of the
+// class file is the set's rendering of l, copied.
+func (b *Builder) classFiles(w *work, req Request, l *corpus.Lesson) (class, transcript []byte) {
+	m := b.marked(req.Stamp.OrgID, l)
+	w.buf = b.docs.AppendTail(b.docs.Doc(l).AppendFullAs(w.buf[:0], m, nil), req.License)
 	if !l.HasTranscript {
-		return w.buf, nil, nil
+		return w.buf, nil
 	}
-	w.md = d.AppendMarkdown(w.md[:0])
-	return w.buf, w.md, nil
+	w.md = lessondoc.AppendMarkdown(w.md[:0], m)
+	return w.buf, w.md
 }
 
 // finish makes the files after the classes' with w's buffers: the media
@@ -216,12 +210,6 @@ func (b *Builder) finish(w *work, req Request, lessons []*corpus.Lesson, m *mani
 		return err
 	}
 	return emit("manifest.json", append(body, '\n'))
-}
-
-// classJSON appends the class file: the lesson as route 6 answers
-// detail=full, closed as every lesson route closes its documents.
-func (b *Builder) classJSON(dst []byte, d *lessondoc.Doc, env forensic.Envelope) []byte {
-	return b.docs.AppendTail(d.AppendLesson(dst, lessondoc.Full, 0, nil), env)
 }
 
 // marked is a copy of l whose card bodies and spoken texts carry org's
