@@ -212,20 +212,48 @@ func (b *Builder) startClasses(req Request, lessons []*corpus.Lesson) *classes {
 	p.slots = make(chan struct{}, aheadPerWorker*(tokens+1))
 	for range tokens {
 		p.helpers.Add(1)
-		go func() {
-			defer func() { <-b.helpers; p.helpers.Done() }()
-			w, z := b.getWork(), &zipper{}
-			defer func() { b.putWork(w); z.done() }()
-			for {
-				i, ok := p.claim(true)
-				if !ok {
-					return
-				}
-				p.make(w, z, i)
-			}
-		}()
+		go p.help()
 	}
 	return p
+}
+
+// help makes classes ahead of the writer, holding a token of b.helpers
+// while it works. When the writer is behind (every slot taken: a slow
+// client) it gives its token back while it waits, so that a stalled
+// download does not keep other downloads off the idle core; once a slot
+// frees it makes that class, and goes on only if a token is free again.
+func (p *classes) help() {
+	defer p.helpers.Done()
+	held := true
+	defer func() {
+		if held {
+			<-p.b.helpers
+		}
+	}()
+	w, z := p.b.getWork(), &zipper{}
+	defer func() { p.b.putWork(w); z.done() }()
+	for {
+		i, ok := p.claim(false)
+		if !ok {
+			if p.next.Load() >= int64(len(p.units)) {
+				return // every class is claimed
+			}
+			<-p.b.helpers
+			held = false
+			if i, ok = p.claim(true); !ok {
+				return
+			}
+		}
+		p.make(w, z, i)
+		if !held {
+			select {
+			case p.b.helpers <- struct{}{}:
+				held = true
+			default:
+				return // another download has the core
+			}
+		}
+	}
 }
 
 // claim takes the next class to make, waiting for a slot when wait is

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
 )
@@ -267,5 +268,52 @@ func TestZipEntries(t *testing.T) {
 		if f.Name != names[i] || f.Bytes != len(read[names[i]]) || f.SHA256 != hex.EncodeToString(sum[:]) {
 			t.Errorf("manifest file %d %+v; the zip's entry %s: %d bytes, sha256 %x", i, f, names[i], len(read[names[i]]), sum)
 		}
+	}
+}
+
+// gateWriter blocks its first write until open is closed.
+type gateWriter struct {
+	bytes.Buffer
+	open    chan struct{}
+	blocked chan struct{}
+	once    sync.Once
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.once.Do(func() { close(g.blocked); <-g.open })
+	return g.Buffer.Write(p)
+}
+
+// TestZipStalledWriterFreesHelper: while a download's writer is stalled
+// (a client that does not read), its helper, once every slot ahead is
+// taken, gives its token back for other downloads; the zip, once the
+// writer goes on, is the writer's-alone bytes.
+func TestZipStalledWriterFreesHelper(t *testing.T) {
+	c, _ := smallCorpus(t)
+	req := request("acme", Target{Subject: biggest(c)})
+	if n := req.Target.Classes(); n < 2*aheadPerWorker+2 {
+		t.Fatalf("the subject has %d classes, too few to fill the slots", n)
+	}
+	want := zipBytes(t, withHelpers(t, 0), req)
+	b := withHelpers(t, 1)
+	g := &gateWriter{open: make(chan struct{}), blocked: make(chan struct{})}
+	done := make(chan error)
+	go func() { _, err := b.WriteZip(g, req); done <- err }()
+	<-g.blocked
+	// The helper fills the slots, then gives its token back: wait for it
+	// (a liveness check; the deadline only bounds a failure).
+	for deadline := time.Now().Add(20 * time.Second); len(b.helpers) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(g.open)
+			<-done
+			t.Fatal("the helper of a stalled download kept its token")
+		}
+	}
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(g.Bytes(), want) {
+		t.Error("the stalled download's zip differs from the writer's alone")
 	}
 }
