@@ -4,9 +4,11 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/flate"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/forensic"
@@ -125,6 +127,37 @@ func BenchmarkZip30(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(peak), "peak-heap-B")
+		})
+	}
+}
+
+// BenchmarkDeflateLevels deflates a 30-class subject's files, each as
+// its own zip entry, at klauspost's levels (-2 is Huffman only): the
+// measure behind zipLevel. zbytes is the deflated size.
+func BenchmarkDeflateLevels(b *testing.B) {
+	bld, sub := thirty(b)
+	fs := files(b, bld, request("acme", Target{Subject: sub}))
+	total := 0
+	for _, f := range fs {
+		total += len(f.data)
+	}
+	for _, level := range []int{1, 2, 3, 4, 5, 6, flate.HuffmanOnly} {
+		b.Run(strconv.Itoa(level), func(b *testing.B) {
+			fw, err := flate.NewWriter(io.Discard, level)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cw := &countWriter{w: io.Discard}
+			b.SetBytes(int64(total))
+			for range b.N {
+				cw.n = 0
+				for _, f := range fs {
+					fw.Reset(cw)
+					fw.Write(f.data)
+					fw.Close()
+				}
+			}
+			b.ReportMetric(float64(cw.n), "zbytes")
 		})
 	}
 }

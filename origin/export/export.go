@@ -13,11 +13,14 @@
 // manifest.json (format, contentVersion, the organisation's stamp, lic and
 // tag, the classes with their files, and the size and SHA-256 of every
 // other file as shipped). The manifest comes last because it hashes the
-// files before it: every file is rendered, hashed and written before the
-// next is made, so a bundle is never whole in memory.
+// files before it: every file is hashed as it is made and written before
+// more than a few others are made (WriteZip may make a few classes ahead
+// on an idle core), so a bundle is never whole in memory.
 //
 // The card bodies and spoken texts of the class files and transcripts
 // carry the organisation's canaries (forensic.Canary): whitespace only.
+// Only those texts are rendered per bundle; the rest of a class file is
+// the lesson's rendering for the lesson routes (lessondoc), copied.
 // Nothing in a bundle reads a clock (entries carry a fixed time), so its
 // bytes depend only on the corpus (its contentVersion), the organisation,
 // the envelope (which encodes the scope set) and the target: any origin

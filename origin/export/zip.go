@@ -191,23 +191,23 @@ type classes struct {
 const aheadPerWorker = 2
 
 // startClasses starts the classes of lessons: one helper per token free
-// in b.helpers (none when every core is busy, as under concurrent
-// downloads), each with its own scratch and compressor.
+// in b.helpers (none while other downloads hold them all, as under many
+// concurrent downloads), each with its own scratch and compressor.
 func (b *Builder) startClasses(req Request, lessons []*corpus.Lesson) *classes {
 	p := &classes{b: b, req: req, lessons: lessons, units: make([]classUnit, len(lessons)),
 		quit: make(chan struct{}), w: b.getWork(), zf: &zipper{}}
 	for i := range p.units {
 		p.units[i].done = make(chan struct{})
 	}
-	var tokens int
+	tokens := 0
+take:
 	for tokens < len(lessons)-1 {
 		select {
 		case b.helpers <- struct{}{}:
 			tokens++
-			continue
 		default:
+			break take
 		}
-		break
 	}
 	p.slots = make(chan struct{}, aheadPerWorker*(tokens+1))
 	for range tokens {
