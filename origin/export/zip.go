@@ -244,7 +244,7 @@ func (p *classes) help() {
 				return
 			}
 		}
-		p.make(w, z, i)
+		p.build(w, z, i)
 		if !held {
 			select {
 			case p.b.helpers <- struct{}{}:
@@ -281,8 +281,8 @@ func (p *classes) claim(wait bool) (int, bool) {
 	return i, true
 }
 
-// make renders and deflates class i into its unit.
-func (p *classes) make(w *work, z *zipper, i int) {
+// build renders and deflates class i into its unit.
+func (p *classes) build(w *work, z *zipper, i int) {
 	u := &p.units[i]
 	defer close(u.done)
 	l := p.lessons[i]
@@ -315,7 +315,7 @@ func (p *classes) each(write func(*corpus.Lesson, *classUnit) error) error {
 			// taken by a class not yet written, the oldest being i): make
 			// one ahead while its maker works, else wait for it.
 			if j, ok := p.claim(false); ok {
-				p.make(p.w, p.zf, j)
+				p.build(p.w, p.zf, j)
 				continue
 			}
 			<-u.done
