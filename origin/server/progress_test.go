@@ -689,17 +689,18 @@ func (p *memProgress) SaveProgress(_ context.Context, r progress.Record) (int64,
 	return c.Version, nil
 }
 
-// racingProgress lets another app save the learner's record between the
-// server's read and its save, once: the server's compare and swap loses.
+// racingProgress, once armed, lets another app save the learner's record
+// between the server's next read and its save: the server's compare and
+// swap loses.
 type racingProgress struct {
 	progress.Store
 	lesson shid.Lesson
-	raced  atomic.Bool
+	armed  atomic.Bool
 }
 
 func (p *racingProgress) Progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
 	r, err := p.Store.Progress(ctx, orgID, learner)
-	if err != nil || !p.raced.CompareAndSwap(false, true) {
+	if err != nil || !p.armed.CompareAndSwap(true, false) {
 		return r, err
 	}
 	other := r.Clone()
@@ -724,6 +725,7 @@ func TestProgressWriteConflict(t *testing.T) {
 	tok := h.learnerToken("x", "ana", progressScopes...)
 	ids := lessonsOf(h.corpus(), 2)
 	race.lesson, _ = shid.ParseLesson(ids[1])
+	race.armed.Store(true)
 	before := h.usage("x")
 	r := h.put(tok, ids[0], `{"score":80}`)
 	e := r.wantError(t, 409, "WRITE_CONFLICT")
