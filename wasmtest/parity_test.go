@@ -156,6 +156,7 @@ func TestParity(t *testing.T) {
 		e := newEdge(t, b, o, nil)
 		scenarios := fixedScenarios()
 		scenarios = append(scenarios, servedScenarios(t, o, f)...)
+		scenarios = append(scenarios, progressScenarios(t, o, f)...)
 		parity(t, e, o, f.tokens, "p"+b.name, scenarios)
 		if st := e.host.Stats(); st.Failures != 0 {
 			t.Errorf("the host failed %d requests", st.Failures)
