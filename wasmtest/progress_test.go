@@ -60,17 +60,17 @@ func progressScenarios(t *testing.T, o *origin, f fixture) []scenario {
 	f.tokens["learner-read"] = o.learnerToken(t, f.org, "parity-learner", "progress.read")
 	sub := content.Subjects[0]
 	lesson := fmt.Sprintf("/v1/progress/%s/%s/", sub.Tier, sub.Slug)
-	json := []string{"Content-Type", "application/json"}
+	ct := []string{"Content-Type", "application/json"}
 	return []scenario{
-		{name: "progress PUT, machine token", method: "PUT", target: lesson + "1", auth: "full", hdr: json, body: `{"score":50}`, status: 403, code: "LEARNER_REQUIRED"},
-		{name: "progress PUT, no write scope", method: "PUT", target: lesson + "1", auth: "learner-read", hdr: json, body: `{"score":50}`, status: 403, code: "insufficient_scope"},
-		{name: "progress PUT, score out of range", method: "PUT", target: lesson + "1", auth: "learner", hdr: json, body: `{"score":101}`, status: 400, code: "BAD_REQUEST"},
-		{name: "progress PUT, not JSON", method: "PUT", target: lesson + "1", auth: "learner", hdr: json, body: `score=1`, status: 400, code: "BAD_REQUEST"},
-		{name: "progress PUT, another learner", method: "PUT", target: lesson + "1", auth: "learner", hdr: json, body: `{"learnerId":"someone-else"}`, status: 400, code: "BAD_REQUEST"},
-		{name: "progress PUT, bad lesson id", method: "PUT", target: "/v1/progress/nope/" + sub.Slug + "/1", auth: "learner", hdr: json, body: `{}`, status: 400, code: "BAD_LESSON_ID"},
-		{name: "progress PUT, unknown class", method: "PUT", target: lesson + "999", auth: "learner", hdr: json, body: `{}`, status: 404, code: "LESSON_NOT_FOUND"},
-		{name: "progress PUT", method: "PUT", target: lesson + "1", auth: "learner", hdr: json, body: `{"score":80,"learnerId":"parity-learner"}`, status: 200},
-		{name: "progress PUT, gzip asked", method: "PUT", target: lesson + "2", auth: "learner", hdr: append([]string{"Accept-Encoding", "gzip"}, json...), body: `{"score":95.5}`, status: 200},
+		{name: "progress PUT, machine token", method: "PUT", target: lesson + "1", auth: "full", hdr: ct, body: `{"score":50}`, status: 403, code: "LEARNER_REQUIRED"},
+		{name: "progress PUT, no write scope", method: "PUT", target: lesson + "1", auth: "learner-read", hdr: ct, body: `{"score":50}`, status: 403, code: "insufficient_scope"},
+		{name: "progress PUT, score out of range", method: "PUT", target: lesson + "1", auth: "learner", hdr: ct, body: `{"score":101}`, status: 400, code: "BAD_REQUEST"},
+		{name: "progress PUT, not JSON", method: "PUT", target: lesson + "1", auth: "learner", hdr: ct, body: `score=1`, status: 400, code: "BAD_REQUEST"},
+		{name: "progress PUT, another learner", method: "PUT", target: lesson + "1", auth: "learner", hdr: ct, body: `{"learnerId":"someone-else"}`, status: 400, code: "BAD_REQUEST"},
+		{name: "progress PUT, bad lesson id", method: "PUT", target: "/v1/progress/nope/" + sub.Slug + "/1", auth: "learner", hdr: ct, body: `{}`, status: 400, code: "BAD_LESSON_ID"},
+		{name: "progress PUT, unknown class", method: "PUT", target: lesson + "999", auth: "learner", hdr: ct, body: `{}`, status: 404, code: "LESSON_NOT_FOUND"},
+		{name: "progress PUT", method: "PUT", target: lesson + "1", auth: "learner", hdr: ct, body: `{"score":80,"learnerId":"parity-learner"}`, status: 200},
+		{name: "progress PUT, gzip asked", method: "PUT", target: lesson + "2", auth: "learner", hdr: append([]string{"Accept-Encoding", "gzip"}, ct...), body: `{"score":95.5}`, status: 200},
 		{name: "progress PUT, empty body", method: "PUT", target: lesson + "3", auth: "learner", status: 200},
 		{name: "progress GET, machine token", method: "GET", target: "/v1/progress", auth: "full", status: 403, code: "LEARNER_REQUIRED"},
 		{name: "progress GET", method: "GET", target: "/v1/progress", auth: "learner", status: 200},
