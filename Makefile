@@ -36,16 +36,32 @@ WORKER_PKG   := ./worker/wasm
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2  # worker/wazero.TinyGoFlags says the same (TestMakefileAgrees)
 .PHONY: worker worker-go worker-tinygo
 
-worker: ## build the edge module (TinyGo when present, else standard Go) into build/worker.wasm
+worker: build/worker.wasm ## build the edge module (TinyGo when present, else standard Go) into build/worker.wasm, when its sources or compiler changed
+
+# The module's sources: every non-test Go file of the packages it can
+# import (a superset of `go list -deps`), and the module's requirements.
+WORKER_SRC := $(shell find worker/wasm worker/pipeline shared -name '*.go' ! -name '*_test.go') go.mod go.sum
+
+# build/worker.toolchain names the compiler and flags that build the
+# module; it is rewritten only when they change, so that TinyGo appearing
+# (or going) rebuilds the module and nothing else does.
+WORKER_TOOLCHAIN = $(if $(TINYGO),tinygo $(TINYGO) $(TINYGO_FLAGS),go $(shell $(GO) env GOVERSION) wasip1 c-shared)
+build/worker.toolchain: FORCE
 	@mkdir -p build
+	@echo '$(WORKER_TOOLCHAIN)' | cmp -s - $@ || echo '$(WORKER_TOOLCHAIN)' > $@
+
+build/worker.wasm: $(WORKER_SRC) build/worker.toolchain
 	@if [ -n "$(TINYGO)" ]; then \
 		echo "worker: TinyGo ($(TINYGO))"; \
-		$(TINYGO) build $(TINYGO_FLAGS) -o build/worker.wasm $(WORKER_PKG); \
+		$(TINYGO) build $(TINYGO_FLAGS) -o $@ $(WORKER_PKG); \
 	else \
 		echo "worker: standard Go (no TinyGo on PATH or in ~/.cache/lectern; tools/tinygo/build.sh installs $(TINYGO_VERSION))"; \
-		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o build/worker.wasm $(WORKER_PKG); \
+		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ $(WORKER_PKG); \
 	fi
-	@echo "worker: build/worker.wasm, $$(wc -c < build/worker.wasm) bytes"
+	@echo "worker: $@, $$(wc -c < $@) bytes"
+
+.PHONY: FORCE
+FORCE:
 
 worker-go: ## build/worker-go.wasm with standard Go
 	@mkdir -p build

@@ -42,6 +42,7 @@
 //	origin/auth                   bearer authentication at the origin
 //	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers
 //	origin/clock                  the origin's time source, with the test clock
+//	origin/cmdline                the commands' settings (environment variables mirrored by flags), -h and -version
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API
 //	origin/corpus                 the corpus format, its loader and in-memory indexes
 //	origin/corpus/corpustest      for tests: the small generated corpus, made once per test binary
@@ -65,6 +66,7 @@
 //	origin/meter/sqlitemeter      meter.Store over SQLite
 //	origin/openapi                the OpenAPI description, generated from the route table and the corpus
 //	origin/openapi/openapitest    walking a decoded description, for the generator's and the route's tests
+//	origin/progress               the learner's progress record, its rules (XP, streak) and its store contract
 //	origin/search                 the search engine: the trigram index over the searched fields
 //	origin/search/searchtest      the reference search the engine and the route are held to
 //	origin/server                 the public API: the request pipeline and the handlers

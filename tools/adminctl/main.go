@@ -4,6 +4,7 @@
 // the API refuses.
 //
 //	adminctl [-addr URL] [-token T] <command>
+//	adminctl help [COMMAND]
 //
 // The address and token default to LECTERN_ADMIN_ADDR (127.0.0.1:8081)
 // and LECTERN_ADMIN_TOKEN. Commands:
@@ -39,6 +40,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/shared/scope"
 )
 
 func main() {
@@ -55,26 +59,81 @@ func main() {
 	}
 }
 
-const usage = `usage: adminctl [-addr URL] [-token T] <command>
+// commands is every command, for the usage and for help: its synopsis
+// and what it does.
+var commands = []struct{ synopsis, about string }{
+	{"health", "Check that the admin API answers."},
+	{"org create [-id ID] [-name N] [-grants high,college/calculus] [-json BODY]",
+		"Create an organisation; -json is the admin API's body (DESIGN.md), which -id, -name and -grants override."},
+	{"org get ID", "Show an organisation, its plan and this month's meters."},
+	{"org patch ID -json BODY", "Change an organisation: the members of BODY replace its own."},
+	{"org suspend ID", "Suspend an organisation: its next call is refused."},
+	{"org reinstate ID", "Reinstate a suspended organisation (the enumeration alarm's suspension included)."},
+	{"org delete ID", "Delete an organisation and its clients."},
+	{"client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]",
+		"Create an OAuth client of ORG and print its id and secret (shown once).\n" +
+			"Scopes are named short, by their suffix, or in full: content.read means " + scope.Prefix + "content.read.\n" +
+			"The scopes: " + strings.Join(scope.All, ", ") + ".\n" +
+			"Grant types: client_credentials (the default) and authorization_code, for learner apps (with -redirect-uris)."},
+	{"ledger ORG [-after ID] [-limit N]", "List ORG's export ledger (minted URLs and shipped exports) in commit order."},
+	{"forensic FILE|LINK [-orgs ORG,...]", "Name the organisation a leaked lesson, bundle, bundle file or link came from."},
+	{"corpus reload DIR", "Load the corpus in DIR and serve it (every origin on the database follows)."},
+	{"clock get", "Show the test clock (LECTERN_TEST_CLOCK=1)."},
+	{"clock advance SECONDS", "Move the test clock forward."},
+	{"clock set RFC3339", "Move the test clock forward to a time."},
+	{"help [COMMAND]", "Show this list, or one command's help (as does COMMAND -h)."},
+}
 
-commands:
-  health
-  org create [-id ID] [-name N] [-grants high,college/calculus] [-json BODY]
-  org get ID
-  org patch ID -json BODY
-  org suspend ID
-  org reinstate ID
-  org delete ID
-  client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
-  ledger ORG [-after ID] [-limit N]
-  forensic FILE|LINK [-orgs ORG,...]
-  corpus reload DIR
-  clock get
-  clock advance SECONDS
-  clock set RFC3339
+// usage is the command line and the commands.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: adminctl [-addr URL] [-token T] <command>\n\ncommands:\n")
+	for _, c := range commands {
+		b.WriteString("  " + c.synopsis + "\n")
+	}
+	b.WriteString("\n-addr defaults to $LECTERN_ADMIN_ADDR or 127.0.0.1:8081; -token to $LECTERN_ADMIN_TOKEN.\n" +
+		"-version prints the version. adminctl help COMMAND, or COMMAND -h, explains a command.\n")
+	return b.String()
+}
 
--addr defaults to $LECTERN_ADMIN_ADDR or 127.0.0.1:8081; -token to $LECTERN_ADMIN_TOKEN.
-`
+// help writes the help of the commands whose names start with the words
+// of topic ("org" lists every org command), and reports whether there
+// was any.
+func help(w io.Writer, topic []string) bool {
+	want := strings.Join(topic, " ")
+	found := false
+	for _, c := range commands {
+		if name := commandName(c.synopsis); name == want || strings.HasPrefix(name, want+" ") {
+			fmt.Fprintf(w, "adminctl %s\n    %s\n", c.synopsis, strings.ReplaceAll(c.about, "\n", "\n    "))
+			found = true
+		}
+	}
+	return found
+}
+
+// commandName is a synopsis's command words: those before the first
+// argument or flag.
+func commandName(synopsis string) string {
+	var words []string
+	for _, w := range strings.Fields(synopsis) {
+		if w == strings.ToLower(w) && !strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "[") {
+			words = append(words, w)
+			continue
+		}
+		break
+	}
+	return strings.Join(words, " ")
+}
+
+// wantsHelp reports whether a command's arguments ask for its help.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
 
 // errUsage is a command line adminctl cannot read; the usage has been
 // printed.
@@ -84,15 +143,44 @@ var errUsage = errors.New("bad command line (see usage above)")
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("adminctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() { fmt.Fprint(stdout, usage()) } // only -h asks for it: errors print it below
 	addr := fs.String("addr", or(getenv("LECTERN_ADMIN_ADDR"), "127.0.0.1:8081"), "admin API address or URL")
 	token := fs.String("token", getenv("LECTERN_ADMIN_TOKEN"), "admin bearer token")
+	version := fs.Bool("version", false, "print the version")
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usage())
+		}
 		return err
 	}
-	c, err := parse(fs.Args())
+	cmd := fs.Args()
+	switch {
+	case *version:
+		fmt.Fprintln(stdout, cmdline.Version("adminctl"))
+		return nil
+	case len(cmd) > 0 && cmd[0] == "help":
+		if len(cmd) == 1 {
+			fmt.Fprint(stdout, usage())
+			return nil
+		}
+		if !help(stdout, cmd[1:]) {
+			fmt.Fprint(stderr, usage())
+			return fmt.Errorf("%w: no command %q", errUsage, strings.Join(cmd[1:], " "))
+		}
+		return nil
+	case len(cmd) > 0 && wantsHelp(cmd[1:]):
+		topic := cmd[:1]
+		if len(cmd) > 1 && !strings.HasPrefix(cmd[1], "-") {
+			topic = cmd[:2]
+		}
+		if help(stdout, topic) || help(stdout, cmd[:1]) {
+			return nil
+		}
+	}
+	c, err := parse(cmd)
 	if err != nil {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if *token == "" {

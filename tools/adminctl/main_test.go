@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -291,6 +293,49 @@ func TestForensic(t *testing.T) {
 	for _, line := range [][]string{{"forensic"}, {"forensic", "a", "b"}, {"forensic", filepath.Join(dir, "missing")}} {
 		if _, _, err := adminctl(t, env, line...); err == nil {
 			t.Errorf("%v: no error", line)
+		}
+	}
+}
+
+// TestHelp: help, help COMMAND and COMMAND -h explain on stdout and
+// succeed; -h lists the commands (main exits 0 on flag.ErrHelp); an
+// unknown topic fails.
+func TestHelp(t *testing.T) {
+	env := func(string) string { return "" }
+	for _, tc := range []struct {
+		line []string
+		want []string // on stdout
+	}{
+		{[]string{"help"}, []string{"usage: adminctl", "org create", "clock set RFC3339", "help [COMMAND]"}},
+		{[]string{"help", "client", "create"}, []string{"adminctl client create ORG", "content.read means service-api/content.read", "progress.write"}},
+		{[]string{"help", "org"}, []string{"org create", "org delete ID"}},
+		{[]string{"org", "create", "-h"}, []string{"adminctl org create [-id ID]"}},
+		{[]string{"ledger", "acme", "--help"}, []string{"adminctl ledger ORG"}},
+		{[]string{"-version"}, []string{"adminctl "}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), tc.line, env, &stdout, &stderr); err != nil {
+			t.Errorf("%v: %v", tc.line, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("%v: stdout lacks %q:\n%s", tc.line, w, stdout.String())
+			}
+		}
+		if strings.Contains(stdout.String(), "org get") && tc.line[0] != "help" {
+			t.Errorf("%v: printed more than its command:\n%s", tc.line, stdout.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, env, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout.String(), "commands:") {
+		t.Errorf("-h: %v, stdout %q", err, stdout.String())
+	}
+	if err := run(context.Background(), []string{"help", "nope"}, env, &stdout, &stderr); err == nil {
+		t.Error("help nope: no error")
+	}
+	for _, c := range commands {
+		if !help(io.Discard, strings.Fields(commandName(c.synopsis))) {
+			t.Errorf("help %q finds nothing", commandName(c.synopsis))
 		}
 	}
 }

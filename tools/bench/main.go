@@ -84,6 +84,7 @@ type options struct {
 	profile  string
 	memprof  string
 	variants string
+	record   bool // write the results under var/bench/ and compare with the previous file
 }
 
 var allSections = []string{"content", "edge", "worker", "module"}
@@ -100,6 +101,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the whole run (client, edge and origin) to this file")
 	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
 	fs.StringVar(&o.variants, "variants", "", "measure TinyGo builds with these build tags against the deployed one (variants.go): variants separated by commas, the tags of one by +")
+	fs.BoolVar(&o.record, "record", true, "write the results as JSON under "+benchDir+"/ and print each row's change against the previous file there")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -174,6 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	rec := newRecord(ctx, root, args, began)
 
 	var (
 		rows    []row
@@ -271,16 +274,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rows = append(rows, row{what: tgNote + " (f, g and h measure standard Go only)"})
 	}
 
+	rec.add(rows)
+	records := filepath.Join(root, benchDir)
+	prev, prevPath := latest(records)
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tmeasurement\tresult\tvs (a)\tgoal\tverdict\tdetail")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, r.what, r.result, r.ratio, r.goal, r.verdict, r.detail)
+	fmt.Fprintln(tw, "\tmeasurement\tresult\tvs (a)\tgoal\tverdict\tvs previous\tdetail")
+	for i, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, r.what, r.result, r.ratio, r.goal, r.verdict, change(prev, rec.Rows[i]), r.detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n(bench took %v; goals are informational)\n", time.Since(began).Round(time.Second))
+	fmt.Fprintf(stdout, "\n(bench took %v on commit %s, load %.1f at the start; goals are informational)\n",
+		time.Since(began).Round(time.Second), or(rec.Commit, "unknown"), rec.Machine.Load1)
+	if prev != nil {
+		fmt.Fprintf(stdout, "vs previous: %s (commit %s, load %.1f)\n", prevPath, or(prev.Commit, "unknown"), prev.Machine.Load1)
+	}
+	if o.record {
+		path, err := rec.write(records)
+		if err != nil {
+			return fmt.Errorf("record the results: %w", err)
+		}
+		fmt.Fprintf(stdout, "results: %s\n", path)
+	}
 	return nil
 }
 

@@ -22,7 +22,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/worker/wazero"
@@ -45,7 +45,8 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	if err != nil && !errors.Is(err, cmdline.ErrDone) {
 		fmt.Fprintln(os.Stderr, "edge:", err)
 		os.Exit(1)
 	}
@@ -78,42 +79,34 @@ type config struct {
 	DialTimeout    time.Duration
 }
 
+// parseConfig reads the settings from args and getenv.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
+	return parseCommandLine(args, getenv, io.Discard)
+}
+
+// parseCommandLine is parseConfig answering -h and -version on stdout,
+// with cmdline.ErrDone.
+func parseCommandLine(args []string, getenv func(string) string, stdout io.Writer) (config, error) {
 	var c config
-	var originAddr, originURL, testClock, instances string
-	settings := []struct {
-		env, flag, def, usage string
-		dst                   *string
-	}{
-		{"LECTERN_EDGE_ADDR", "addr", "127.0.0.1:8787", "edge address", &c.Addr},
-		{"LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (the default of -origin-url)", &originAddr},
-		{"LECTERN_ORIGIN_URL", "origin-url", "", "origin base URL, or several, comma-separated (default: http://<origin-addr>, i.e. http://127.0.0.1:8080)", &originURL},
-		{"LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address (the default issuer)", &c.IdPAddr},
-		{"LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>)", &c.Issuer},
-		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of the issuer (default: <issuer>/.well-known/jwks.json)", &c.JWKSURL},
-		{"LECTERN_AUDIENCE", "audience", "lectern-api", "token audience", &c.Audience},
-		{"LECTERN_SECRET", "secret", "", "deployment secret shared with the origin (default: the contents of " + secretFile + ")", &c.Secret},
-		{"LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links, the origin's (default: one derived from the secret)", &c.URLKeys},
-		{"LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<addr>)", &c.PublicURL},
-		{"LECTERN_EDGE_WASM", "wasm", "build/worker.wasm", "the edge module (make worker builds it)", &c.Wasm},
-		{"LECTERN_EDGE_INSTANCES", "instances", "", "module instances serving in parallel (default: GOMAXPROCS, at most 4)", &instances},
-		{"LECTERN_TEST_CLOCK", "test-clock", "", "1 follows the origin's admin test clock; never in production", &testClock},
-		{"LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address (for the test clock)", &c.AdminAddr},
-		{"LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (for the test clock)", &c.AdminToken},
-	}
-	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
-	for _, s := range settings {
-		def := s.def
-		if v := getenv(s.env); v != "" {
-			def = v
-		}
-		fs.StringVar(s.dst, s.flag, def, s.usage+" ($"+s.env+")")
-	}
-	if err := fs.Parse(args); err != nil {
+	var originAddr, originURL, instances string
+	fs := cmdline.New("edge", getenv)
+	fs.Env(&c.Addr, "LECTERN_EDGE_ADDR", "addr", "127.0.0.1:8787", "edge address")
+	fs.Env(&originAddr, "LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (the default of -origin-url)")
+	fs.Env(&originURL, "LECTERN_ORIGIN_URL", "origin-url", "", "origin base URL, or several, comma-separated (default: http://<origin-addr>, i.e. http://127.0.0.1:8080)")
+	fs.Env(&c.IdPAddr, "LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address (the default issuer)")
+	fs.Env(&c.Issuer, "LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>)")
+	fs.Env(&c.JWKSURL, "LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of the issuer (default: <issuer>/.well-known/jwks.json)")
+	fs.Env(&c.Audience, "LECTERN_AUDIENCE", "audience", "lectern-api", "token audience")
+	fs.Env(&c.Secret, "LECTERN_SECRET", "secret", "", "deployment secret shared with the origin (default: the contents of "+secretFile+")")
+	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links, the origin's (default: one derived from the secret)")
+	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<addr>)")
+	fs.Env(&c.Wasm, "LECTERN_EDGE_WASM", "wasm", "build/worker.wasm", "the edge module (make worker builds it)")
+	fs.Env(&instances, "LECTERN_EDGE_INSTANCES", "instances", "", "module instances serving in parallel (default: GOMAXPROCS, at most 4)")
+	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "follow the origin's admin test clock; never in production")
+	fs.Env(&c.AdminAddr, "LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address (for the test clock)")
+	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (for the test clock)")
+	if err := fs.Parse(args, stdout); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if originURL == "" {
 		originURL = "http://" + originAddr
@@ -141,7 +134,6 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 			return c, err
 		}
 	}
-	c.TestClock = testClock == "1"
 	if c.TestClock && c.AdminToken == "" {
 		return c, errors.New("LECTERN_TEST_CLOCK=1 needs LECTERN_ADMIN_TOKEN to read the origin's clock")
 	}
@@ -169,7 +161,7 @@ func loadSecret(configured string) (string, error) {
 
 // run serves until ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := parseConfig(args, getenv)
+	cfg, err := parseCommandLine(args, getenv, stdout)
 	if err != nil {
 		return err
 	}

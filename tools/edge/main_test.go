@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -122,5 +125,21 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not return after cancel")
+	}
+}
+
+// TestHelpAndVersion: `edge -h` and `edge -version` answer on stdout and
+// start nothing.
+func TestHelpAndVersion(t *testing.T) {
+	for arg, want := range map[string]string{"-h": "$LECTERN_EDGE_WASM", "-version": "edge "} {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{arg}, env(nil), &out)
+		if !errors.Is(err, cmdline.ErrDone) || !strings.Contains(out.String(), want) {
+			t.Errorf("%s: %v\n%s", arg, err, out.String())
+		}
+	}
+	c, err := parseConfig(nil, env(map[string]string{"LECTERN_TEST_CLOCK": "true", "LECTERN_ADMIN_TOKEN": "t"}))
+	if err != nil || !c.TestClock {
+		t.Errorf("LECTERN_TEST_CLOCK=true: %v %v", err, c.TestClock)
 	}
 }

@@ -34,7 +34,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -44,12 +43,15 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/lectern-api/lectern/origin/cmdline"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	if err != nil && !errors.Is(err, cmdline.ErrDone) {
 		fmt.Fprintln(os.Stderr, "stack:", err)
 		os.Exit(1)
 	}
@@ -68,7 +70,7 @@ type policy struct {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("stack", flag.ContinueOnError)
+	fs := cmdline.New("stack", getenv)
 	originBin := fs.String("origin", "build/origin", "the origin command")
 	edgeBin := fs.String("edge", "build/edge", "the edge command")
 	var pol policy
@@ -77,11 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&pol.stable, "stable", time.Minute, "a child that ran this long restarts after the first delay again")
 	fs.IntVar(&pol.giveUp, "give-up", 5, "restarts failing in a row (the child exits before it is ready) that stop the stack")
 	fs.DurationVar(&pol.grace, "grace", 15*time.Second, "time a child has to stop after SIGTERM before it is killed")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args, stdout); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if pol.backoff <= 0 || pol.maxBackoff < pol.backoff || pol.giveUp < 1 || pol.grace <= 0 {
 		return errors.New("want 0 < -backoff <= -max-backoff, -give-up >= 1 and -grace > 0")

@@ -4,10 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
+
+	"io"
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/link"
@@ -58,42 +60,33 @@ type config struct {
 	generatedToken bool
 }
 
-type setting struct {
-	env, flag, def, usage string
-	dst                   *string
+// parseConfig reads the settings from args and getenv.
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	return parseCommandLine(args, getenv, io.Discard)
 }
 
-func parseConfig(args []string, getenv func(string) string) (config, error) {
+// parseCommandLine is parseConfig answering -h and -version on stdout,
+// with cmdline.ErrDone.
+func parseCommandLine(args []string, getenv func(string) string, stdout io.Writer) (config, error) {
 	var c config
-	var testClock string
-	settings := []setting{
-		{"LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (public API, direct mode)", &c.OriginAddr},
-		{"LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address, or off", &c.IdPAddr},
-		{"LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address, or off", &c.AdminAddr},
-		{"LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (generated when empty)", &c.AdminToken},
-		{"LECTERN_DB", "db", "var/lectern.db", "SQLite path or postgres:// URL", &c.DB},
-		{"LECTERN_CORPUS", "corpus", "var/corpus", "corpus directory (generated when missing)", &c.Corpus},
-		{"LECTERN_TEST_CLOCK", "test-clock", "", "1 enables the admin test clock; never in production", &testClock},
-		{"LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>; required with PostgreSQL)", &c.Issuer},
-		{"LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of another issuer (default: the dev identity provider's keys, from the database)", &c.JWKSURL},
-		{"LECTERN_AUDIENCE", "audience", "lectern-api", "token audience", &c.Audience},
-		{"LECTERN_SECRET", "secret", "", "deployment secret, at least 32 characters (default: var/secret, created; required with PostgreSQL)", &c.Secret},
-		{"LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links: the first signs, all verify (default: one derived from the secret)", &c.URLKeys},
-		{"LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)", &c.PublicURL},
-		{"LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms", &c.LicenseURL},
-	}
-	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
-	for _, s := range settings {
-		def := s.def
-		if v := getenv(s.env); v != "" {
-			def = v
-		}
-		fs.StringVar(s.dst, s.flag, def, s.usage+" ($"+s.env+")")
-	}
-	if err := fs.Parse(args); err != nil {
+	fs := cmdline.New("origin", getenv)
+	fs.Env(&c.OriginAddr, "LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (public API, direct mode)")
+	fs.Env(&c.IdPAddr, "LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address, or off")
+	fs.Env(&c.AdminAddr, "LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address, or off")
+	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (generated when empty)")
+	fs.Env(&c.DB, "LECTERN_DB", "db", "var/lectern.db", "SQLite path or postgres:// URL")
+	fs.Env(&c.Corpus, "LECTERN_CORPUS", "corpus", "var/corpus", "corpus directory (generated when missing)")
+	fs.Env(&c.Issuer, "LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>; required with PostgreSQL)")
+	fs.Env(&c.JWKSURL, "LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of another issuer (default: the dev identity provider's keys, from the database)")
+	fs.Env(&c.Audience, "LECTERN_AUDIENCE", "audience", "lectern-api", "token audience")
+	fs.Env(&c.Secret, "LECTERN_SECRET", "secret", "", "deployment secret, at least 32 characters (default: var/secret, created; required with PostgreSQL)")
+	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links: the first signs, all verify (default: one derived from the secret)")
+	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)")
+	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
+	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
+	if err := fs.Parse(args, stdout); err != nil {
 		return c, err
 	}
-	c.TestClock = testClock == "1"
 	if err := c.check(); err != nil {
 		return c, err
 	}

@@ -1,0 +1,109 @@
+// Package cmdline is what Lectern's commands share on their command line
+// (DESIGN.md: operator contract): settings read from an environment
+// variable with a flag mirroring it, switches that are booleans, -h that
+// prints the flags and exits 0, and -version.
+package cmdline
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// FlagSet is a command's flags.
+type FlagSet struct {
+	*flag.FlagSet
+	getenv  func(string) string
+	version bool
+	bad     error // an environment variable a switch cannot read
+}
+
+// New returns the flags of command name, with -version; getenv reads
+// the environment variables that Env and Switch mirror.
+func New(name string, getenv func(string) string) *FlagSet {
+	fs := &FlagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), getenv: getenv}
+	fs.SetOutput(io.Discard) // Parse prints the usage when it is asked for
+	fs.BoolVar(&fs.version, "version", false, "print the version and exit")
+	return fs
+}
+
+// Env defines a string setting: environment variable env, mirrored by
+// the flag name, whose default is env's value when set, else def.
+func (fs *FlagSet) Env(dst *string, env, name, def, usage string) {
+	if v := fs.getenv(env); v != "" {
+		def = v
+	}
+	fs.StringVar(dst, name, def, usage+" ($"+env+")")
+}
+
+// Switch defines a boolean setting: environment variable env, read as
+// strconv.ParseBool reads it ("1", "true", "0", ...), mirrored by the
+// flag name.
+func (fs *FlagSet) Switch(dst *bool, env, name, usage string) {
+	def := false
+	if v := fs.getenv(env); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil && fs.bad == nil {
+			fs.bad = fmt.Errorf("%s=%q: want 1 or 0 (true or false)", env, v)
+		}
+		def = b
+	}
+	fs.BoolVar(dst, name, def, usage+" ($"+env+"=1)")
+}
+
+// ErrDone is Parse's answer when it has answered -h or -version itself:
+// the command has nothing more to do, and exits 0.
+var ErrDone = errors.New("done")
+
+// Parse parses args, refusing positional arguments. It answers -h (the
+// flags, on out) and -version (on out) with ErrDone.
+func (fs *FlagSet) Parse(args []string, out io.Writer) error {
+	err := fs.FlagSet.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(out)
+		fmt.Fprintf(out, "usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return ErrDone
+	case err != nil:
+		return fmt.Errorf("%w (-h lists the flags)", err)
+	case fs.version:
+		fmt.Fprintln(out, Version(fs.Name()))
+		return ErrDone
+	case fs.bad != nil:
+		return fs.bad
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %q (-h lists the flags)", fs.Args())
+	}
+	return nil
+}
+
+// Version describes the running binary: the command, the module version,
+// the commit it was built from (with "+modified" for a dirty tree) and
+// the Go version.
+func Version(name string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return name + " (no build information)"
+	}
+	v := []string{name, bi.Main.Version}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+modified"
+			}
+		}
+	}
+	if rev != "" {
+		v = append(v, "commit "+rev[:min(len(rev), 12)]+modified)
+	}
+	return strings.Join(append(v, bi.GoVersion), " ")
+}
