@@ -58,11 +58,13 @@ func progressScenarios(t *testing.T, o *origin, f fixture) []scenario {
 	t.Helper()
 	f.tokens["learner"] = o.learnerToken(t, f.org, "parity-learner", "progress.read", "progress.write")
 	f.tokens["learner-read"] = o.learnerToken(t, f.org, "parity-learner", "progress.read")
+	mid, msec := o.org(t, `{"orgId":"`+f.org+`-machine","contentGrants":`+allTiers+`}`, "progress.read", "progress.write")
+	f.tokens["machine-progress"] = o.token(t, mid, msec, "progress.read", "progress.write")
 	sub := content.Subjects[0]
 	lesson := fmt.Sprintf("/v1/progress/%s/%s/", sub.Tier, sub.Slug)
 	ct := []string{"Content-Type", "application/json"}
 	return []scenario{
-		{name: "progress PUT, machine token", method: "PUT", target: lesson + "1", auth: "full", hdr: ct, body: `{"score":50}`, status: 403, code: "LEARNER_REQUIRED"},
+		{name: "progress PUT, machine token", method: "PUT", target: lesson + "1", auth: "machine-progress", hdr: ct, body: `{"score":50}`, status: 403, code: "LEARNER_REQUIRED"},
 		{name: "progress PUT, no write scope", method: "PUT", target: lesson + "1", auth: "learner-read", hdr: ct, body: `{"score":50}`, status: 403, code: "insufficient_scope"},
 		{name: "progress PUT, score out of range", method: "PUT", target: lesson + "1", auth: "learner", hdr: ct, body: `{"score":101}`, status: 400, code: "BAD_REQUEST"},
 		{name: "progress PUT, not JSON", method: "PUT", target: lesson + "1", auth: "learner", hdr: ct, body: `score=1`, status: 400, code: "BAD_REQUEST"},
@@ -72,7 +74,7 @@ func progressScenarios(t *testing.T, o *origin, f fixture) []scenario {
 		{name: "progress PUT", method: "PUT", target: lesson + "1", auth: "learner", hdr: ct, body: `{"score":80,"learnerId":"parity-learner"}`, status: 200},
 		{name: "progress PUT, gzip asked", method: "PUT", target: lesson + "2", auth: "learner", hdr: append([]string{"Accept-Encoding", "gzip"}, ct...), body: `{"score":95.5}`, status: 200},
 		{name: "progress PUT, empty body", method: "PUT", target: lesson + "3", auth: "learner", status: 200},
-		{name: "progress GET, machine token", method: "GET", target: "/v1/progress", auth: "full", status: 403, code: "LEARNER_REQUIRED"},
+		{name: "progress GET, machine token", method: "GET", target: "/v1/progress", auth: "machine-progress", status: 403, code: "LEARNER_REQUIRED"},
 		{name: "progress GET", method: "GET", target: "/v1/progress", auth: "learner", status: 200},
 		{name: "progress GET gzip", method: "GET", target: "/v1/progress?limit=2", auth: "learner", hdr: []string{"Accept-Encoding", "gzip"}, status: 200},
 		{name: "progress GET, If-None-Match: *", method: "GET", target: "/v1/progress", auth: "learner", hdr: []string{"If-None-Match", "*"}, status: 304},
