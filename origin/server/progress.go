@@ -168,7 +168,7 @@ func progressTag(req *request, rec *progress.Record, st progress.Streak) string 
 	})
 }
 
-// progressList serves GET /v1/progress: the cursor (400, bills the
+// getProgress serves GET /v1/progress: the cursor (400, bills the
 // call), the record, the ETag (304: one call), one call, the page.
 func (s *Server) getProgress(w http.ResponseWriter, r *http.Request, req *request) error {
 	p, perr := s.openPage(req)
