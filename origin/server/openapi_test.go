@@ -438,6 +438,8 @@ var oaVariants = map[route.ID][]string{
 	route.Media:         {"type=video", "limit=1"},
 	route.Classes:       {"limit=1"},
 	route.TestprepItems: {"section=rw&limit=3"},
+	route.ExportSubject: {"format=inline", "format=zip_url"},
+	route.ExportClass:   {"format=inline"},
 }
 
 // openapiResponses validates real responses of every route this server
@@ -547,6 +549,38 @@ func openapiResponses(t *testing.T, h *harness) {
 		v.check(t, put, "lost race", r)
 	}
 	v.check(t, get, "bad cursor", h.get("/v1/progress?cursor=abc", learner))
+	v.check(t, mint, "body not JSON", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":`)))
+	mintBody := openapitest.Must(json.Marshal(map[string]any{"mediaIds": []string{c.Lessons[0].Media[0].ID}}))
+	for _, o := range []struct {
+		id, code string
+		mod      func(*store.Org)
+	}{
+		{"oa-mint-tier", "TIER_NOT_LICENSED", func(o *store.Org) { o.Grants = nil }},
+		{"oa-mint-hour", "RATE_LIMITED", func(o *store.Org) { o.RateLimits.URLMintsPerHour = prepPtr(0) }},
+		{"oa-mint-month", "QUOTA_EXCEEDED", func(o *store.Org) { o.Quota.Downloads = prepPtr(0) }},
+	} {
+		mtok := h.scopedOrg(o.id, nil, scope.MediaDownload)
+		if _, err := h.store.UpdateOrg(context.Background(), o.id, func(org *store.Org) error { o.mod(org); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		r := h.do("POST", mint.Pattern, mtok, mintBody)
+		if r.errorBody(t).Code != o.code {
+			t.Errorf("mint of %s: %d %s, want %s", o.id, r.status, r.body, o.code)
+		}
+		v.check(t, mint, o.code, r)
+	}
+	// An inline export's revalidation (a zip_url result has no ETag).
+	for _, id := range []route.ID{route.ExportSubject, route.ExportClass} {
+		rt := route.ByID(id)
+		path, _ := oaExample(c, rt)
+		path += map[bool]string{true: "&", false: "?"}[strings.Contains(path, "?")] + "format=inline"
+		tag := h.get(path, tok).header.Get("ETag")
+		r := h.get(path, tok, "If-None-Match", tag)
+		if tag == "" || r.status != 304 {
+			t.Errorf("%s: revalidation of ETag %q: %d", path, tag, r.status)
+		}
+		v.check(t, rt, "inline revalidation", r)
+	}
 	// The test-prep routes' own refusals.
 	items := route.ByID(route.TestprepItems)
 	v.check(t, items, "unknown test", h.get("/v1/testprep/gre/items", tok))

@@ -101,7 +101,7 @@ type handler func(w http.ResponseWriter, r *http.Request, req *request) error
 type endpoint struct {
 	serve handler
 	// validate is set on the routes with a derived validator
-	// (route.Derived): the route's step up to its 304 decision, which
+	// (route.Derived, and route.Inline for format=inline): the route's step up to its 304 decision, which
 	// resolves the target, checks the entitlement and derives the ETag,
 	// and stops there. serve runs the same step and goes on (derived); the
 	// edge's gate call runs only this (edge.go). A refusal on the way is
@@ -135,8 +135,8 @@ func New(cfg Config) *Server {
 		route.Transcript:    derived(s, s.lessonStep, s.lessonTranscript),
 		route.Quiz:          derived(s, s.lessonStep, s.lessonQuiz),
 		route.Media:         derived(s, s.mediaStep, s.lessonMedia),
-		route.ExportSubject: {serve: s.exportSubject}, // Inline validators: 304 decided in the handler
-		route.ExportClass:   {serve: s.exportClass},
+		route.ExportSubject: derived(s, s.exportSubjectStep, s.export), // route.Inline: a tag for format=inline only
+		route.ExportClass:   derived(s, s.exportClassStep, s.export),
 		route.MediaURLs:     withBody(param.ParseMint, s.mint),
 		route.Progress:      {serve: s.getProgress}, // route.Record: the 304 is decided after the record is read
 		route.PutProgress:   s.progressBody(),
