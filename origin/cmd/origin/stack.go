@@ -101,7 +101,11 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err != nil {
 		return nil, err
 	}
-	api := d.API(wiring.Parts{Store: st.store, Meters: st.meters, Auth: verifier, Content: st.content.Load,
+	progress, err := wiring.ProgressOf(st.store)
+	if err != nil {
+		return nil, err
+	}
+	api := d.API(wiring.Parts{Store: st.store, Meters: st.meters, Progress: progress, Auth: verifier, Content: st.content.Load,
 		Now: st.clock.Now, Logger: st.log})
 	adm := admin.Handler(admin.Config{
 		Token:     cfg.AdminToken,
