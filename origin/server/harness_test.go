@@ -153,7 +153,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
-	h.store, h.meters, h.progress = st, ms, newMemProgress()
+	h.store, h.meters, h.progress = st, ms, st
 
 	idpSrv := httptest.NewUnstartedServer(nil)
 	h.issuer = "http://" + idpSrv.Listener.Addr().String()

@@ -657,38 +657,6 @@ func TestProgressPages(t *testing.T) {
 	h.billed("p", before, 1, 0)
 }
 
-// memProgress is a progress.Store in memory, with the compare and swap
-// of the contract.
-type memProgress struct {
-	mu sync.Mutex
-	m  map[[2]string]progress.Record
-}
-
-func newMemProgress() *memProgress { return &memProgress{m: map[[2]string]progress.Record{}} }
-
-func (p *memProgress) Progress(_ context.Context, orgID, learner string) (progress.Record, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	r, ok := p.m[[2]string{orgID, learner}]
-	if !ok {
-		return progress.Record{OrgID: orgID, Learner: learner}, nil
-	}
-	return r.Clone(), nil
-}
-
-func (p *memProgress) SaveProgress(_ context.Context, r progress.Record) (int64, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	k := [2]string{r.OrgID, r.Learner}
-	if p.m[k].Version != r.Version {
-		return 0, progress.ErrConflict
-	}
-	c := r.Clone()
-	c.Version++
-	p.m[k] = c
-	return c.Version, nil
-}
-
 // racingProgress, once armed, lets another app save the learner's record
 // between the server's next read and its save: the server's compare and
 // swap loses.
