@@ -75,6 +75,8 @@
 //	origin/store/pgstore          store.Store and progress.Store over PostgreSQL
 //	origin/store/sqlitestore      store.Store and progress.Store over SQLite
 //	origin/store/storetest        the conformance suite for store.Store
+//	origin/telemetry              the access log, the Prometheus metrics, /healthz and /readyz, the traceparent
+//	origin/telemetry/telemetrytest for tests: a request's access log line, waited for
 //	origin/wiring                 the origin assembled from its parts, for cmd/origin and tools/bench
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's

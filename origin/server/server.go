@@ -22,6 +22,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/front"
@@ -163,6 +164,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &request{id: id, now: s.cfg.Now(), edge: s.fromEdge(r, id)}
+	if req.edge {
+		telemetry.FromContext(r.Context()).SetEdge("forward")
+	}
 	if err := s.serve(w, r, req); err != nil {
 		s.writeError(w, r, id, err)
 	}
@@ -222,6 +226,7 @@ func (s *Server) admit(r *http.Request, req *request) error {
 		if org == nil {
 			return licence.Check(nil, req.now)
 		}
+		telemetry.FromContext(r.Context()).SetOrg(org.ID)
 		// spec: Route rules §8: the licence status answers even when the
 		// organisation is suspended, expired or pre-agreement.
 		if rt.ID != route.License {
@@ -281,6 +286,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 		s.cfg.Logger.Error("internal error", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
 		e = apierr.New(apierr.Internal, "Internal error; it is safe to retry once. Quote the requestId if it persists.")
 	}
+	telemetry.FromContext(r.Context()).SetCode(string(e.Code))
 	h := w.Header()
 	for _, kv := range e.Headers() {
 		h.Set(kv.Name, kv.Value)

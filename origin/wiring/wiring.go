@@ -33,15 +33,16 @@ import (
 )
 
 // OpenStores opens the store and the meters on one database: PostgreSQL
-// for a postgres:// URL, SQLite otherwise. On an error neither is left
-// open.
-func OpenStores(ctx context.Context, dsn string) (store.Store, meter.Store, error) {
+// for a postgres:// URL, SQLite otherwise. onCommit (nil: none) is told of
+// every meter transaction (the origin's metrics, telemetry.MeterCommit).
+// On an error neither is left open.
+func OpenStores(ctx context.Context, dsn string, onCommit func(ops int, took time.Duration, err error)) (store.Store, meter.Store, error) {
 	if IsPostgres(dsn) {
 		s, err := pgstore.New(ctx, dsn)
 		if err != nil {
 			return nil, nil, err
 		}
-		m, err := pgmeter.New(ctx, dsn, pgmeter.Options{})
+		m, err := pgmeter.New(ctx, dsn, pgmeter.Options{OnCommit: onCommit})
 		if err != nil {
 			s.Close()
 			return nil, nil, err
@@ -52,7 +53,7 @@ func OpenStores(ctx context.Context, dsn string) (store.Store, meter.Store, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := sqlitemeter.New(ctx, dsn, sqlitemeter.Options{})
+	m, err := sqlitemeter.New(ctx, dsn, sqlitemeter.Options{OnCommit: onCommit})
 	if err != nil {
 		s.Close()
 		return nil, nil, err

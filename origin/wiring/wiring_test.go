@@ -24,7 +24,7 @@ func TestIsPostgres(t *testing.T) {
 // TestOpenStoresSQLite opens both stores on one SQLite file; PostgreSQL
 // is exercised by origin/cmd/origin's suites under LECTERN_TEST_PG.
 func TestOpenStoresSQLite(t *testing.T) {
-	s, m, err := OpenStores(t.Context(), filepath.Join(t.TempDir(), "lectern.db"))
+	s, m, err := OpenStores(t.Context(), filepath.Join(t.TempDir(), "lectern.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

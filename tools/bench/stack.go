@@ -72,7 +72,7 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	if st.Content, err = server.Build(c); err != nil {
 		return nil, fmt.Errorf("build content: %w", err)
 	}
-	s, m, err := wiring.OpenStores(ctx, filepath.Join(dir, "lectern.db"))
+	s, m, err := wiring.OpenStores(ctx, filepath.Join(dir, "lectern.db"), nil)
 	if err != nil {
 		return nil, fmt.Errorf("open stores: %w", err)
 	}

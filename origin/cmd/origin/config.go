@@ -11,6 +11,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/link"
 )
@@ -25,6 +26,8 @@ type config struct {
 	DB         string // LECTERN_DB: a SQLite path or a postgres:// URL
 	Corpus     string // LECTERN_CORPUS: generated when missing
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
+	LogFormat  string // LECTERN_LOG_FORMAT: json or text
+	LogLevel   string // LECTERN_LOG_LEVEL: debug, info, warn or error
 
 	// Token verification. By default the dev identity provider's: its
 	// tokens carry Issuer and its keys are read from the database, which
@@ -84,6 +87,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)")
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
+	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
+	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
 	if err := fs.Parse(args, stdout); err != nil {
 		return c, err
 	}
@@ -133,6 +138,9 @@ func (c *config) check() error {
 	} else if c.IdPAddr == off && c.Issuer == "" {
 		errs = append(errs, errors.New("LECTERN_ISSUER is required with LECTERN_IDP_ADDR=off: "+
 			"it names the identity provider whose tokens this origin accepts"))
+	}
+	if _, err := telemetry.NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
+		errs = append(errs, err)
 	}
 	if c.URLKeys != "" {
 		keys, err := link.ParseKeys(c.URLKeys)

@@ -17,6 +17,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -37,6 +38,11 @@ type stack struct {
 	meters    meter.Store
 	servers   wiring.Servers // every listener, under config.Limits
 	log       *slog.Logger
+	metrics   *telemetry.Metrics // served at the admin API's GET /metrics
+	health    *telemetry.Health  // /healthz and /readyz on the public API
+	// jwksReady is the readiness check of the token-verification keys
+	// (identity.go).
+	jwksReady func(ctx context.Context) error
 
 	stopWatch func() // stops the test clock's Watch and waits for it
 
@@ -50,7 +56,11 @@ type stack struct {
 // start opens everything and serves in the background. Addresses may be
 // ":0"-style; the bound ones are in the returned stack.
 func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err error) {
-	st := &stack{log: slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	log, err := newLogger(stdout, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{log: log, metrics: telemetry.NewMetrics()}
 	defer func() {
 		if err != nil {
 			st.Close()
@@ -88,7 +98,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 			return nil, err
 		}
 	}
-	if st.store, st.meters, err = wiring.OpenStores(ctx, cfg.DB); err != nil {
+	if st.store, st.meters, err = wiring.OpenStores(ctx, cfg.DB, st.metrics.MeterCommit); err != nil {
 		return nil, err
 	}
 	if err := st.openCorpus(ctx, cfg.Corpus, stdout); err != nil {
@@ -105,8 +115,10 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err != nil {
 		return nil, err
 	}
-	api := d.API(wiring.Parts{Store: st.store, Meters: st.meters, Progress: progress, Auth: verifier, Content: st.content.Load,
-		Now: st.clock.Now, Logger: st.log})
+	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
+	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
+		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log})
+	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
 	adm := admin.Handler(admin.Config{
 		Token:     cfg.AdminToken,
 		Store:     st.store,
@@ -120,9 +132,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		Meters: st.meters,
 		Forensics: &admin.Forensics{Keys: d.Forensic(), Links: d.Links(),
 			TranscriptLesson: api.TranscriptLesson},
-		Logger: st.log,
+		Logger:  st.log,
+		Ready:   func() bool { return len(st.health.Ready(ctx)) == 0 },
+		Metrics: st.metrics.Handler(),
 	})
-	st.servers.Serve(originLn, api)
+	access := &telemetry.Access{Log: st.log, Metrics: st.metrics}
+	st.servers.Serve(originLn, st.health.Wrap(access.Wrap(api)))
 	if idpLn != nil {
 		st.servers.Serve(idpLn, provider.Handler())
 	}
@@ -135,6 +150,43 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	return st, nil
+}
+
+// newLogger is the stack's log (LECTERN_LOG_FORMAT, LECTERN_LOG_LEVEL) on
+// stdout: the access log of the public API and every event. A config
+// made in code rather than parsed (tests) takes the defaults.
+func newLogger(stdout io.Writer, cfg config) (*slog.Logger, error) {
+	format, level := cfg.LogFormat, cfg.LogLevel
+	if format == "" {
+		format = telemetry.DefaultFormat
+	}
+	if level == "" {
+		level = telemetry.DefaultLevel
+	}
+	return telemetry.NewLogger(stdout, format, level)
+}
+
+// readiness is what GET /readyz (and the admin API's health) checks: the
+// database answers, a corpus is loaded, and the token-verification keys
+// are there (identity.go). Each is one small read.
+func (st *stack) readiness() []telemetry.Check {
+	return []telemetry.Check{
+		{Name: "database", Func: func(ctx context.Context) error {
+			// One indexed read; an organisation of that id need not exist.
+			_, err := st.store.GetOrg(ctx, "readyz-probe")
+			if errors.Is(err, store.ErrNotFound) {
+				err = nil
+			}
+			return err
+		}},
+		{Name: "corpus", Func: func(context.Context) error {
+			if st.content.Load() == nil {
+				return errors.New("no corpus loaded")
+			}
+			return nil
+		}},
+		{Name: "jwks", Func: st.jwksReady},
+	}
 }
 
 // deployment is what cfg and the secret make of the origins' common
