@@ -24,6 +24,7 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 	shid "github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -178,12 +179,20 @@ func openapiDocument(t *testing.T, h *harness) {
 		sectionMap[ts.ID] = ids
 	}
 
+	// One operation per route under /v1; beside them only the download
+	// links' GET and HEAD (origin/openapi TestOpenAPIDownloads).
 	ops := 0
-	for _, p := range openapitest.At(doc, "paths").(map[string]any) {
+	for path, p := range openapitest.At(doc, "paths").(map[string]any) {
+		if !strings.HasPrefix(path, "/v1/") {
+			if !strings.HasPrefix(path, link.Prefix) || p.(map[string]any)["get"] == nil || p.(map[string]any)["head"] == nil {
+				t.Errorf("path %s: not a route, nor a download link with GET and HEAD", path)
+			}
+			continue
+		}
 		ops += len(p.(map[string]any))
 	}
 	if ops != len(route.All()) {
-		t.Errorf("%d operations, want one per route (%d)", ops, len(route.All()))
+		t.Errorf("%d operations under /v1/, want one per route (%d)", ops, len(route.All()))
 	}
 	for _, rt := range route.All() {
 		op, _ := openapitest.At(doc, "paths", rt.Pattern, strings.ToLower(rt.Method)).(map[string]any)
@@ -357,37 +366,119 @@ func pointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// check validates one real response of rt: its status must be documented,
-// the API headers it carries must be documented, and its body must fit the
-// documented schema (a 304 has none).
+// check validates one real response of rt (checkOp).
 func (v *oaValidator) check(t *testing.T, rt *route.Route, what string, r resp) {
 	t.Helper()
-	method := strings.ToLower(rt.Method)
-	doc := openapitest.At(v.doc, "paths", rt.Pattern, method, "responses", strconv.Itoa(r.status))
-	if doc == nil {
-		t.Errorf("%s %s (%s): status %d is not documented: %.300s", rt.Method, rt.Pattern, what, r.status, r.body)
-		return
-	}
-	for _, name := range []string{"ETag", "X-Service-Content-Version", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id"} {
-		if r.header.Get(name) != "" && openapitest.At(doc, "headers", name) == nil {
-			t.Errorf("%s %s (%s): %d carries %s, which is not documented", rt.Method, rt.Pattern, what, r.status, name)
-		}
-	}
-	if r.status == 304 {
-		if len(r.body) != 0 {
-			t.Errorf("%s %s (%s): 304 with a body", rt.Method, rt.Pattern, what)
-		}
-		return
-	}
-	if err := v.validate(t, rt, r.status, r.body); err != nil {
-		t.Errorf("%s %s (%s): %d body does not fit the description:\n%v\nbody: %.500s", rt.Method, rt.Pattern, what, r.status, err, r.body)
+	v.checkOp(t, rt.Pattern, rt.Method, what, r)
+}
+
+// checkOp validates one real response of the operation method pattern
+// (a route's, or a download link's, which no route describes): it
+// reports every problem.
+func (v *oaValidator) checkOp(t *testing.T, pattern, method, what string, r resp) {
+	t.Helper()
+	for _, p := range v.problems(t, pattern, method, r) {
+		t.Errorf("%s %s (%s): %s", method, pattern, what, p)
 	}
 }
 
-// validate checks body against the schema of rt's response status.
+// oaCheckedHeaders are the headers a response may carry only where the
+// description declares them.
+var oaCheckedHeaders = []string{"ETag", "X-Service-Content-Version", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id",
+	"Accept-Ranges", "Content-Range", "Content-Disposition"}
+
+// problems is what does not fit in one real response of the operation:
+// its status must be documented; the checked headers it carries must be
+// documented, those documented as required must be there, and each
+// documented one it carries must fit its schema; its Content-Type must be
+// a documented media type and a JSON body must fit that type's schema. A
+// 304 and a HEAD's answer have no body.
+func (v *oaValidator) problems(t *testing.T, pattern, method string, r resp) []string {
+	t.Helper()
+	var out []string
+	bad := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	at := "#/paths/" + pointerEscape(pattern) + "/" + strings.ToLower(method) + "/responses/" + strconv.Itoa(r.status)
+	doc, _ := openapitest.At(v.doc, "paths", pattern, strings.ToLower(method), "responses", strconv.Itoa(r.status)).(map[string]any)
+	if doc == nil {
+		bad("status %d is not documented: %.300s", r.status, r.body)
+		return out
+	}
+	hs, _ := doc["headers"].(map[string]any)
+	for _, name := range oaCheckedHeaders {
+		if r.header.Get(name) != "" && hs[name] == nil {
+			bad("%d carries %s, which is not documented", r.status, name)
+		}
+	}
+	for name, h := range hs {
+		loc := at + "/headers/" + pointerEscape(name)
+		if ref, ok := openapitest.At(h, "$ref").(string); ok {
+			loc = ref
+			h = openapitest.At(v.doc, "components", "headers", strings.TrimPrefix(ref, "#/components/headers/"))
+		}
+		val := r.header.Get(name)
+		if val == "" {
+			if openapitest.At(h, "required") == true {
+				bad("%d lacks %s, documented as required", r.status, name)
+			}
+			continue
+		}
+		inst := any(val)
+		if openapitest.At(h, "schema", "type") == "integer" {
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				bad("%d: %s %q is not an integer", r.status, name, val)
+				continue
+			}
+			inst = json.Number(strconv.FormatInt(n, 10))
+		}
+		if err := v.schema(t, oaDocURL+loc+"/schema").Validate(inst); err != nil {
+			bad("%d: %s %q does not fit its schema: %v", r.status, name, val, err)
+		}
+	}
+	if r.status == 304 || method == "HEAD" {
+		if len(r.body) != 0 {
+			bad("%d with a body", r.status)
+		}
+		return out
+	}
+	content, _ := doc["content"].(map[string]any)
+	if len(r.body) == 0 && content == nil {
+		return out
+	}
+	mt, _, _ := strings.Cut(r.header.Get("Content-Type"), ";")
+	mt = strings.TrimSpace(mt)
+	if content[mt] == nil {
+		bad("%d: Content-Type %q is not documented", r.status, r.header.Get("Content-Type"))
+		return out
+	}
+	if mt == "application/json" {
+		if err := v.validateAt(t, at+"/content/"+pointerEscape(mt)+"/schema", r.body); err != nil {
+			bad("%d body does not fit the description:\n%v\nbody: %.500s", r.status, err, r.body)
+		}
+	}
+	return out
+}
+
+// validate checks body against the JSON schema of rt's response status.
 func (v *oaValidator) validate(t *testing.T, rt *route.Route, status int, body []byte) error {
 	t.Helper()
-	loc := oaDocURL + "#/paths/" + pointerEscape(rt.Pattern) + "/" + strings.ToLower(rt.Method) + "/responses/" + strconv.Itoa(status) + "/content/application~1json/schema"
+	return v.validateAt(t, "#/paths/"+pointerEscape(rt.Pattern)+"/"+strings.ToLower(rt.Method)+"/responses/"+strconv.Itoa(status)+"/content/application~1json/schema", body)
+}
+
+// validateAt checks a JSON body against the schema at the document's
+// pointer ptr.
+func (v *oaValidator) validateAt(t *testing.T, ptr string, body []byte) error {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return v.schema(t, oaDocURL+ptr).Validate(inst)
+}
+
+// schema compiles the schema at loc once.
+func (v *oaValidator) schema(t *testing.T, loc string) *jsonschema.Schema {
+	t.Helper()
 	sch := v.schemas[loc]
 	if sch == nil {
 		var err error
@@ -396,11 +487,7 @@ func (v *oaValidator) validate(t *testing.T, rt *route.Route, status int, body [
 		}
 		v.schemas[loc] = sch
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	return sch.Validate(inst)
+	return sch
 }
 
 // example is a valid request of rt over corpus c: path values of the
