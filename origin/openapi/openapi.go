@@ -6,7 +6,9 @@
 // comes from the loaded corpus (spec: route 1, "enumerated tiers and
 // test-prep values are derived from the deployed corpus"), and its
 // contentVersion is in info.x-content-version, so the bytes, and the ETag
-// hashed from them, move with the corpus (spec: Versioning §4).
+// hashed from them, move with the corpus (spec: Versioning §4). Beside
+// the table's routes it describes the signed download links under
+// /files/ (oaDownloads), which no route row holds.
 // origin/server serves the document.
 package openapi
 
@@ -155,16 +157,17 @@ func oaEnumsOf(c *corpus.Corpus) oaEnums {
 	for _, t := range c.Tiers {
 		e.tiers = append(e.tiers, t.Name)
 	}
-	seen := map[string]bool{}
+	mimes := map[string]bool{}
 	for _, l := range c.Lessons {
 		for _, m := range l.Media {
-			if !seen["mime:"+m.MIME] {
-				seen["mime:"+m.MIME] = true
+			if !mimes[m.MIME] {
+				mimes[m.MIME] = true
 				e.mimes = append(e.mimes, m.MIME)
 			}
 		}
 	}
 	slices.Sort(e.mimes)
+	seen := map[string]bool{}
 	for _, t := range c.Tests {
 		e.tests = append(e.tests, t.ID)
 		e.byTest[t.ID] = t.SectionIDs()
@@ -178,8 +181,8 @@ func oaEnumsOf(c *corpus.Corpus) oaEnums {
 	return e
 }
 
-// Build generates the description of every route in the table for
-// corpus c.
+// Build generates the description of every route in the table, and of
+// the download links, for corpus c.
 func Build(c *corpus.Corpus) *Doc {
 	e := oaEnumsOf(c)
 	paths := oaObj{}
