@@ -80,7 +80,8 @@ func killEnv(dir, db string, over ...string) []string {
 }
 
 // killChild returns a function that starts a child origin on env (each
-// call a new process on the same database) and returns it with its URLs.
+// call a new process on the same database) and returns it with its URLs;
+// a child still running when the test ends is killed then.
 func killChild(t *testing.T, env []string) func() (*exec.Cmd, []string) {
 	return func() (*exec.Cmd, []string) {
 		t.Helper()
@@ -88,6 +89,7 @@ func killChild(t *testing.T, env []string) func() (*exec.Cmd, []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd, urls
 	}
 }
@@ -154,8 +156,7 @@ func TestSIGKILLKeepsAcknowledgedCalls(t *testing.T) {
 		t.Fatal("no request was acknowledged before the kill")
 	}
 
-	cmd, urls = child()
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	_, urls = child()
 	s.AdminURL = urls[2]
 	calls := int64(s.calls("acme"))
 	t.Logf("acknowledged %d, sent %d, counted after restart %d", acked.Load(), sent.Load(), calls)
