@@ -18,7 +18,7 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
 	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString \
 	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan ./worker/pipeline:FuzzDecode \
-	./shared/link:FuzzParse ./origin/forensic:FuzzDetect
+	./shared/link:FuzzParse ./origin/forensic:FuzzDetect ./origin/progress:FuzzDecode
 
 .DEFAULT_GOAL := help
 .PHONY: help run test check bench corpus fuzz
@@ -74,7 +74,7 @@ worker-tinygo: ## build/worker-tinygo.wasm with TinyGo (tools/tinygo/build.sh in
 
 # Packages whose tests exercise concurrency run again under the race
 # detector (it needs cgo; skipped when there is no C compiler).
-RACE := ./origin/meter/... ./origin/store/... ./origin/auth/... ./origin/server/... ./origin/lessondoc/... ./origin/search/... ./origin/openapi/... \
+RACE := ./origin/meter/... ./origin/store/... ./origin/progress/... ./origin/auth/... ./origin/server/... ./origin/lessondoc/... ./origin/search/... ./origin/openapi/... \
 	./origin/clock/... ./origin/idp/... ./origin/httpsrv/... ./origin/export/...
 
 test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say when they skip)

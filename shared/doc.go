@@ -67,13 +67,16 @@
 //	origin/openapi                the OpenAPI description, generated from the route table and the corpus
 //	origin/openapi/openapitest    walking a decoded description, for the generator's and the route's tests
 //	origin/progress               the learner's progress record, its rules (XP, streak) and its store contract
+//	origin/progress/progresstest  the conformance suite for progress.Store
 //	origin/search                 the search engine: the trigram index over the searched fields
 //	origin/search/searchtest      the reference search the engine and the route are held to
 //	origin/server                 the public API: the request pipeline and the handlers
 //	origin/store                  the persistence contract: organisations, clients, keys, codes
-//	origin/store/pgstore          store.Store over PostgreSQL
-//	origin/store/sqlitestore      store.Store over SQLite
+//	origin/store/pgstore          store.Store and progress.Store over PostgreSQL
+//	origin/store/sqlitestore      store.Store and progress.Store over SQLite
 //	origin/store/storetest        the conformance suite for store.Store
+//	origin/telemetry              the access log, the Prometheus metrics, /healthz and /readyz, the traceparent
+//	origin/telemetry/telemetrytest for tests: a request's access log line, waited for
 //	origin/wiring                 the origin assembled from its parts, for cmd/origin and tools/bench
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's

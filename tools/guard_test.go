@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,4 +84,52 @@ func modulePath(t *testing.T, root string) string {
 	}
 	t.Fatal("go.mod names no module")
 	return ""
+}
+
+// TestReadmeListsEveryVariable fails when a non-test Go file names a
+// LECTERN_ environment variable that README.md does not: the commands
+// read their settings from the environment, and the README is where a
+// user finds them. Test-support packages (their directory ends in
+// "test") are left out: their variables are the tests' own.
+func TestReadmeListsEveryVariable(t *testing.T) {
+	const root = ".."
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`"(LECTERN_[A-Z0-9_]+)"`)
+	found := map[string]string{} // variable: a file naming it
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || strings.HasSuffix(d.Name(), "test")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range name.FindAllStringSubmatch(string(b), -1) {
+			found[m[1]] = filepath.ToSlash(p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found["LECTERN_DB"] == "" {
+		t.Fatal("no file names LECTERN_DB: the walk checked nothing")
+	}
+	for v, file := range found {
+		if !regexp.MustCompile("`" + v + "`").Match(readme) {
+			t.Errorf("%s reads %s, which README.md does not list", file, v)
+		}
+	}
 }

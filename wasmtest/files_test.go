@@ -119,3 +119,83 @@ func TestExportLinkThroughTheEdge(t *testing.T) {
 		}
 	})
 }
+
+// TestInlineExportThroughTheEdge (issue #16, point 3): an inline export's
+// conditional request whose ETag matches (or is *) is answered 304 by the
+// edge after one gate call, no forward, with the origin's own 304
+// headers, billing one call and nothing else (no export, no download, no
+// ledger row); a tag that does not match is forwarded. A zip_url export
+// has no validator: its If-None-Match: * is forwarded and exported.
+func TestInlineExportThroughTheEdge(t *testing.T) {
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	forEachBuild(t, func(t *testing.T, b *build) {
+		o := shared(t)
+		org := "inline-gate-" + b.name
+		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.export")
+		tok := o.token(t, id, sec, "content.export")
+		e := newEdge(t, b, o, nil)
+		sub := content.Subjects[0]
+		n := 0
+		get := func(base, target string, hdr ...string) answer {
+			t.Helper()
+			n++
+			return do(t, base, "GET", target, "", append([]string{"Authorization", "Bearer " + tok,
+				"X-Request-Id", "inline-gate-" + b.name + "-" + strconv.Itoa(n)}, hdr...)...)
+		}
+		// usage is the organisation's calls, exports, downloads and
+		// ledger rows.
+		usage := func() [4]float64 {
+			t.Helper()
+			_, m := o.adminCall(t, "GET", "/admin/v1/orgs/"+org, "")
+			month := m["meters"].(map[string]any)["month"].(map[string]any)
+			_, l := o.adminCall(t, "GET", "/admin/v1/orgs/"+org+"/ledger", "")
+			rows, _ := l["items"].([]any)
+			return [4]float64{month["calls"].(float64), month["exports"].(float64), month["downloads"].(float64), float64(len(rows))}
+		}
+		for _, target := range []string{
+			"/v1/exports/subjects/" + sub.Slug + "?tier=" + sub.Tier + "&format=inline",
+			"/v1/exports/classes/" + sub.Tier + "/" + sub.Slug + "/1?format=inline",
+		} {
+			first := get(e.url, target)
+			tag := first.header.Get("ETag")
+			if first.status != 200 || tag == "" {
+				t.Fatalf("GET %s through the edge: %d, ETag %q: %.300s", target, first.status, tag, first.body)
+			}
+			for _, inm := range []string{tag, "*"} {
+				before, st := usage(), e.host.Stats()
+				viaEdge := get(e.url, target, "If-None-Match", inm)
+				after, st2 := usage(), e.host.Stats()
+				if viaEdge.status != 304 || len(viaEdge.body) != 0 {
+					t.Fatalf("%s, If-None-Match %s through the edge: %d %.300s", target, inm, viaEdge.status, viaEdge.body)
+				}
+				if st2.Forwards != st.Forwards || st2.Subrequests != st.Subrequests+1 {
+					t.Errorf("%s, If-None-Match %s: %d forwards, %d other subrequests; want 0 and 1 (the gate)",
+						target, inm, st2.Forwards-st.Forwards, st2.Subrequests-st.Subrequests)
+				}
+				if want := [4]float64{before[0] + 1, before[1], before[2], before[3]}; after != want {
+					t.Errorf("%s, If-None-Match %s: calls, exports, downloads, ledger rows %v → %v; want one call only", target, inm, before, after)
+				}
+				n-- // the same X-Request-Id
+				compare(t, "304 "+target, viaEdge, get(o.api, target, "If-None-Match", inm))
+			}
+			st := e.host.Stats()
+			if r := get(e.url, target, "If-None-Match", `W/"0000000000000000"`); r.status != 200 || e.host.Stats().Forwards != st.Forwards+1 {
+				t.Errorf("%s, another tag: %d, %d forwards", target, r.status, e.host.Stats().Forwards-st.Forwards)
+			}
+		}
+
+		zipURL := "/v1/exports/classes/" + sub.Tier + "/" + sub.Slug + "/1"
+		before, st := usage(), e.host.Stats()
+		if r := get(e.url, zipURL, "If-None-Match", "*"); r.status != 200 || r.header.Get("ETag") != "" {
+			t.Errorf("zip_url, If-None-Match: * through the edge: %d, ETag %q", r.status, r.header.Get("ETag"))
+		}
+		if after := usage(); after != [4]float64{before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1} {
+			t.Errorf("zip_url, If-None-Match: *: calls, exports, downloads, ledger rows %v → %v; want one of each", before, after)
+		}
+		if s := e.host.Stats(); s.Forwards != st.Forwards+1 || s.Subrequests != st.Subrequests {
+			t.Errorf("zip_url, If-None-Match: *: %d forwards, %d other subrequests; want 1 and 0", s.Forwards-st.Forwards, s.Subrequests-st.Subrequests)
+		}
+	})
+}

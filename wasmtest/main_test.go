@@ -193,7 +193,7 @@ type origin struct {
 // start their own.
 func shared(t *testing.T) *origin {
 	t.Helper()
-	sharedOnce.Do(func() { sharedOrigin, sharedErr = launch(filepath.Join(tmp, "shared")) })
+	sharedOnce.Do(func() { sharedOrigin, sharedErr = launch(filepath.Join(tmp, "shared"), nil) })
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
@@ -203,7 +203,7 @@ func shared(t *testing.T) *origin {
 // startOrigin starts an origin of the test's own, stopped at cleanup.
 func startOrigin(t *testing.T) *origin {
 	t.Helper()
-	o, err := launch(t.TempDir())
+	o, err := launch(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,23 @@ func startOrigin(t *testing.T) *origin {
 	return o
 }
 
-func launch(dir string) (*origin, error) {
+// startOriginLog is startOrigin keeping the origin's log, its access
+// lines included, in the returned buffer.
+func startOriginLog(t *testing.T) (*origin, *logbuf.Buffer) {
+	t.Helper()
+	log := new(logbuf.Buffer)
+	o, err := launch(t.TempDir(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.stop)
+	return o, log
+}
+
+// launch starts an origin on dir. Its log (stdout, once it serves) goes
+// to log at level info; with a nil log it is discarded, at level warn,
+// so that the suite's many requests do not each write an access line.
+func launch(dir string, log io.Writer) (*origin, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -225,6 +241,10 @@ func launch(dir string) (*origin, error) {
 	cmd.Env = append(cmd.Env, "LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_ADDR=127.0.0.1:0", "LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
 		"LECTERN_CORPUS="+corpusDir, "LECTERN_SECRET="+secret, "LECTERN_TEST_CLOCK=1")
+	if log == nil {
+		log = io.Discard
+		cmd.Env = append(cmd.Env, "LECTERN_LOG_LEVEL=warn")
+	}
 	o := &origin{cmd: cmd, stderr: new(logbuf.Buffer)}
 	cmd.Stderr = o.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -249,7 +269,7 @@ func launch(dir string) (*origin, error) {
 			}
 		}
 	}
-	go io.Copy(io.Discard, stdout)
+	go io.Copy(log, stdout)
 	if o.api == "" || o.idp == "" || o.admin == "" {
 		o.stop()
 		return nil, fmt.Errorf("the origin did not print its addresses:\n%s", o.stderr)

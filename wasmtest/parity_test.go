@@ -11,6 +11,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/shared/link"
 )
 
 // scenario is one request made through the edge and directly to the
@@ -156,6 +159,8 @@ func TestParity(t *testing.T) {
 		e := newEdge(t, b, o, nil)
 		scenarios := fixedScenarios()
 		scenarios = append(scenarios, servedScenarios(t, o, f)...)
+		scenarios = append(scenarios, progressScenarios(t, o, f)...)
+		scenarios = append(scenarios, fileScenarios(t, o, f)...)
 		parity(t, e, o, f.tokens, "p"+b.name, scenarios)
 		if st := e.host.Stats(); st.Failures != 0 {
 			t.Errorf("the host failed %d requests", st.Failures)
@@ -250,9 +255,10 @@ func fixedScenarios() []scenario {
 // two requests may be a second apart).
 var mintFresh = regexp.MustCompile(`x=[0-9]+&r=[0-9]+|&s=[A-Za-z0-9_-]+|"expiresAt":"[^"]*"`)
 
-// servedScenarios asks for every GET route of the OpenAPI document with
-// real path values, plainly and compressed. A route the origin does not
-// serve yet answers 404, through the edge as directly.
+// servedScenarios asks for every GET route of the OpenAPI document (its
+// paths under /v1/) with real path values, plainly and compressed. A
+// route the origin does not serve yet answers 404, through the edge as
+// directly.
 func servedScenarios(t *testing.T, o *origin, f fixture) []scenario {
 	t.Helper()
 	doc := do(t, o.api, "GET", "/v1/openapi.json", "")
@@ -282,7 +288,9 @@ func servedScenarios(t *testing.T, o *origin, f fixture) []scenario {
 	}
 	var paths []string
 	for p, ops := range spec.Paths {
-		if _, ok := ops["get"]; ok {
+		// The download links under /files/ are described too; they need a
+		// signed link, which fileScenarios mints.
+		if _, ok := ops["get"]; ok && strings.HasPrefix(p, "/v1/") {
 			paths = append(paths, p)
 		}
 	}
@@ -308,4 +316,49 @@ func servedScenarios(t *testing.T, o *origin, f fixture) []scenario {
 	}
 	t.Logf("%d GET routes, %d served", len(paths), served)
 	return out
+}
+
+// fileScenarios are download links (/files/): a media link's GET, HEAD,
+// ranges (206, 416) and revalidation, which the edge forwards, and the
+// refusals it answers itself (altered, unknown key, expired: 404; a
+// method other than GET or HEAD: 405); a valid link to an asset the
+// corpus lacks (the origin's 404); and an export's zip link, GET and HEAD
+// (whose Content-Length is the zip's). Links are signed with the key
+// both tiers derive from the secret, on the origin's clock.
+func fileScenarios(t *testing.T, o *origin, f fixture) []scenario {
+	t.Helper()
+	keys := link.Derived([]byte(secret))
+	m := content.Lessons[0].Media[0]
+	sign := func(media string, ttl time.Duration) string {
+		return keys.Sign(link.Link{Kind: link.Media, Expires: o.now().Add(ttl).Unix(), Row: 1, Name: "asset", Media: media})
+	}
+	good := sign(m.ID, time.Hour)
+	size := fmt.Sprint(m.Bytes)
+	sub := content.Subjects[0]
+	x := do(t, o.api, "GET", "/v1/exports/classes/"+sub.Tier+"/"+sub.Slug+"/1", "", "Authorization", "Bearer "+f.tokens["full"])
+	var res struct{ URL string }
+	i := strings.Index(string(x.body), link.Prefix)
+	if x.status != 200 || json.Unmarshal(x.body, &res) != nil || i < 0 {
+		t.Fatalf("export: %d %s", x.status, x.body)
+	}
+	zipLink := res.URL[strings.Index(res.URL, link.Prefix):]
+	return []scenario{
+		{name: "media link", method: "GET", target: good, status: 200},
+		{name: "media link, HEAD", method: "HEAD", target: good, status: 200},
+		{name: "media link, range", method: "GET", target: good, hdr: []string{"Range", "bytes=2-5"}, status: 206},
+		{name: "media link, suffix range", method: "GET", target: good, hdr: []string{"Range", "bytes=-3"}, status: 206},
+		{name: "media link, range past the end", method: "GET", target: good, hdr: []string{"Range", "bytes=" + size + "-"}, status: 416},
+		{name: "media link, If-None-Match: *", method: "GET", target: good, hdr: []string{"If-None-Match", "*"}, status: 304},
+		{name: "media link, with a token", method: "GET", target: good, auth: "content", status: 200},
+		{name: "media link, altered", method: "GET", target: strings.Replace(good, "&r=1&", "&r=2&", 1), status: 404, code: "NOT_FOUND"},
+		{name: "media link, altered, HEAD", method: "HEAD", target: strings.Replace(good, "&r=1&", "&r=2&", 1), status: 404},
+		{name: "media link, unknown key", method: "GET", target: strings.Replace(good, "?k=s&", "?k=gone&", 1), status: 404, code: "NOT_FOUND"},
+		{name: "media link, expired", method: "GET", target: sign(m.ID, -time.Second), status: 404, code: "NOT_FOUND"},
+		{name: "media link, POST", method: "POST", target: good, status: 405, code: "METHOD_NOT_ALLOWED"},
+		{name: "media link, DELETE", method: "DELETE", target: good, status: 405, code: "METHOD_NOT_ALLOWED"},
+		{name: "media link, asset not in the corpus", method: "GET", target: sign(sub.Lessons[0].ID+"#no-such-card#video", time.Hour), status: 404, code: "NOT_FOUND"},
+		{name: "malformed link", method: "GET", target: link.Prefix + "m/x", status: 404, code: "NOT_FOUND"},
+		{name: "export link", method: "GET", target: zipLink, status: 200},
+		{name: "export link, HEAD", method: "HEAD", target: zipLink, status: 200},
+	}
 }

@@ -1,8 +1,8 @@
 // Package admin is the operator's admin API (DESIGN.md: operator contract),
 // served on its own listener (LECTERN_ADMIN_ADDR, loopback by default):
 // organisations and their plans, OAuth clients, the export ledger, leak
-// forensics, corpus reload, health and, with LECTERN_TEST_CLOCK=1 only,
-// the test clock.
+// forensics, corpus reload, health, the Prometheus metrics (GET /metrics)
+// and, with LECTERN_TEST_CLOCK=1 only, the test clock.
 //
 // Every call needs "Authorization: Bearer <LECTERN_ADMIN_TOKEN>"; the token
 // is checked before routing, so nothing about the admin surface (not even
@@ -78,6 +78,10 @@ type Config struct {
 	Forensics *Forensics
 	// Logger receives the access log and the causes of 500s (nil: none).
 	Logger *slog.Logger
+	// Metrics, when set, is served at GET /metrics (Prometheus), behind
+	// the admin token like every call: a scraper is given it as its
+	// bearer token (docs/operations.md, Metrics).
+	Metrics http.Handler
 }
 
 // Orgs is the origin's side of an organisation (server.Server provides
@@ -130,6 +134,9 @@ func Handler(cfg Config) http.Handler {
 	}
 	if cfg.Reload != nil {
 		a.handle("POST /admin/v1/corpus/reload", a.reload)
+	}
+	if cfg.Metrics != nil {
+		a.mux.Handle("GET /metrics", cfg.Metrics)
 	}
 	if cfg.TestClock {
 		a.handle("GET /admin/v1/clock", a.getClock)

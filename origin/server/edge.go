@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
@@ -43,6 +44,7 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeError(w, r, id, apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json."))
 		return
 	}
+	telemetry.FromContext(r.Context()).SetEdge("gate")
 	u, err := url.ParseRequestURI(target)
 	if err != nil || !strings.HasPrefix(u.Path, "/v1/") {
 		s.writeError(w, r, id, apierr.New(apierr.BadRequest, edgesig.TargetHeader+" is not a /v1 request target."))

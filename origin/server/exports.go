@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,11 +27,13 @@ import (
 // routes resolve theirs — 400 AMBIGUOUS_SUBJECT or BAD_LESSON_ID (bills
 // the call) → entitlement (403, free) → existence (404 UNKNOWN_SUBJECT or
 // LESSON_NOT_FOUND, bills the call only: an export is never a lesson
-// read, nor seen by the enumeration alarm). Then format=zip_url bills the
+// read, nor seen by the enumeration alarm): the routes' steps, with a
+// derived ETag for format=inline only, so an inline export's 304 is
+// decided before any work, by the handler or by the edge's gate call
+// (validator.go, edge.go), for one call. Then format=zip_url bills the
 // export and answers a signed link (no-store, no ETag, never 304), and
-// format=inline decides its 304 on a derived ETag (one call), builds the
-// bundle into the body, measuring it against the ceiling (413 bills the
-// call only), and only then bills the export.
+// format=inline builds the bundle into the body, measuring it against the
+// ceiling (413 bills the call only), and only then bills the export.
 
 // exportLinkTTL is how long an export's link stays valid (spec: Limits,
 // Export URL lifetime).
@@ -62,35 +65,46 @@ type exportTarget struct {
 	ref    string
 }
 
-// exportSubject serves GET /v1/exports/subjects/{subjectSlug}: the
-// subject is resolved by the subject route's step.
-func (s *Server) exportSubject(w http.ResponseWriter, r *http.Request, req *request) error {
+// exportSubjectStep is the step of GET /v1/exports/subjects/{subjectSlug}
+// (validator.go): the subject is resolved by the subject route's step.
+func (s *Server) exportSubjectStep(r *http.Request, req *request) (exportTarget, error) {
 	t, err := s.subjectStep(r, req)
 	if err != nil {
-		return err
+		return exportTarget{}, err
 	}
-	return s.export(w, r, req, exportTarget{t.tagged, export.Target{Subject: t.sub}, t.sub.Ref()})
+	return newExportTarget(req, export.Target{Subject: t.sub}, t.sub.Ref()), nil
 }
 
-// exportClass serves GET /v1/exports/classes/{tier}/{subjectSlug}/{classNum}.
-func (s *Server) exportClass(w http.ResponseWriter, r *http.Request, req *request) error {
+// exportClassStep is the step of
+// GET /v1/exports/classes/{tier}/{subjectSlug}/{classNum}.
+func (s *Server) exportClassStep(r *http.Request, req *request) (exportTarget, error) {
 	lid, err := s.lessonID(r, req)
 	if err != nil {
-		return err
+		return exportTarget{}, err
 	}
 	sub := req.corpus.Subject(lid.Tier, lid.Slug)
 	if sub == nil || lid.Class > len(sub.Lessons) {
-		return s.billCallAnd(r, req, lessonNotFound(lid, sub))
+		return exportTarget{}, s.billCallAnd(r, req, lessonNotFound(lid, sub))
 	}
-	return s.export(w, r, req, exportTarget{tagged{derivedETag(req)}, export.Target{Subject: sub, Class: lid.Class}, lid.String()})
+	return newExportTarget(req, export.Target{Subject: sub, Class: lid.Class}, lid.String()), nil
 }
 
-// export answers a resolved export in the requested format.
+// newExportTarget is a resolved export of target. Only format=inline has
+// a validator (route.Inline): a zip_url result has no ETag, so its tag is
+// "", which nothing matches, If-None-Match: * included, and the edge's
+// gate answers 412 (not a 304) to it.
+func newExportTarget(req *request, target export.Target, ref string) exportTarget {
+	var tag string
+	if req.params.Get("format") == "inline" {
+		tag = derivedETag(req)
+	}
+	return exportTarget{tagged{tag}, target, ref}
+}
+
+// export answers a resolved export in the requested format, after the
+// 304 decision (derived).
 func (s *Server) export(w http.ResponseWriter, r *http.Request, req *request, t exportTarget) error {
 	if req.params.Get("format") == "inline" {
-		if notModified(r, t.tag) {
-			return s.answerNotModified(w, r, req, t.tag, http.StatusNotModified)
-		}
 		return s.exportInline(w, r, req, t)
 	}
 	return s.exportLink(w, r, req, t)
@@ -218,8 +232,10 @@ func (s *Server) exporter(ct *Content) *export.Builder {
 }
 
 // serveExportLink serves a valid export link (files.go): the zip, built
-// as it is sent (export.WriteZip streams it one file at a time), with
-// every download of the link until it expires; unmetered. The bundle is
+// as it is sent (export.WriteZip streams it one file at a time, so a GET
+// has no Content-Length), with every download of the link until it
+// expires; unmetered. A HEAD builds the zip too, into a counter, to send
+// the Content-Length a GET's bytes add up to. The bundle is
 // rebuilt from what the link carries and the organisation as it is now
 // (its name and licence agreement), so a link of another contentVersion
 // than the one served, of a target the corpus no longer holds, or of an
@@ -240,11 +256,22 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 	h := w.Header()
 	h.Set("Content-Type", "application/zip")
 	h.Set("Content-Disposition", `attachment; filename="`+l.Name+`"`) // a link's name is a safe file name (link.CleanName)
+	bundle := s.bundle(org, scope.Parse(x.Scopes), target)
 	if r.Method == http.MethodHead {
+		// The zip's exact size, which a GET of the link sends: the bundle
+		// is deterministic, so it is built and counted, not held.
+		n, err := s.exporter(ct).WriteZip(io.Discard, bundle)
+		if err != nil {
+			h.Del("Content-Type")
+			h.Del("Content-Disposition")
+			s.writeError(w, r, id, err)
+			return
+		}
+		h.Set("Content-Length", strconv.FormatInt(n.Bytes, 10))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if _, err := s.exporter(ct).WriteZip(w, s.bundle(org, scope.Parse(x.Scopes), target)); err != nil && !clientGone(r) {
+	if _, err := s.exporter(ct).WriteZip(w, bundle); err != nil && !clientGone(r) {
 		// The status is sent: the client sees a truncated zip.
 		s.cfg.Logger.Error("export download failed", "requestId", id, "err", err)
 	}

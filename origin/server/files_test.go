@@ -294,3 +294,31 @@ func TestFilesLocationUnderAFile(t *testing.T) {
 		t.Errorf("got %d, %d bytes; want the synthetic %d", r.status, len(r.body), m.Bytes)
 	}
 }
+
+// A HEAD of an export link answers the Content-Length of the zip a GET of
+// it sends, byte for byte (the bundle is deterministic, so HEAD builds
+// and counts it), unmetered like the GET; the GET streams the zip, so its
+// length is the bytes read.
+func TestExportLinkHeadLength(t *testing.T) {
+	h := newExportHarness(t, 0)
+	sub := multiClass(t, h.corpus())
+	tok := h.exporter("org")
+	for _, path := range []string{"/v1/exports/subjects/" + sub.Slug + "?tier=" + sub.Tier, "/v1/exports/classes/" + sub.Tier + "/" + sub.Slug + "/2"} {
+		b := decodeExport(t, h.get(path, tok), "format", "url", "expiresAt", "classes", "contentVersion", "_license")
+		rel := strings.TrimPrefix(b.URL, h.api)
+		before := h.usage("org")
+		head := h.do("HEAD", rel, "", nil)
+		get := h.get(rel, "")
+		wantStatus(t, head, 200)
+		wantStatus(t, get, 200)
+		if cl := head.header.Get("Content-Length"); len(head.body) != 0 || cl != strconv.Itoa(len(get.body)) {
+			t.Errorf("%s: HEAD Content-Length %q, %d body bytes; the GET sent %d bytes", path, cl, len(head.body), len(get.body))
+		}
+		if head.header.Get("Content-Type") != "application/zip" || head.header.Get("Content-Disposition") != get.header.Get("Content-Disposition") {
+			t.Errorf("%s: HEAD Content-Type %q, Content-Disposition %q (GET's %q)", path, head.header.Get("Content-Type"),
+				head.header.Get("Content-Disposition"), get.header.Get("Content-Disposition"))
+		}
+		zipFiles(t, get.body)
+		h.cost("HEAD and GET of "+path, "org", before, 0, 0, 0)
+	}
+}

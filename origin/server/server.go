@@ -20,7 +20,9 @@ import (
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/front"
@@ -64,6 +66,8 @@ type Config struct {
 	// InlineCeiling is the largest inline export body, in bytes; 0 is
 	// DefaultInlineCeiling (exports.go).
 	InlineCeiling int64
+	// Progress keeps the learners' progress records (progress.go).
+	Progress progress.Store
 }
 
 // Server serves /v1, the protected-resource metadata and the signed
@@ -98,7 +102,7 @@ type handler func(w http.ResponseWriter, r *http.Request, req *request) error
 type endpoint struct {
 	serve handler
 	// validate is set on the routes with a derived validator
-	// (route.Derived): the route's step up to its 304 decision, which
+	// (route.Derived, and route.Inline for format=inline): the route's step up to its 304 decision, which
 	// resolves the target, checks the entitlement and derives the ETag,
 	// and stops there. serve runs the same step and goes on (derived); the
 	// edge's gate call runs only this (edge.go). A refusal on the way is
@@ -107,8 +111,9 @@ type endpoint struct {
 	// body is set on the routes that take a request body: it reads and
 	// checks the body before the organisation gate (DESIGN.md: syntactic
 	// validation, a free 400) and returns the handler that serves with
-	// it, in place of serve (mint.go, withBody).
-	body func(r *http.Request) (handler, error)
+	// it, in place of serve (mint.go, withBody). req holds the front's
+	// results (the token's claims), not yet the organisation.
+	body func(r *http.Request, req *request) (handler, error)
 }
 
 // New returns a Server.
@@ -131,9 +136,11 @@ func New(cfg Config) *Server {
 		route.Transcript:    derived(s, s.lessonStep, s.lessonTranscript),
 		route.Quiz:          derived(s, s.lessonStep, s.lessonQuiz),
 		route.Media:         derived(s, s.mediaStep, s.lessonMedia),
-		route.ExportSubject: {serve: s.exportSubject}, // Inline validators: 304 decided in the handler
-		route.ExportClass:   {serve: s.exportClass},
+		route.ExportSubject: derived(s, s.exportSubjectStep, s.export), // route.Inline: a tag for format=inline only
+		route.ExportClass:   derived(s, s.exportClassStep, s.export),
 		route.MediaURLs:     withBody(param.ParseMint, s.mint),
+		route.Progress:      {serve: s.getProgress}, // route.Record: the 304 is decided after the record is read
+		route.PutProgress:   s.progressBody(),
 	}
 	return s
 }
@@ -157,6 +164,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &request{id: id, now: s.cfg.Now(), edge: s.fromEdge(r, id)}
+	if req.edge {
+		telemetry.FromContext(r.Context()).SetEdge("forward")
+	}
 	if err := s.serve(w, r, req); err != nil {
 		s.writeError(w, r, id, err)
 	}
@@ -170,7 +180,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) err
 	}
 	serve := e.serve
 	if e.body != nil {
-		if serve, err = e.body(r); err != nil {
+		if serve, err = e.body(r, req); err != nil {
 			return err
 		}
 	}
@@ -216,6 +226,7 @@ func (s *Server) admit(r *http.Request, req *request) error {
 		if org == nil {
 			return licence.Check(nil, req.now)
 		}
+		telemetry.FromContext(r.Context()).SetOrg(org.ID)
 		// spec: Route rules §8: the licence status answers even when the
 		// organisation is suspended, expired or pre-agreement.
 		if rt.ID != route.License {
@@ -275,6 +286,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 		s.cfg.Logger.Error("internal error", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
 		e = apierr.New(apierr.Internal, "Internal error; it is safe to retry once. Quote the requestId if it persists.")
 	}
+	telemetry.FromContext(r.Context()).SetCode(string(e.Code))
 	h := w.Header()
 	for _, kv := range e.Headers() {
 		h.Set(kv.Name, kv.Value)

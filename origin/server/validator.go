@@ -6,9 +6,10 @@ import (
 	"github.com/lectern-api/lectern/shared/etag"
 )
 
-// Routes with a derived validator (route.Derived): each has a step that
-// resolves its target, checks the entitlement and derives the ETag, and
-// stops there. Its handler runs the step, decides the 304 before any work
+// Routes with a derived validator (route.Derived, and the exports'
+// route.Inline, whose steps give format=inline a tag and zip_url none):
+// each has a step that resolves its target, checks the entitlement and
+// derives the ETag, and stops there. Its handler runs the step, decides the 304 before any work
 // (spec: Conditional requests §5), then does the work; the edge's gate
 // call runs the step and the 304 decision only (edge.go). One step serves
 // both, so the gate's answer is the one the request would get.

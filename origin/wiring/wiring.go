@@ -9,6 +9,7 @@ package wiring
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
@@ -31,15 +33,16 @@ import (
 )
 
 // OpenStores opens the store and the meters on one database: PostgreSQL
-// for a postgres:// URL, SQLite otherwise. On an error neither is left
-// open.
-func OpenStores(ctx context.Context, dsn string) (store.Store, meter.Store, error) {
+// for a postgres:// URL, SQLite otherwise. onCommit (nil: none) is told of
+// every meter transaction (the origin's metrics, telemetry.MeterCommit).
+// On an error neither is left open.
+func OpenStores(ctx context.Context, dsn string, onCommit func(ops int, took time.Duration, err error)) (store.Store, meter.Store, error) {
 	if IsPostgres(dsn) {
 		s, err := pgstore.New(ctx, dsn)
 		if err != nil {
 			return nil, nil, err
 		}
-		m, err := pgmeter.New(ctx, dsn, pgmeter.Options{})
+		m, err := pgmeter.New(ctx, dsn, pgmeter.Options{OnCommit: onCommit})
 		if err != nil {
 			s.Close()
 			return nil, nil, err
@@ -50,12 +53,23 @@ func OpenStores(ctx context.Context, dsn string) (store.Store, meter.Store, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := sqlitemeter.New(ctx, dsn, sqlitemeter.Options{})
+	m, err := sqlitemeter.New(ctx, dsn, sqlitemeter.Options{OnCommit: onCommit})
 	if err != nil {
 		s.Close()
 		return nil, nil, err
 	}
 	return s, m, nil
+}
+
+// ProgressOf is the progress store of s: the store itself, which keeps
+// the learners' records in its database (sqlitestore and pgstore
+// implement progress.Store). A store that does not is an error.
+func ProgressOf(s store.Store) (progress.Store, error) {
+	p, ok := s.(progress.Store)
+	if !ok {
+		return nil, fmt.Errorf("wiring: the store %T keeps no progress records", s)
+	}
+	return p, nil
 }
 
 // IsPostgres reports whether the LECTERN_DB setting names PostgreSQL.
@@ -79,12 +93,14 @@ type Deployment struct {
 
 // Parts are what one origin's public API serves from.
 type Parts struct {
-	Store   store.Store
-	Meters  meter.Store
-	Auth    *auth.Authenticator
-	Content func() *server.Content // the corpus being served; reloads swap it
-	Now     func() time.Time
-	Logger  *slog.Logger
+	Store  store.Store
+	Meters meter.Store
+	// Progress keeps the learners' progress records (ProgressOf(Store)).
+	Progress progress.Store
+	Auth     *auth.Authenticator
+	Content  func() *server.Content // the corpus being served; reloads swap it
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // API is the public API of d served from p.
@@ -105,6 +121,7 @@ func (d Deployment) API(p Parts) *server.Server {
 		EdgeKey:              subkey.Derive(d.Secret, subkey.Edge),
 		URLKeys:              d.Links(),
 		CanaryKey:            d.Forensic().Canary,
+		Progress:             p.Progress,
 	})
 }
 

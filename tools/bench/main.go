@@ -21,7 +21,11 @@
 //	         media ids, and its p50 with one client; (j) the inline export
 //	         of a 30-class subject, 200 and 304; (k) its zip_url export and
 //	         zip download against reading its lessons and transcripts one by
-//	         one, and the peak heap of 16 concurrent zip downloads
+//	         one, and the peak heap of 16 concurrent zip downloads; learner
+//	         progress (progress.go): (l) PUTs by N learners at once, p50 and
+//	         p99, (m) GET /v1/progress of a learner with 100 classes, 200
+//	         and 304, (n) N writers on one learner, saved writes per second
+//	         and the share answered 409
 //	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
@@ -33,7 +37,7 @@
 //	         answered 400, a gated 304, a forward) and a cold verification
 //	module   (h) size, compile time and median instantiate time of each
 //	         build: standard Go, and TinyGo when installed
-//	memory   (m) the origin's resident memory with the corpus: the binary
+//	memory   (o) the origin's resident memory with the corpus: the binary
 //	         as shipped run as a child process, its VmRSS settled after
 //	         the start, at its peak under lesson reads and during a corpus
 //	         reload, and settled after the reload (memory.go)
@@ -187,7 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var (
 		rows    []row
-		memRows []row // (m), measured first, listed last
+		memRows []row // (o), measured first, listed last
 		st      *stack
 		tokens  []string
 		builds  []build
@@ -247,7 +251,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c != nil {
 		where := "origin in process on loopback"
 		if !needStk {
-			where = "origin as a child process (m)"
+			where = "origin as a child process (o)"
 		}
 		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), %s, SQLite meters (group commit)\n",
 			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media, where)

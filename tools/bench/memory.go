@@ -22,43 +22,43 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 )
 
-// Section memory: (m), the origin's resident memory with the bench's
+// Section memory: (o), the origin's resident memory with the bench's
 // corpus. The origin of the other sections shares the bench's process
 // with its clients, edges and modules, so its memory cannot be told
-// apart there; (m) builds the origin binary as shipped
+// apart there; (o) builds the origin binary as shipped
 // (./origin/cmd/origin), runs it as a child process on the same corpus
 // with a database of its own, and reads its VmRSS from /proc (Linux):
 // settled after the start, at its peak under lesson reads, at its peak
 // while a corpus reload builds the corpus again beside the served one,
 // and settled after that reload.
 
-// memGoal is (m)'s goal, in MiB of resident memory (issue #18).
+// memGoal is (o)'s goal, in MiB of resident memory (issue #18).
 const memGoal = 400
 
-// memSettle is how long (m) waits for the child's resident memory to
+// memSettle is how long (o) waits for the child's resident memory to
 // settle after its start and after a reload answered: the origin returns
 // the free memory once the corpus is swapped in (origin/cmd/origin,
 // memory.go), and the runtime's background scavenger the rest.
 const memSettle = 3 * time.Second
 
-// memory measures (m).
+// memory measures (o).
 func memory(ctx context.Context, o options, root, dir string, c *corpus.Corpus, progress func(string, ...any)) ([]row, error) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
-		return []row{{id: "m", what: "origin resident memory: not measured (no /proc here)"}}, nil
+		return []row{{id: "o", what: "origin resident memory: not measured (no /proc here)"}}, nil
 	}
-	progress("(m) building the origin binary")
+	progress("(o) building the origin binary")
 	bin := filepath.Join(dir, "origin")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./origin/cmd/origin")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("(m) go build ./origin/cmd/origin: %v\n%s", err, out)
+		return nil, fmt.Errorf("(o) go build ./origin/cmd/origin: %v\n%s", err, out)
 	}
 	ch, err := startChild(ctx, bin, filepath.Join(dir, "memory"), c.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer ch.stop()
-	progress("(m) origin pid %d started in %v; settling", ch.cmd.Process.Pid, ch.started.Round(time.Millisecond))
+	progress("(o) origin pid %d started in %v; settling", ch.cmd.Process.Pid, ch.started.Round(time.Millisecond))
 	time.Sleep(memSettle)
 	idle, err := rss(ch.cmd.Process.Pid)
 	if err != nil {
@@ -84,14 +84,14 @@ func memory(ctx context.Context, o options, root, dir string, c *corpus.Corpus, 
 		paths = append(paths, p, p, p, p, p, p, p+"?detail=full", p+"/transcript?include=markdown")
 	}
 	dur := time.Duration(o.runs) * o.time
-	progress("(m) lesson reads with %d clients for %v", o.clients, dur)
+	progress("(o) lesson reads with %d clients for %v", o.clients, dur)
 	var load memLoad
 	loadPeak, err := peakRSS(ch.cmd.Process.Pid, func() error { return load.run(ctx, ch.api, tok, paths, o.clients, dur) })
 	if err != nil {
 		return nil, err
 	}
 
-	progress("(m) corpus reload of %s", c.Dir)
+	progress("(o) corpus reload of %s", c.Dir)
 	t0 := time.Now()
 	reloadPeak, err := peakRSS(ch.cmd.Process.Pid, func() error { return ch.reload(ctx, c.Dir) })
 	if err != nil {
@@ -109,19 +109,19 @@ func memory(ctx context.Context, o options, root, dir string, c *corpus.Corpus, 
 	meets := func(kb int64) string { return verdict(kb < memGoal*1024) }
 	method := "VmRSS of a child origin process (the binary as shipped, SQLite) on this corpus"
 	return []row{
-		{id: "m", what: "origin resident memory, settled after the start", result: mib(idle), goal: goal, verdict: meets(idle),
+		{id: "o", what: "origin resident memory, settled after the start", result: mib(idle), goal: goal, verdict: meets(idle),
 			detail: fmt.Sprintf("%s, %v after it answered; peak of the start (VmHWM) %s", method, memSettle, mib(hwm))},
-		{id: "m", what: "  peak under lesson reads", result: mib(loadPeak), goal: goal, verdict: meets(loadPeak),
+		{id: "o", what: "  peak under lesson reads", result: mib(loadPeak), goal: goal, verdict: meets(loadPeak),
 			detail: fmt.Sprintf("sampled every 20 ms; %d clients, %d reads in %v (%.0f/s, %d failed) over %d lessons: 3/4 standard gzip, the rest identity, full, transcript",
 				o.clients, load.n.Load(), dur, float64(load.n.Load())/dur.Seconds(), load.failed.Load(), len(paths)/8)},
-		{id: "m", what: "  peak during a corpus reload", result: mib(reloadPeak),
+		{id: "o", what: "  peak during a corpus reload", result: mib(reloadPeak),
 			detail: fmt.Sprintf("the same directory reloaded through the admin API, %v: the served corpus and the new one both live until the swap; no goal", took.Round(time.Millisecond))},
-		{id: "m", what: "  settled after the reload", result: mib(after), goal: goal, verdict: meets(after),
+		{id: "o", what: "  settled after the reload", result: mib(after), goal: goal, verdict: meets(after),
 			detail: fmt.Sprintf("%v after the reload answered", memSettle)},
 	}, nil
 }
 
-// child is an origin process (m) runs, and its addresses.
+// child is an origin process (o) runs, and its addresses.
 type child struct {
 	cmd           *exec.Cmd
 	api, idp, adm string
@@ -150,7 +150,7 @@ func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error)
 	}
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("(m) start the origin: %w", err)
+		return nil, fmt.Errorf("(o) start the origin: %w", err)
 	}
 	ch.cmd = cmd
 	ready := make(chan error, 1)
@@ -171,7 +171,7 @@ func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error)
 			}
 		}
 		io.Copy(io.Discard, out)
-		ready <- errors.New("(m) the origin exited before it served")
+		ready <- errors.New("(o) the origin exited before it served")
 		cmd.Wait()
 	}()
 	select {
@@ -181,7 +181,7 @@ func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error)
 		}
 	case <-time.After(2 * time.Minute):
 		ch.stop()
-		return nil, errors.New("(m) the origin did not start within 2 minutes")
+		return nil, errors.New("(o) the origin did not start within 2 minutes")
 	case <-ctx.Done():
 		ch.stop()
 		return nil, ctx.Err()
@@ -225,7 +225,7 @@ func (ch *child) token(ctx context.Context) (string, error) {
 		AccessToken string `json:"access_token"`
 	}
 	if err := do(req, http.StatusOK, &tok); err != nil || tok.AccessToken == "" {
-		return "", fmt.Errorf("(m) token: %v", err)
+		return "", fmt.Errorf("(o) token: %v", err)
 	}
 	return tok.AccessToken, nil
 }
@@ -246,7 +246,7 @@ func (ch *child) admin(ctx context.Context, path, body string, want int, v any) 
 	req.Header.Set("Authorization", "Bearer "+ch.adminToken)
 	req.Header.Set("Content-Type", "application/json")
 	if err := do(req, want, v); err != nil {
-		return fmt.Errorf("(m) POST %s: %w", path, err)
+		return fmt.Errorf("(o) POST %s: %w", path, err)
 	}
 	return nil
 }
@@ -269,7 +269,7 @@ func do(req *http.Request, want int, v any) error {
 	return nil
 }
 
-// memLoad is (m)'s lesson reads and their counts.
+// memLoad is (o)'s lesson reads and their counts.
 type memLoad struct{ n, failed atomic.Int64 }
 
 // run reads paths of api, in turn from a different offset per client, with

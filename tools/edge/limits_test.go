@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -68,6 +69,14 @@ func buildModule(t *testing.T) string {
 // its base URL.
 func startEdge(t *testing.T, origin string, options ...func(*config)) string {
 	t.Helper()
+	base, _ := startEdgeLog(t, origin, options...)
+	return base
+}
+
+// startEdgeLog is startEdge, also returning what the edge logs once it
+// serves.
+func startEdgeLog(t *testing.T, origin string, options ...func(*config)) (string, *logbuf.Buffer) {
+	t.Helper()
 	cfg, err := parseConfig([]string{"-addr", "127.0.0.1:0", "-wasm", buildModule(t), "-instances", "1", "-origin-url", origin},
 		env(map[string]string{"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters"}))
 	if err != nil {
@@ -98,11 +107,12 @@ func startEdge(t *testing.T, origin string, options ...func(*config)) string {
 			base = strings.TrimSuffix(strings.TrimSpace(rest), "/v1")
 		}
 	}
-	go io.Copy(io.Discard, pr)
+	logs := new(logbuf.Buffer)
+	go io.Copy(logs, pr)
 	if base == "" {
 		t.Fatal("the edge printed no address")
 	}
-	return base
+	return base, logs
 }
 
 // errorAnswer reads an answer that must be the API's error body.

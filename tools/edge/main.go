@@ -38,6 +38,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
@@ -67,6 +68,8 @@ type config struct {
 	Instances int      // LECTERN_EDGE_INSTANCES: module instances serving in parallel
 
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
+	LogFormat  string // LECTERN_LOG_FORMAT: json or text
+	LogLevel   string // LECTERN_LOG_LEVEL: debug, info, warn or error
 	AdminAddr  string // LECTERN_ADMIN_ADDR, for the test clock
 	AdminToken string // LECTERN_ADMIN_TOKEN, for the test clock
 
@@ -103,6 +106,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.Wasm, "LECTERN_EDGE_WASM", "wasm", "build/worker.wasm", "the edge module (make worker builds it)")
 	fs.Env(&instances, "LECTERN_EDGE_INSTANCES", "instances", "", "module instances serving in parallel (default: GOMAXPROCS, at most 4)")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "follow the origin's admin test clock; never in production")
+	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
+	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
 	fs.Env(&c.AdminAddr, "LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address (for the test clock)")
 	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (for the test clock)")
 	if err := fs.Parse(args, stdout); err != nil {
@@ -110,6 +115,9 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	}
 	if originURL == "" {
 		originURL = "http://" + originAddr
+	}
+	if _, err := telemetry.NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
+		return c, err
 	}
 	var err error
 	if c.Origins, err = wazero.ParseOrigins(originURL); err != nil {
@@ -178,7 +186,10 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read the edge module (make worker builds it): %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log, err := newLogger(stdout, cfg)
+	if err != nil {
+		return err
+	}
 	began := time.Now()
 	mod, err := wazero.Compile(ctx, wasm)
 	if err != nil {
@@ -225,9 +236,12 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "\nThrough the edge, with a token from the identity provider:\n  curl -s -H \"Authorization: Bearer $TOKEN\" %s/v1/tiers\n", edgeURL)
 
 	// The origin's listeners' limits (origin/httpsrv), and its answers to
-	// what net/http refuses, with the host's request ids.
+	// what net/http refuses, with the host's request ids; in them the
+	// health endpoints, then the access log, which also settles the
+	// request's traceparent before the module copies it to the origin.
 	scfg := httpsrv.Config{Limits: cfg.Limits, IDPrefix: "edge_", Logger: log}
-	srv := httpsrv.New(h, scfg)
+	access := &telemetry.Access{Log: log, Edge: true}
+	srv := httpsrv.New(readiness(cfg, log).Wrap(access.Wrap(h)), scfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(httpsrv.Listener(ln, scfg)) }()
 	select {
@@ -238,6 +252,40 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// newLogger is the edge's log (LECTERN_LOG_FORMAT, LECTERN_LOG_LEVEL) on
+// stdout: its access log and every event. A config made in code rather
+// than parsed (tests) takes the defaults.
+func newLogger(stdout io.Writer, cfg config) (*slog.Logger, error) {
+	format, level := cfg.LogFormat, cfg.LogLevel
+	if format == "" {
+		format = telemetry.DefaultFormat
+	}
+	if level == "" {
+		level = telemetry.DefaultLevel
+	}
+	return telemetry.NewLogger(stdout, format, level)
+}
+
+// healthClient makes the readiness checks' calls; each check is bounded
+// by telemetry.Health's timeout too.
+var healthClient = &http.Client{Timeout: telemetry.DefaultTimeout}
+
+// readiness is the edge's /healthz and /readyz. It serves only once the
+// module is compiled and its instances configured (serve), so what
+// /readyz checks is what the module needs from elsewhere: the issuer's
+// JWKS answers with a key, and an origin answers its /healthz (one is
+// enough: the host fails over to it).
+func readiness(cfg config, log *slog.Logger) *telemetry.Health {
+	origins := make([]func(context.Context) error, len(cfg.Origins))
+	for i, o := range cfg.Origins {
+		origins[i] = telemetry.HealthCheck(healthClient, o)
+	}
+	return &telemetry.Health{Log: log, Checks: []telemetry.Check{
+		{Name: "jwks", Func: telemetry.JWKSCheck(healthClient, cfg.JWKSURL)},
+		{Name: "origin", Func: telemetry.AnyOf(origins...)},
+	}}
 }
 
 // adminClock reads the origin's test clock. A failed read keeps the last

@@ -5,10 +5,12 @@
 //	stack -origin build/origin -edge build/edge
 //
 // Both children get this process's environment (DESIGN.md's operator
-// contract), plus two settings they must agree on when unset: a generated
-// LECTERN_ADMIN_TOKEN (the edge reads the test clock with it) and
-// LECTERN_PUBLIC_URL = http://<LECTERN_EDGE_ADDR>, since the edge is the
-// stack's front door.
+// contract), plus two settings they must agree on when unset: the admin
+// token (the stack polls the origin's health with it and the edge reads
+// the test clock with it), which is then the one the origin keeps in
+// var/admin-token, made on its first start and the same at every start
+// after, and LECTERN_PUBLIC_URL = http://<LECTERN_EDGE_ADDR>, since the
+// edge is the stack's front door.
 //
 // Stopping. Ctrl-C or SIGTERM stops the edge first, waiting for it to
 // drain (its forwards need the origin) and exit, and only then the origin,
@@ -31,8 +33,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -92,13 +93,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return def
 	}
 	env := os.Environ()
-	token := getenv("LECTERN_ADMIN_TOKEN")
-	if token == "" {
-		var b [24]byte
-		rand.Read(b[:])
-		token = hex.EncodeToString(b[:])
-		env = append(env, "LECTERN_ADMIN_TOKEN="+token)
-		fmt.Fprintf(stdout, "admin token %s   (set LECTERN_ADMIN_TOKEN to choose one)\n", token)
+	// The admin token: LECTERN_ADMIN_TOKEN, else the origin's, which it
+	// prints in its walk-through.
+	token := func() string {
+		if t := getenv("LECTERN_ADMIN_TOKEN"); t != "" {
+			return t
+		}
+		b, _ := os.ReadFile(adminTokenFile)
+		return strings.TrimSpace(string(b))
 	}
 	edgeAddr := or("LECTERN_EDGE_ADDR", "127.0.0.1:8787")
 	if getenv("LECTERN_PUBLIC_URL") == "" {
@@ -116,6 +118,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	oc, err := origin.launch(ctx)
 	if err != nil {
 		return err
+	}
+	if getenv("LECTERN_ADMIN_TOKEN") == "" { // the origin has kept one by now
+		edge.env = append(env[:len(env):len(env)], "LECTERN_ADMIN_TOKEN="+token())
 	}
 	ec, err := edge.launch(ctx)
 	if err != nil {
@@ -151,6 +156,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	return errors.Join(errEdge, errOrigin)
 }
+
+// adminTokenFile is where the origin keeps its admin token when
+// LECTERN_ADMIN_TOKEN is unset (origin/cmd/origin, secret.go), relative to
+// the working directory both children share.
+const adminTokenFile = "var/admin-token"
 
 // proc is a child command the stack keeps running.
 type proc struct {
@@ -289,12 +299,13 @@ func (p *proc) stop(c *child) {
 	}
 }
 
-// healthy polls the admin health check until it answers 200.
-func healthy(ctx context.Context, url, token string) bool {
+// healthy polls the admin health check until it answers 200; token is
+// read at each poll (a new origin makes its token as it starts).
+func healthy(ctx context.Context, url string, token func() string) bool {
 	client := &http.Client{Timeout: 2 * time.Second}
 	for {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+token())
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

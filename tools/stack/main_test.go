@@ -56,7 +56,7 @@ func bins(t *testing.T) string {
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
 			"github.com/lectern-api/lectern/origin/cmd/origin", "github.com/lectern-api/lectern/tools/edge",
-			"github.com/lectern-api/lectern/tools/stack")
+			"github.com/lectern-api/lectern/tools/stack", "github.com/lectern-api/lectern/tools/adminctl")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("build the commands: %v\n%s", err, out)
 			return
@@ -127,11 +127,14 @@ func (e *stackEnv) start(args ...string) {
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.lines, e.exited = make(chan string, 1000), make(chan struct{})
+	// This start's own channels and command: a second start replaces
+	// the fields while this one's goroutines may still be ending.
+	cmd, lines, exited := e.cmd, make(chan string, 1000), make(chan struct{})
+	e.lines, e.exited = lines, exited
 	go func() {
-		e.cmd.Wait()
+		cmd.Wait()
 		pw.Close()
-		close(e.exited)
+		close(exited)
 	}()
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -140,15 +143,15 @@ func (e *stackEnv) start(args ...string) {
 			e.out.WriteString(sc.Text() + "\n")
 			e.mu.Unlock()
 			select {
-			case e.lines <- sc.Text():
+			case lines <- sc.Text():
 			default:
 			}
 		}
-		close(e.lines)
+		close(lines)
 	}()
 	e.t.Cleanup(func() {
-		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-e.exited
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
 		for _, pid := range []int{e.pid("origin"), e.pid("edge")} {
 			if pid > 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
@@ -333,7 +336,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	defer func() { origin.Process.Signal(syscall.SIGTERM); origin.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !healthy(ctx, "http://"+e.adminAddr+"/admin/v1/health", adminToken) {
+	if !healthy(ctx, "http://"+e.adminAddr+"/admin/v1/health", func() string { return adminToken }) {
 		t.Fatal("the origin did not come back")
 	}
 	m := admin(t, e.adminAddr, "GET", "/admin/v1/orgs/acme", "")
@@ -417,4 +420,80 @@ func TestGivesUp(t *testing.T) {
 			t.Errorf("no %q in the log:\n%s", want, log)
 		}
 	}
+}
+
+// issue #18, point 2: with LECTERN_ADMIN_TOKEN unset, the origin keeps
+// its admin token in var/admin-token and the stack gives the edge that
+// one (it needs it for the test clock); a restart keeps it, and the
+// walk-through printed on the database that now has the demo organisation
+// runs as pasted, under `set -u`, to the licence of a new client of it.
+func TestWalkThroughRuns(t *testing.T) {
+	e := newEnv(t)
+	env := []string{"LECTERN_TEST_CLOCK=1"}
+	for _, kv := range e.env {
+		if !strings.HasPrefix(kv, "LECTERN_ADMIN_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	e.env = env
+	e.start()
+	b, err := os.ReadFile(filepath.Join(e.dir, adminTokenFile))
+	token := strings.TrimSpace(string(b))
+	if err != nil || len(token) < 32 {
+		t.Fatalf("%s: %q, %v", adminTokenFile, b, err)
+	}
+	stop := func() {
+		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-e.exited:
+		case <-time.After(40 * time.Second):
+			t.Fatalf("the stack did not stop:\n%s", e.output())
+		}
+	}
+	stop()
+
+	before := len(e.output())
+	e.start()
+	defer stop()
+	var walk []string
+	for deadline := time.Now().Add(30 * time.Second); walk == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		walk = walkThrough(e.output()[before:])
+	}
+	if walk == nil {
+		t.Fatalf("no complete walk-through after the restart:\n%s", e.output()[before:])
+	}
+	out := e.output()[before:]
+	if !strings.Contains(out, "admin token        "+token) {
+		t.Errorf("the restart does not print the kept token %s:\n%s", token, out)
+	}
+	script := strings.ReplaceAll(strings.Join(walk, "\n"), "go run ./tools/adminctl", filepath.Join(e.bin, "adminctl"))
+	if !strings.Contains(script, filepath.Join(e.bin, "adminctl")+" -addr ") || !strings.Contains(script, " client create demo ") {
+		t.Fatalf("the walk-through does not create a client with adminctl:\n%s", script)
+	}
+	sh := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	sh.Dir, sh.Env = e.dir, e.env
+	res, err := sh.CombinedOutput()
+	if err != nil || !strings.Contains(string(res), `"orgId":"demo"`) {
+		t.Fatalf("the walk-through: %v\n%s\nwhich ran:\n%s", err, res, script)
+	}
+}
+
+// walkThrough is the shell lines of the walk-through in out, from "Try
+// it" to the last curl, or nil when out does not hold all of it yet.
+func walkThrough(out string) []string {
+	i := strings.Index(out, "Try it")
+	if i < 0 {
+		return nil
+	}
+	var lines []string
+	for _, l := range strings.Split(out[i:], "\n")[1:] {
+		if !strings.HasPrefix(l, "  ") {
+			break
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], "/v1/tiers") {
+		return nil
+	}
+	return lines
 }

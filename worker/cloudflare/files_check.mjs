@@ -41,7 +41,7 @@ origin.url = await new Promise((r) => srv.listen(0, "127.0.0.1", () => r(`http:/
 async function edge(extra) {
 	const worker = await loadWorker(workerPath, wasmPath);
 	const env = { ORIGIN_URL: origin.url, JWKS_URL: "http://127.0.0.1:1/jwks", ISSUER: "http://idp.test", AUDIENCE: "lectern-api",
-		LECTERN_SECRET: SECRET, RESOURCE_METADATA: "http://edge.test/rm", ...extra };
+		LECTERN_SECRET: SECRET, PUBLIC_URL: "http://edge.test", ...extra };
 	const ctx = { waitUntil: () => {} };
 	return async (method, target) => {
 		const r = await worker.fetch(new Request(`http://edge.test${target}`, { method }), env, ctx);

@@ -73,7 +73,7 @@ async function deadOrigin() {
 }
 
 const env = (origins) => ({ ORIGIN_URL: origins, JWKS_URL: "http://127.0.0.1:1/jwks", ISSUER: "http://idp.test", AUDIENCE: "lectern-api",
-	LECTERN_SECRET: "0123456789abcdef0123456789abcdef", RESOURCE_METADATA: "http://edge.test/rm" });
+	LECTERN_SECRET: "0123456789abcdef0123456789abcdef", PUBLIC_URL: "http://edge.test" });
 
 /** A fresh isolate in front of origins; send(method, body) answers {status, origin, received, code}. */
 async function edge(origins) {

@@ -43,7 +43,7 @@ const origin = http.createServer((req, res) => { res.setHeader("content-type", "
 await new Promise((r) => jwks.listen(0, "127.0.0.1", r));
 await new Promise((r) => origin.listen(0, "127.0.0.1", r));
 const env = { ORIGIN_URL: `http://127.0.0.1:${origin.address().port}`, JWKS_URL: `http://127.0.0.1:${jwks.address().port}/jwks`,
-	ISSUER: ISS, AUDIENCE: AUD, LECTERN_SECRET: "0123456789abcdef0123456789abcdef", RESOURCE_METADATA: "http://edge.test/rm" };
+	ISSUER: ISS, AUDIENCE: AUD, LECTERN_SECRET: "0123456789abcdef0123456789abcdef", PUBLIC_URL: "http://edge.test" };
 const worker = await loadWorker(workerPath, wasmPath);
 const waits = [];
 const ctx = { waitUntil: (p) => waits.push(p) };

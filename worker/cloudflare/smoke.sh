@@ -156,7 +156,7 @@ wrangler_dev() {
 		--inspector-port 0 --show-interactive-dev-session=false \
 		--var "ORIGIN_URL:$2" --var "JWKS_URL:http://127.0.0.1:$JWKS_PORT/.well-known/jwks.json" \
 		--var "ISSUER:$IDP" --var "AUDIENCE:lectern-api" \
-		--var "RESOURCE_METADATA:http://127.0.0.1:$1/.well-known/oauth-protected-resource" \
+		--var "PUBLIC_URL:http://127.0.0.1:$1" \
 		</dev/null >"$TMP/$3.log" 2>&1 &
 	PIDS+=($!)
 	ready=

@@ -331,7 +331,7 @@ async function instantiate(env) {
 }
 
 function configFrom(env) {
-	const missing = ["ORIGIN_URL", "JWKS_URL", "ISSUER", "AUDIENCE", "LECTERN_SECRET", "RESOURCE_METADATA"].filter(
+	const missing = ["ORIGIN_URL", "JWKS_URL", "ISSUER", "AUDIENCE", "LECTERN_SECRET", "PUBLIC_URL"].filter(
 		(k) => !env[k],
 	);
 	if (missing.length) throw new Error(`worker is missing configuration: ${missing.join(", ")} (see wrangler.toml)`);
@@ -343,7 +343,10 @@ function configFrom(env) {
 		issuer: env.ISSUER,
 		audience: env.AUDIENCE,
 		secret: env.LECTERN_SECRET,
-		resourceMetadata: env.RESOURCE_METADATA,
+		// The API's public base URL is set once, as PUBLIC_URL (the
+		// origin's LECTERN_PUBLIC_URL has the same value); every 401
+		// challenge names its protected-resource metadata.
+		resourceMetadata: env.PUBLIC_URL.replace(/\/+$/, "") + "/.well-known/oauth-protected-resource",
 		// The keys of the signed download links, the origin's
 		// LECTERN_URL_KEYS (a secret); unset, the key derived from the secret.
 		urlKeys: env.LECTERN_URL_KEYS ?? "",

@@ -296,7 +296,7 @@ func (st *pending) Authenticate(authorization string) (token.Claims, *apierr.Err
 // protocol); ok is false when there is nothing to compare. The tag is
 // valid until the next call.
 func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
-	if st.req.Method != "GET" || passed.Route.Validator != route.Derived || st.orgKey.id == "" || st.inm == "" {
+	if st.req.Method != "GET" || !gated(&passed) || st.orgKey.id == "" || st.inm == "" {
 		return "", false
 	}
 	o, ok := p.orgs.get(st.orgKey)
@@ -320,6 +320,20 @@ func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
 	})
 	p.scratch = b
 	return view(b[nq:]), true
+}
+
+// gated reports whether the request's 304 is decided before any work, so
+// the gate call can decide it: a route with a derived validator, or an
+// export asked for format=inline (route.Inline; a zip_url result has no
+// ETag and is never a 304).
+func gated(passed *front.Passed) bool {
+	switch passed.Route.Validator {
+	case route.Derived:
+		return true
+	case route.Inline:
+		return passed.Params.Get("format") == "inline"
+	}
+	return false
 }
 
 // view is b as a string, for bytes not written while it is in use.

@@ -592,6 +592,14 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 			}
 		}
 		out.SetHeader(req)
+		if r != nil && !out.Forward && req.Header.Get("Traceparent") == "" {
+			// The module copies the client's fields to a forward, the
+			// W3C traceparent among them, but builds a gate call's (and a
+			// JWKS fetch's) itself: the host hands the trace on to them.
+			if tp := r.Header.Get("Traceparent"); tp != "" {
+				req.Header.Set("Traceparent", tp)
+			}
+		}
 		st.set(func() { st.head = true })
 		resp, err = h.cfg.Client.Do(req)
 		st.set(func() { st.head = false })

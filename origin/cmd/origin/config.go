@@ -1,16 +1,14 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-
 	"io"
 	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/link"
 )
@@ -21,10 +19,12 @@ type config struct {
 	OriginAddr string // LECTERN_ORIGIN_ADDR
 	IdPAddr    string // LECTERN_IDP_ADDR; "off": no identity provider on this origin
 	AdminAddr  string // LECTERN_ADMIN_ADDR; "off": no admin API on this origin
-	AdminToken string // LECTERN_ADMIN_TOKEN; generated and printed when unset
+	AdminToken string // LECTERN_ADMIN_TOKEN; unset: kept in var/admin-token (start), and printed
 	DB         string // LECTERN_DB: a SQLite path or a postgres:// URL
 	Corpus     string // LECTERN_CORPUS: generated when missing
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
+	LogFormat  string // LECTERN_LOG_FORMAT: json or text
+	LogLevel   string // LECTERN_LOG_LEVEL: debug, info, warn or error
 
 	// Token verification. By default the dev identity provider's: its
 	// tokens carry Issuer and its keys are read from the database, which
@@ -57,7 +57,6 @@ type config struct {
 	// tests set a long one to hold an origin on its version.
 	CorpusSync time.Duration
 
-	generatedToken bool
 	// autoMemLimit: GOMEMLIMIT is unset, so the origin sets the memory
 	// limit itself (memory.go).
 	autoMemLimit bool
@@ -76,7 +75,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.OriginAddr, "LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (public API, direct mode)")
 	fs.Env(&c.IdPAddr, "LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address, or off")
 	fs.Env(&c.AdminAddr, "LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address, or off")
-	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (generated when empty)")
+	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (default: the one in "+adminTokenFile+", created on first start)")
 	fs.Env(&c.DB, "LECTERN_DB", "db", "var/lectern.db", "SQLite path or postgres:// URL")
 	fs.Env(&c.Corpus, "LECTERN_CORPUS", "corpus", "var/corpus", "corpus directory (generated when missing)")
 	fs.Env(&c.Issuer, "LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>; required with PostgreSQL)")
@@ -87,6 +86,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)")
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
+	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
+	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
 	if err := fs.Parse(args, stdout); err != nil {
 		return c, err
 	}
@@ -97,12 +98,6 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	if c.JWKSURL == "" {
 		// The dev provider's issuer, as it writes it in tokens.
 		c.Issuer = strings.TrimSuffix(c.Issuer, "/")
-	}
-	if c.AdminToken == "" {
-		var b [24]byte
-		rand.Read(b[:])
-		c.AdminToken = hex.EncodeToString(b[:])
-		c.generatedToken = true
 	}
 	return c, nil
 }
@@ -137,6 +132,9 @@ func (c *config) check() error {
 	} else if c.IdPAddr == off && c.Issuer == "" {
 		errs = append(errs, errors.New("LECTERN_ISSUER is required with LECTERN_IDP_ADDR=off: "+
 			"it names the identity provider whose tokens this origin accepts"))
+	}
+	if _, err := telemetry.NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
+		errs = append(errs, err)
 	}
 	if c.URLKeys != "" {
 		keys, err := link.ParseKeys(c.URLKeys)

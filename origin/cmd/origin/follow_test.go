@@ -272,7 +272,7 @@ func TestRecordedCorpusMissing(t *testing.T) {
 	if got := s.content.Load().ContentVersion; got != v1 {
 		t.Fatalf("restarted without the recorded corpus: serving %s, want LECTERN_CORPUS's %s", got, v1)
 	}
-	if out := s.out.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, v2dir) {
+	if out := s.out.String(); !strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, v2dir) {
 		t.Errorf("no error naming the recorded corpus in the log:\n%s", out)
 	}
 	// Back in place, it is not loaded before corpusRetry has passed...

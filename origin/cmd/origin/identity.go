@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
+	"github.com/lectern-api/lectern/shared/token"
 )
 
 // The refresh policy of the dev provider's keys read from the database
@@ -39,7 +42,8 @@ func (st *stack) identity(ctx context.Context, d wiring.Deployment, cfg config) 
 			return nil, nil, err
 		}
 	}
-	acfg := auth.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, JWKSURL: cfg.JWKSURL, Now: st.clock.Now}
+	acfg := auth.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, JWKSURL: cfg.JWKSURL, Now: st.clock.Now,
+		Client: &http.Client{Timeout: 10 * time.Second, Transport: jwksCounter{http.DefaultTransport, st.metrics}}}
 	if cfg.JWKSURL == "" {
 		keys, err := idp.NewPublicKeys(icfg)
 		if err != nil {
@@ -48,10 +52,34 @@ func (st *stack) identity(ctx context.Context, d wiring.Deployment, cfg config) 
 		if _, err := keys.KeySet(ctx); err != nil {
 			return nil, nil, err
 		}
-		acfg.Keys = keys.KeySet
+		acfg.Keys = func(ctx context.Context) (*token.KeySet, error) {
+			set, err := keys.KeySet(ctx)
+			st.metrics.JWKSFetch("store", err)
+			return set, err
+		}
 		acfg.MaxAge, acfg.MinInterval = storeKeysMaxAge, storeKeysMinInterval
+		st.jwksReady = func(ctx context.Context) error { return telemetry.HasKeys(keys.KeySet(ctx)) }
+	} else {
+		st.jwksReady = telemetry.JWKSCheck(acfg.Client, cfg.JWKSURL)
 	}
 	return provider, auth.New(acfg), nil
+}
+
+// jwksCounter counts the fetches of LECTERN_JWKS_URL: a fetch that got
+// no answer, or one other than 200, failed.
+type jwksCounter struct {
+	next    http.RoundTripper
+	metrics *telemetry.Metrics
+}
+
+func (c jwksCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		c.metrics.JWKSFetch("url", fmt.Errorf("status %d", resp.StatusCode))
+	} else {
+		c.metrics.JWKSFetch("url", err)
+	}
+	return resp, err
 }
 
 // listenAll opens the origin's listeners: the public API's always, the

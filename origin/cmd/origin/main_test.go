@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/shared/logbuf"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -21,7 +21,7 @@ import (
 type testStack struct {
 	*stack
 	t   *testing.T
-	out *bytes.Buffer
+	out *logbuf.Buffer // servers log to it while the test reads
 }
 
 func newStack(t *testing.T) *testStack {
@@ -67,7 +67,7 @@ func bootStack(t *testing.T, getenv func(string) string, edit func(*config)) *te
 	if edit != nil {
 		edit(&cfg)
 	}
-	out := new(bytes.Buffer)
+	out := new(logbuf.Buffer)
 	st, err := start(context.Background(), cfg, out)
 	if err != nil {
 		t.Fatal(err)

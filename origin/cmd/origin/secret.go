@@ -39,26 +39,53 @@ func loadSecret(configured string, local bool, log *slog.Logger) ([]byte, error)
 	if !local {
 		return nil, errors.New("LECTERN_SECRET is required: origins sharing a database must share the secret")
 	}
+	s, err := kept(secretFile, 32, log)
+	return []byte(s), err
+}
+
+// adminTokenFile is where the stack keeps its admin token when
+// LECTERN_ADMIN_TOKEN is unset. tools/stack reads it too: make run's
+// origin and edge use the one token, the same after every restart.
+const adminTokenFile = stateDir + "/admin-token"
+
+// loadAdminToken returns the admin API's token: LECTERN_ADMIN_TOKEN, or
+// the one kept in var/admin-token, created on first start (0600, in var/
+// 0700) and the same at every start after. file is where it is kept, ""
+// when configured. The token is this host's, not the deployment's (each
+// admin listener checks its own), so it is kept whatever the database.
+func loadAdminToken(configured string, log *slog.Logger) (token, file string, err error) {
+	if configured != "" {
+		return configured, "", nil
+	}
+	token, err = kept(adminTokenFile, 32, log)
+	return token, adminTokenFile, err
+}
+
+// kept returns the value kept in path, a file of var/, or, when it is
+// missing or shorter than minLen, a new random one (32 bytes, in hex)
+// written there 0600. var/ is created 0700, and var/ or the file found
+// open to others is tightened, and logged.
+func kept(path string, minLen int, log *slog.Logger) (string, error) {
 	if err := secureDir(log, stateDir); err != nil {
-		return nil, err
+		return "", err
 	}
-	if err := tightened(log, private.Tighten, secretFile); err != nil {
-		return nil, err
+	if err := tightened(log, private.Tighten, path); err != nil {
+		return "", err
 	}
-	b, err := os.ReadFile(secretFile)
-	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
-		return []byte(strings.TrimSpace(string(b))), nil
+	b, err := os.ReadFile(path)
+	if v := strings.TrimSpace(string(b)); err == nil && len(v) >= minLen {
+		return v, nil
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: %w", secretFile, err)
+		return "", fmt.Errorf("read %s: %w", path, err)
 	}
 	var r [32]byte
 	rand.Read(r[:])
-	s := hex.EncodeToString(r[:])
-	if err := os.WriteFile(secretFile, []byte(s+"\n"), private.FileMode); err != nil {
-		return nil, fmt.Errorf("write %s: %w", secretFile, err)
+	v := hex.EncodeToString(r[:])
+	if err := os.WriteFile(path, []byte(v+"\n"), private.FileMode); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
-	return []byte(s), nil
+	return v, nil
 }
 
 // secureDB makes a SQLite database's files owner-only before anything

@@ -17,6 +17,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -26,6 +27,7 @@ import (
 type stack struct {
 	OriginURL, IdPURL, AdminURL string // IdPURL and AdminURL are "" when off
 	AdminToken                  string
+	adminTokenFile              string // where AdminToken is kept; "" when configured
 
 	content atomic.Pointer[server.Content]
 	// reloading is held by the corpus reload in progress: reloads run
@@ -37,6 +39,11 @@ type stack struct {
 	meters    meter.Store
 	servers   wiring.Servers // every listener, under config.Limits
 	log       *slog.Logger
+	metrics   *telemetry.Metrics // served at the admin API's GET /metrics
+	health    *telemetry.Health  // /healthz and /readyz on the public API
+	// jwksReady is the readiness check of the token-verification keys
+	// (identity.go).
+	jwksReady func(ctx context.Context) error
 
 	stopWatch func() // stops the test clock's Watch and waits for it
 
@@ -53,7 +60,11 @@ type stack struct {
 // start opens everything and serves in the background. Addresses may be
 // ":0"-style; the bound ones are in the returned stack.
 func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err error) {
-	st := &stack{log: slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	log, err := newLogger(stdout, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{log: log, metrics: telemetry.NewMetrics()}
 	defer func() {
 		if err != nil {
 			st.Close()
@@ -69,8 +80,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		}
 	}()
 	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
-	st.AdminToken = cfg.AdminToken
 	st.autoMemLimit = cfg.autoMemLimit
+	if st.AdminURL != "" {
+		if st.AdminToken, st.adminTokenFile, err = loadAdminToken(cfg.AdminToken, st.log); err != nil {
+			return nil, err
+		}
+	}
 	st.servers = wiring.Servers{Limits: cfg.Limits, Logger: st.log}
 	if cfg.Issuer == "" {
 		// SQLite and a provider of its own (parseConfig): tokens name
@@ -92,7 +107,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 			return nil, err
 		}
 	}
-	if st.store, st.meters, err = wiring.OpenStores(ctx, cfg.DB); err != nil {
+	if st.store, st.meters, err = wiring.OpenStores(ctx, cfg.DB, st.metrics.MeterCommit); err != nil {
 		return nil, err
 	}
 	if err := st.openCorpus(ctx, cfg.Corpus, stdout); err != nil {
@@ -106,10 +121,16 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err != nil {
 		return nil, err
 	}
-	api := d.API(wiring.Parts{Store: st.store, Meters: st.meters, Auth: verifier, Content: st.content.Load,
-		Now: st.clock.Now, Logger: st.log})
+	progress, err := wiring.ProgressOf(st.store)
+	if err != nil {
+		return nil, err
+	}
+	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
+	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
+		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log})
+	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
 	adm := admin.Handler(admin.Config{
-		Token:     cfg.AdminToken,
+		Token:     st.AdminToken,
 		Store:     st.store,
 		Clock:     st.clock,
 		TestClock: cfg.TestClock,
@@ -121,9 +142,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		Meters: st.meters,
 		Forensics: &admin.Forensics{Keys: d.Forensic(), Links: d.Links(),
 			TranscriptLesson: api.TranscriptLesson},
-		Logger: st.log,
+		Logger:  st.log,
+		Ready:   func() bool { return len(st.health.Ready(ctx)) == 0 },
+		Metrics: st.metrics.Handler(),
 	})
-	st.servers.Serve(originLn, api)
+	access := &telemetry.Access{Log: st.log, Metrics: st.metrics}
+	st.servers.Serve(originLn, st.health.Wrap(access.Wrap(api)))
 	if idpLn != nil {
 		st.servers.Serve(idpLn, provider.Handler())
 	}
@@ -136,6 +160,43 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	return st, nil
+}
+
+// newLogger is the stack's log (LECTERN_LOG_FORMAT, LECTERN_LOG_LEVEL) on
+// stdout: the access log of the public API and every event. A config
+// made in code rather than parsed (tests) takes the defaults.
+func newLogger(stdout io.Writer, cfg config) (*slog.Logger, error) {
+	format, level := cfg.LogFormat, cfg.LogLevel
+	if format == "" {
+		format = telemetry.DefaultFormat
+	}
+	if level == "" {
+		level = telemetry.DefaultLevel
+	}
+	return telemetry.NewLogger(stdout, format, level)
+}
+
+// readiness is what GET /readyz (and the admin API's health) checks: the
+// database answers, a corpus is loaded, and the token-verification keys
+// are there (identity.go). Each is one small read.
+func (st *stack) readiness() []telemetry.Check {
+	return []telemetry.Check{
+		{Name: "database", Func: func(ctx context.Context) error {
+			// One indexed read; an organisation of that id need not exist.
+			_, err := st.store.GetOrg(ctx, "readyz-probe")
+			if errors.Is(err, store.ErrNotFound) {
+				err = nil
+			}
+			return err
+		}},
+		{Name: "corpus", Func: func(context.Context) error {
+			if st.content.Load() == nil {
+				return errors.New("no corpus loaded")
+			}
+			return nil
+		}},
+		{Name: "jwks", Func: st.jwksReady},
+	}
 }
 
 // deployment is what cfg and the secret make of the origins' common
@@ -207,12 +268,14 @@ func (st *stack) Close() error {
 const demoOrg = "demo"
 
 // demo creates the demo organisation and its client on a new database and
-// prints the credentials and a curl walk-through.
+// prints the credentials and a curl walk-through; on a database that has
+// it, the walk-through creates a client with adminctl first. Every shell
+// variable the walk-through uses, it sets (TestWalkThrough).
 func (st *stack) demo(ctx context.Context, cfg config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "\nLectern origin stack\n  API (direct)       %s/v1\n  identity provider  %s\n  admin API          %s\n",
 		st.OriginURL, orOff(st.IdPURL), orOff(st.AdminURL))
-	if cfg.generatedToken {
-		fmt.Fprintf(stdout, "  admin token        %s   (set LECTERN_ADMIN_TOKEN to choose one)\n", cfg.AdminToken)
+	if st.adminTokenFile != "" {
+		fmt.Fprintf(stdout, "  admin token        %s   (kept in %s; set LECTERN_ADMIN_TOKEN to choose one)\n", st.AdminToken, st.adminTokenFile)
 	}
 	_, err := st.store.GetOrg(ctx, demoOrg)
 	if errors.Is(err, store.ErrNotFound) {
@@ -225,11 +288,28 @@ func (st *stack) demo(ctx context.Context, cfg config, stdout io.Writer) error {
 			return st.demoClient(ctx, cfg, stdout)
 		}
 	}
-	if err == nil || errors.Is(err, store.ErrConflict) {
-		fmt.Fprintf(stdout, "\nThe demo organisation %q exists; its client secret was shown when it was created.\n", demoOrg)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nThe demo organisation %q exists: its first client's secret was shown once, when it was created.\n", demoOrg)
+	if st.AdminURL == "" {
+		fmt.Fprintf(stdout, "Create a client of it with `adminctl client create %s -scopes content.read` on an admin API of the deployment (this origin has none).\n", demoOrg)
 		return nil
 	}
-	return err
+	// adminctl prints the answer's JSON pretty-printed.
+	token := ""
+	if st.adminTokenFile != "" {
+		token = "LECTERN_ADMIN_TOKEN=$(cat " + st.adminTokenFile + ") "
+	} else {
+		fmt.Fprintln(stdout, "(adminctl reads LECTERN_ADMIN_TOKEN: export the one this origin was started with.)")
+	}
+	fmt.Fprintf(stdout, `
+Try it with a new client (adminctl client create; its secret is shown once):
+  CLIENT=$(%sgo run ./tools/adminctl -addr %s client create %s -scopes content.read)
+  CLIENT_ID=$(printf '%%s' "$CLIENT" | sed -n 's/.*"clientId": *"\([^"]*\)".*/\1/p')
+  CLIENT_SECRET=$(printf '%%s' "$CLIENT" | sed -n 's/.*"clientSecret": *"\([^"]*\)".*/\1/p')
+%s`, token, st.AdminURL, demoOrg, st.tryIt(cfg, `"$CLIENT_ID:$CLIENT_SECRET"`))
+	return nil
 }
 
 // demoClient creates the new demo organisation's client and prints its
@@ -246,11 +326,18 @@ Created the demo organisation %q (every tier granted) and its client:
   client secret  %s   (shown once)
 
 Try it:
-  TOKEN=$(curl -s -u '%s:%s' \
+%s`, demoOrg, clientID, clientSecret, st.tryIt(cfg, "'"+clientID+":"+clientSecret+"'"))
+	return nil
+}
+
+// tryIt is the walk-through's last lines: a token for the client whose
+// credentials (user:password, quoted for the shell) are given, and two
+// calls with it.
+func (st *stack) tryIt(cfg config, credentials string) string {
+	return fmt.Sprintf(`  TOKEN=$(curl -s -u %s \
     -d grant_type=client_credentials -d 'scope=service-api/content.read' \
     %s/oauth2/token | sed 's/.*"access_token":"\([^"]*\)".*/\1/')
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/license
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/tiers
-`, demoOrg, clientID, clientSecret, clientID, clientSecret, tokenBase(st.IdPURL, cfg.Issuer), st.OriginURL, st.OriginURL)
-	return nil
+`, credentials, tokenBase(st.IdPURL, cfg.Issuer), st.OriginURL, st.OriginURL)
 }

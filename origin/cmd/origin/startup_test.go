@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
@@ -199,7 +199,7 @@ func TestOriginsSharePostgres(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			out := new(bytes.Buffer)
+			out := new(logbuf.Buffer)
 			<-gate
 			st, err := start(context.Background(), cfg, out)
 			if err == nil {

@@ -96,6 +96,9 @@ type Options struct {
 	// connection of its own: the baseline tools/meterbench measures
 	// group commit against. Not for production.
 	NoGroupCommit bool
+	// OnCommit, when set, is told of every group-commit transaction: its
+	// ops, duration and error (the origin's metrics).
+	OnCommit func(ops int, took time.Duration, err error)
 }
 
 // Store is a meter.Store backed by a PostgreSQL database.
@@ -137,7 +140,7 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.w = &writer{backend: backend{conn}, pool: p}
-		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
+		s.c = batch.NewCommitter(s.w, opts.MaxBatch, opts.OnCommit)
 	}
 	s.front = batch.Front{Committer: s.c, Alone: s.commit}
 	return s, nil

@@ -85,6 +85,9 @@ type Options struct {
 	// caller's goroutine: the baseline tools/meterbench measures group
 	// commit against. Not for production.
 	NoGroupCommit bool
+	// OnCommit, when set, is told of every group-commit transaction: its
+	// ops, duration and error (the origin's metrics).
+	OnCommit func(ops int, took time.Duration, err error)
 }
 
 // Store is a meter.Store backed by one SQLite file.
@@ -149,7 +152,7 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 	if !opts.NoGroupCommit {
 		// One committer goroutine runs every batch: the memo needs no lock.
 		s.w.memo = newMemo()
-		s.c = batch.NewCommitter(s.w, opts.MaxBatch)
+		s.c = batch.NewCommitter(s.w, opts.MaxBatch, opts.OnCommit)
 	}
 	s.front = batch.Front{Committer: s.c, Alone: s.commit}
 	return s, nil

@@ -112,8 +112,8 @@ func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) er
 	return o, nil
 }
 
-// DeleteOrg implements store.Store. Its clients go with it (ON DELETE
-// CASCADE).
+// DeleteOrg implements store.Store. Its clients and its learners'
+// progress records go with it in the same statement (ON DELETE CASCADE).
 func (s *Store) DeleteOrg(ctx context.Context, id string) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM orgs WHERE id = $1`, id)
 	if err != nil {

@@ -6,10 +6,12 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lectern-api/lectern/origin/progress/progresstest"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/storetest"
@@ -70,4 +72,55 @@ func withParam(dsn, name, value string) string {
 	q.Set(name, value)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// TestProgress runs progresstest against LECTERN_TEST_PG, each subtest in
+// a fresh schema that every Store it opens shares.
+func TestProgress(t *testing.T) {
+	dsn := os.Getenv("LECTERN_TEST_PG")
+	if dsn == "" {
+		t.Skip("LECTERN_TEST_PG not set: PostgreSQL progress suite skipped")
+	}
+	admin, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("LECTERN_TEST_PG: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	var schemas sync.Map // *testing.T → schema
+	progresstest.Run(t, progresstest.Shared, func(t *testing.T) progresstest.Store {
+		schema, ok := schemas.Load(t)
+		if !ok {
+			schema, _ = schemas.LoadOrStore(t, newSchema(t, admin))
+		}
+		s, err := pgstore.New(t.Context(), withSearchPath(dsn, schema.(string)))
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		return s
+	})
+}
+
+// BenchmarkProgress runs progresstest.Bench against LECTERN_TEST_PG.
+func BenchmarkProgress(b *testing.B) {
+	dsn := os.Getenv("LECTERN_TEST_PG")
+	if dsn == "" {
+		b.Skip("LECTERN_TEST_PG not set: PostgreSQL progress benchmark skipped")
+	}
+	admin, err := pgxpool.New(b.Context(), dsn)
+	if err != nil {
+		b.Fatalf("LECTERN_TEST_PG: %v", err)
+	}
+	defer admin.Close()
+	schema := fmt.Sprintf("lectern_bench_%016x", rand.Uint64())
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := admin.Exec(b.Context(), "CREATE SCHEMA "+ident); err != nil {
+		b.Fatalf("create schema: %v", err)
+	}
+	defer admin.Exec(context.Background(), "DROP SCHEMA "+ident+" CASCADE")
+	s, err := pgstore.New(b.Context(), withSearchPath(dsn, schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	progresstest.Bench(b, s)
 }

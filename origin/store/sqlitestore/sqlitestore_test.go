@@ -3,8 +3,10 @@ package sqlitestore_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 
+	"github.com/lectern-api/lectern/origin/progress/progresstest"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/origin/store/storetest"
@@ -18,4 +20,25 @@ func TestStore(t *testing.T) {
 			return sqlitestore.New(ctx, path)
 		}
 	})
+}
+
+func TestProgress(t *testing.T) {
+	var paths sync.Map // *testing.T → database path
+	progresstest.Run(t, progresstest.Exclusive, func(t *testing.T) progresstest.Store {
+		p, _ := paths.LoadOrStore(t, filepath.Join(t.TempDir(), "lectern.db"))
+		s, err := sqlitestore.New(t.Context(), p.(string))
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		return s
+	})
+}
+
+func BenchmarkProgress(b *testing.B) {
+	s, err := sqlitestore.New(b.Context(), filepath.Join(b.TempDir(), "lectern.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	progresstest.Bench(b, s)
 }

@@ -22,7 +22,7 @@ func TestMeter(t *testing.T) {
 	metertest.Run(t, metertest.Shared, func(t *testing.T) meter.Store {
 		db, _ := dbs.LoadOrStore(t, newMem())
 		s := &store{db: db.(*mem)}
-		s.c = batch.NewCommitter(s.db, 3) // small batches exercise the cap
+		s.c = batch.NewCommitter(s.db, 3, nil) // small batches exercise the cap
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
@@ -228,7 +228,7 @@ func (c *counting) Begin(ctx context.Context) (batch.Tx, error) {
 func TestReadyOpsJoinTheBatch(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	db := &counting{mem: newMem()}
-	c := batch.NewCommitter(db, 0)
+	c := batch.NewCommitter(db, 0, nil)
 	defer c.Close()
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	op := meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}

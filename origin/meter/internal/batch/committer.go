@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/meter"
 )
@@ -51,26 +52,35 @@ type reply struct {
 // next one queues, so n clients share one transaction (and, where the
 // backend syncs every commit, one disk flush) instead of paying n.
 type Committer struct {
-	b     Backend // used by the committer's goroutine only
-	max   int
-	queue chan *request
+	b        Backend // used by the committer's goroutine only
+	max      int
+	onCommit CommitHook
+	queue    chan *request
 
 	mu      sync.RWMutex // held for reading while sending on queue
 	closed  bool
 	stopped chan struct{}
 }
 
+// CommitHook is told of every batch transaction: its ops, how long it
+// took (retries included) and its error (nil: committed). It runs on the
+// committer's goroutine, between the commit and the answers: it must be
+// quick (origin/telemetry counts it).
+type CommitHook func(ops int, took time.Duration, err error)
+
 // NewCommitter starts a committer of batches of at most max ops
-// (DefaultMaxBatch when max <= 0) in transactions of b. Close stops it.
-func NewCommitter(b Backend, max int) *Committer {
+// (DefaultMaxBatch when max <= 0) in transactions of b, telling onCommit
+// (nil: nobody) of each. Close stops it.
+func NewCommitter(b Backend, max int, onCommit CommitHook) *Committer {
 	if max <= 0 {
 		max = DefaultMaxBatch
 	}
 	c := &Committer{
-		b:       b,
-		max:     max,
-		queue:   make(chan *request, 4*max),
-		stopped: make(chan struct{}),
+		b:        b,
+		max:      max,
+		onCommit: onCommit,
+		queue:    make(chan *request, 4*max),
+		stopped:  make(chan struct{}),
 	}
 	go c.run()
 	return c
@@ -140,8 +150,12 @@ func (c *Committer) run() {
 			jobs = append(jobs, r.job)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		began := time.Now()
 		results, err := Commit(ctx, c.b, jobs)
 		cancel()
+		if c.onCommit != nil {
+			c.onCommit(len(jobs), time.Since(began), err)
+		}
 		for i, r := range live {
 			if err != nil {
 				r.done <- reply{err: err}

@@ -1,0 +1,81 @@
+package telemetry
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/meter"
+)
+
+// Meters is a meter.Store that tells each request's Record what its ops
+// billed, and counts how long they took in Metrics. Everything else is the
+// Store's.
+type Meters struct {
+	meter.Store
+	Metrics *Metrics // nil: none
+}
+
+var _ meter.Store = (*Meters)(nil)
+
+// Apply applies op and records what it billed: the meters of the stages
+// the store applied (meter.Stage: all or nothing), which are those before
+// the refused step's stage, and that stage too when the step is Force (an
+// hourly cap hit bills the call); none for an error or a suspension.
+func (m *Meters) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
+	start := time.Now()
+	res, err := m.Store.Apply(ctx, op)
+	if m.Metrics != nil {
+		r := "ok"
+		switch {
+		case err != nil:
+			r = "error"
+		case res.Suspended || res.Refused != nil:
+			r = "refused"
+		}
+		m.Metrics.meterApply.WithLabelValues(r).Observe(time.Since(start).Seconds())
+	}
+	if rec := FromContext(ctx); rec != nil {
+		rec.Billed(billed(op, res, err)...)
+	}
+	return res, err
+}
+
+// billed are the names of the meters op billed, given its outcome, each
+// once (the monthly and the hourly calls are both "calls").
+func billed(op meter.Op, res meter.Result, err error) []string {
+	if err != nil || res.Suspended {
+		return nil
+	}
+	stages := op.Stages
+	if f := res.Refused; f != nil {
+		for i, st := range op.Stages {
+			if holds(st, f.Meter) {
+				stages = op.Stages[:i]
+				if f.Force {
+					stages = op.Stages[:i+1]
+				}
+				break
+			}
+		}
+	}
+	var names []string
+	for _, st := range stages {
+		for _, s := range st {
+			if s.N == 0 || (s.Shorten && res.Granted == 0) || slices.Contains(names, s.Meter.String()) {
+				continue
+			}
+			names = append(names, s.Meter.String())
+		}
+	}
+	return names
+}
+
+func holds(st meter.Stage, m meter.Meter) bool {
+	for _, s := range st {
+		if s.Meter == m {
+			return true
+		}
+	}
+	return false
+}
