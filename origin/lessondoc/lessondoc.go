@@ -1,6 +1,6 @@
 // Package lessondoc pre-renders the documents of the lesson routes (spec:
 // Route table 6–9): the lesson, its transcript, its quiz document and the
-// assets of its media page. Everything that does not depend on the caller
+// media page. Everything that does not depend on the caller
 // is rendered to JSON once per corpus (Build, at start and on reload); a
 // request only concatenates fragments, then closes the document with the
 // tail its caller gives (contentVersion and the licence envelope). The
@@ -12,7 +12,12 @@
 // Each text is escaped once and shared: a card's body serves the standard
 // level (a prefix of it, cut at the cap) and the full one; its spoken text
 // serves the transcript rows, the joined markdown (a JSON string is the
-// concatenation of its escaped parts) and the narrationText section.
+// concatenation of its escaped parts) and the narrationText section, and
+// is the body's own escaped text, its markers dropped as it is appended,
+// for a card narrated by its body. What is cheap to make is not held (the
+// renderings of the full corpus are most of the origin's memory): the
+// members before a card's body and the media assets are appended per
+// request from a few flags and the corpus.
 package lessondoc
 
 import (
