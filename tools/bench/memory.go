@@ -137,8 +137,13 @@ func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	corpusDir, err := filepath.Abs(corpusDir)
+	if err != nil {
+		return nil, err
+	}
 	ch := &child{adminToken: "bench-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36), done: make(chan struct{})}
 	cmd := exec.Command(bin)
+	cmd.Dir = dir // whatever it would keep in var/ stays in the bench's directory
 	cmd.Env = append(os.Environ(),
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_DB="+filepath.Join(dir, "lectern.db"), "LECTERN_CORPUS="+corpusDir,
