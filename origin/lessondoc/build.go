@@ -18,6 +18,7 @@ import (
 // fragments are then copied into one exact allocation.
 type builder struct {
 	buf     []byte
+	tmp     []byte // scratch of card
 	version []byte // `,"contentVersion":…`
 	zbuf    bytes.Buffer
 	zw      *flate.Writer
@@ -42,7 +43,7 @@ func (b *builder) capped(s string, n int) bool {
 }
 
 func (b *builder) build(l *corpus.Lesson) (*Doc, error) {
-	d := &Doc{lesson: l, cards: make([]cardDoc, len(l.Cards)), assets: make([]assetDoc, len(l.Media))}
+	d := &Doc{lesson: l, cards: make([]cardDoc, len(l.Cards))}
 	b.buf = b.buf[:0]
 
 	at := len(b.buf)
@@ -82,12 +83,6 @@ func (b *builder) build(l *corpus.Lesson) (*Doc, error) {
 	b.buf = appendWorkedExample(b.buf, l.WorkedExample)
 	d.workedExample = b.mark(at)
 
-	for i, m := range l.Media {
-		at = len(b.buf)
-		b.buf = appendLessonAsset(b.buf, m)
-		d.assets[i] = assetDoc{b.mark(at), m.Type}
-	}
-
 	at = len(b.buf)
 	b.buf = append(b.buf, `{"lessonId":`...)
 	b.buf = jsonenc.String(b.buf, l.ID)
@@ -117,25 +112,11 @@ func (b *builder) card(cd *cardDoc, c *corpus.Card) bool {
 	cd.id = b.str(c.ID)
 	cd.label = b.str(c.Label)
 
-	var video, image bool
 	for _, m := range c.Media {
-		video = video || m.Type == "video"
-		image = image || m.Type == "image"
+		cd.video = cd.video || m.Type == "video"
+		cd.image = cd.image || m.Type == "image"
 	}
-	at := len(b.buf)
-	b.buf = append(b.buf, `{"id":`...)
-	b.buf = append(b.buf, b.buf[cd.id.from:cd.id.to]...)
-	b.buf = append(b.buf, `,"label":`...)
-	b.buf = append(b.buf, b.buf[cd.label.from:cd.label.to]...)
-	b.buf = append(b.buf, `,"hasVideo":`...)
-	b.buf = strconv.AppendBool(b.buf, video)
-	b.buf = append(b.buf, `,"hasNarration":`...)
-	b.buf = strconv.AppendBool(b.buf, c.Narrated)
-	b.buf = append(b.buf, `,"hasImage":`...)
-	b.buf = strconv.AppendBool(b.buf, image)
-	b.buf = append(b.buf, `,"body":`...)
-	cd.prefix = b.mark(at)
-
+	cd.narrated = c.Narrated
 	cd.body = b.str(c.Body)
 	truncated := false
 	if out, cut := capText(c.Body, CapBody); cut {
@@ -145,7 +126,7 @@ func (b *builder) card(cd *cardDoc, c *corpus.Card) bool {
 		truncated = true
 	}
 
-	at = len(b.buf)
+	at := len(b.buf)
 	b.buf = append(b.buf, `,"keyPoints":`...)
 	b.buf = jsonenc.Strings(b.buf, c.KeyPoints)
 	b.buf = append(b.buf, `,"illustrationAlt":`...)
@@ -171,7 +152,18 @@ func (b *builder) card(cd *cardDoc, c *corpus.Card) bool {
 	}
 
 	if n := c.Narration(); n != "" {
+		at := len(b.buf)
 		cd.narration = b.str(spokenText(n))
+		if c.NarrationScript == "" {
+			// The body's spoken text is the escaped body without its
+			// markers (escaping never makes or splits a "**"); kept
+			// only where that does not hold.
+			b.tmp = appendSpokenText(b.tmp[:0], b.buf[cd.body.from:cd.body.to])
+			if bytes.Equal(b.tmp, b.buf[cd.narration.from:cd.narration.to]) {
+				b.buf = b.buf[:at]
+				cd.narration, cd.narrationIsBody = span{}, true
+			}
+		}
 	}
 	if v := c.VideoVoiceover; v != "" {
 		cd.voiceover = b.str(spokenText(v))

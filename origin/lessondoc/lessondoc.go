@@ -1,6 +1,6 @@
 // Package lessondoc pre-renders the documents of the lesson routes (spec:
 // Route table 6–9): the lesson, its transcript, its quiz document and the
-// assets of its media page. Everything that does not depend on the caller
+// media page. Everything that does not depend on the caller
 // is rendered to JSON once per corpus (Build, at start and on reload); a
 // request only concatenates fragments, then closes the document with the
 // tail its caller gives (contentVersion and the licence envelope). The
@@ -12,7 +12,12 @@
 // Each text is escaped once and shared: a card's body serves the standard
 // level (a prefix of it, cut at the cap) and the full one; its spoken text
 // serves the transcript rows, the joined markdown (a JSON string is the
-// concatenation of its escaped parts) and the narrationText section.
+// concatenation of its escaped parts) and the narrationText section, and
+// is the body's own escaped text, its markers dropped as it is appended,
+// for a card narrated by its body. What is cheap to make is not held (the
+// renderings of the full corpus are most of the origin's memory): the
+// members before a card's body and the media assets are appended per
+// request from a few flags and the corpus.
 package lessondoc
 
 import (
@@ -89,8 +94,6 @@ type Doc struct {
 	// idTitle is `{"lessonId":…,"title":…`, the opening of the transcript
 	// and quiz documents.
 	idTitle span
-	// assets are the media assets in l.Media order, one JSON object each.
-	assets []assetDoc
 	// gzipStd is the lesson at standard detail without includes, up to
 	// and including contentVersion, as a gzip member's header and deflate
 	// blocks ending byte-aligned (a sync flush); gzipCRC and gzipLen are
@@ -106,9 +109,10 @@ type Doc struct {
 type cardDoc struct {
 	// id and label are JSON strings.
 	id, label span
-	// prefix is `{"id":…,"label":…,"hasVideo":…,"hasNarration":…,"hasImage":…,"body":`,
-	// the same at every level.
-	prefix span
+	// video, narrated and image are the card's flags (hasVideo,
+	// hasNarration, hasImage): with id and label, the members before its
+	// body, the same at every level (appendCardHead).
+	video, narrated, image bool
 	// body is the complete body as a JSON string. At standard detail it is
 	// body[:stdCut] + `…"` when stdCut > 0, else body whole.
 	body   span
@@ -119,14 +123,16 @@ type cardDoc struct {
 	// narration and voiceover are the spoken texts as JSON strings, empty
 	// spans when the card has none; mdVoiceover is the voiceover's escaped
 	// text quoted for markdown ("> " after every line break), without the
-	// string's quotes.
+	// string's quotes. A card narrated by its body (no script: most of
+	// them) has narrationIsBody instead of a narration of its own: the
+	// spoken text is the escaped body without its "**" markers
+	// (appendNarration), so the text is held once.
 	narration, voiceover, mdVoiceover span
+	narrationIsBody                   bool
 }
 
-type assetDoc struct {
-	span
-	typ string // video, audio, image
-}
+// hasNarration reports whether the card has a narration.
+func (c *cardDoc) hasNarration() bool { return c.narrationIsBody || c.narration.len() > 0 }
 
 func (d *Doc) bytes(s span) []byte { return d.data[s.from:s.to:s.to] }
 

@@ -174,6 +174,80 @@ func TestRendererMatchesBuild(t *testing.T) {
 	}
 }
 
+// Cards narrated by their body share its escaped text (narrationIsBody)
+// and assets are rendered from the corpus: the transcript, the
+// narrationText section and the media listing still say what the corpus
+// says, a body's markers and line breaks included.
+func TestSharedTexts(t *testing.T) {
+	c, set := smallCorpus(t)
+	shared, bodies := 0, 0
+	for _, l := range c.Lessons {
+		d := set.Doc(l)
+		for i, card := range l.Cards {
+			if card.Narrated && card.NarrationScript == "" {
+				bodies++
+				if d.cards[i].narrationIsBody {
+					shared++
+				}
+			}
+		}
+		var tr struct {
+			Items []struct {
+				CardID    string  `json:"cardId"`
+				Narration *string `json:"narration"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(d.AppendTranscript(nil, false, []byte("}")), &tr); err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			NarrationText []struct{ CardID, Text string } `json:"narrationText"`
+			Media         []map[string]any                `json:"media"`
+		}
+		if err := json.Unmarshal(d.AppendLesson(nil, Brief, incNarrationText|incMedia, []byte("}")), &doc); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, card := range l.Cards {
+			if card.InTranscript() {
+				want = append(want, spokenText(card.Narration()))
+			}
+		}
+		if len(tr.Items) != len(want) {
+			t.Fatalf("%s: %d transcript rows, want %d", l.ID, len(tr.Items), len(want))
+		}
+		k := 0
+		for i, it := range tr.Items {
+			got := ""
+			if it.Narration != nil {
+				got = *it.Narration
+			}
+			if got != want[i] {
+				t.Fatalf("%s card %s: narration %q, want %q", l.ID, it.CardID, got, want[i])
+			}
+			if got != "" {
+				if doc.NarrationText[k].CardID != it.CardID || doc.NarrationText[k].Text != got {
+					t.Fatalf("%s: narrationText[%d] %v, want %s %q", l.ID, k, doc.NarrationText[k], it.CardID, got)
+				}
+				k++
+			}
+		}
+		if len(doc.Media) != len(l.Media) || d.CountAssets("") != len(l.Media) {
+			t.Fatalf("%s: %d media listed, %d counted, the corpus has %d", l.ID, len(doc.Media), d.CountAssets(""), len(l.Media))
+		}
+		for i, m := range l.Media {
+			g := doc.Media[i]
+			if g["mediaId"] != m.ID || g["type"] != m.Type || g["cardId"] != m.CardID || g["mimeType"] != m.MIME ||
+				g["bytes"] != float64(m.Bytes) || g["url"] != nil {
+				t.Fatalf("%s: media[%d] %v, the corpus has %+v", l.ID, i, g, *m)
+			}
+		}
+	}
+	if shared == 0 || shared != bodies {
+		t.Errorf("%d of the %d cards narrated by their body share its text", shared, bodies)
+	}
+}
+
 // TestAppendMarkdown: the markdown as text is what the transcript's
 // markdown member decodes to, for every lesson and for one whose
 // voiceover runs over several lines (which the generated corpora lack).

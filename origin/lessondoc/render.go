@@ -24,7 +24,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(d.cards[i].prefix)...)
+			dst = d.appendCardHead(dst, &d.cards[i])
 			dst = append(dst, `"","keyPoints":[],"illustrationAlt":""}`...)
 		}
 		dst = append(dst, `],"truncated":false`...)
@@ -36,7 +36,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(c.prefix)...)
+			dst = d.appendCardHead(dst, c)
 			if c.stdCut > 0 {
 				dst = append(dst, d.data[c.body.from:c.body.from+c.stdCut]...)
 				dst = append(dst, `…"`...)
@@ -55,7 +55,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(c.prefix)...)
+			dst = d.appendCardHead(dst, c)
 			dst = append(dst, d.bytes(c.body)...)
 			dst = append(dst, d.bytes(c.rest)...)
 		}
@@ -84,12 +84,7 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 	}
 	if include&incMedia != 0 {
 		dst = append(dst, `,"media":[`...)
-		for i, a := range d.assets {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, d.bytes(a.span)...)
-		}
+		dst = d.AppendAssets(dst, "", 0, len(d.lesson.Media))
 		dst = append(dst, ']')
 	}
 	if include&incWorkedExample != 0 {
@@ -115,7 +110,7 @@ func (d *Doc) AppendFullAs(dst []byte, m *corpus.Lesson, tail []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, d.bytes(c.prefix)...)
+		dst = d.appendCardHead(dst, c)
 		dst = jsonenc.String(dst, m.Cards[i].Body)
 		dst = append(dst, d.bytes(c.rest)...)
 	}
@@ -154,12 +149,7 @@ func (d *Doc) AppendFullAs(dst []byte, m *corpus.Lesson, tail []byte) []byte {
 		dst = append(dst, ']')
 	}
 	dst = append(dst, `,"media":[`...)
-	for i, a := range d.assets {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, d.bytes(a.span)...)
-	}
+	dst = d.AppendAssets(dst, "", 0, len(d.lesson.Media))
 	dst = append(dst, `],"workedExample":`...)
 	dst = append(dst, d.bytes(d.workedExample)...)
 	return append(dst, tail...)
@@ -173,11 +163,7 @@ func (d *Doc) appendSpoken(dst []byte, video bool) []byte {
 	first := true
 	for i := range d.cards {
 		c := &d.cards[i]
-		t := c.narration
-		if video {
-			t = c.voiceover
-		}
-		if t.len() == 0 {
+		if video && c.voiceover.len() == 0 || !video && !c.hasNarration() {
 			continue
 		}
 		if !first {
@@ -187,7 +173,11 @@ func (d *Doc) appendSpoken(dst []byte, video bool) []byte {
 		dst = append(dst, `{"cardId":`...)
 		dst = append(dst, d.bytes(c.id)...)
 		dst = append(dst, `,"text":`...)
-		dst = append(dst, d.bytes(t)...)
+		if video {
+			dst = append(dst, d.bytes(c.voiceover)...)
+		} else {
+			dst = d.appendNarration(dst, c)
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
@@ -203,7 +193,7 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 	first := true
 	for i := range d.cards {
 		c := &d.cards[i]
-		if c.narration.len() == 0 && c.voiceover.len() == 0 {
+		if !c.hasNarration() && c.voiceover.len() == 0 {
 			continue
 		}
 		if !first {
@@ -215,7 +205,11 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 		dst = append(dst, `,"label":`...)
 		dst = append(dst, d.bytes(c.label)...)
 		dst = append(dst, `,"narration":`...)
-		dst = d.appendNullable(dst, c.narration)
+		if c.hasNarration() {
+			dst = d.appendNarration(dst, c)
+		} else {
+			dst = append(dst, "null"...)
+		}
 		dst = append(dst, `,"videoVoiceover":`...)
 		dst = d.appendNullable(dst, c.voiceover)
 		dst = append(dst, '}')
@@ -227,14 +221,16 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 		dst = append(dst, `,"markdown":"`...)
 		for i := range d.cards {
 			c := &d.cards[i]
-			if c.narration.len() == 0 && c.voiceover.len() == 0 {
+			if !c.hasNarration() && c.voiceover.len() == 0 {
 				continue
 			}
 			dst = append(dst, "## "...)
 			dst = append(dst, d.inner(c.label)...)
 			dst = append(dst, `\n\n`...)
-			if c.narration.len() > 0 {
-				dst = append(dst, d.inner(c.narration)...)
+			if c.hasNarration() {
+				n := len(dst)
+				dst = d.appendNarration(dst, c)
+				dst = append(dst[:n], dst[n+1:len(dst)-1]...) // without the string's quotes
 				dst = append(dst, `\n\n`...)
 			}
 			if c.voiceover.len() > 0 {
@@ -287,16 +283,20 @@ func AppendMarkdown(dst []byte, l *corpus.Lesson) []byte {
 	return dst
 }
 
-// appendSpokenText appends spokenText(s) without making it.
-func appendSpokenText(dst []byte, s string) []byte {
-	for {
-		i := strings.Index(s, "**")
-		if i < 0 {
-			return append(dst, s...)
+// appendSpokenText appends spokenText(s) without making it: s without
+// its "**" markers, taken from the left as strings.ReplaceAll does. s is
+// text, or escaped JSON text, which it leaves valid: escaping never
+// writes a '*', so a run of them is the same escaped or not.
+func appendSpokenText[S ~string | ~[]byte](dst []byte, s S) []byte {
+	from := 0
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '*' && s[i+1] == '*' {
+			dst = append(dst, s[from:i]...)
+			i++
+			from = i + 1
 		}
-		dst = append(dst, s[:i]...)
-		s = s[i+2:]
 	}
+	return append(dst, s[from:]...)
 }
 
 func (d *Doc) appendNullable(dst []byte, s span) []byte {
@@ -320,9 +320,12 @@ func (d *Doc) AppendQuiz(dst, tail []byte) []byte {
 // CountAssets counts the lesson's media assets of type typ (video, audio,
 // image), or all of them when typ is "".
 func (d *Doc) CountAssets(typ string) int {
+	if typ == "" {
+		return len(d.lesson.Media)
+	}
 	n := 0
-	for _, a := range d.assets {
-		if typ == "" || a.typ == typ {
+	for _, m := range d.lesson.Media {
+		if m.Type == typ {
 			n++
 		}
 	}
@@ -331,20 +334,47 @@ func (d *Doc) CountAssets(typ string) int {
 
 // AppendAssets appends, comma-separated, the lesson's media assets of type
 // typ (all when typ is "") numbered from to to-1 among those, in l.Media
-// order, as the media route lists them: url is always null.
+// order, as the media route lists them: url is always null. They are
+// rendered from the corpus on each call (a few short members each), not
+// held: the full corpus has 113,844 of them.
 func (d *Doc) AppendAssets(dst []byte, typ string, from, to int) []byte {
 	k := 0
-	for _, a := range d.assets {
-		if typ != "" && a.typ != typ {
+	for _, m := range d.lesson.Media {
+		if typ != "" && m.Type != typ {
 			continue
 		}
 		if k >= from && k < to {
 			if k > from {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, d.bytes(a.span)...)
+			dst = appendLessonAsset(dst, m)
 		}
 		k++
 	}
 	return dst
+}
+
+// appendCardHead appends a card's members before its body:
+// `{"id":…,"label":…,"hasVideo":…,"hasNarration":…,"hasImage":…,"body":`.
+func (d *Doc) appendCardHead(dst []byte, c *cardDoc) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = append(dst, d.bytes(c.id)...)
+	dst = append(dst, `,"label":`...)
+	dst = append(dst, d.bytes(c.label)...)
+	dst = append(dst, `,"hasVideo":`...)
+	dst = strconv.AppendBool(dst, c.video)
+	dst = append(dst, `,"hasNarration":`...)
+	dst = strconv.AppendBool(dst, c.narrated)
+	dst = append(dst, `,"hasImage":`...)
+	dst = strconv.AppendBool(dst, c.image)
+	return append(dst, `,"body":`...)
+}
+
+// appendNarration appends the narration of c, which has one, as a JSON
+// string.
+func (d *Doc) appendNarration(dst []byte, c *cardDoc) []byte {
+	if !c.narrationIsBody {
+		return append(dst, d.bytes(c.narration)...)
+	}
+	return appendSpokenText(dst, d.bytes(c.body))
 }

@@ -47,3 +47,19 @@ func TestOpenStoresSQLite(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The limit is the footprint plus its headroom: at least memHeadroomMin,
+// a share of the footprint when that is larger.
+func TestMemoryLimitHeadroom(t *testing.T) {
+	for _, tt := range []struct {
+		footprint uint64
+		want      int64
+	}{
+		{100 << 20, 100<<20 + memHeadroomMin},
+		{600 << 20, 600<<20 + 100<<20},
+	} {
+		if got := MemoryLimit(tt.footprint); got != tt.want {
+			t.Errorf("MemoryLimit(%d MiB) = %d MiB, want %d MiB", tt.footprint>>20, got>>20, tt.want>>20)
+		}
+	}
+}

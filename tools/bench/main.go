@@ -37,11 +37,15 @@
 //	         answered 400, a gated 304, a forward) and a cold verification
 //	module   (h) size, compile time and median instantiate time of each
 //	         build: standard Go, and TinyGo when installed
+//	memory   (o) the origin's resident memory with the corpus: the binary
+//	         as shipped run as a child process, its VmRSS settled after
+//	         the start, at its peak under lesson reads and during a corpus
+//	         reload, and settled after the reload (memory.go)
 //
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -65,6 +69,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -89,9 +94,10 @@ type options struct {
 	memprof  string
 	variants string
 	record   bool // write the results under var/bench/ and compare with the previous file
+	memLimit bool // set the memory limit in process as the origin does
 }
 
-var allSections = []string{"content", "edge", "worker", "module"}
+var allSections = []string{"content", "edge", "worker", "module", "memory"}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -106,6 +112,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.memprof, "memprofile", "", "write an allocation profile of the whole run to this file")
 	fs.StringVar(&o.variants, "variants", "", "measure TinyGo builds with these build tags against the deployed one (variants.go): variants separated by commas, the tags of one by +")
 	fs.BoolVar(&o.record, "record", true, "write the results as JSON under "+benchDir+"/ and print each row's change against the previous file there")
+	fs.BoolVar(&o.memLimit, "memlimit", true, "set the memory limit of the in-process origin as origin/cmd/origin does (unless GOMEMLIMIT is set)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -184,6 +191,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var (
 		rows    []row
+		memRows []row // (o), measured first, listed last
 		st      *stack
 		tokens  []string
 		builds  []build
@@ -192,7 +200,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tgNote  string
 		needStk = o.sections["content"] || o.sections["edge"] || o.sections["worker"]
 	)
-	if needStk {
+	if needStk || o.sections["memory"] {
 		cdir := o.corpus
 		if cdir == "" {
 			cdir = filepath.Join(dir, "corpus")
@@ -204,11 +212,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if c, err = corpus.Load(cdir); err != nil {
 			return fmt.Errorf("load corpus: %w", err)
 		}
+	}
+	if o.sections["memory"] {
+		// First, while the bench's process is still small and the
+		// machine quiet.
+		if memRows, err = memory(ctx, o, root, dir, c, progress); err != nil {
+			return err
+		}
+	}
+	if needStk {
 		progress("corpus %s: %d subjects, %d classes, %d media; starting the origin stack", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
 		if st, err = startStack(ctx, dir, c, log); err != nil {
 			return err
 		}
 		defer st.Close()
+		// As the origin does once its corpus is served (origin/wiring,
+		// memory.go): here the limit also covers the bench's clients.
+		wiring.SettleMemory(o.memLimit && os.Getenv("GOMEMLIMIT") == "")
 		if tokens, err = st.tokens(ctx, o.clients); err != nil {
 			return err
 		}
@@ -229,8 +249,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "Lectern bench — %s/%s, GOMAXPROCS=%d, %s\n", runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version())
 	if c != nil {
-		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), origin in process on loopback, SQLite meters (group commit)\n",
-			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
+		where := "origin in process on loopback"
+		if !needStk {
+			where = "origin as a child process (o)"
+		}
+		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), %s, SQLite meters (group commit)\n",
+			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media, where)
 	}
 	if o.sections["content"] || o.sections["edge"] {
 		fmt.Fprintf(stdout, "throughput: %d keep-alive clients, median of %d interleaved runs of %v; ratios are to (a) of the same run\n",
@@ -277,6 +301,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if tgNote != "" {
 		rows = append(rows, row{what: tgNote + " (f, g and h measure standard Go only)"})
 	}
+	rows = append(rows, memRows...)
 
 	rec.add(rows)
 	records := filepath.Join(root, benchDir)

@@ -56,6 +56,10 @@ type config struct {
 	// record (corpus.go); not from the environment: zero is corpusSync,
 	// tests set a long one to hold an origin on its version.
 	CorpusSync time.Duration
+
+	// autoMemLimit: GOMEMLIMIT is unset, so the origin sets the memory
+	// limit itself (memory.go).
+	autoMemLimit bool
 }
 
 // parseConfig reads the settings from args and getenv.
@@ -90,6 +94,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	if err := c.check(); err != nil {
 		return c, err
 	}
+	c.autoMemLimit = getenv("GOMEMLIMIT") == ""
 	if c.JWKSURL == "" {
 		// The dev provider's issuer, as it writes it in tokens.
 		c.Issuer = strings.TrimSuffix(c.Issuer, "/")

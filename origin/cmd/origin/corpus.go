@@ -146,21 +146,26 @@ func (st *stack) reload(ctx context.Context, dir string) (string, error) {
 			Message: "A corpus reload is already running; nothing was changed. Retry once it has ended."}
 	}
 	defer st.reloading.Unlock()
+	st.liftMemoryLimit()
 	ct, err := buildCorpus(dir, "")
 	if err != nil {
+		st.settleMemory()
 		return "", err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	rec := store.CorpusRecord{Dir: dir, ContentVersion: ct.ContentVersion, LoadedAt: time.Now()}
 	if err := st.store.RecordCorpus(rctx, rec); err != nil {
+		ct = nil // garbage, for settleMemory
+		st.settleMemory()
 		st.log.Error("origin: a reloaded corpus could not be recorded; nothing changed", "dir", dir,
-			"contentVersion", ct.ContentVersion, "err", err)
-		return "", apierr.New(apierr.Internal, "The corpus in "+dir+" loaded (contentVersion "+ct.ContentVersion+
+			"contentVersion", rec.ContentVersion, "err", err)
+		return "", apierr.New(apierr.Internal, "The corpus in "+dir+" loaded (contentVersion "+rec.ContentVersion+
 			") but could not be recorded in the database, so nothing changed; the cause is in the origin's log. Retry.")
 	}
 	st.failed = corpusFailure{}
 	st.content.Store(ct)
+	st.swapped()
 	return ct.ContentVersion, nil
 }
 
@@ -211,8 +216,10 @@ func (st *stack) syncCorpus(ctx context.Context) {
 	if rec.ContentVersion == serving || st.failed.is(rec) && time.Since(st.failed.at) < corpusRetry {
 		return
 	}
+	st.liftMemoryLimit()
 	ct, err := buildCorpus(rec.Dir, rec.ContentVersion)
 	if err != nil {
+		st.settleMemory()
 		st.failed = corpusFailure{*rec, time.Now()}
 		st.log.Error("origin: the deployment's corpus did not load here; still serving the current one",
 			"dir", rec.Dir, "contentVersion", rec.ContentVersion, "serving", serving, "err", err, "retryIn", corpusRetry)
@@ -220,6 +227,7 @@ func (st *stack) syncCorpus(ctx context.Context) {
 	}
 	st.failed = corpusFailure{}
 	st.content.Store(ct)
+	st.swapped()
 	st.log.Info("origin: now serving the deployment's corpus", "dir", rec.Dir, "contentVersion", rec.ContentVersion,
 		"was", serving, "recordedAt", rec.LoadedAt)
 }

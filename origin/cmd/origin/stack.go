@@ -52,6 +52,9 @@ type stack struct {
 	// the stop of the loop that reads the record.
 	failed     corpusFailure
 	stopFollow func()
+
+	autoMemLimit bool        // config.autoMemLimit (memory.go)
+	resettle     *time.Timer // the settleMemory after a swap (held under reloading)
 }
 
 // start opens everything and serves in the background. Addresses may be
@@ -77,6 +80,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		}
 	}()
 	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
+	st.autoMemLimit = cfg.autoMemLimit
 	if st.AdminURL != "" {
 		if st.AdminToken, st.adminTokenFile, err = loadAdminToken(cfg.AdminToken, st.log); err != nil {
 			return nil, err
@@ -109,6 +113,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err := st.openCorpus(ctx, cfg.Corpus, stdout); err != nil {
 		return nil, err
 	}
+	st.settleMemory()
 	if err := st.openClock(ctx, cfg.TestClock); err != nil {
 		return nil, err
 	}
@@ -245,6 +250,11 @@ func (st *stack) Close() error {
 	if st.stopFollow != nil {
 		st.stopFollow()
 	}
+	st.reloading.Lock()
+	if st.resettle != nil {
+		st.resettle.Stop()
+	}
+	st.reloading.Unlock()
 	if st.meters != nil {
 		errs = append(errs, st.meters.Close())
 	}
