@@ -51,9 +51,16 @@ func ParseLevel(s string) (slog.Level, error) {
 }
 
 // NewLogger returns the logger of the settings format and level, writing
-// to w. A value it does not know is an error naming the variable, so a
-// command refuses to start on it.
+// to w; "" is the default (DefaultFormat, DefaultLevel), as for a config
+// made in code rather than parsed. A value it does not know is an error
+// naming the variable, so a command refuses to start on it.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	if format == "" {
+		format = DefaultFormat
+	}
+	if level == "" {
+		level = DefaultLevel
+	}
 	lv, err := ParseLevel(level)
 	if err != nil {
 		return nil, err

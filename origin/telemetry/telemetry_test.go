@@ -51,12 +51,20 @@ func TestNewLogger(t *testing.T) {
 	for _, tc := range []struct{ format, level, want string }{
 		{"yaml", "info", "LECTERN_LOG_FORMAT"},
 		{"json", "verbose", "LECTERN_LOG_LEVEL"},
-		{"", "info", "LECTERN_LOG_FORMAT"},
-		{"json", "", "LECTERN_LOG_LEVEL"},
 	} {
 		if _, err := NewLogger(io.Discard, tc.format, tc.level); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q %q: %v, want an error naming %s", tc.format, tc.level, err, tc.want)
 		}
+	}
+	var def bytes.Buffer
+	dl, err := NewLogger(&def, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl.Debug("hidden")
+	dl.Info("shown")
+	if got := def.String(); strings.Contains(got, "hidden") || !strings.Contains(got, `"level":"INFO","msg":"shown"`) {
+		t.Errorf("defaults (json at info): %q", got)
 	}
 	var buf bytes.Buffer
 	log, err := NewLogger(&buf, "TEXT", "Warn")

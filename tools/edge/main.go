@@ -186,7 +186,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("read the edge module (make worker builds it): %w", err)
 	}
-	log, err := newLogger(stdout, cfg)
+	log, err := telemetry.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -252,20 +252,6 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
-}
-
-// newLogger is the edge's log (LECTERN_LOG_FORMAT, LECTERN_LOG_LEVEL) on
-// stdout: its access log and every event. A config made in code rather
-// than parsed (tests) takes the defaults.
-func newLogger(stdout io.Writer, cfg config) (*slog.Logger, error) {
-	format, level := cfg.LogFormat, cfg.LogLevel
-	if format == "" {
-		format = telemetry.DefaultFormat
-	}
-	if level == "" {
-		level = telemetry.DefaultLevel
-	}
-	return telemetry.NewLogger(stdout, format, level)
 }
 
 // healthClient makes the readiness checks' calls; each check is bounded

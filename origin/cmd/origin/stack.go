@@ -60,7 +60,7 @@ type stack struct {
 // start opens everything and serves in the background. Addresses may be
 // ":0"-style; the bound ones are in the returned stack.
 func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err error) {
-	log, err := newLogger(stdout, cfg)
+	log, err := telemetry.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return nil, err
 	}
@@ -160,20 +160,6 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	return st, nil
-}
-
-// newLogger is the stack's log (LECTERN_LOG_FORMAT, LECTERN_LOG_LEVEL) on
-// stdout: the access log of the public API and every event. A config
-// made in code rather than parsed (tests) takes the defaults.
-func newLogger(stdout io.Writer, cfg config) (*slog.Logger, error) {
-	format, level := cfg.LogFormat, cfg.LogLevel
-	if format == "" {
-		format = telemetry.DefaultFormat
-	}
-	if level == "" {
-		level = telemetry.DefaultLevel
-	}
-	return telemetry.NewLogger(stdout, format, level)
 }
 
 // readiness is what GET /readyz (and the admin API's health) checks: the
