@@ -88,6 +88,9 @@
 //	tools/bench                   make bench: throughput as ratios measured in one run
 //	tools/corpusgen               the corpus generator's command
 //	tools/edge                    the local edge (the module under wazero)
+//	tools/internal/pgschema       a temporary PostgreSQL schema for a tool's run
+//	tools/internal/stackbin       builds the stack's commands and module; free loopback addresses
 //	tools/meterbench              durable meter increments per second
+//	tools/soak                    the soak with faults: every route, 50 organisations, meters checked
 //	tools/stack                   make run: origin and edge in the foreground
 package shared
