@@ -159,6 +159,7 @@ func TestParity(t *testing.T) {
 		e := newEdge(t, b, o, nil)
 		scenarios := fixedScenarios()
 		scenarios = append(scenarios, servedScenarios(t, o, f)...)
+		scenarios = append(scenarios, progressScenarios(t, o, f)...)
 		scenarios = append(scenarios, fileScenarios(t, o, f)...)
 		parity(t, e, o, f.tokens, "p"+b.name, scenarios)
 		if st := e.host.Stats(); st.Failures != 0 {

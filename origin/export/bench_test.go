@@ -4,9 +4,11 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/flate"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/forensic"
@@ -100,21 +102,64 @@ func peakAbove(b *testing.B, write func(w io.Writer) error) (peak uint64, n int6
 	return h.peak - ms.HeapAlloc, h.n
 }
 
-// BenchmarkZip30 writes a 30-class subject's zip; peak-heap-B is the
-// heap one download holds above idle.
+// BenchmarkZip30 writes a 30-class subject's zip, on one goroutine
+// (sequential) and with a helper on an idle core as WriteZip takes one
+// (helper: the same when GOMAXPROCS is 1); peak-heap-B is the heap one
+// download holds above idle.
 func BenchmarkZip30(b *testing.B) {
 	bld, sub := thirty(b)
 	req := request("acme", Target{Subject: sub})
-	peak, n := peakAbove(b, func(w io.Writer) error { _, err := bld.WriteZip(w, req); return err })
-	b.ReportAllocs()
-	b.SetBytes(n)
-	b.ResetTimer()
-	for range b.N {
-		if _, err := bld.WriteZip(io.Discard, req); err != nil {
-			b.Fatal(err)
-		}
+	for _, mode := range []struct {
+		name    string
+		helpers int
+	}{{"sequential", 0}, {"helper", runtime.GOMAXPROCS(0) - 1}} {
+		b.Run(mode.name, func(b *testing.B) {
+			saved := bld.helpers
+			defer func() { bld.helpers = saved }()
+			bld.helpers = make(chan struct{}, mode.helpers)
+			peak, n := peakAbove(b, func(w io.Writer) error { _, err := bld.WriteZip(w, req); return err })
+			b.ReportAllocs()
+			b.SetBytes(n)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := bld.WriteZip(io.Discard, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(peak), "peak-heap-B")
+		})
 	}
-	b.ReportMetric(float64(peak), "peak-heap-B")
+}
+
+// BenchmarkDeflateLevels deflates a 30-class subject's files, each as
+// its own zip entry, at klauspost's levels (-2 is Huffman only): the
+// measure behind zipLevel. zbytes is the deflated size.
+func BenchmarkDeflateLevels(b *testing.B) {
+	bld, sub := thirty(b)
+	fs := files(b, bld, request("acme", Target{Subject: sub}))
+	total := 0
+	for _, f := range fs {
+		total += len(f.data)
+	}
+	for _, level := range []int{1, 2, 3, 4, 5, 6, flate.HuffmanOnly} {
+		b.Run(strconv.Itoa(level), func(b *testing.B) {
+			fw, err := flate.NewWriter(io.Discard, level)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cw := &countWriter{w: io.Discard}
+			b.SetBytes(int64(total))
+			for range b.N {
+				cw.n = 0
+				for _, f := range fs {
+					fw.Reset(cw)
+					fw.Write(f.data)
+					fw.Close()
+				}
+			}
+			b.ReportMetric(float64(cw.n), "zbytes")
+		})
+	}
 }
 
 // TestFullCorpusCanaryBits: every class of the full corpus carries at

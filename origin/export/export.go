@@ -13,11 +13,14 @@
 // manifest.json (format, contentVersion, the organisation's stamp, lic and
 // tag, the classes with their files, and the size and SHA-256 of every
 // other file as shipped). The manifest comes last because it hashes the
-// files before it: every file is rendered, hashed and written before the
-// next is made, so a bundle is never whole in memory.
+// files before it: every file is hashed as it is made and written before
+// more than a few others are made (WriteZip may make a few classes ahead
+// on an idle core), so a bundle is never whole in memory.
 //
 // The card bodies and spoken texts of the class files and transcripts
 // carry the organisation's canaries (forensic.Canary): whitespace only.
+// Only those texts are rendered per bundle; the rest of a class file is
+// the lesson's rendering for the lesson routes (lessondoc), copied.
 // Nothing in a bundle reads a clock (entries carry a fixed time), so its
 // bytes depend only on the corpus (its contentVersion), the organisation,
 // the envelope (which encodes the scope set) and the target: any origin
@@ -25,13 +28,10 @@
 package export
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
+	"runtime"
 	"sync"
 	"time"
 
@@ -107,21 +107,25 @@ type Builder struct {
 	docs   *lessondoc.Set
 	cfg    Config
 	work   sync.Pool // *work
+	// helpers holds a token per helper goroutine making a zip's classes
+	// ahead of its writer: one fewer than the CPUs, so that a download
+	// uses an idle core and concurrent downloads do not pile goroutines
+	// (and compressors) on busy ones.
+	helpers chan struct{}
 
 	transcripts transcripts
 }
 
 // New is the builder of c's bundles; docs are c's lesson renderings.
 func New(c *corpus.Corpus, docs *lessondoc.Set, cfg Config) *Builder {
-	return &Builder{corpus: c, docs: docs, cfg: cfg}
+	return &Builder{corpus: c, docs: docs, cfg: cfg, helpers: make(chan struct{}, runtime.GOMAXPROCS(0)-1)}
 }
 
-// work is one bundle's scratch: the renderer and the file buffer, reused
+// work is one builder goroutine's scratch: the file buffers, reused
 // from file to file and bundle to bundle.
 type work struct {
-	r   lessondoc.Renderer
-	buf []byte
-	aux []byte
+	buf []byte // a class file
+	md  []byte // a transcript
 }
 
 func (b *Builder) getWork() *work {
@@ -132,7 +136,7 @@ func (b *Builder) getWork() *work {
 }
 
 func (b *Builder) putWork(w *work) {
-	if cap(w.buf) > 4<<20 || cap(w.aux) > 4<<20 {
+	if cap(w.buf) > 4<<20 || cap(w.md) > 4<<20 {
 		return // an outsized subject: let it go
 	}
 	b.work.Put(w)
@@ -157,41 +161,45 @@ func (b *Builder) walk(req Request, emit emitter) error {
 	}
 	w := b.getWork()
 	defer b.putWork(w)
-	m := manifest{Format: Format, ContentVersion: b.corpus.ContentVersion, Stamp: req.Stamp, License: req.License,
-		Subject: req.Target.Subject.Ref(), Classes: make([]manifestClass, 0, len(lessons))}
-	if req.Target.Class > 0 {
-		m.ClassNum = &req.Target.Class
-	}
+	m := b.newManifest(req, lessons)
 	put := func(name string, data []byte) error {
 		sum := sha256.Sum256(data)
-		m.Files = append(m.Files, file{Name: name, Bytes: len(data), SHA256: hex.EncodeToString(sum[:])})
+		m.add(name, len(data), sum)
 		return emit(name, data)
 	}
 	for _, l := range lessons {
-		d, err := w.r.Render(b.marked(req.Stamp.OrgID, l))
-		if err != nil {
+		class, transcript := b.classFiles(w, req, l)
+		m.addClass(l)
+		if err := put(classFileName(l, false), class); err != nil {
 			return err
 		}
-		mc := manifestClass{LessonID: l.ID, ClassNum: l.Number, Title: l.Title}
-		base := "class-" + strconv.Itoa(l.Number)
-		w.buf = b.classJSON(w.buf[:0], d, req.License)
-		if err := put(base+".json", w.buf); err != nil {
-			return err
-		}
-		mc.Files = append(mc.Files, base+".json")
-		if l.HasTranscript {
-			w.aux = d.AppendTranscript(w.aux[:0], true, []byte{'}'})
-			w.buf, err = transcriptMarkdown(w.buf[:0], w.aux)
-			if err != nil {
-				return fmt.Errorf("export %s transcript: %w", l.ID, err)
-			}
-			if err := put(base+".transcript.md", w.buf); err != nil {
+		if transcript != nil {
+			if err := put(classFileName(l, true), transcript); err != nil {
 				return err
 			}
-			mc.Files = append(mc.Files, base+".transcript.md")
 		}
-		m.Classes = append(m.Classes, mc)
 	}
+	return b.finish(w, req, lessons, m, put, emit)
+}
+
+// classFiles makes l's files into w's buffers: its class file and, when
+// it has one, its transcript (nil when not). Both are valid until w's
+// next use. The texts are marked for the organisation; the rest of the
+// class file is the set's rendering of l, copied.
+func (b *Builder) classFiles(w *work, req Request, l *corpus.Lesson) (class, transcript []byte) {
+	m := b.marked(req.Stamp.OrgID, l)
+	w.buf = b.docs.AppendTail(b.docs.Doc(l).AppendFullAs(w.buf[:0], m, nil), req.License)
+	if !l.HasTranscript {
+		return w.buf, nil
+	}
+	w.md = lessondoc.AppendMarkdown(w.md[:0], m)
+	return w.buf, w.md
+}
+
+// finish makes the files after the classes' with w's buffers: the media
+// manifest and the licence through put, then the manifest, listing every
+// file put, through emit.
+func (b *Builder) finish(w *work, req Request, lessons []*corpus.Lesson, m *manifest, put, emit emitter) error {
 	w.buf = b.mediaManifest(w.buf[:0], lessons)
 	if err := put("media-manifest.json", w.buf); err != nil {
 		return err
@@ -205,29 +213,6 @@ func (b *Builder) walk(req Request, emit emitter) error {
 		return err
 	}
 	return emit("manifest.json", append(body, '\n'))
-}
-
-// classJSON appends the class file: the lesson as route 6 answers
-// detail=full, closed as every lesson route closes its documents.
-func (b *Builder) classJSON(dst []byte, d *lessondoc.Doc, env forensic.Envelope) []byte {
-	return b.docs.AppendTail(d.AppendLesson(dst, lessondoc.Full, 0, nil), env)
-}
-
-// transcriptMarkdown appends the markdown of a transcript document (as
-// lessondoc renders it with markdown, closed): its last member, decoded
-// from its JSON string. `,"markdown":` cannot occur inside a string (a
-// quote there is escaped), so the last one is the member.
-func transcriptMarkdown(dst, doc []byte) ([]byte, error) {
-	key := []byte(`,"markdown":`)
-	i := bytes.LastIndex(doc, key)
-	if i < 0 {
-		return nil, errors.New("no markdown member")
-	}
-	var md string
-	if err := json.Unmarshal(bytes.TrimSuffix(doc[i+len(key):], []byte{'}'}), &md); err != nil {
-		return nil, err
-	}
-	return append(dst, md...), nil
 }
 
 // marked is a copy of l whose card bodies and spoken texts carry org's

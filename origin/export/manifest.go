@@ -1,6 +1,8 @@
 package export
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 
 	"github.com/lectern-api/lectern/origin/corpus"
@@ -29,6 +31,41 @@ type manifestClass struct {
 	ClassNum int      `json:"classNum"`
 	Title    string   `json:"title"`
 	Files    []string `json:"files"`
+}
+
+// newManifest is the manifest of req's bundle of lessons, before its
+// classes and files are added.
+func (b *Builder) newManifest(req Request, lessons []*corpus.Lesson) *manifest {
+	m := &manifest{Format: Format, ContentVersion: b.corpus.ContentVersion, Stamp: req.Stamp, License: req.License,
+		Subject: req.Target.Subject.Ref(), Classes: make([]manifestClass, 0, len(lessons)),
+		Files: make([]file, 0, 2*len(lessons)+2)}
+	if req.Target.Class > 0 {
+		m.ClassNum = &req.Target.Class
+	}
+	return m
+}
+
+// addClass lists l among the classes, with its files: the class file and,
+// when l has one, the transcript.
+func (m *manifest) addClass(l *corpus.Lesson) {
+	mc := manifestClass{LessonID: l.ID, ClassNum: l.Number, Title: l.Title, Files: []string{classFileName(l, false)}}
+	if l.HasTranscript {
+		mc.Files = append(mc.Files, classFileName(l, true))
+	}
+	m.Classes = append(m.Classes, mc)
+}
+
+// classFileName is the name of l's class file, or of its transcript.
+func classFileName(l *corpus.Lesson, transcript bool) string {
+	if transcript {
+		return "class-" + strconv.Itoa(l.Number) + ".transcript.md"
+	}
+	return "class-" + strconv.Itoa(l.Number) + ".json"
+}
+
+// add lists a file as shipped: its name, size and SHA-256.
+func (m *manifest) add(name string, size int, sum [sha256.Size]byte) {
+	m.Files = append(m.Files, file{Name: name, Bytes: size, SHA256: hex.EncodeToString(sum[:])})
 }
 
 // mediaManifest appends media-manifest.json: {contentVersion, items}, an

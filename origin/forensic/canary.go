@@ -39,6 +39,7 @@ import (
 type Canary struct {
 	mac hash.Hash
 	sum []byte
+	ctx []byte // bit's scratch: the sentence without its markers
 }
 
 // NewCanary is the canary of lessonID for org under key (subkey.Canary).
@@ -54,10 +55,17 @@ func NewCanary(key []byte, org, lessonID string) *Canary {
 // bit is the mark of the sentence ctx.
 func (c *Canary) bit(ctx string) bool {
 	c.mac.Reset()
-	if strings.Contains(ctx, "**") {
-		ctx = strings.ReplaceAll(ctx, "**", "")
+	c.ctx = c.ctx[:0]
+	for { // strings.ReplaceAll(ctx, "**", ""), into the scratch
+		i := strings.Index(ctx, "**")
+		if i < 0 {
+			break
+		}
+		c.ctx = append(c.ctx, ctx[:i]...)
+		ctx = ctx[i+2:]
 	}
-	c.mac.Write([]byte(ctx))
+	c.ctx = append(c.ctx, ctx...)
+	c.mac.Write(c.ctx)
 	c.sum = c.mac.Sum(c.sum[:0])
 	return c.sum[0]&1 == 1
 }

@@ -99,11 +99,12 @@ func (b *builder) build(l *corpus.Lesson) (*Doc, error) {
 	return d, nil
 }
 
-// Renderer renders lessons one at a time for documents made once and not
-// kept (an export's classes, marked for their organisation): the
-// fragments Build makes, without the precompressed standard lesson, in
-// one buffer reused from lesson to lesson. It is not safe for concurrent
-// use.
+// Renderer renders lessons one at a time, for documents made once and
+// not kept: the fragments Build makes, without the precompressed
+// standard lesson, in one buffer reused from lesson to lesson. (An
+// export's classes, whose texts differ from the corpus's, take
+// AppendFullAs instead, which renders only those texts.) It is not safe
+// for concurrent use.
 type Renderer struct{ b builder }
 
 // Render renders l. The Doc is valid until the next Render; its

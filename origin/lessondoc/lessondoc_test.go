@@ -173,3 +173,90 @@ func TestRendererMatchesBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendMarkdown: the markdown as text is what the transcript's
+// markdown member decodes to, for every lesson and for one whose
+// voiceover runs over several lines (which the generated corpora lack).
+func TestAppendMarkdown(t *testing.T) {
+	c, set := smallCorpus(t)
+	docs := []*Doc{}
+	for _, l := range c.Lessons {
+		docs = append(docs, set.Doc(l))
+	}
+	l := *c.Lessons[0]
+	card := *l.Cards[0]
+	card.VideoVoiceover = "A first **line**.\nA \"second\" one,\n\nafter a blank ***line***."
+	l.Cards = append([]*corpus.Card{&card}, l.Cards[1:]...)
+	var r Renderer
+	d, err := r.Render(&l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, d)
+	terms := 0
+	for _, d := range docs {
+		var v struct {
+			Markdown string `json:"markdown"`
+		}
+		if err := json.Unmarshal(d.AppendTranscript(nil, true, []byte{'}'}), &v); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(d.AppendMarkdown(nil)); got != v.Markdown {
+			t.Fatalf("%s: AppendMarkdown differs from the transcript's markdown:\n%q\nwant\n%q", d.Lesson().ID, got, v.Markdown)
+		}
+		for _, c := range d.Lesson().Cards {
+			if strings.Contains(c.Narration(), "**") {
+				terms++
+			}
+		}
+	}
+	if terms == 0 {
+		t.Error("no narration with key-term markers: the test checks too little")
+	}
+}
+
+// respaced is a copy of l whose card bodies, narration scripts and
+// voiceovers have every ". " doubled, as an organisation's canaries
+// change them.
+func respaced(l *corpus.Lesson) *corpus.Lesson {
+	m := *l
+	m.Cards = make([]*corpus.Card, len(l.Cards))
+	for i, c := range l.Cards {
+		mc := *c
+		mc.Body = strings.ReplaceAll(c.Body, ". ", ".  ")
+		mc.NarrationScript = strings.ReplaceAll(c.NarrationScript, ". ", ".  ")
+		mc.VideoVoiceover = strings.ReplaceAll(c.VideoVoiceover, ". ", ".  ")
+		m.Cards[i] = &mc
+	}
+	return &m
+}
+
+// TestAppendFullAs: the set's rendering of a lesson, given a copy with
+// other texts, appends what rendering the copy appends at full detail;
+// given the lesson itself, its own full detail.
+func TestAppendFullAs(t *testing.T) {
+	c, set := smallCorpus(t)
+	var r Renderer
+	changed := 0
+	for _, l := range c.Lessons {
+		d := set.Doc(l)
+		if got, want := d.AppendFullAs(nil, l, []byte("}")), d.AppendLesson(nil, Full, 0, []byte("}")); !bytes.Equal(got, want) {
+			t.Fatalf("%s: AppendFullAs of the lesson itself differs from its full detail:\n%s\nwant\n%s", l.ID, got, want)
+		}
+		m := respaced(l)
+		rd, err := r.Render(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rd.AppendLesson(nil, Full, 0, nil)
+		if got := d.AppendFullAs(nil, m, nil); !bytes.Equal(got, want) {
+			t.Fatalf("%s: AppendFullAs of a respaced copy differs from rendering it:\n%s\nwant\n%s", l.ID, got, want)
+		}
+		if !bytes.Equal(want, d.AppendLesson(nil, Full, 0, nil)) {
+			changed++
+		}
+	}
+	if changed == 0 {
+		t.Error("no lesson's texts changed: the test checks nothing")
+	}
+}

@@ -1,6 +1,12 @@
 package lessondoc
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/shared/jsonenc"
+)
 
 // Rendering: each render appends one document to dst from the lesson's
 // fragments, then tail.
@@ -93,6 +99,72 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 	return append(dst, tail...)
 }
 
+// AppendFullAs appends the lesson at full detail, every include, as
+// AppendLesson does, but with the texts of m, a copy of d's lesson whose
+// cards differ from it at most in their bodies, narration scripts and
+// voiceovers (an export's class, marked for its organisation): those are
+// escaped from m, every other fragment is d's, rendered once. Then tail.
+// It is what rendering m and appending it at full detail gives, without
+// rendering the rest of the lesson again.
+func (d *Doc) AppendFullAs(dst []byte, m *corpus.Lesson, tail []byte) []byte {
+	dst = append(dst, d.bytes(d.head)...)
+	dst = append(dst, d.bytes(d.keyTerms)...)
+	dst = append(dst, `,"cards":[`...)
+	for i := range d.cards {
+		c := &d.cards[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, d.bytes(c.prefix)...)
+		dst = jsonenc.String(dst, m.Cards[i].Body)
+		dst = append(dst, d.bytes(c.rest)...)
+	}
+	dst = append(dst, `],"truncated":false,"quiz":`...)
+	dst = append(dst, d.bytes(d.quiz)...)
+	dst = append(dst, `,"inlineChecks":`...)
+	dst = append(dst, d.bytes(d.inlineChecks)...)
+	dst = append(dst, `,"interactives":`...)
+	dst = append(dst, d.bytes(d.interactives)...)
+	for _, video := range []bool{false, true} {
+		if video {
+			dst = append(dst, `,"videoTranscript":[`...)
+		} else {
+			dst = append(dst, `,"narrationText":[`...)
+		}
+		first := true
+		for i := range d.cards {
+			c := &d.cards[i]
+			t := m.Cards[i].Narration()
+			if video {
+				t = m.Cards[i].VideoVoiceover
+			}
+			if t == "" {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, `{"cardId":`...)
+			dst = append(dst, d.bytes(c.id)...)
+			dst = append(dst, `,"text":`...)
+			dst = jsonenc.String(dst, spokenText(t))
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"media":[`...)
+	for i, a := range d.assets {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, d.bytes(a.span)...)
+	}
+	dst = append(dst, `],"workedExample":`...)
+	dst = append(dst, d.bytes(d.workedExample)...)
+	return append(dst, tail...)
+}
+
 // appendSpoken appends the narrationText (or, with video, the
 // videoTranscript) section: [{cardId, text}] for the cards that have
 // that text, in card order; complete, never capped.
@@ -174,6 +246,57 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 		dst = append(dst, '"')
 	}
 	return append(dst, tail...)
+}
+
+// AppendMarkdown appends the transcript's markdown as text, the value
+// AppendTranscript's markdown member decodes to: for a document made once
+// (an export's transcript file) without escaping it as a JSON string and
+// decoding it again. Its layout is AppendTranscript's, from the texts of
+// the lesson d renders.
+func (d *Doc) AppendMarkdown(dst []byte) []byte { return AppendMarkdown(dst, d.lesson) }
+
+// AppendMarkdown appends l's transcript markdown as text: what the
+// markdown member of its transcript document decodes to.
+func AppendMarkdown(dst []byte, l *corpus.Lesson) []byte {
+	for _, c := range l.Cards {
+		narration, voiceover := c.Narration(), c.VideoVoiceover
+		if narration == "" && voiceover == "" {
+			continue
+		}
+		dst = append(dst, "## "...)
+		dst = append(dst, c.Label...)
+		dst = append(dst, "\n\n"...)
+		if narration != "" {
+			dst = appendSpokenText(dst, narration)
+			dst = append(dst, "\n\n"...)
+		}
+		if voiceover != "" {
+			dst = append(dst, "> "...)
+			for {
+				line, rest, more := strings.Cut(voiceover, "\n")
+				dst = appendSpokenText(dst, line)
+				if !more {
+					break
+				}
+				dst = append(dst, "\n> "...)
+				voiceover = rest
+			}
+			dst = append(dst, "\n\n"...)
+		}
+	}
+	return dst
+}
+
+// appendSpokenText appends spokenText(s) without making it.
+func appendSpokenText(dst []byte, s string) []byte {
+	for {
+		i := strings.Index(s, "**")
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		s = s[i+2:]
+	}
 }
 
 func (d *Doc) appendNullable(dst []byte, s span) []byte {

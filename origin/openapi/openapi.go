@@ -486,9 +486,7 @@ func oaResponses(rt *route.Route, e oaEnums) oaObj {
 	if rt.Validator != route.NoETag {
 		ok["ETag"] = oaRef("headers", "ETag")
 	}
-	if rt.ID != route.PutProgress {
-		ok["X-Service-Content-Version"] = oaRef("headers", "X-Service-Content-Version")
-	}
+	ok["X-Service-Content-Version"] = oaRef("headers", "X-Service-Content-Version")
 	if rt.Metered {
 		ok["RateLimit"] = oaRef("headers", "RateLimit")
 		ok["RateLimit-Policy"] = oaRef("headers", "RateLimit-Policy")
@@ -650,6 +648,45 @@ func oaList(desc, item string, closed bool) oaObj {
 	}
 	o := oaObj{"type": "object", "description": desc, "required": oaListKeys, "properties": props, "additionalProperties": !closed}
 	return o
+}
+
+// oaXP is the learner's XP: over every recorded class, granted now or
+// not, 10 plus a tenth of its best score rounded down.
+var oaXP = oaObj{"type": "integer", "minimum": 0, "description": "Sum over every recorded class (granted now or not) of 10 + floor(bestScore / 10); 10 for a class without a score."}
+
+// oaScore is a progress score, null when none.
+func oaScore(desc string) oaObj {
+	return oaObj{"type": []string{"number", "null"}, "minimum": 0, "maximum": 100, "description": desc}
+}
+
+func oaWithDesc(desc string, o oaObj) oaObj {
+	o["description"] = desc
+	return o
+}
+
+// oaProgress is GET /v1/progress's body: the list envelope of the
+// recorded classes of subjects granted now, with the learner's id, XP and
+// streak.
+func oaProgress(tierEnum oaObj) oaObj {
+	o := oaList("The signed-in learner's recorded classes of subjects granted now, ordered by tier (canonical order), subjectSlug and classNum; a class absent from items is not started. "+
+		"A saved write during a walk may shift the pages after it.", "ProgressClass", true)
+	props := o["properties"].(oaObj)
+	props["learnerId"] = oaObj{"type": "string", "description": "The token's learner."}
+	props["xp"] = oaXP
+	props["streak"] = oaRef("schemas", "Streak")
+	o["required"] = append(slices.Clone(oaListKeys), "learnerId", "xp", "streak")
+	return o
+}
+
+// oaProgressClass is one recorded class.
+func oaProgressClass(tierEnum oaObj) oaObj {
+	at := oaObj{"type": "string", "format": "date-time"}
+	return oaStrict([]string{"lessonId", "tier", "subjectSlug", "classNum", "score", "bestScore", "firstRecordedAt", "lastRecordedAt"}, oaObj{
+		"lessonId": oaString, "tier": tierEnum, "subjectSlug": oaString, "classNum": oaClassNum,
+		"score":           oaScore("The latest write's score; null when that write sent none."),
+		"bestScore":       oaScore("The highest score ever sent; null when none was."),
+		"firstRecordedAt": at, "lastRecordedAt": at,
+	})
 }
 
 // oaSchemas are the components/schemas: the error body, the envelopes and
@@ -817,8 +854,19 @@ func oaSchemas(e oaEnums) oaObj {
 			"contentVersion": oaRef("schemas", "ContentVersion"),
 			"licenseUrl":     oaString,
 		}),
-		"Progress":    oaOpen("The learner's XP, streak and per-class completion; a class absent from items is not started.", []string{"items"}, oaObj{"items": oaObj{"type": "array"}}),
-		"ProgressAck": oaOpen("A small acknowledgement.", nil, oaObj{}),
+		"Progress":      oaProgress(tierEnum),
+		"ProgressClass": oaProgressClass(tierEnum),
+		"Streak": oaStrict([]string{"current", "longest", "lastDay"}, oaObj{
+			"current": oaObj{"type": "integer", "minimum": 0, "description": "Consecutive UTC days with a saved write, ending today or yesterday; otherwise 0."},
+			"longest": oaObj{"type": "integer", "minimum": 0, "description": "The longest such run ever."},
+			"lastDay": oaObj{"type": []string{"string", "null"}, "format": "date", "description": "The UTC day of the last saved write; null when none."},
+		}),
+		"ProgressAck": oaWithDesc("The class as recorded, with the learner's XP and streak; under 384 bytes, never compressed.",
+			oaStrict([]string{"lessonId", "score", "bestScore", "xp", "streak"}, oaObj{
+				"lessonId": oaString, "score": oaScore("The score this write sent; null when it sent none."),
+				"bestScore": oaScore("The highest score ever sent for the class; null when none was."),
+				"xp":        oaXP, "streak": oaRef("schemas", "Streak"),
+			})),
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,12 +26,14 @@ import (
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	shid "github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/scope"
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -38,15 +42,18 @@ import (
 // listeners, serving a generated corpus that a test can swap as a reload
 // would.
 type harness struct {
-	t       testing.TB
-	api     string // the API's base URL
-	issuer  string
-	store   store.Store
-	meters  meter.Store
-	srv     *Server
-	content *atomic.Pointer[Content] // shared by the copies subtests get
-	client  *http.Client             // no transparent gzip: the test sees the wire
-	now     func() time.Time         // the server's clock
+	t      testing.TB
+	api    string // the API's base URL
+	issuer string
+	store  store.Store
+	meters meter.Store
+	// progress is the progress store (harness.progress stays the store
+	// itself when harnessOptions.progress wraps it).
+	progress progress.Store
+	srv      *Server
+	content  *atomic.Pointer[Content] // shared by the copies subtests get
+	client   *http.Client             // no transparent gzip: the test sees the wire
+	now      func() time.Time         // the server's clock
 }
 
 // buildContent generates the corpus of o into dir and builds it.
@@ -120,6 +127,8 @@ type harnessOptions struct {
 	urlKeys       link.Keys
 	canaryKey     []byte
 	inlineCeiling int64
+	// progress, when set, wraps the progress store the server uses.
+	progress func(progress.Store) progress.Store
 }
 
 func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
@@ -144,7 +153,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
-	h.store, h.meters = st, ms
+	h.store, h.meters, h.progress = st, ms, st
 
 	idpSrv := httptest.NewUnstartedServer(nil)
 	h.issuer = "http://" + idpSrv.Listener.Addr().String()
@@ -167,6 +176,10 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	if opts.meters != nil {
 		billed = opts.meters(ms)
 	}
+	progressStore := h.progress
+	if opts.progress != nil {
+		progressStore = opts.progress(progressStore)
+	}
 	h.srv = New(Config{
 		Store:                st,
 		Auth:                 auth.New(auth.Config{Issuer: h.issuer, Audience: "lectern-api", JWKSURL: h.issuer + "/.well-known/jwks.json", Now: time.Now}),
@@ -183,6 +196,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		URLKeys:              urlKeys,
 		CanaryKey:            opts.canaryKey,
 		InlineCeiling:        opts.inlineCeiling,
+		Progress:             progressStore,
 	})
 	apiSrv.Config.Handler = h.srv
 	apiSrv.Start()
@@ -245,6 +259,53 @@ func (h *harness) token(orgID string, scopes ...string) string {
 	tok, err := cc.Token(ctx)
 	if err != nil {
 		h.t.Fatalf("token: %v", err)
+	}
+	return tok.AccessToken
+}
+
+// learnerRedirect is the redirect URI of the harness's learner apps.
+const learnerRedirect = "https://app.test/callback"
+
+// learnerApps numbers the learner apps the harnesses register.
+var learnerApps atomic.Int64
+
+// learnerToken registers a learner app (an authorization_code client) of
+// the organisation with scopes and returns the token the identity
+// provider issues it for learner: the authorization request with PKCE
+// S256 and login_hint (the dev provider approves at once), then the
+// code's exchange.
+func (h *harness) learnerToken(orgID, learner string, scopes ...string) string {
+	h.t.Helper()
+	ctx := context.Background()
+	id, secret := fmt.Sprintf("lc_app_%s_%d", orgID, learnerApps.Add(1)), "secret-of-app-"+orgID
+	hash, err := bcrypt.GenerateFromPassword([]byte(secret), bcrypt.MinCost)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.store.CreateClient(ctx, &store.Client{ID: id, OrgID: orgID, SecretHash: hash, Scopes: scopes,
+		GrantTypes: []string{"authorization_code"}, RedirectURIs: []string{learnerRedirect}, CreatedAt: time.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	full := make([]string, len(scopes))
+	for i, s := range scopes {
+		full[i] = scope.Full(s)
+	}
+	cfg := oauth2.Config{ClientID: id, ClientSecret: secret, RedirectURL: learnerRedirect, Scopes: full,
+		Endpoint: oauth2.Endpoint{AuthURL: h.issuer + "/oauth2/authorize", TokenURL: h.issuer + "/oauth2/token", AuthStyle: oauth2.AuthStyleInHeader}}
+	verifier := oauth2.GenerateVerifier()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noRedirect.Get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", learner)))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	res.Body.Close()
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if err != nil || res.StatusCode != http.StatusFound || loc.Query().Get("code") == "" {
+		h.t.Fatalf("authorize: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	tok, err := cfg.Exchange(ctx, loc.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		h.t.Fatalf("learner token: %v", err)
 	}
 	return tok.AccessToken
 }

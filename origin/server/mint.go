@@ -38,7 +38,7 @@ import (
 // it all.
 func withBody[T any](parse func([]byte) (T, *apierr.Error),
 	serve func(http.ResponseWriter, *http.Request, *request, T) error) endpoint {
-	return endpoint{body: func(r *http.Request) (handler, error) {
+	return endpoint{body: func(r *http.Request, _ *request) (handler, error) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, param.MaxBody+1))
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
@@ -18,9 +19,11 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/openapi"
 	"github.com/lectern-api/lectern/origin/openapi/openapitest"
+	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
+	shid "github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -28,7 +31,11 @@ import (
 
 // TestOpenAPI runs the description's scenarios on one harness.
 func TestOpenAPI(t *testing.T) {
-	h := newHarness(t)
+	// The progress store can lose a race on demand (openapiResponses'
+	// 409).
+	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{progress: func(s progress.Store) progress.Store {
+		return &racingProgress{Store: s}
+	}})
 	for _, c := range []struct {
 		name string
 		fn   func(*testing.T, *harness)
@@ -444,6 +451,9 @@ func openapiResponses(t *testing.T, h *harness) {
 	tok := h.scopedOrg("oa-valid", nil, scope.All...)
 	reader := h.scopedOrg("oa-reader", nil, scope.ContentRead)
 	broke := h.scopedOrg("oa-broke", prepPtr(0), scope.All...)
+	// The progress routes take learner tokens (spec: Authentication §9).
+	learner := h.learnerToken("oa-valid", "oa-learner", scope.All...)
+	learnerReader := h.learnerToken("oa-valid", "oa-learner", scope.ContentRead)
 	r, _ := h.fetchDoc()
 	v := newOAValidator(t, r.body)
 	c := h.content.Load().Corpus
@@ -459,6 +469,10 @@ func openapiResponses(t *testing.T, h *harness) {
 		{route.TestprepItems, 404, `{"error":{"code":"UNKNOWN_TEST","message":"m","requestId":"r","extra":1}}`},
 		{route.Testprep, 200, `{"items":[],"total":0,"pageNum":1,"totalPages":1,"hasMore":false,"nextCursor":null,"contentVersion":"x","_license":{"lic":"l","tag":"t"}}`},
 		{route.MediaURLs, 200, `{"items":[{"mediaId":"m","url":"https://x/files/m/a","expiresAt":"2026-01-01T00:00:00Z","etag":"e"}],"expiresIn":900,"contentVersion":"x","_license":{"lic":"l","tag":"t"}}`},
+		{route.PutProgress, 200, `{"lessonId":"high/a/1","score":null,"bestScore":null,"xp":10,"streak":{"current":1,"longest":1,"lastDay":"2026-01-01"},"version":3}`},
+		{route.PutProgress, 200, `{"lessonId":"high/a/1","score":101,"bestScore":101,"xp":20,"streak":{"current":1,"longest":1,"lastDay":"2026-01-01"}}`},
+		{route.Progress, 200, `{"items":[{"lessonId":"high/a/1","tier":"high","subjectSlug":"a","classNum":1,"score":5,"firstRecordedAt":"2026-01-01T00:00:00Z","lastRecordedAt":"2026-01-01T00:00:00Z"}],"total":1,"pageNum":1,"totalPages":1,"hasMore":false,"nextCursor":null,"contentVersion":"x","_license":{"lic":"l","tag":"t"},"learnerId":"a","xp":10,"streak":{"current":0,"longest":0,"lastDay":null}}`},
+		{route.Progress, 200, `{"items":[],"total":0,"pageNum":1,"totalPages":1,"hasMore":false,"nextCursor":null,"contentVersion":"x","_license":{"lic":"l","tag":"t"},"learnerId":"a","xp":0}`},
 	} {
 		if v.validate(t, route.ByID(bad.id), bad.status, []byte(bad.body)) == nil {
 			t.Errorf("route %d %d: %s validated", bad.id, bad.status, bad.body)
@@ -473,6 +487,11 @@ func openapiResponses(t *testing.T, h *harness) {
 		}
 		served++
 		path, body := oaExample(c, rt)
+		tok, reader := tok, reader
+		if rt.Learner {
+			v.check(t, rt, "machine token", h.do(rt.Method, path, tok, body)) // LEARNER_REQUIRED
+			tok, reader = learner, learnerReader
+		}
 		ok := h.do(rt.Method, path, tok, body)
 		if ok.status >= 500 {
 			t.Errorf("route %d: %d %s", rt.ID, ok.status, ok.body)
@@ -514,6 +533,25 @@ func openapiResponses(t *testing.T, h *harness) {
 	v.check(t, mint, "malformed media id", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":["nope"]}`)))
 	v.check(t, mint, "batch too large", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":[`+strings.Repeat(`"a",`, 100)+`"a"]}`)))
 	v.check(t, mint, "bad expiresIn", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":["a"],"expiresIn":1}`)))
+	// The progress routes' own answers: a recorded class, a refused body,
+	// a bad lesson id, an unknown class, a lost race.
+	put, get := route.ByID(route.PutProgress), route.ByID(route.Progress)
+	l := c.Lessons[0]
+	v.check(t, put, "score", h.do("PUT", "/v1/progress/"+l.ID, learner, []byte(`{"score":72.5,"learnerId":"oa-learner"}`)))
+	v.check(t, put, "no score", h.do("PUT", "/v1/progress/"+c.Lessons[1].ID, learner, nil))
+	v.check(t, get, "recorded classes", h.get("/v1/progress?limit=1", learner))
+	v.check(t, put, "another learner", h.do("PUT", "/v1/progress/"+l.ID, learner, []byte(`{"learnerId":"bob"}`)))
+	v.check(t, put, "score out of range", h.do("PUT", "/v1/progress/"+l.ID, learner, []byte(`{"score":101}`)))
+	v.check(t, put, "bad lesson id", h.do("PUT", "/v1/progress/nope/"+l.Subject.Slug+"/1", learner, nil))
+	v.check(t, put, "unknown class", h.do("PUT", fmt.Sprintf("/v1/progress/%s/%s/%d", l.Subject.Tier, l.Subject.Slug, len(l.Subject.Lessons)+1), learner, nil))
+	if race, ok := h.srv.cfg.Progress.(*racingProgress); ok {
+		race.lesson, _ = shid.ParseLesson(c.Lessons[2].ID)
+		race.armed.Store(true)
+		r := h.do("PUT", "/v1/progress/"+l.ID, learner, []byte(`{"score":1}`))
+		wantStatus(t, r, 409)
+		v.check(t, put, "lost race", r)
+	}
+	v.check(t, get, "bad cursor", h.get("/v1/progress?cursor=abc", learner))
 	v.check(t, mint, "body not JSON", h.do("POST", mint.Pattern, tok, []byte(`{"mediaIds":`)))
 	mintBody := openapitest.Must(json.Marshal(map[string]any{"mediaIds": []string{c.Lessons[0].Media[0].ID}}))
 	for _, o := range []struct {

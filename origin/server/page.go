@@ -15,13 +15,14 @@ type page struct {
 
 // binding is what the request's cursors are bound to: the route, the
 // query without cursor and limit, and the organisation with its grants, so
-// that a walk never continues over a different set.
+// that a walk never continues over a different set; on a learner's route
+// (progress), the learner too.
 func binding(req *request) cursor.Binding {
-	return cursor.Binding{
-		Route: int(req.route.ID),
-		Query: req.vars.String() + "?" + req.params.Binding() + "#" + etag.GrantsDigest(req.org.Grants),
-		Org:   req.org.ID,
+	q := req.vars.String() + "?" + req.params.Binding() + "#" + etag.GrantsDigest(req.org.Grants)
+	if req.route.Learner {
+		q += "@" + req.claims.Learner
 	}
+	return cursor.Binding{Route: int(req.route.ID), Query: q, Org: req.org.ID}
 }
 
 // openPage reads the request's cursor and limit. An altered or foreign

@@ -20,6 +20,7 @@ import (
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
@@ -65,6 +66,8 @@ type Config struct {
 	// InlineCeiling is the largest inline export body, in bytes; 0 is
 	// DefaultInlineCeiling (exports.go).
 	InlineCeiling int64
+	// Progress keeps the learners' progress records (progress.go).
+	Progress progress.Store
 }
 
 // Server serves /v1, the protected-resource metadata and the signed
@@ -108,8 +111,9 @@ type endpoint struct {
 	// body is set on the routes that take a request body: it reads and
 	// checks the body before the organisation gate (DESIGN.md: syntactic
 	// validation, a free 400) and returns the handler that serves with
-	// it, in place of serve (mint.go, withBody).
-	body func(r *http.Request) (handler, error)
+	// it, in place of serve (mint.go, withBody). req holds the front's
+	// results (the token's claims), not yet the organisation.
+	body func(r *http.Request, req *request) (handler, error)
 }
 
 // New returns a Server.
@@ -135,6 +139,8 @@ func New(cfg Config) *Server {
 		route.ExportSubject: derived(s, s.exportSubjectStep, s.export), // route.Inline: a tag for format=inline only
 		route.ExportClass:   derived(s, s.exportClassStep, s.export),
 		route.MediaURLs:     withBody(param.ParseMint, s.mint),
+		route.Progress:      {serve: s.getProgress}, // route.Record: the 304 is decided after the record is read
+		route.PutProgress:   s.progressBody(),
 	}
 	return s
 }
@@ -174,7 +180,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) err
 	}
 	serve := e.serve
 	if e.body != nil {
-		if serve, err = e.body(r); err != nil {
+		if serve, err = e.body(r, req); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ package wiring
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
@@ -59,6 +61,17 @@ func OpenStores(ctx context.Context, dsn string, onCommit func(ops int, took tim
 	return s, m, nil
 }
 
+// ProgressOf is the progress store of s: the store itself, which keeps
+// the learners' records in its database (sqlitestore and pgstore
+// implement progress.Store). A store that does not is an error.
+func ProgressOf(s store.Store) (progress.Store, error) {
+	p, ok := s.(progress.Store)
+	if !ok {
+		return nil, fmt.Errorf("wiring: the store %T keeps no progress records", s)
+	}
+	return p, nil
+}
+
 // IsPostgres reports whether the LECTERN_DB setting names PostgreSQL.
 func IsPostgres(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
@@ -80,12 +93,14 @@ type Deployment struct {
 
 // Parts are what one origin's public API serves from.
 type Parts struct {
-	Store   store.Store
-	Meters  meter.Store
-	Auth    *auth.Authenticator
-	Content func() *server.Content // the corpus being served; reloads swap it
-	Now     func() time.Time
-	Logger  *slog.Logger
+	Store  store.Store
+	Meters meter.Store
+	// Progress keeps the learners' progress records (ProgressOf(Store)).
+	Progress progress.Store
+	Auth     *auth.Authenticator
+	Content  func() *server.Content // the corpus being served; reloads swap it
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // API is the public API of d served from p.
@@ -106,6 +121,7 @@ func (d Deployment) API(p Parts) *server.Server {
 		EdgeKey:              subkey.Derive(d.Secret, subkey.Edge),
 		URLKeys:              d.Links(),
 		CanaryKey:            d.Forensic().Canary,
+		Progress:             p.Progress,
 	})
 }
 

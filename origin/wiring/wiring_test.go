@@ -3,6 +3,8 @@ package wiring
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/lectern-api/lectern/origin/store"
 )
 
 func TestIsPostgres(t *testing.T) {
@@ -25,6 +27,18 @@ func TestOpenStoresSQLite(t *testing.T) {
 	s, m, err := OpenStores(t.Context(), filepath.Join(t.TempDir(), "lectern.db"), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The store keeps the progress records.
+	ps, err := ProgressOf(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ps.Progress(t.Context(), "org", "ana"); err != nil || r.Version != 0 {
+		t.Errorf("progress of nobody: %+v, %v", r, err)
+	}
+	// A store without them is refused.
+	if _, err := ProgressOf(struct{ store.Store }{s}); err == nil {
+		t.Error("ProgressOf accepted a store without progress records")
 	}
 	if err := m.Close(); err != nil {
 		t.Error(err)

@@ -97,14 +97,14 @@ func (r *record) add(rows []row) {
 }
 
 // number is a figure as the rows print it: digits with optional thousands
-// commas and fraction.
-var number = regexp.MustCompile(`-?[0-9][0-9,]*(\.[0-9]+)?`)
+// commas and fraction, not part of a word (the 50 of "p50" is a name).
+var number = regexp.MustCompile(`(?:^|[^A-Za-z0-9_.])(-?[0-9][0-9,]*(?:\.[0-9]+)?)`)
 
 // figures reads the numbers in s, in order.
 func figures(s string) []float64 {
 	var out []float64
-	for _, m := range number.FindAllString(s, -1) {
-		if f, err := strconv.ParseFloat(strings.ReplaceAll(m, ",", ""), 64); err == nil {
+	for _, m := range number.FindAllStringSubmatch(s, -1) {
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64); err == nil {
 			out = append(out, f)
 		}
 	}

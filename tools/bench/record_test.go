@@ -12,9 +12,10 @@ import (
 func TestFigures(t *testing.T) {
 	for in, want := range map[string][]float64{
 		"8,653 req/s":              {8653},
-		"p50 1.58 ms, p99 11.6 ms": {50, 1.58, 99, 11.6},
+		"p50 1.58 ms, p99 11.6 ms": {1.58, 11.6},
 		"574,301 bytes":            {574301},
 		"":                         nil,
+		"h2 12 x3, ratio 0.5×":     {12, 0.5},
 		"-3.5 µs":                  {-3.5},
 	} {
 		if got := figures(in); !slices.Equal(got, want) {

@@ -85,8 +85,12 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	progress, err := wiring.ProgressOf(s)
+	if err != nil {
+		return nil, err
+	}
 	content := st.Content
-	st.API = d.API(wiring.Parts{Store: s, Meters: m,
+	st.API = d.API(wiring.Parts{Store: s, Meters: m, Progress: progress,
 		Auth:    auth.New(auth.Config{Issuer: st.IdPURL, Audience: audience, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Now: time.Now}),
 		Content: func() *server.Content { return content }, Now: time.Now, Logger: log})
 	st.servers = wiring.Servers{Logger: log}

@@ -116,8 +116,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err != nil {
 		return nil, err
 	}
+	progress, err := wiring.ProgressOf(st.store)
+	if err != nil {
+		return nil, err
+	}
 	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
-	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics},
+	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
 		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log})
 	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
 	adm := admin.Handler(admin.Config{
