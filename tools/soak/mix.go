@@ -67,7 +67,17 @@ func (w *worker) run(ctx context.Context) {
 		n := w.rng.IntN(total)
 		for _, op := range ops {
 			if n -= op.weight; n < 0 {
+				n := len(w.outs)
 				op.run(w, o, idx)
+				// A client retries a 5xx or a lost answer after a pause
+				// (spec: INTERNAL is "safe to retry once"), not in a
+				// tight loop that would make an outage's error count.
+				for _, out := range w.outs[n:] {
+					if !out.answered() {
+						time.Sleep(100 * time.Millisecond)
+						break
+					}
+				}
 				break
 			}
 		}
@@ -509,8 +519,11 @@ func (w *worker) finalRecord(o *org, idx int, l *learner) (record, error) {
 				return err
 			}
 			a = w.send(&outcome{Org: idx, Kind: kProgress, Learner: l.ID}, "GET", target, tok, nil, nil)
-			if a == nil || a.status != 200 {
-				return fmt.Errorf("GET %s: %v", target, a)
+			if a == nil {
+				return fmt.Errorf("GET %s: no answer", target)
+			}
+			if a.status != 200 {
+				return fmt.Errorf("GET %s: %d %.300s", target, a.status, a.body)
 			}
 			return nil
 		})

@@ -96,8 +96,10 @@ type learner struct {
 	tok *oauth2.Token
 }
 
-// contentScopes are the client_credentials client's scopes.
-var contentScopes = []string{"content.read", "content.export", "media.download", "testprep.read"}
+// contentScopes are the client_credentials client's scopes: every content
+// scope, and progress.read, so that its token on GET /v1/progress meets
+// LEARNER_REQUIRED rather than insufficient_scope.
+var contentScopes = []string{"content.read", "content.export", "media.download", "testprep.read", "progress.read"}
 
 // makeOrgs plans n organisations over c: grants cycle through every tier,
 // a few tiers, one tier, one subject, two subjects and a tier with a

@@ -64,7 +64,7 @@ func percentile(lat []time.Duration, p float64) time.Duration {
 	return lat[max(0, min(i, len(lat)-1))]
 }
 
-// recover sets f.Recovered: the end of the first successful request that
+// recoverTime sets f.Recovered: the end of the first successful request that
 // began after the fault's injection was done.
 func recoverTime(f *fault, outs []outcome) {
 	for i := range outs {
