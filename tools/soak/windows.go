@@ -95,7 +95,7 @@ func printWindows(w io.Writer, faults []fault, span time.Duration, end time.Time
 	fmt.Fprintf(w, "\n(4) error rate and p99 latency around each fault (windows of %s; errors: no answer or 5xx)\n", span)
 	for _, f := range faults {
 		if f.Skipped != "" {
-			fmt.Fprintf(w, "  %s at +%s: skipped: %s\n", f.What, f.At.Format("15:04:05"), f.Skipped)
+			fmt.Fprintf(w, "  %s at %s: skipped: %s\n", f.What, f.At.Format("15:04:05"), f.Skipped)
 			continue
 		}
 		if f.Recovered.IsZero() {
