@@ -51,6 +51,7 @@
 //	origin/forensic               the licence envelope, its tag, the bundles' canaries and leak detection
 //	origin/httpsrv                every listener's limits and net/http's own answers rewritten
 //	origin/idp                    the development identity provider
+//	origin/idp/idptest            signs a learner in at the dev identity provider, for tests and tools
 //	origin/internal/filelock      one owner per embedded database (flock)
 //	origin/internal/jsonbody      strict JSON bodies for the admin API
 //	origin/internal/pgmig         PostgreSQL migrations

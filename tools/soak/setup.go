@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/idp/idptest"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -90,7 +90,7 @@ type org struct {
 // identity provider's authorization_code flow with PKCE).
 type learner struct {
 	ID  string
-	cfg oauth2.Config
+	app *oauth2.Config
 
 	mu  sync.Mutex
 	tok *oauth2.Token
@@ -220,9 +220,8 @@ func (o *org) create(ctx context.Context, a *adminAPI, idpURL string, learners i
 		return err
 	}
 	for i := range learners {
-		l := &learner{ID: fmt.Sprintf("%s-learner-%d", o.ID, i), cfg: oauth2.Config{ClientID: app.ClientID, ClientSecret: app.ClientSecret,
-			RedirectURL: redirectURI, Scopes: []string{"service-api/progress.read", "service-api/progress.write"},
-			Endpoint: oauth2.Endpoint{AuthURL: idpURL + "/oauth2/authorize", TokenURL: idpURL + "/oauth2/token", AuthStyle: oauth2.AuthStyleInHeader}}}
+		l := &learner{ID: fmt.Sprintf("%s-learner-%d", o.ID, i),
+			app: idptest.LearnerApp(idpURL, app.ClientID, app.ClientSecret, redirectURI, "progress.read", "progress.write")}
 		if _, err := l.token(ctx); err != nil {
 			return fmt.Errorf("%s: learner token: %w", l.ID, err)
 		}
@@ -231,34 +230,16 @@ func (o *org) create(ctx context.Context, a *adminAPI, idpURL string, learners i
 	return nil
 }
 
-// noRedirect is a client that leaves a 302 unfollowed.
-var noRedirect = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-// token is the learner's token, signed in again (authorize with PKCE S256,
-// login_hint naming the learner, then the code exchanged) when it is
-// missing or expires within a minute.
+// token is the learner's token, signed in again (idptest.LearnerToken:
+// authorize with PKCE S256, login_hint naming the learner, then the code
+// exchanged) when it is missing or expires within a minute.
 func (l *learner) token(ctx context.Context) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tok != nil && time.Until(l.tok.Expiry) > time.Minute {
 		return l.tok.AccessToken, nil
 	}
-	verifier := oauth2.GenerateVerifier()
-	u := l.cfg.AuthCodeURL("soak", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", l.ID))
-	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
-	if err != nil {
-		return "", err
-	}
-	res, err := noRedirect.Do(req)
-	if err != nil {
-		return "", err
-	}
-	res.Body.Close()
-	loc, err := url.Parse(res.Header.Get("Location"))
-	if err != nil || res.StatusCode != http.StatusFound || loc.Query().Get("code") == "" {
-		return "", fmt.Errorf("authorize: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
-	}
-	tok, err := l.cfg.Exchange(ctx, loc.Query().Get("code"), oauth2.VerifierOption(verifier))
+	tok, err := idptest.LearnerToken(ctx, l.app, l.ID)
 	if err != nil {
 		return "", err
 	}
