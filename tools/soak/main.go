@@ -38,8 +38,8 @@
 //     mints, as GET /admin/v1/orgs/{orgId} shows them), the tally of what
 //     every answered request must have billed (spec: Limits) ≤ metered ≤
 //     that tally plus the most the requests whose answer was lost (no
-//     answer, or a 5xx) can have billed. A request that began in an
-//     earlier hour than the check counts as lost for the hourly meters.
+//     answer, or a 5xx) can have billed. For the hourly meters, a request
+//     that spans the top of the check's hour counts in that tolerance.
 //  2. The export ledger (GET /admin/v1/orgs/{orgId}/ledger) holds a row for
 //     every URL a mint answered, under the row id its link names, and for
 //     every export shipped, matched by the request id the client sent;
@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	var cfg config
 	fs := cmdline.New("soak", getenv)
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Minute, "how long the mix runs")
-	fs.BoolVar(&cfg.short, "short", false, "a 60-second run (CI): -duration 1m, one origin kill")
+	fs.BoolVar(&cfg.short, "short", false, "a 60-second run (CI): -duration 1m, one origin kill (and one PostgreSQL restart)")
 	fs.Env(&cfg.pg, "LECTERN_TEST_PG", "pg", "", "PostgreSQL database URL to run on, in a temporary schema (default: SQLite)")
 	fs.StringVar(&cfg.corpusDir, "corpus", "", "corpus directory (default: the small generated corpus, in the run's directory)")
 	fs.IntVar(&cfg.orgs, "orgs", 50, "organisations")
