@@ -6,7 +6,9 @@
 // comes from the loaded corpus (spec: route 1, "enumerated tiers and
 // test-prep values are derived from the deployed corpus"), and its
 // contentVersion is in info.x-content-version, so the bytes, and the ETag
-// hashed from them, move with the corpus (spec: Versioning §4).
+// hashed from them, move with the corpus (spec: Versioning §4). Beside
+// the table's routes it describes the signed download links under
+// /files/ (oaDownloads), which no route row holds.
 // origin/server serves the document.
 package openapi
 
@@ -22,6 +24,7 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -146,6 +149,7 @@ type oaEnums struct {
 	tests    []string
 	sections []string            // union over tests, in order of first appearance
 	byTest   map[string][]string // x-service-sections
+	mimes    []string            // the assets' MIME types, sorted
 }
 
 func oaEnumsOf(c *corpus.Corpus) oaEnums {
@@ -153,6 +157,16 @@ func oaEnumsOf(c *corpus.Corpus) oaEnums {
 	for _, t := range c.Tiers {
 		e.tiers = append(e.tiers, t.Name)
 	}
+	mimes := map[string]bool{}
+	for _, l := range c.Lessons {
+		for _, m := range l.Media {
+			if !mimes[m.MIME] {
+				mimes[m.MIME] = true
+				e.mimes = append(e.mimes, m.MIME)
+			}
+		}
+	}
+	slices.Sort(e.mimes)
 	seen := map[string]bool{}
 	for _, t := range c.Tests {
 		e.tests = append(e.tests, t.ID)
@@ -167,8 +181,8 @@ func oaEnumsOf(c *corpus.Corpus) oaEnums {
 	return e
 }
 
-// Build generates the description of every route in the table for
-// corpus c.
+// Build generates the description of every route in the table, and of
+// the download links, for corpus c.
 func Build(c *corpus.Corpus) *Doc {
 	e := oaEnumsOf(c)
 	paths := oaObj{}
@@ -180,6 +194,7 @@ func Build(c *corpus.Corpus) *Doc {
 		}
 		p[strings.ToLower(rt.Method)] = oaOperation(&rt, e)
 	}
+	oaDownloads(paths, e)
 	doc := oaObj{
 		"openapi": "3.1.0",
 		"info": oaObj{
@@ -232,6 +247,7 @@ func oaTags() []any {
 		oaObj{"name": "Test prep", "description": "Original practice items for four tests."},
 		oaObj{"name": "Licence", "description": "Licence, quota and corpus-version status."},
 		oaObj{"name": "Progress", "description": "The signed-in learner's progress."},
+		oaObj{"name": "Downloads", "description": "The signed links a mint or a zip_url export answers with, under " + link.Prefix + ": no token, unmetered, valid until they expire."},
 	}
 }
 
@@ -517,12 +533,6 @@ func oaResponses(rt *route.Route, e oaEnums) oaObj {
 		rs["304"] = oaObj{"description": desc, "headers": nm}
 	}
 	for st, codes := range ErrorCodes(rt) {
-		names := make([]string, len(codes))
-		enum := make([]string, len(codes))
-		for i, c := range codes {
-			names[i] = "`" + string(c) + "`"
-			enum[i] = string(c)
-		}
 		hs := oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id")}
 		switch st {
 		case 401, 403:
@@ -532,18 +542,34 @@ func oaResponses(rt *route.Route, e oaEnums) oaObj {
 		case 409, 429:
 			hs["Retry-After"] = oaRef("headers", "Retry-After")
 		}
-		rs[strconv.Itoa(st)] = oaObj{
-			"description": oaStatusText[st] + ": " + strings.Join(names, ", ") + ".",
-			"headers":     hs,
-			"content": oaObj{"application/json": oaObj{"schema": oaObj{
-				"allOf": []any{oaRef("schemas", "Error")},
-				"properties": oaObj{"error": oaObj{"properties": oaObj{
-					"code": oaObj{"enum": enum},
-				}}},
-			}}},
-		}
+		rs[strconv.Itoa(st)] = oaError(st, codes, hs, "")
 	}
 	return rs
+}
+
+// oaError is an error answer of status st: the Error body with the codes
+// it can carry, and headers hs; more, when given, ends its description.
+func oaError(st int, codes []apierr.Code, hs oaObj, more string) oaObj {
+	names := make([]string, len(codes))
+	enum := make([]string, len(codes))
+	for i, c := range codes {
+		names[i] = "`" + string(c) + "`"
+		enum[i] = string(c)
+	}
+	desc := oaStatusText[st] + ": " + strings.Join(names, ", ") + "."
+	if more != "" {
+		desc += " " + more
+	}
+	return oaObj{
+		"description": desc,
+		"headers":     hs,
+		"content": oaObj{"application/json": oaObj{"schema": oaObj{
+			"allOf": []any{oaRef("schemas", "Error")},
+			"properties": oaObj{"error": oaObj{"properties": oaObj{
+				"code": oaObj{"enum": enum},
+			}}},
+		}}},
+	}
 }
 
 func oaHeaders() oaObj {
@@ -877,4 +903,171 @@ func oaCodes() []string {
 		out[i] = string(c)
 	}
 	return out
+}
+
+// oaDownloads adds the signed download links (shared/link) to paths: the
+// URLs a mint (route 10) and a zip_url export (routes 12 and 13) answer
+// with. They are outside /v1 and the route table; they take no token (the
+// link is the capability), bill nothing, and answer GET and HEAD (the
+// routes' HEAD is 405; a link's is served).
+func oaDownloads(paths oaObj, e oaEnums) {
+	str := func(desc, pattern string, max int) oaObj {
+		s := oaObj{"type": "string", "minLength": 1}
+		if pattern != "" {
+			s["pattern"] = pattern
+		}
+		if max > 0 {
+			s["maxLength"] = max
+		}
+		return oaObj{"description": desc, "schema": s}
+	}
+	q := func(name string, required bool, p oaObj) oaObj {
+		p["name"], p["in"], p["required"] = name, "query", required
+		return p
+	}
+	const (
+		namePattern = `^[A-Za-z0-9_-][A-Za-z0-9._-]*$`
+		intPattern  = `^(0|-?[1-9][0-9]*)$`
+	)
+	name := str("The download's file name.", namePattern, link.MaxName)
+	name["name"], name["in"], name["required"] = "name", "path", true
+	common := []any{name,
+		q("k", true, str("The id of the URL key that signed the link.", namePattern, link.MaxKeyID)),
+		q("x", true, str("The expiry, in unix seconds: the link is valid while the server's clock is before it.", intPattern, 0)),
+		q("r", true, str("The ledger row the link was minted as, so that two mints of one target are two links.", intPattern, 0)),
+	}
+	sig := q("s", true, str("The unpadded base64url HMAC-SHA-256, with key k, over every other field of the link.", `^[A-Za-z0-9_-]{43}$`, 0))
+	desc := "The URL is used as it was answered: its fields are signed, and a link with any field changed, added or " +
+		"removed, past its expiry, or signed with a key the server no longer holds is 404 `NOT_FOUND`, whose message " +
+		"says to mint or export again. No token; nothing is metered. Other methods than GET and HEAD answer 405 " +
+		"`METHOD_NOT_ALLOWED` in the Error body, with `Allow: GET, HEAD`."
+	cost := func(note string) oaObj { return oaObj{"meters": []string{}, "note": note} }
+	refused := func() (oaObj, oaObj) {
+		hs := oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id"), "Cache-Control": oaRef("headers", "Cache-Control")}
+		return oaError(404, []apierr.Code{apierr.NotFound}, hs, "The link is expired, altered, of an unknown key, or names what the server no longer serves: mint or export again."),
+			oaError(500, []apierr.Code{apierr.Internal}, oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id")}, "")
+	}
+	op := func(id, summary, note string, params []any, rs oaObj) oaObj {
+		o := oaObj{"operationId": id, "summary": summary, "tags": []string{"Downloads"}, "security": []any{},
+			"x-service-cost": cost(note), "responses": rs}
+		if params != nil {
+			o["parameters"] = params
+		}
+		return o
+	}
+
+	// A media asset: its bytes, ranges and revalidation as
+	// http.ServeContent answers them.
+	binary := oaObj{"type": "string", "format": "binary"}
+	assets := oaObj{}
+	for _, m := range e.mimes {
+		assets[m] = oaObj{"schema": binary}
+	}
+	parts := oaObj{"multipart/byteranges": oaObj{"schema": binary}}
+	for k, v := range assets {
+		parts[k] = v
+	}
+	hdr := func(desc string, required bool, schema oaObj) oaObj {
+		return oaObj{"description": desc, "required": required, "schema": schema}
+	}
+	etagH := hdr("The asset's strong validator: it names one sequence of bytes, so If-Range may use it.", true,
+		oaObj{"type": "string", "pattern": `^"[0-9a-f]{16}"$`})
+	length := func(desc string) oaObj { return hdr(desc, true, oaObj{"type": "integer", "minimum": 0}) }
+	mediaResponses := func(head bool) oaObj {
+		with := func(content oaObj, r oaObj) oaObj {
+			if !head && len(content) > 0 {
+				r["content"] = content
+			}
+			return r
+		}
+		base := func(more oaObj) oaObj {
+			hs := oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id"), "Cache-Control": oaRef("headers", "Cache-Control")}
+			for k, v := range more {
+				hs[k] = v
+			}
+			return hs
+		}
+		nf, ie := refused()
+		return oaObj{
+			"200": with(assets, oaObj{
+				"description": "The asset, with its MIME type (the media listing's mimeType) and its declared size in bytes.",
+				"headers": base(oaObj{"ETag": etagH, "Content-Length": length("The asset's size in bytes."),
+					"Accept-Ranges": hdr("Byte ranges are served.", true, oaObj{"type": "string", "const": "bytes"})}),
+			}),
+			"206": with(parts, oaObj{
+				"description": "Partial content: the requested range (Range, and If-Range naming the current ETag); several ranges come as multipart/byteranges.",
+				"headers": base(oaObj{"ETag": etagH, "Content-Length": length("The bytes sent."),
+					"Content-Range": hdr("The range sent, of the asset's size; absent from a multipart answer.", false, oaObj{"type": "string", "pattern": `^bytes [0-9]+-[0-9]+/[0-9]+$`}),
+					"Accept-Ranges": hdr("Byte ranges are served.", true, oaObj{"type": "string", "const": "bytes"})}),
+			}),
+			"304": oaObj{
+				"description": "Not modified: If-None-Match names the asset's ETag (or is *); empty body.",
+				"headers":     base(oaObj{"ETag": etagH}),
+			},
+			"412": oaObj{
+				"description": "Precondition failed: If-Match names no current ETag; empty body.",
+				"headers":     base(oaObj{"ETag": etagH}),
+			},
+			"416": with(oaObj{"text/plain": oaObj{"schema": oaObj{"type": "string"}}}, oaObj{
+				"description": "Range not satisfiable: no range of the request overlaps the asset, or the Range header does not parse. " +
+					"As Go's http.ServeContent answers it: a plain-text message, not the Error body, without ETag or Cache-Control.",
+				"headers": oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id"),
+					"Content-Range": hdr("bytes */<size>, the asset's size, when the range parsed but lies past the end.", false, oaObj{"type": "string", "pattern": `^bytes \*/[0-9]+$`})},
+			}),
+			"404": nf,
+			"500": ie,
+		}
+	}
+	mediaParams := []any{
+		oaObj{"name": "Range", "in": "header", "required": false, "schema": oaObj{"type": "string"},
+			"description": "Byte ranges (RFC 9110 §14.2): bytes=<first>-[<last>], bytes=-<suffix>, or several, comma-separated."},
+		oaObj{"name": "If-Range", "in": "header", "required": false, "schema": oaObj{"type": "string"},
+			"description": "The ETag kept with the bytes already held: the range is sent while it is current, else the whole asset."},
+		oaIfNoneMatch,
+		oaObj{"name": "If-Match", "in": "header", "required": false, "schema": oaObj{"type": "string"},
+			"description": "An ETag, several, or *: when none is current the answer is 412."},
+	}
+	mediaNote := "Unmetered: the mint billed the download; repeatable until the link expires."
+	paths[link.Prefix+"m/{name}"] = oaObj{
+		"summary":     "A minted media URL",
+		"description": "The `url` of a mint (POST /v1/media/urls). " + desc,
+		"parameters":  append(slices.Clone(common), q("m", true, str("The asset's mediaId.", "", 0)), sig),
+		"get":         op("downloadMedia", "Download a media asset by its signed URL", mediaNote, mediaParams, mediaResponses(false)),
+		"head":        op("headMedia", "The headers of a media download, without its bytes", mediaNote, mediaParams, mediaResponses(true)),
+	}
+
+	// An export bundle: a zip built as it is sent.
+	disposition := hdr("attachment, with the link's file name.", true, oaObj{"type": "string"})
+	exportResponses := func(head bool) oaObj {
+		nf, ie := refused()
+		ok := oaObj{
+			"description": "The bundle as a zip (manifest.json, class-<N>.json, class-<N>.transcript.md, media-manifest.json, LICENSE.txt), " +
+				"built as it is sent: the same bytes on every download of the link. No ETag and no ranges.",
+			"headers": oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id"), "Cache-Control": oaRef("headers", "Cache-Control"),
+				"Content-Disposition": disposition},
+		}
+		if head {
+			ok["description"] = "The headers a GET of the link sends, and the zip's exact size in Content-Length; no body."
+			ok["headers"].(oaObj)["Content-Length"] = length("The size of the zip a GET of the link sends.")
+		} else {
+			ok["content"] = oaObj{"application/zip": oaObj{"schema": binary}}
+		}
+		return oaObj{"200": ok, "404": nf, "500": ie}
+	}
+	exportNote := "Unmetered: the export billed its downloads; repeatable until the link expires."
+	exportParams := append(slices.Clone(common),
+		q("o", true, str("The organisation the bundle was exported for.", "", 0)),
+		q("sc", true, str("The scope set of the token that exported it, as its scope claim writes it.", "", 0)),
+		q("v", true, str("The contentVersion it was exported under; once the corpus moves on, the link is 404.", "", 0)),
+		q("t", true, str("The subject's tier.", "", 0)),
+		q("sl", true, str("The subject's slug.", "", 0)),
+		q("c", false, str("A class export's class number; absent for a whole subject.", `^[1-9][0-9]*$`, 0)),
+		sig)
+	paths[link.Prefix+"e/{name}"] = oaObj{
+		"summary":     "A zip export's URL",
+		"description": "The `url` of a format=zip_url export (routes /v1/exports/…), valid 15 minutes. " + desc,
+		"parameters":  exportParams,
+		"get":         op("downloadExport", "Download an export bundle by its signed URL", exportNote, nil, exportResponses(false)),
+		"head":        op("headExport", "The headers and size of an export download, without its bytes", exportNote, nil, exportResponses(true)),
+	}
 }

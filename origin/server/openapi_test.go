@@ -24,6 +24,7 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 	shid "github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -43,6 +44,7 @@ func TestOpenAPI(t *testing.T) {
 		{"serve", openapiServe},
 		{"document", openapiDocument},
 		{"responses", openapiResponses},
+		{"downloads", openapiDownloads},
 		{"corpus reload", openapiReload}, // last: it swaps the corpus
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -178,12 +180,20 @@ func openapiDocument(t *testing.T, h *harness) {
 		sectionMap[ts.ID] = ids
 	}
 
+	// One operation per route under /v1; beside them only the download
+	// links' GET and HEAD (origin/openapi TestOpenAPIDownloads).
 	ops := 0
-	for _, p := range openapitest.At(doc, "paths").(map[string]any) {
+	for path, p := range openapitest.At(doc, "paths").(map[string]any) {
+		if !strings.HasPrefix(path, "/v1/") {
+			if !strings.HasPrefix(path, link.Prefix) || p.(map[string]any)["get"] == nil || p.(map[string]any)["head"] == nil {
+				t.Errorf("path %s: not a route, nor a download link with GET and HEAD", path)
+			}
+			continue
+		}
 		ops += len(p.(map[string]any))
 	}
 	if ops != len(route.All()) {
-		t.Errorf("%d operations, want one per route (%d)", ops, len(route.All()))
+		t.Errorf("%d operations under /v1/, want one per route (%d)", ops, len(route.All()))
 	}
 	for _, rt := range route.All() {
 		op, _ := openapitest.At(doc, "paths", rt.Pattern, strings.ToLower(rt.Method)).(map[string]any)
@@ -357,37 +367,119 @@ func pointerEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// check validates one real response of rt: its status must be documented,
-// the API headers it carries must be documented, and its body must fit the
-// documented schema (a 304 has none).
+// check validates one real response of rt (checkOp).
 func (v *oaValidator) check(t *testing.T, rt *route.Route, what string, r resp) {
 	t.Helper()
-	method := strings.ToLower(rt.Method)
-	doc := openapitest.At(v.doc, "paths", rt.Pattern, method, "responses", strconv.Itoa(r.status))
-	if doc == nil {
-		t.Errorf("%s %s (%s): status %d is not documented: %.300s", rt.Method, rt.Pattern, what, r.status, r.body)
-		return
-	}
-	for _, name := range []string{"ETag", "X-Service-Content-Version", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id"} {
-		if r.header.Get(name) != "" && openapitest.At(doc, "headers", name) == nil {
-			t.Errorf("%s %s (%s): %d carries %s, which is not documented", rt.Method, rt.Pattern, what, r.status, name)
-		}
-	}
-	if r.status == 304 {
-		if len(r.body) != 0 {
-			t.Errorf("%s %s (%s): 304 with a body", rt.Method, rt.Pattern, what)
-		}
-		return
-	}
-	if err := v.validate(t, rt, r.status, r.body); err != nil {
-		t.Errorf("%s %s (%s): %d body does not fit the description:\n%v\nbody: %.500s", rt.Method, rt.Pattern, what, r.status, err, r.body)
+	v.checkOp(t, rt.Pattern, rt.Method, what, r)
+}
+
+// checkOp validates one real response of the operation method pattern
+// (a route's, or a download link's, which no route describes): it
+// reports every problem.
+func (v *oaValidator) checkOp(t *testing.T, pattern, method, what string, r resp) {
+	t.Helper()
+	for _, p := range v.problems(t, pattern, method, r) {
+		t.Errorf("%s %s (%s): %s", method, pattern, what, p)
 	}
 }
 
-// validate checks body against the schema of rt's response status.
+// oaCheckedHeaders are the headers a response may carry only where the
+// description declares them.
+var oaCheckedHeaders = []string{"ETag", "X-Service-Content-Version", "RateLimit", "RateLimit-Policy", "Retry-After", "WWW-Authenticate", "X-Request-Id",
+	"Accept-Ranges", "Content-Range", "Content-Disposition"}
+
+// problems is what does not fit in one real response of the operation:
+// its status must be documented; the checked headers it carries must be
+// documented, those documented as required must be there, and each
+// documented one it carries must fit its schema; its Content-Type must be
+// a documented media type and a JSON body must fit that type's schema. A
+// 304 and a HEAD's answer have no body.
+func (v *oaValidator) problems(t *testing.T, pattern, method string, r resp) []string {
+	t.Helper()
+	var out []string
+	bad := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	at := "#/paths/" + pointerEscape(pattern) + "/" + strings.ToLower(method) + "/responses/" + strconv.Itoa(r.status)
+	doc, _ := openapitest.At(v.doc, "paths", pattern, strings.ToLower(method), "responses", strconv.Itoa(r.status)).(map[string]any)
+	if doc == nil {
+		bad("status %d is not documented: %.300s", r.status, r.body)
+		return out
+	}
+	hs, _ := doc["headers"].(map[string]any)
+	for _, name := range oaCheckedHeaders {
+		if r.header.Get(name) != "" && hs[name] == nil {
+			bad("%d carries %s, which is not documented", r.status, name)
+		}
+	}
+	for name, h := range hs {
+		loc := at + "/headers/" + pointerEscape(name)
+		if ref, ok := openapitest.At(h, "$ref").(string); ok {
+			loc = ref
+			h = openapitest.At(v.doc, "components", "headers", strings.TrimPrefix(ref, "#/components/headers/"))
+		}
+		val := r.header.Get(name)
+		if val == "" {
+			if openapitest.At(h, "required") == true {
+				bad("%d lacks %s, documented as required", r.status, name)
+			}
+			continue
+		}
+		inst := any(val)
+		if openapitest.At(h, "schema", "type") == "integer" {
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				bad("%d: %s %q is not an integer", r.status, name, val)
+				continue
+			}
+			inst = json.Number(strconv.FormatInt(n, 10))
+		}
+		if err := v.schema(t, oaDocURL+loc+"/schema").Validate(inst); err != nil {
+			bad("%d: %s %q does not fit its schema: %v", r.status, name, val, err)
+		}
+	}
+	if r.status == 304 || method == "HEAD" {
+		if len(r.body) != 0 {
+			bad("%d with a body", r.status)
+		}
+		return out
+	}
+	content, _ := doc["content"].(map[string]any)
+	if len(r.body) == 0 && content == nil {
+		return out
+	}
+	mt, _, _ := strings.Cut(r.header.Get("Content-Type"), ";")
+	mt = strings.TrimSpace(mt)
+	if content[mt] == nil {
+		bad("%d: Content-Type %q is not documented", r.status, r.header.Get("Content-Type"))
+		return out
+	}
+	if mt == "application/json" {
+		if err := v.validateAt(t, at+"/content/"+pointerEscape(mt)+"/schema", r.body); err != nil {
+			bad("%d body does not fit the description:\n%v\nbody: %.500s", r.status, err, r.body)
+		}
+	}
+	return out
+}
+
+// validate checks body against the JSON schema of rt's response status.
 func (v *oaValidator) validate(t *testing.T, rt *route.Route, status int, body []byte) error {
 	t.Helper()
-	loc := oaDocURL + "#/paths/" + pointerEscape(rt.Pattern) + "/" + strings.ToLower(rt.Method) + "/responses/" + strconv.Itoa(status) + "/content/application~1json/schema"
+	return v.validateAt(t, "#/paths/"+pointerEscape(rt.Pattern)+"/"+strings.ToLower(rt.Method)+"/responses/"+strconv.Itoa(status)+"/content/application~1json/schema", body)
+}
+
+// validateAt checks a JSON body against the schema at the document's
+// pointer ptr.
+func (v *oaValidator) validateAt(t *testing.T, ptr string, body []byte) error {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return v.schema(t, oaDocURL+ptr).Validate(inst)
+}
+
+// schema compiles the schema at loc once.
+func (v *oaValidator) schema(t *testing.T, loc string) *jsonschema.Schema {
+	t.Helper()
 	sch := v.schemas[loc]
 	if sch == nil {
 		var err error
@@ -396,11 +488,7 @@ func (v *oaValidator) validate(t *testing.T, rt *route.Route, status int, body [
 		}
 		v.schemas[loc] = sch
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	return sch.Validate(inst)
+	return sch
 }
 
 // example is a valid request of rt over corpus c: path values of the
@@ -612,4 +700,166 @@ func openapiResponses(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	v.check(t, route.ByID(route.Testprep), "expired", h.get("/v1/testprep", reader))
+}
+
+// openapiDownloads validates real answers of the signed download links
+// against their description: a minted media URL and the zip_url links of
+// both export routes, fetched with GET and HEAD, ranges, revalidation and
+// refusals; other methods' 405, which no operation describes, against
+// the Error schema.
+func openapiDownloads(t *testing.T, h *harness) {
+	tok := h.scopedOrg("oa-files", nil, scope.All...)
+	r, _ := h.fetchDoc()
+	v := newOAValidator(t, r.body)
+	c := h.content.Load().Corpus
+	const media, export = link.Prefix + "m/{name}", link.Prefix + "e/{name}"
+	rel := func(u string) string {
+		t.Helper()
+		p, ok := strings.CutPrefix(u, h.api)
+		if !ok || !strings.HasPrefix(p, link.Prefix) {
+			t.Fatalf("link %q is not under %s%s", u, h.api, link.Prefix)
+		}
+		return p
+	}
+
+	m := someMedia(t, c, 1000)
+	minted := h.do("POST", "/v1/media/urls", tok, openapitest.Must(json.Marshal(map[string]any{"mediaIds": []string{m.ID}})))
+	wantStatus(t, minted, 200)
+	var mint struct{ Items []struct{ URL string } }
+	if err := json.Unmarshal(minted.body, &mint); err != nil || len(mint.Items) != 1 {
+		t.Fatalf("mint: %v %s", err, minted.body)
+	}
+	u := rel(mint.Items[0].URL)
+	size := strconv.FormatInt(m.Bytes, 10)
+	altered := strings.Replace(u, "&s=", "&s=A", 1)[:len(u)] // the signature shifted by one character (s is last)
+	if altered == u {
+		t.Fatal("the alteration changed nothing")
+	}
+	ok := h.get(u, "")
+	wantStatus(t, ok, 200)
+	tag := ok.header.Get("ETag")
+	for _, c := range []struct {
+		method, what, url string
+		status            int
+		hdr               []string
+	}{
+		{"GET", "whole", u, 200, nil},
+		{"HEAD", "whole", u, 200, nil},
+		{"GET", "range", u, 206, []string{"Range", "bytes=100-199"}},
+		{"HEAD", "range", u, 206, []string{"Range", "bytes=100-199"}},
+		{"GET", "suffix range", u, 206, []string{"Range", "bytes=-10"}},
+		{"GET", "two ranges", u, 206, []string{"Range", "bytes=0-1,10-19"}},
+		{"GET", "If-Range current", u, 206, []string{"Range", "bytes=0-9", "If-Range", tag}},
+		{"GET", "If-Range stale", u, 200, []string{"Range", "bytes=0-9", "If-Range", `"0000000000000000"`}},
+		{"GET", "revalidation", u, 304, []string{"If-None-Match", tag}},
+		{"HEAD", "revalidation", u, 304, []string{"If-None-Match", "*"}},
+		{"GET", "If-Match stale", u, 412, []string{"If-Match", `"0000000000000000"`}},
+		{"GET", "range past the end", u, 416, []string{"Range", "bytes=" + size + "-"}},
+		{"GET", "range that does not parse", u, 416, []string{"Range", "bytes=abc"}},
+		{"HEAD", "range past the end", u, 416, []string{"Range", "bytes=" + size + "-"}},
+		{"GET", "altered", altered, 404, nil},
+		{"HEAD", "altered", altered, 404, nil},
+		{"GET", "no query", strings.Split(u, "?")[0], 404, nil},
+	} {
+		r := h.do(c.method, c.url, "", nil, c.hdr...)
+		if r.status != c.status {
+			t.Errorf("%s media link (%s): %d, want %d", c.method, c.what, r.status, c.status)
+		}
+		v.checkOp(t, media, c.method, c.what, r)
+		if c.status == 404 && c.method == "GET" {
+			r.wantError(t, 404, string(apierr.NotFound))
+		}
+	}
+
+	// Both export routes' links: a subject's (no c) and a class's.
+	var exports []string
+	for _, id := range []route.ID{route.ExportSubject, route.ExportClass} {
+		path, _ := oaExample(c, route.ByID(id))
+		b := decodeExport(t, h.get(path, tok), "format", "url", "expiresAt", "classes", "contentVersion", "_license")
+		exports = append(exports, rel(b.URL))
+	}
+	if !strings.Contains(exports[1], "&c=") || strings.Contains(exports[0], "&c=") {
+		t.Errorf("export links %v: want a subject's without c and a class's with it", exports)
+	}
+	for _, x := range exports {
+		get := h.get(x, "")
+		wantStatus(t, get, 200)
+		zipFiles(t, get.body)
+		v.checkOp(t, export, "GET", "zip", get)
+		head := h.do("HEAD", x, "", nil)
+		wantStatus(t, head, 200)
+		if head.header.Get("Content-Length") != strconv.Itoa(len(get.body)) {
+			t.Errorf("HEAD %s: Content-Length %q, the GET sent %d bytes", x, head.header.Get("Content-Length"), len(get.body))
+		}
+		v.checkOp(t, export, "HEAD", "zip", head)
+		v.checkOp(t, export, "GET", "range ignored", h.get(x, "", "Range", "bytes=0-9"))
+		bad := strings.Replace(x, "&r=", "&r=9", 1)
+		nf := h.get(bad, "")
+		nf.wantError(t, 404, string(apierr.NotFound))
+		v.checkOp(t, export, "GET", "altered", nf)
+		v.checkOp(t, export, "HEAD", "altered", h.do("HEAD", bad, "", nil))
+	}
+
+	// Other methods: 405 with Allow, in the Error body; no operation
+	// describes them, so the body is checked against the Error schema.
+	for _, x := range []string{u, exports[0]} {
+		for _, method := range []string{"POST", "PUT", "DELETE"} {
+			r := h.do(method, x, "", []byte("{}"))
+			r.wantError(t, 405, string(apierr.MethodNotAllowed))
+			if r.header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: Allow %q", method, x, r.header.Get("Allow"))
+			}
+			if err := v.validateAt(t, "#/components/schemas/Error", r.body); err != nil {
+				t.Errorf("%s %s: the 405 body does not fit Error: %v", method, x, err)
+			}
+		}
+	}
+
+	// Controls: the validator refuses answers that do not fit.
+	with := func(r resp, status int, body string, hdr ...string) resp {
+		out := resp{status: status, header: r.header.Clone(), body: []byte(body)}
+		if body == "-" {
+			out.body = r.body
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i+1] == "" {
+				out.header.Del(hdr[i])
+			} else {
+				out.header.Set(hdr[i], hdr[i+1])
+			}
+		}
+		return out
+	}
+	nf := h.get(altered, "")
+	zip := h.get(exports[1], "")
+	zipHead := h.do("HEAD", exports[1], "", nil)
+	for _, bad := range []struct {
+		what, pattern, method string
+		r                     resp
+	}{
+		{"an undocumented status", media, "GET", with(ok, 403, "-")},
+		{"a weak ETag", media, "GET", with(ok, 200, "-", "ETag", `W/"0123456789abcdef"`)},
+		{"no Accept-Ranges", media, "GET", with(ok, 200, "-", "Accept-Ranges", "")},
+		{"a MIME type the corpus has not", media, "GET", with(ok, 200, "-", "Content-Type", "application/x-unknown")},
+		{"a 206 without Content-Length", media, "GET", with(ok, 206, "-", "Content-Length", "")},
+		{"a 416 in JSON", media, "GET", with(nf, 416, "-")},
+		{"a 304 with a body", media, "GET", with(ok, 304, "x")},
+		{"a 404 of another code", media, "GET", with(nf, 404, `{"error":{"code":"UNKNOWN_MEDIA","message":"m","requestId":"r"}}`)},
+		{"a 404 with an extra member", media, "GET", with(nf, 404, `{"error":{"code":"NOT_FOUND","message":"m","requestId":"r","url":"u"}}`)},
+		{"a 404 as text", media, "GET", with(nf, 404, "not found", "Content-Type", "text/plain")},
+		{"a 404 with X-Service-Content-Version", media, "GET", with(nf, 404, "-", "X-Service-Content-Version", "2026-01-01+x")},
+		{"a zip as JSON", export, "GET", with(zip, 200, "-", "Content-Type", "application/json")},
+		{"a zip with an ETag", export, "GET", with(zip, 200, "-", "ETag", `"0123456789abcdef"`)},
+		{"a zip without Content-Disposition", export, "GET", with(zip, 200, "-", "Content-Disposition", "")},
+		{"a HEAD without Content-Length", export, "HEAD", with(zipHead, 200, "", "Content-Length", "")},
+		{"a HEAD with a Content-Length not a number", export, "HEAD", with(zipHead, 200, "", "Content-Length", "many")},
+		{"a range of a zip", export, "GET", with(zip, 206, "-")},
+	} {
+		if ps := v.problems(t, bad.pattern, bad.method, bad.r); len(ps) == 0 {
+			t.Errorf("control %q (%s %s) validated", bad.what, bad.method, bad.pattern)
+		}
+	}
+	if v.validateAt(t, "#/components/schemas/Error", []byte(`{"error":{"code":"METHOD_NOT_ALLOWED","requestId":"r","allow":["GET"]}}`)) == nil {
+		t.Error("control: a 405 body without message validated")
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/progress"
+	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/id"
@@ -115,9 +116,14 @@ func (s *Server) putProgress(w http.ResponseWriter, r *http.Request, req *reques
 		score = &b.Score
 	}
 	if rec.Apply(lid, score, req.now) {
-		if _, err := s.cfg.Progress.SaveProgress(r.Context(), rec); errors.Is(err, progress.ErrConflict) {
+		switch _, err := s.cfg.Progress.SaveProgress(r.Context(), rec); {
+		case errors.Is(err, progress.ErrConflict):
 			return writeConflict()
-		} else if err != nil {
+		case errors.Is(err, store.ErrNotFound):
+			// The organisation was deleted since the gate read it: the
+			// gate's answer for a token bound to none (nothing saved).
+			return licence.Check(nil, req.now)
+		case err != nil:
 			return err
 		}
 	}

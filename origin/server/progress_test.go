@@ -713,3 +713,36 @@ func TestProgressWriteConflict(t *testing.T) {
 		t.Errorf("version %d, want 2", v)
 	}
 }
+
+// orgDeletingProgress deletes the organisation between the server's read
+// of the record and its save, as an operator's DELETE racing a PUT would.
+type orgDeletingProgress struct {
+	progress.Store
+	orgs store.Store
+}
+
+func (p *orgDeletingProgress) Progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
+	r, err := p.Store.Progress(ctx, orgID, learner)
+	if err == nil {
+		err = p.orgs.DeleteOrg(ctx, orgID)
+	}
+	return r, err
+}
+
+// A PUT whose organisation is deleted before its save answers the gate's
+// 403 NO_ORGANIZATION, not a 500, and saves nothing.
+func TestProgressOrgDeletedBeforeSave(t *testing.T) {
+	t.Parallel()
+	del := &orgDeletingProgress{}
+	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{progress: func(s progress.Store) progress.Store {
+		del.Store = s
+		return del
+	}})
+	del.orgs = h.store
+	h.createOrg("gone", slices.Clone(shid.Tiers), nil)
+	tok := h.learnerToken("gone", "ana", progressScopes...)
+	h.put(tok, lessonsOf(h.corpus(), 1)[0], `{"score":50}`).wantError(t, 403, "NO_ORGANIZATION")
+	if r, err := h.progress.Progress(context.Background(), "gone", "ana"); err != nil || r.Version != 0 {
+		t.Errorf("after the refused PUT: %+v, %v", r, err)
+	}
+}

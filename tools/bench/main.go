@@ -21,7 +21,11 @@
 //	         media ids, and its p50 with one client; (j) the inline export
 //	         of a 30-class subject, 200 and 304; (k) its zip_url export and
 //	         zip download against reading its lessons and transcripts one by
-//	         one, and the peak heap of 16 concurrent zip downloads
+//	         one, and the peak heap of 16 concurrent zip downloads; learner
+//	         progress (progress.go): (l) PUTs by N learners at once, p50 and
+//	         p99, (m) GET /v1/progress of a learner with 100 classes, 200
+//	         and 304, (n) N writers on one learner, saved writes per second
+//	         and the share answered 409
 //	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http

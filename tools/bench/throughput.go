@@ -19,7 +19,7 @@ import (
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
-// throughput measures (a)–(f), (i) and (j). Each row of the table is set up by a
+// throughput measures (a)–(f), (i), (j) and (l)–(n). Each row of the table is set up by a
 // function of its own (one scenario each: a target and what its rows need
 // besides); then every scenario is warmed up and measured in interleaved
 // rounds, and writes its rows.
@@ -39,6 +39,7 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 	if o.sections["content"] {
 		setups = append(setups, tb.lesson, tb.subjects, tb.search, tb.lesson304, tb.mint,
 			func() (*scenario, error) { return tb.inlineExport(false) }, func() (*scenario, error) { return tb.inlineExport(true) })
+		setups = append(setups, tb.progressSetups()...) // (l)–(n), progress.go
 	}
 	if o.sections["edge"] && len(builds) > 0 {
 		setups = append(setups, func() (*scenario, error) { return tb.edgeReplayed(builds[0]) })

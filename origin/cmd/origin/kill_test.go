@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/wiring"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -67,6 +69,36 @@ func startChild(env []string, stderr io.Writer) (*exec.Cmd, []string, error) {
 	return nil, nil, errors.New("the origin did not start")
 }
 
+// killEnv is the environment of a child origin (TestMain's child mode)
+// on free loopback ports, its corpus in dir/corpus and its database db;
+// over adds variables (NAME=value).
+func killEnv(dir, db string, over ...string) []string {
+	return append(append(os.Environ(), "LECTERN_KILL_CHILD=1",
+		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
+		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+db,
+		"LECTERN_CORPUS="+filepath.Join(dir, "corpus"), "LECTERN_SECRET=a-test-secret-of-at-least-32-characters"), over...)
+}
+
+// killChild returns a function that starts a child origin on env (each
+// call a new process on the same database) and returns it with its URLs;
+// a child still running when the test ends is killed then.
+func killChild(t *testing.T, env []string) func() (*exec.Cmd, []string) {
+	return func() (*exec.Cmd, []string) {
+		t.Helper()
+		cmd, urls, err := startChild(env, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, urls
+	}
+}
+
+// childStack is a testStack that talks to the child origin at urls.
+func childStack(t *testing.T, urls []string) *testStack {
+	return &testStack{t: t, stack: &stack{OriginURL: urls[0], IdPURL: urls[1], AdminURL: urls[2], AdminToken: "admin-token-for-tests"}}
+}
+
 // spec/issue: an increment is durable before its response is sent. The
 // origin is killed with SIGKILL under load; after a restart on the same
 // database its call meter equals the 200s the clients received, plus at
@@ -76,22 +108,10 @@ func TestSIGKILLKeepsAcknowledgedCalls(t *testing.T) {
 		t.Skip("skipped in -short: runs the origin as a child process")
 	}
 	dir := t.TempDir()
-	if _, err := gen.Write(filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true}); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "LECTERN_KILL_CHILD=1",
-		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
-		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
-		"LECTERN_CORPUS="+filepath.Join(dir, "corpus"), "LECTERN_SECRET=a-test-secret-of-at-least-32-characters")
-	child := func() (*exec.Cmd, []string) {
-		cmd, urls, err := startChild(env, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cmd, urls
-	}
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	child := killChild(t, killEnv(dir, filepath.Join(dir, "lectern.db")))
 	cmd, urls := child()
-	s := &testStack{t: t, stack: &stack{OriginURL: urls[0], IdPURL: urls[1], AdminURL: urls[2], AdminToken: "admin-token-for-tests"}}
+	s := childStack(t, urls)
 	id, secret := s.org(`{"orgId":"acme","contentGrants":["high"]}`, "content.read")
 	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: s.IdPURL + "/oauth2/token", Scopes: []string{"service-api/content.read"}}
 	tok, err := cc.Token(context.Background())
@@ -136,8 +156,7 @@ func TestSIGKILLKeepsAcknowledgedCalls(t *testing.T) {
 		t.Fatal("no request was acknowledged before the kill")
 	}
 
-	cmd, urls = child()
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	_, urls = child()
 	s.AdminURL = urls[2]
 	calls := int64(s.calls("acme"))
 	t.Logf("acknowledged %d, sent %d, counted after restart %d", acked.Load(), sent.Load(), calls)
@@ -146,5 +165,181 @@ func TestSIGKILLKeepsAcknowledgedCalls(t *testing.T) {
 	}
 	if calls > sent.Load() {
 		t.Errorf("counted %d calls, more than the %d sent", calls, sent.Load())
+	}
+}
+
+// spec/issue #17 §4: an acknowledged PUT is committed before it is
+// answered, on both stores (PostgreSQL when LECTERN_TEST_PG is set).
+// Several learners, each with several writers retrying on 409, write
+// progress until the origin is killed with SIGKILL; after a restart on
+// the same database every class a 200 acknowledged is in its learner's
+// record with a bestScore at least the acknowledged score, and the
+// record's version is at least the number of 200s (every write here
+// changes the record, so each 200 is one saved write) and at most the
+// PUTs sent.
+func TestSIGKILLKeepsAcknowledgedProgress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: runs the origin as a child process")
+	}
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCorpus(t, filepath.Join(dir, "corpus"))
+			db, over := filepath.Join(dir, "lectern.db"), []string(nil)
+			if store == "postgres" {
+				db = pgDSN(t, "the SIGKILL test of progress writes on PostgreSQL")
+				over = []string{"LECTERN_ISSUER=https://auth.lectern.test"} // required with PostgreSQL; never fetched
+			}
+			killProgress(t, dir, db, killEnv(dir, db, over...))
+		})
+	}
+}
+
+// killLearner is one learner's writes in killProgress.
+type killLearner struct {
+	name, tok string
+	next      atomic.Int64 // the number of the next write
+	sent      atomic.Int64 // PUTs sent, retries included
+
+	mu     sync.Mutex
+	acked  map[string]float64 // lesson id: the highest score a 200 acknowledged
+	writes int64              // 200s
+}
+
+func killProgress(t *testing.T, dir, db string, env []string) {
+	const (
+		org      = "acme"
+		learners = 6
+		writers  = 3  // per learner: they race on its version
+		classes  = 20 // write n goes to class n%classes with score n/classes
+	)
+	c, err := corpus.Load(filepath.Join(dir, "corpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lessons := c.Lessons[:classes]
+	child := killChild(t, env)
+	cmd, urls := child()
+	s := childStack(t, urls)
+	s.org(`{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
+	ls := make([]*killLearner, learners)
+	for i := range ls {
+		ls[i] = &killLearner{name: fmt.Sprintf("learner-%d", i), acked: map[string]float64{}}
+		ls[i].tok = s.learnerToken(org, ls[i].name, "progress.write")
+	}
+
+	var acked, conflicts atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, l := range ls {
+		for range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					n := l.next.Add(1) - 1
+					if n >= classes*101 {
+						return // every score written: the bound keeps each write a change
+					}
+					lesson, score := lessons[n%classes].ID, float64(n/classes)
+					for { // the same write again after a 409, at once
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						req, _ := http.NewRequest("PUT", s.OriginURL+"/v1/progress/"+lesson, strings.NewReader(fmt.Sprintf(`{"score":%v}`, score)))
+						req.Header.Set("Authorization", "Bearer "+l.tok)
+						l.sent.Add(1)
+						resp, err := client.Do(req)
+						if err != nil {
+							return // the origin died
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusConflict {
+							conflicts.Add(1)
+							continue
+						}
+						if resp.StatusCode != 200 {
+							t.Errorf("PUT %s for %s: %d", lesson, l.name, resp.StatusCode)
+							return
+						}
+						l.mu.Lock()
+						l.writes++
+						l.acked[lesson] = max(l.acked[lesson], score)
+						l.mu.Unlock()
+						acked.Add(1)
+						break
+					}
+				}
+			}()
+		}
+	}
+	// Kill mid-load: once a fair number of writes are acknowledged, with
+	// every writer still running (none reaches its bound this soon).
+	for deadline := time.Now().Add(30 * time.Second); acked.Load() < 200; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("only %d writes acknowledged before the kill", acked.Load())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	close(stop)
+	wg.Wait()
+	t.Logf("acknowledged %d writes, %d answered 409", acked.Load(), conflicts.Load())
+
+	cmd, urls = child()
+	s = childStack(t, urls)
+	for _, l := range ls {
+		tok := s.learnerToken(org, l.name, "progress.read")
+		r := s.get("GET", "/v1/progress?limit=100", tok)
+		var p struct {
+			Items []struct {
+				LessonID         string
+				Score, BestScore *float64
+			}
+			Total int
+		}
+		if r.status != 200 || json.Unmarshal(r.body, &p) != nil {
+			t.Fatalf("GET /v1/progress for %s after the restart: %d %s", l.name, r.status, r.body)
+		}
+		best := map[string]float64{}
+		for _, it := range p.Items {
+			if it.BestScore != nil {
+				best[it.LessonID] = *it.BestScore
+			}
+		}
+		for lesson, score := range l.acked {
+			if b, ok := best[lesson]; !ok || b < score {
+				t.Errorf("%s: %s acknowledged with score %v, after the restart bestScore %v (recorded: %t)", l.name, lesson, score, b, ok)
+			}
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	// The versions, read from the database itself once the origin is gone.
+	st, meters, err := wiring.OpenStores(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer meters.Close()
+	ps, err := wiring.ProgressOf(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		rec, err := ps.Progress(context.Background(), org, l.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Version < l.writes || rec.Version > l.sent.Load() {
+			t.Errorf("%s: version %d after the restart, %d writes acknowledged, %d PUTs sent", l.name, rec.Version, l.writes, l.sent.Load())
+		}
 	}
 }
