@@ -51,6 +51,7 @@
 //	origin/forensic               the licence envelope, its tag, the bundles' canaries and leak detection
 //	origin/httpsrv                every listener's limits and net/http's own answers rewritten
 //	origin/idp                    the development identity provider
+//	origin/idp/idptest            signs a learner in at the dev identity provider, for tests and tools
 //	origin/internal/filelock      one owner per embedded database (flock)
 //	origin/internal/jsonbody      strict JSON bodies for the admin API
 //	origin/internal/pgmig         PostgreSQL migrations
@@ -88,6 +89,9 @@
 //	tools/bench                   make bench: throughput as ratios measured in one run
 //	tools/corpusgen               the corpus generator's command
 //	tools/edge                    the local edge (the module under wazero)
+//	tools/internal/pgschema       a temporary PostgreSQL schema for a tool's run
+//	tools/internal/stackbin       builds the stack's commands and module; free loopback addresses
 //	tools/meterbench              durable meter increments per second
+//	tools/soak                    the soak with faults: every route, 50 organisations, meters checked
 //	tools/stack                   make run: origin and edge in the foreground
 package shared

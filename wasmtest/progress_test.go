@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"testing"
 
-	"golang.org/x/oauth2"
+	"github.com/lectern-api/lectern/origin/idp/idptest"
 )
 
 // learnerRedirect is the redirect URI of the suite's learner apps.
@@ -26,26 +24,9 @@ func (o *origin) learnerToken(t *testing.T, org, learner string, scopes ...strin
 	if code != 201 {
 		t.Fatalf("create learner app: %d %v", code, m)
 	}
-	full := make([]string, len(scopes))
-	for i, s := range scopes {
-		full[i] = "service-api/" + s
-	}
-	cfg := oauth2.Config{ClientID: m["clientId"].(string), ClientSecret: m["clientSecret"].(string), RedirectURL: learnerRedirect, Scopes: full,
-		Endpoint: oauth2.Endpoint{AuthURL: o.idp + "/oauth2/authorize", TokenURL: o.idp + "/oauth2/token", AuthStyle: oauth2.AuthStyleInHeader}}
-	verifier := oauth2.GenerateVerifier()
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := noRedirect.Get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", learner)))
+	tok, err := idptest.LearnerToken(context.Background(), idptest.LearnerApp(o.idp, m["clientId"].(string), m["clientSecret"].(string), learnerRedirect, scopes...), learner)
 	if err != nil {
 		t.Fatal(err)
-	}
-	res.Body.Close()
-	loc, err := url.Parse(res.Header.Get("Location"))
-	if err != nil || res.StatusCode != http.StatusFound || loc.Query().Get("code") == "" {
-		t.Fatalf("authorize: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
-	}
-	tok, err := cfg.Exchange(context.Background(), loc.Query().Get("code"), oauth2.VerifierOption(verifier))
-	if err != nil {
-		t.Fatalf("learner token: %v", err)
 	}
 	return tok.AccessToken
 }

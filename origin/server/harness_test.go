@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/idp/idptest"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
@@ -33,7 +33,6 @@ import (
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/scope"
 	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -286,26 +285,9 @@ func (h *harness) learnerToken(orgID, learner string, scopes ...string) string {
 		GrantTypes: []string{"authorization_code"}, RedirectURIs: []string{learnerRedirect}, CreatedAt: time.Now()}); err != nil {
 		h.t.Fatal(err)
 	}
-	full := make([]string, len(scopes))
-	for i, s := range scopes {
-		full[i] = scope.Full(s)
-	}
-	cfg := oauth2.Config{ClientID: id, ClientSecret: secret, RedirectURL: learnerRedirect, Scopes: full,
-		Endpoint: oauth2.Endpoint{AuthURL: h.issuer + "/oauth2/authorize", TokenURL: h.issuer + "/oauth2/token", AuthStyle: oauth2.AuthStyleInHeader}}
-	verifier := oauth2.GenerateVerifier()
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := noRedirect.Get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", learner)))
+	tok, err := idptest.LearnerToken(ctx, idptest.LearnerApp(h.issuer, id, secret, learnerRedirect, scopes...), learner)
 	if err != nil {
 		h.t.Fatal(err)
-	}
-	res.Body.Close()
-	loc, err := url.Parse(res.Header.Get("Location"))
-	if err != nil || res.StatusCode != http.StatusFound || loc.Query().Get("code") == "" {
-		h.t.Fatalf("authorize: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
-	}
-	tok, err := cfg.Exchange(ctx, loc.Query().Get("code"), oauth2.VerifierOption(verifier))
-	if err != nil {
-		h.t.Fatalf("learner token: %v", err)
 	}
 	return tok.AccessToken
 }

@@ -18,13 +18,13 @@ import (
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/idp/idptest"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
-	"golang.org/x/oauth2"
 )
 
 // audience is the token audience of the bench stack, as the origin's default.
@@ -173,40 +173,20 @@ const learnerRedirect = "https://bench.lectern.test/callback"
 // authorization_code client with scopes) and returns n access tokens
 // the identity provider issued it for learner: each the authorization
 // request with PKCE S256 and login_hint (the dev provider approves at
-// once, naming the learner in the token), then the code's exchange.
+// once, naming the learner in the token), then the code's exchange
+// (idptest.LearnerToken).
 func (st *stack) learnerTokens(ctx context.Context, learner string, n int, scopes ...string) ([]string, error) {
-	full := make([]string, len(scopes))
-	for i, s := range scopes {
-		full[i] = scope.Full(s)
-	}
 	clientID, secret, err := idp.CreateClient(ctx, st.store, time.Now(), benchOrg, scopes,
 		[]string{"authorization_code"}, []string{learnerRedirect})
 	if err != nil {
 		return nil, err
 	}
-	cfg := oauth2.Config{ClientID: clientID, ClientSecret: secret, RedirectURL: learnerRedirect, Scopes: full,
-		Endpoint: oauth2.Endpoint{AuthURL: st.IdPURL + "/oauth2/authorize", TokenURL: st.IdPURL + "/oauth2/token", AuthStyle: oauth2.AuthStyleInHeader}}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	app := idptest.LearnerApp(st.IdPURL, clientID, secret, learnerRedirect, scopes...)
 	out := make([]string, 0, n)
 	for range n {
-		verifier := oauth2.GenerateVerifier()
-		req, err := http.NewRequestWithContext(ctx, "GET", cfg.AuthCodeURL("bench", oauth2.S256ChallengeOption(verifier),
-			oauth2.SetAuthURLParam("login_hint", learner)), nil)
+		tok, err := idptest.LearnerToken(ctx, app, learner)
 		if err != nil {
 			return nil, err
-		}
-		resp, err := noRedirect.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("authorize: %w", err)
-		}
-		resp.Body.Close()
-		loc, err := url.Parse(resp.Header.Get("Location"))
-		if err != nil || resp.StatusCode != http.StatusFound || loc.Query().Get("code") == "" {
-			return nil, fmt.Errorf("authorize: status %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
-		}
-		tok, err := cfg.Exchange(ctx, loc.Query().Get("code"), oauth2.VerifierOption(verifier))
-		if err != nil {
-			return nil, fmt.Errorf("learner token: %w", err)
 		}
 		out = append(out, tok.AccessToken)
 	}

@@ -14,12 +14,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,10 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/tools/internal/pgschema"
 )
 
 func main() {
@@ -100,7 +98,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return nil
 	}
 	postgres := func(ctx context.Context, group bool, clients int) (meter.Store, func(), error) {
-		dsn, drop, err := newSchema(ctx, base)
+		dsn, drop, err := pgschema.New(ctx, base, "meterbench_")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -196,39 +194,4 @@ func measure(ctx context.Context, open opener, m mode, dur time.Duration) (float
 		return 0, firstErr
 	}
 	return float64(done.Load()) / elapsed.Seconds(), nil
-}
-
-// newSchema creates a temporary schema and returns a DSN that selects it
-// and a function that drops it.
-func newSchema(ctx context.Context, base string) (string, func(), error) {
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(ctx)
-	schema := "meterbench_" + strings.ToLower(rand.Text()[:12])
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return "", nil, err
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "meterbench: drop schema %s: %v\n", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			fmt.Fprintf(os.Stderr, "meterbench: drop schema %s: %v\n", schema, err)
-		}
-	}
-	dsn := fmt.Sprintf("%s search_path=%s", base, schema)
-	if u, err := url.Parse(base); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		dsn = u.String()
-	}
-	return dsn, drop, nil
 }

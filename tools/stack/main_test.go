@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,7 +21,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/logbuf"
-	"github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/tools/internal/stackbin"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -54,18 +52,7 @@ func bins(t *testing.T) string {
 		if binDir, binErr = os.MkdirTemp("", "stack-test-"); binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
-			"github.com/lectern-api/lectern/origin/cmd/origin", "github.com/lectern-api/lectern/tools/edge",
-			"github.com/lectern-api/lectern/tools/stack", "github.com/lectern-api/lectern/tools/adminctl")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build the commands: %v\n%s", err, out)
-			return
-		}
-		cmd = exec.Command("go", wazero.GoBuild(filepath.Join(binDir, "worker.wasm"), "github.com/lectern-api/lectern/worker/wasm")...)
-		cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build the module: %v\n%s", err, out)
-		}
+		binErr = stackbin.Build(binDir, "")
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -73,16 +60,14 @@ func bins(t *testing.T) string {
 	return binDir
 }
 
-// freePort is a loopback address nothing listens on: the stack's children
-// need fixed addresses, since a restarted child must come back on its own.
+// freePort is stackbin.FreeAddr.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := stackbin.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // stackEnv is a stack on free ports with a small corpus and a temporary
@@ -111,7 +96,7 @@ func newEnv(t *testing.T) *stackEnv {
 		"LECTERN_ADMIN_ADDR="+e.adminAddr, "LECTERN_EDGE_ADDR="+e.edgeAddr,
 		"LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_SECRET="+secret,
 		"LECTERN_DB="+filepath.Join(dir, "lectern.db"), "LECTERN_CORPUS="+filepath.Join(dir, "corpus"),
-		"LECTERN_EDGE_WASM="+filepath.Join(bin, "worker.wasm"), "LECTERN_EDGE_INSTANCES=1")
+		"LECTERN_EDGE_WASM="+filepath.Join(bin, stackbin.Module), "LECTERN_EDGE_INSTANCES=1")
 	return e
 }
 

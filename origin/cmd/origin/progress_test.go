@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 
-	"golang.org/x/oauth2"
+	"github.com/lectern-api/lectern/origin/idp/idptest"
 )
 
 // TestProgressStack (issue #17) runs the progress routes in the stack as
@@ -35,26 +34,9 @@ func (s *testStack) learnerToken(org, learner string, scopes ...string) string {
 	if code != 201 {
 		s.t.Fatalf("create learner app: %d %v", code, m)
 	}
-	full := make([]string, len(scopes))
-	for i, sc := range scopes {
-		full[i] = "service-api/" + sc
-	}
-	cfg := oauth2.Config{ClientID: m["clientId"].(string), ClientSecret: m["clientSecret"].(string), RedirectURL: redirect, Scopes: full,
-		Endpoint: oauth2.Endpoint{AuthURL: s.IdPURL + "/oauth2/authorize", TokenURL: s.IdPURL + "/oauth2/token", AuthStyle: oauth2.AuthStyleInHeader}}
-	verifier := oauth2.GenerateVerifier()
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	res, err := noRedirect.Get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", learner)))
+	tok, err := idptest.LearnerToken(context.Background(), idptest.LearnerApp(s.IdPURL, m["clientId"].(string), m["clientSecret"].(string), redirect, scopes...), learner)
 	if err != nil {
 		s.t.Fatal(err)
-	}
-	res.Body.Close()
-	loc, err := url.Parse(res.Header.Get("Location"))
-	if err != nil || res.StatusCode != http.StatusFound || loc.Query().Get("code") == "" {
-		s.t.Fatalf("authorize: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
-	}
-	tok, err := cfg.Exchange(context.Background(), loc.Query().Get("code"), oauth2.VerifierOption(verifier))
-	if err != nil {
-		s.t.Fatalf("learner token: %v", err)
 	}
 	return tok.AccessToken
 }
