@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/billing"
@@ -16,7 +15,6 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/id"
-	"github.com/lectern-api/lectern/shared/jsonenc"
 	"github.com/lectern-api/lectern/shared/param"
 )
 
@@ -252,8 +250,9 @@ func appendProgress(b []byte, l list, items []*progress.Class, learner string, x
 // appendProgressItem appends one item of the GET's list.
 func appendProgressItem(b []byte, c *progress.Class) []byte {
 	l := c.Lesson
+	tier, slug := plainJSON(l.Tier), plainJSON(l.Slug)
 	b = append(b, `{"lessonId":`...)
-	if plainJSON(l.Tier) && plainJSON(l.Slug) {
+	if tier && slug {
 		b = append(b, '"')
 		b = l.AppendTo(b)
 		b = append(b, '"')
@@ -261,9 +260,9 @@ func appendProgressItem(b []byte, c *progress.Class) []byte {
 		b = appendJSONString(b, l.String())
 	}
 	b = append(b, `,"tier":`...)
-	b = appendJSONString(b, l.Tier)
+	b = appendQuoted(b, l.Tier, tier)
 	b = append(b, `,"subjectSlug":`...)
-	b = appendJSONString(b, l.Slug)
+	b = appendQuoted(b, l.Slug, slug)
 	b = append(b, `,"classNum":`...)
 	b = strconv.AppendInt(b, int64(l.Class), 10)
 	b = append(b, `,"score":`...)
@@ -277,18 +276,36 @@ func appendProgressItem(b []byte, c *progress.Class) []byte {
 	return append(b, `"}`...)
 }
 
-// plainJSON reports whether encoding/json writes s as it is between
-// quotes: printable ASCII without '"', '\\' or the HTML characters it
+// jsonPlain holds the bytes encoding/json writes as they are in a
+// string: printable ASCII but '"', '\\' and the HTML characters it
 // escapes ('<', '>', '&').
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// plainJSON reports whether encoding/json writes s as it is between
+// quotes (jsonPlain).
 func plainJSON(s string) bool {
-	return jsonenc.Plain(s) == len(s) && !strings.ContainsAny(s, "<>&")
+	for i := 0; i < len(s); i++ {
+		if !jsonPlain[s[i]] {
+			return false
+		}
+	}
+	return true
 }
 
-// appendJSONString appends s as encoding/json writes it: as it is when
-// plainJSON, else through encoding/json itself (its escapes differ from
-// jsonenc.String's: \b, \f and the HTML characters).
-func appendJSONString(b []byte, s string) []byte {
-	if plainJSON(s) {
+// appendJSONString appends s as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte { return appendQuoted(b, s, plainJSON(s)) }
+
+// appendQuoted appends s as encoding/json writes it, knowing whether it
+// is plainJSON: as it is between quotes, else through encoding/json
+// itself (its escapes differ from jsonenc.String's: \b, \f and the HTML
+// characters).
+func appendQuoted(b []byte, s string, plain bool) []byte {
+	if plain {
 		b = append(b, '"')
 		b = append(b, s...)
 		return append(b, '"')
