@@ -221,14 +221,18 @@ func decodeCanonical(doc []byte, r *Record) bool {
 			s.want(",")
 		}
 		s.want("[")
-		var c Class
+		if len(cs) == cap(cs) {
+			return false
+		}
+		cs = cs[:len(cs)+1] // filled in place: no copy of the Class
+		c := &cs[len(cs)-1]
 		t := s.str()
 		c.Lesson.Tier = internTier(t)
 		s.want(",")
 		sl := s.str()
 		switch {
-		case len(cs) > 0 && string(sl) == cs[len(cs)-1].Lesson.Slug:
-			c.Lesson.Slug = cs[len(cs)-1].Lesson.Slug
+		case len(cs) > 1 && string(sl) == cs[len(cs)-2].Lesson.Slug:
+			c.Lesson.Slug = cs[len(cs)-2].Lesson.Slug
 		case slugs[string(sl)] != "":
 			c.Lesson.Slug = slugs[string(sl)]
 		default:
@@ -249,10 +253,6 @@ func decodeCanonical(doc []byte, r *Record) bool {
 		s.want(",")
 		c.LastRecordedAt = time.UnixMicro(s.int()).UTC()
 		s.want("]")
-		if !s.ok || len(cs) == cap(cs) {
-			return false
-		}
-		cs = append(cs, c)
 	}
 	if !s.ok || s.i != len(doc) {
 		return false
