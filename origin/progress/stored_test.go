@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -171,7 +172,13 @@ func BenchmarkEncode100(b *testing.B) {
 	}
 }
 
-func BenchmarkDecode100(b *testing.B) {
+func BenchmarkDecode100(b *testing.B) { benchDecode(b, progress.Decode) }
+
+// BenchmarkDecodeAny100 is Decode's general reader alone (fastjson), what
+// Decode was before its fast reader.
+func BenchmarkDecodeAny100(b *testing.B) { benchDecode(b, progress.DecodeAny) }
+
+func benchDecode(b *testing.B, decode func([]byte, *progress.Record) error) {
 	r := recordOf(100)
 	doc, err := progress.Encode(&r)
 	if err != nil {
@@ -180,14 +187,75 @@ func BenchmarkDecode100(b *testing.B) {
 	b.SetBytes(int64(len(doc)))
 	for b.Loop() {
 		var got progress.Record
-		if err := progress.Decode(doc, &got); err != nil {
+		if err := decode(doc, &got); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// FuzzDecode: no document makes Decode panic, and whatever it reads,
-// Encode writes a document that reads back to the same record.
+// sameReaders: a document Decode's fast reader (DecodeCanonical) takes
+// reads the same with its general one (DecodeAny), member for member.
+func sameReaders(t *testing.T, doc []byte) {
+	t.Helper()
+	var fast, general progress.Record
+	if !progress.DecodeCanonical(doc, &fast) {
+		return
+	}
+	if err := progress.DecodeAny(doc, &general); err != nil {
+		t.Fatalf("DecodeCanonical took %q, DecodeAny refuses it: %v", doc, err)
+	}
+	b1, err1 := progress.Encode(&progress.Record{OrgID: "o", Learner: "l", Classes: fast.Classes, Run: fast.Run, Longest: fast.Longest, LastDay: fast.LastDay})
+	b2, err2 := progress.Encode(&progress.Record{OrgID: "o", Learner: "l", Classes: general.Classes, Run: general.Run, Longest: general.Longest, LastDay: general.LastDay})
+	if !reflect.DeepEqual(fast, general) || string(b1) != string(b2) || (err1 == nil) != (err2 == nil) {
+		t.Fatalf("%q read differently:\nfast    %+v\ngeneral %+v", doc, fast, general)
+	}
+}
+
+// TestDecodeCanonical: what Encode writes takes the fast reader and
+// reads as the general one reads it; a document it declines (spaces,
+// escapes, members out of order, numbers Encode never writes) still
+// reads, through the general one.
+func TestDecodeCanonical(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 100} {
+		r := recordOf(n)
+		r.Apply(lesson("high", "algebra", 1), score(1e-7), t0.AddDate(0, 0, 1))
+		r.Apply(lesson("high", "algebra", 2), score(100), t0.AddDate(0, 0, 3))
+		r.Apply(lesson("middle", "ünïcode", 3), score(math.Copysign(0, -1)), t0.AddDate(-60, 0, 0))
+		doc, err := progress.Encode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got progress.Record
+		if !progress.DecodeCanonical(doc, &got) {
+			t.Fatalf("DecodeCanonical declines Encode's %s", doc)
+		}
+		sameReaders(t, doc)
+	}
+	class := `["high","algebra",1,null,5.25,1,2]`
+	for _, doc := range []string{
+		`{"run":1,"longest":1,"lastDay":"2026-03-02","classes":[` + class + `] }`,
+		`{"longest":1,"run":1,"classes":[` + class + `]}`,
+		`{"run":1,"longest":1,"classes":[["hi\u0067h","algebra",1,null,5,1,2]]}`,
+		`{"run":1,"longest":1,"classes":[["high","algebra",1,null,5E0,1,2]]}`,
+		`{"run":1,"longest":01,"classes":[]}`,
+		`{"run":1,"longest":1,"classes":[["high","algebra",1,null,5,1,2],]}`,
+	} {
+		var fast progress.Record
+		if progress.DecodeCanonical([]byte(doc), &fast) && !strings.Contains(doc, "5E0") {
+			t.Errorf("DecodeCanonical takes %s", doc)
+		}
+		sameReaders(t, []byte(doc))
+	}
+	var r progress.Record
+	if err := progress.Decode([]byte(`{"run":1,"longest":1,"lastDay":"2026-03-02","classes":[`+class+`] }`), &r); err != nil ||
+		len(r.Classes) != 1 || !eq(r.Classes[0].BestScore, 5.25) || r.Run != 1 {
+		t.Errorf("Decode of a declined document: %+v, %v", r, err)
+	}
+}
+
+// FuzzDecode: no document makes Decode panic, whatever its fast reader
+// takes its general one reads the same, and whatever it reads, Encode
+// writes a document that reads back to the same record.
 func FuzzDecode(f *testing.F) {
 	for _, n := range []int{0, 1, 7} {
 		r := recordOf(n)
@@ -199,6 +267,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"run":1,"longest":1,"classes":[["x","y",-1,1e308,-0,-9223372036854775808,9223372036854775807]]}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
+		sameReaders(t, doc)
 		r := progress.Record{OrgID: "acme", Learner: "ada"}
 		if progress.Decode(doc, &r) != nil {
 			return

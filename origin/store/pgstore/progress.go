@@ -2,23 +2,32 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lectern-api/lectern/origin/progress"
 )
 
 var _ progress.Store = (*Store)(nil)
 
-// Progress implements progress.Store.
+// Progress implements progress.Store. pgx keeps the statement prepared
+// per connection (its default statement cache); the document is decoded
+// from the row's raw bytes before the rows close, not copied first.
 func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
 	r := progress.Record{OrgID: orgID, Learner: learner}
-	var doc []byte
-	err := s.pool.QueryRow(ctx, `SELECT version, record FROM progress WHERE org_id = $1 AND learner = $2`,
-		orgID, learner).Scan(&r.Version, &doc)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	rows, err := s.pool.Query(ctx, `SELECT version, record FROM progress WHERE org_id = $1 AND learner = $2`, orgID, learner)
+	if err != nil {
+		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+	}
+	defer rows.Close()
+	var doc []byte // the row's bytes, valid until the next Next or Close
+	if rows.Next() {
+		if err := rows.Scan(&r.Version, nil); err != nil {
+			return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+		}
+		doc = rows.RawValues()[1]
+	}
+	if err := rows.Err(); err != nil {
 		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
 	}
 	if err := progress.Decode(doc, &r); err != nil {

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/lectern-api/lectern/origin/progress"
@@ -13,13 +12,27 @@ var _ progress.Store = (*Store)(nil)
 
 // Progress implements progress.Store. It reads the database every time,
 // never a cache: other learner-facing apps save records through the
-// store too.
+// store too. The document is read as a BLOB into sql.RawBytes and decoded
+// before the rows close: the driver copies a BLOB once, a TEXT three
+// times (to a []byte, a string, and Scan's []byte). modernc.org/sqlite
+// prepares the statement on every query even through a *sql.Stmt (its
+// stmt keeps the SQL text only), so a statement kept for the read would
+// save nothing (decisions-progfast.md).
 func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
 	r := progress.Record{OrgID: orgID, Learner: learner}
-	var doc []byte
-	err := s.rdb.QueryRowContext(ctx, `SELECT version, record FROM progress WHERE org_id = ? AND learner = ?`,
-		orgID, learner).Scan(&r.Version, &doc)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT version, CAST(record AS BLOB) FROM progress WHERE org_id = ? AND learner = ?`,
+		orgID, learner)
+	if err != nil {
+		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+	}
+	defer rows.Close()
+	var doc sql.RawBytes // valid until the next Next or Close
+	if rows.Next() {
+		if err := rows.Scan(&r.Version, &doc); err != nil {
+			return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
 	}
 	if err := progress.Decode(doc, &r); err != nil {
