@@ -167,12 +167,22 @@ func Less(a, b id.Lesson) bool {
 	return a.Class < b.Class
 }
 
-// Clone returns a deep copy of r.
+// Clone returns a deep copy of r. The copies of the scores share one
+// allocation (two per class otherwise: a cached record is cloned on every
+// read), each its own element of it.
 func (r *Record) Clone() Record {
 	c := *r
 	c.Classes = make([]Class, len(r.Classes))
+	scores := make([]float64, 0, 2*len(r.Classes))
+	cp := func(p *float64) *float64 {
+		if p == nil {
+			return nil
+		}
+		scores = append(scores, *p) // within capacity: never moves
+		return &scores[len(scores)-1]
+	}
 	for i, k := range r.Classes {
-		k.Score, k.BestScore = clone(k.Score), clone(k.BestScore)
+		k.Score, k.BestScore = cp(k.Score), cp(k.BestScore)
 		c.Classes[i] = k
 	}
 	return c

@@ -357,6 +357,15 @@ func TestClone(t *testing.T) {
 	if !eq(r.Classes[0].Score, 50) || !eq(r.Classes[0].BestScore, 50) || len(r.Classes) != 1 {
 		t.Errorf("changing the clone changed the original: %+v", r.Classes)
 	}
+	// Scores of a clone are each their own: changing one changes no other.
+	r.Apply(lesson("high", "algebra", 2), score(70), t0)
+	r.Apply(lesson("high", "algebra", 3), nil, t0)
+	c = r.Clone()
+	*c.Classes[0].Score = 1
+	if !eq(c.Classes[0].BestScore, 50) || !eq(c.Classes[1].Score, 70) || !eq(c.Classes[1].BestScore, 70) ||
+		c.Classes[2].Score != nil || c.Classes[2].BestScore != nil {
+		t.Errorf("changing a clone's score changed its others: %+v", c.Classes)
+	}
 	var empty progress.Record
 	if c := empty.Clone(); len(c.Classes) != 0 {
 		t.Errorf("clone of an empty record has %d classes", len(c.Classes))

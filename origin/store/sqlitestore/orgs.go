@@ -141,6 +141,7 @@ func (s *Store) UpdateOrg(ctx context.Context, id string, fn func(*store.Org) er
 // progress records go with it in the same statement (ON DELETE CASCADE).
 func (s *Store) DeleteOrg(ctx context.Context, id string) error {
 	defer s.orgs.invalidate(id)
+	defer s.progress.dropOrg(id)
 	res, err := s.db.ExecContext(ctx, `DELETE FROM orgs WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("delete org %s: %w", id, err)

@@ -10,16 +10,20 @@ import (
 
 var _ progress.Store = (*Store)(nil)
 
-// Progress implements progress.Store. It reads the database every time,
-// never a cache: other learner-facing apps save records through the
-// store too. The document is read as a BLOB into sql.RawBytes and decoded
-// before the rows close: the driver copies a BLOB once, a TEXT three
-// times (to a []byte, a string, and Scan's []byte). modernc.org/sqlite
-// prepares the statement on every query even through a *sql.Stmt (its
-// stmt keeps the SQL text only), so a statement kept for the read would
-// save nothing (decisions-progfast.md).
+// Progress implements progress.Store. It answers from the Store's cache
+// of records (progresscache.go) when it can, with a deep copy, and
+// otherwise reads the database and caches what it read. The document is
+// read as a BLOB into sql.RawBytes and decoded before the rows close: the
+// driver copies a BLOB once, a TEXT three times (to a []byte, a string,
+// and Scan's []byte). modernc.org/sqlite prepares the statement on every
+// query even through a *sql.Stmt (its stmt keeps the SQL text only), so a
+// statement kept for the read would save nothing (decisions-progfast.md).
 func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
-	r := progress.Record{OrgID: orgID, Learner: learner}
+	r, ok, gen := s.progress.get(orgID, learner)
+	if ok {
+		return r, nil
+	}
+	r = progress.Record{OrgID: orgID, Learner: learner}
 	rows, err := s.rdb.QueryContext(ctx, `SELECT version, CAST(record AS BLOB) FROM progress WHERE org_id = ? AND learner = ?`,
 		orgID, learner)
 	if err != nil {
@@ -38,6 +42,8 @@ func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.R
 	if err := progress.Decode(doc, &r); err != nil {
 		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
 	}
+	c := r.Clone()
+	s.progress.fill(&c, gen)
 	return r, nil
 }
 
@@ -46,11 +52,27 @@ func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.R
 // it returns: an INSERT that does nothing when a row exists at version 0,
 // else an UPDATE of the row still at r.Version. A record of an
 // organisation that does not exist is store.ErrNotFound (the foreign key).
-func (s *Store) SaveProgress(ctx context.Context, r progress.Record) (int64, error) {
+// A saved record is cached as it will read back, decoded from the
+// document just written; a save that fails drops the learner's cached
+// record (on a conflict, another write has moved it).
+func (s *Store) SaveProgress(ctx context.Context, r progress.Record) (v int64, err error) {
 	doc, err := progress.Encode(&r)
 	if err != nil {
 		return 0, fmt.Errorf("save progress of %s/%s: %w", r.OrgID, r.Learner, err)
 	}
+	drops := s.progress.begin()
+	defer func() {
+		if err != nil {
+			s.progress.drop(r.OrgID, r.Learner)
+			return
+		}
+		c := progress.Record{OrgID: r.OrgID, Learner: r.Learner, Version: v}
+		if progress.Decode(doc, &c) != nil {
+			s.progress.drop(r.OrgID, r.Learner) // cannot happen: doc is Encode's
+			return
+		}
+		s.progress.saved(&c, drops)
+	}()
 	var res sql.Result
 	if r.Version == 0 {
 		res, err = s.db.ExecContext(ctx, `INSERT INTO progress (org_id, learner, version, record) VALUES (?, ?, 1, ?)

@@ -42,6 +42,8 @@ type Store struct {
 	rdb  *sql.DB // read-only connections
 	lock *os.File
 	orgs orgCache
+	// progress caches learners' records (progresscache.go).
+	progress progressCache
 }
 
 // Connection settings, applied by the driver to every new connection.
