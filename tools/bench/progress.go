@@ -51,6 +51,9 @@ func (tb *throughputBench) progressPath(i int) string {
 // seedProgress records the first n classes of the corpus for the learner
 // of tok, one PUT each.
 func (tb *throughputBench) seedProgress(tok string, n int) error {
+	if have := len(tb.st.Content.Lessons); n > have {
+		return fmt.Errorf("the progress rows record %d classes; this corpus has %d (use the full corpus)", n, have)
+	}
 	hc := &http.Client{Transport: newTransport(1)}
 	for i := range n {
 		status, _, b, err := get(tb.ctx, hc, "PUT", tb.st.OriginURL+tb.progressPath(i),
