@@ -5,13 +5,17 @@
 package cmdline
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // FlagSet is a command's flags.
@@ -106,4 +110,17 @@ func Version(name string) string {
 		v = append(v, "commit "+rev[:min(len(rev), 12)]+modified)
 	}
 	return strings.Join(append(v, bi.GoVersion), " ")
+}
+
+// Main runs a command: run with the process's arguments, environment and
+// stdout, under a context that SIGINT and SIGTERM cancel. An error other
+// than ErrDone is printed as "name: err" and exits 1.
+func Main(name string, run func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, ErrDone) {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }

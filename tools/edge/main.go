@@ -28,12 +28,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/cmdline"
@@ -43,15 +41,7 @@ import (
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	if err != nil && !errors.Is(err, cmdline.ErrDone) {
-		fmt.Fprintln(os.Stderr, "edge:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdline.Main("edge", run) }
 
 // config is the edge's share of DESIGN.md's operator contract.
 type config struct {

@@ -66,12 +66,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/cmdline"
@@ -82,15 +80,7 @@ import (
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	if err != nil && !errors.Is(err, cmdline.ErrDone) {
-		fmt.Fprintln(os.Stderr, "soak:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdline.Main("soak", run) }
 
 // config is the soak's command line.
 type config struct {

@@ -40,7 +40,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -48,15 +47,7 @@ import (
 	"github.com/lectern-api/lectern/origin/cmdline"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	if err != nil && !errors.Is(err, cmdline.ErrDone) {
-		fmt.Fprintln(os.Stderr, "stack:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdline.Main("stack", run) }
 
 // readyTimeout bounds a child's start, the origin's corpus generation
 // included.

@@ -7,25 +7,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/lectern-api/lectern/origin/cmdline"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	if err != nil && !errors.Is(err, cmdline.ErrDone) {
-		fmt.Fprintln(os.Stderr, "origin:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdline.Main("origin", run) }
 
 // run starts the stack and serves until ctx is done.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
