@@ -18,7 +18,7 @@ import (
 )
 
 // marshalList is GET /v1/progress's envelope as encoding/json wrote it
-// before appendProgress (the structs it marshalled): the reference
+// before appendProgress (this struct, its items progressRow): the reference
 // appendProgress must match byte for byte.
 type marshalList struct {
 	list
@@ -27,23 +27,12 @@ type marshalList struct {
 	Streak    progressStreak `json:"streak"`
 }
 
-type marshalItem struct {
-	LessonID        string   `json:"lessonId"`
-	Tier            string   `json:"tier"`
-	SubjectSlug     string   `json:"subjectSlug"`
-	ClassNum        int      `json:"classNum"`
-	Score           *float64 `json:"score"`
-	BestScore       *float64 `json:"bestScore"`
-	FirstRecordedAt string   `json:"firstRecordedAt"`
-	LastRecordedAt  string   `json:"lastRecordedAt"`
-}
-
 // marshalProgress is the body as encoding/json wrote it.
 func marshalProgress(t *testing.T, l list, cs []*progress.Class, learner string, xp int64, st progressStreak) []byte {
 	t.Helper()
-	items := make([]marshalItem, 0, len(cs))
+	items := make([]progressRow, 0, len(cs))
 	for _, c := range cs {
-		items = append(items, marshalItem{LessonID: c.Lesson.String(), Tier: c.Lesson.Tier, SubjectSlug: c.Lesson.Slug,
+		items = append(items, progressRow{LessonID: c.Lesson.String(), Tier: c.Lesson.Tier, SubjectSlug: c.Lesson.Slug,
 			ClassNum: c.Lesson.Class, Score: c.Score, BestScore: c.BestScore,
 			FirstRecordedAt: licence.Timestamp(c.FirstRecordedAt), LastRecordedAt: licence.Timestamp(c.LastRecordedAt)})
 	}
