@@ -40,6 +40,9 @@ const GatePath = "/internal/gate"
 const (
 	Forward = "forward" // a client request forwarded unchanged
 	Gate    = "gate"    // POST /internal/gate: may this conditional request be a 304?
+	Lease   = "lease"   // POST /internal/lease: a lease, with usage reports (shared/lease)
+	Usage   = "usage"   // POST /internal/usage: usage reports only
+	Revoke  = "revoke"  // POST /internal/revoke, origin to edge host: drop or settle leases
 )
 
 // mac is what Verify checks.
