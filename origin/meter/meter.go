@@ -188,6 +188,11 @@ type Result struct {
 	// LedgerIDs are the ids of the rows Op.Ledger wrote, in its order;
 	// nil when the op was refused or suspended.
 	LedgerIDs []int64
+	// Reserved is set when the op was refused only because of leases'
+	// outstanding reservations (LeaseStore): without them, Refused would
+	// be nil. The origin then recalls the organisation's leases and
+	// applies the op again, so a lease never causes a false 429.
+	Reserved bool
 }
 
 // AlarmState is an enumeration alarm as the read that tripped it left it.
@@ -253,4 +258,98 @@ type Store interface {
 	// and reports whether there is one.
 	LedgerRow(ctx context.Context, id int64) (Row, bool, error)
 	Close() error
+}
+
+// Leases (docs/edge.md, "Leases"): an edge instance holds, per
+// organisation, a short lease with a block of calls reserved against the
+// organisation's calls quota and callsPerHour cap, answers 304s within it
+// and reports its cumulative usage. A reservation is not billed; what a
+// lease used is, when it is reported. Until a lease is closed (its final
+// report) or its Settle time passes, the part of its block not yet
+// reported used is outstanding: every MonthCalls and HourCalls step with
+// a limit counts it as spent, so the calls quota and cap are never
+// exceeded however many edges hold leases.
+
+// LeaseGrant asks for a lease.
+type LeaseGrant struct {
+	Org string // the organisation's Key
+	Now time.Time
+	// ID is the new lease's id, unique (the caller draws 128 random bits).
+	ID string
+	// Epoch is LeaseStore.Epoch(Org) as the caller read it before it read
+	// the organisation: the grant is refused (Granted.Stale) if it moved,
+	// so a lease never outlives a change acknowledged before it committed.
+	Epoch int64
+	Want  int64 // at most this many calls
+	// Floor: no lease is granted (Calls 0) if fewer calls than this could
+	// be reserved.
+	Floor int64
+	// Share: at most 1/Share of what is left under each limit is
+	// reserved, so leases shrink near the quota (the origin uses 4).
+	Share int64
+	// MonthLimit and HourLimit are the calls quota and callsPerHour as the
+	// request's organisation has them; nil: no cap.
+	MonthLimit, HourLimit *int64
+	// Expires is the lease's end on the origin's clock; Settle, later,
+	// when its reservation is released without a final report.
+	Expires, Settle time.Time
+	// RevokeURL is where the edge host takes a push (revoke or settle);
+	// "" when it cannot.
+	RevokeURL string
+}
+
+// Granted is what LeaseStore.GrantLease did.
+type Granted struct {
+	Calls     int64 // the block reserved; 0: no lease was recorded
+	Suspended bool  // the enumeration alarm is in force: no lease
+	Stale     bool  // the epoch moved: no lease
+	// After holds the billed counts (reservations are not billed) in the
+	// periods of Now.
+	After Counters
+}
+
+// Lease is a recorded lease.
+type Lease struct {
+	ID, Org     string
+	Epoch       int64
+	Calls, Used int64  // the block, and what reports said it used (at most Calls)
+	Month, Hour string // the periods its usage is billed in: those of its grant
+	Expires     time.Time
+	Settle      time.Time
+	RevokeURL   string
+	Closed      bool // a final report came
+}
+
+// Report is an edge's cumulative usage of a lease: Used 304s so far;
+// Final once it will use it no more.
+type Report struct {
+	Lease string
+	Used  int64
+	Final bool
+}
+
+// LeaseStore keeps leases with the meters, in their transactions
+// (sqlitemeter and pgmeter implement it; metertest checks both).
+type LeaseStore interface {
+	// Epoch is org's lease epoch (an organisation's Key): it moves with
+	// every BumpEpoch of org and of every organisation.
+	Epoch(ctx context.Context, org string) (int64, error)
+	// BumpEpoch moves org's epoch; org "" moves every organisation's (a
+	// corpus reload).
+	BumpEpoch(ctx context.Context, org string) error
+	// GrantLease reserves a block of calls for a new lease in one
+	// transaction with the meters: none when the alarm is in force, the
+	// epoch moved, or fewer than Floor calls could be reserved; else
+	// min(Want, (limit - count - outstanding) / Share) under each limit.
+	GrantLease(ctx context.Context, g LeaseGrant) (Granted, error)
+	// ReportLeases applies cumulative reports: a report above what its
+	// lease recorded bills the difference (Used at most Calls) to the
+	// lease's own month and hour; an equal or lower one changes nothing;
+	// Final closes the lease. A report that comes after the lease stopped
+	// reserving (Settle passed without a final report) bills no more than
+	// the limits at its grant allow. Unknown ids are ignored.
+	ReportLeases(ctx context.Context, now time.Time, rs []Report) error
+	// OpenLeases lists the leases of org (every org's when org is "")
+	// not closed whose Settle is after now.
+	OpenLeases(ctx context.Context, org string, now time.Time) ([]Lease, error)
 }
