@@ -87,12 +87,12 @@ func leasedHost(t *testing.T, origin string, adjust func(*Config)) (*Host, strin
 
 // revoke posts body to base's revoke endpoint signed with key for purpose
 // and method.
-func revoke(t *testing.T, base, method, purpose string, key []byte, body string) (int, string, string) {
+func revoke(t *testing.T, base, method, purpose string, key []byte, now time.Time, body string) (int, string, string) {
 	t.Helper()
 	const id = "req_revoke_test_0001"
 	req, _ := http.NewRequest(method, base+lease.RevokePath, strings.NewReader(body))
 	if key != nil {
-		req.Header.Set(edgesig.Header, edgesig.Sign(key, purpose, "POST", lease.RevokePath, id, time.Now().Unix()))
+		req.Header.Set(edgesig.Header, edgesig.Sign(key, purpose, "POST", lease.RevokePath, id, now.Unix()))
 	}
 	req.Header.Set("X-Request-Id", id)
 	resp, err := http.DefaultClient.Do(req)
@@ -134,7 +134,7 @@ func TestRevokeEndpoint(t *testing.T) {
 		{"good", "POST", edgesig.Revoke, key, good, 200, ""},
 		{"keep", "POST", edgesig.Revoke, key, `{"leases":["L1"],"keep":true}`, 200, ""},
 	} {
-		status, code, body := revoke(t, base, tc.method, tc.purpose, tc.key, tc.body)
+		status, code, body := revoke(t, base, tc.method, tc.purpose, tc.key, time.Now(), tc.body)
 		if status != tc.status || code != tc.code {
 			t.Errorf("%s: %d %s, want %d %s\n%s", tc.name, status, code, tc.status, tc.code, body)
 		}
@@ -145,9 +145,13 @@ func TestRevokeEndpoint(t *testing.T) {
 		}
 	}
 
+	if status, code, _ := revoke(t, base, "POST", edgesig.Revoke, key, time.Now().Add(-(edgesig.MaxSkew+60)*time.Second), good); status != 404 || code != "NOT_FOUND" {
+		t.Errorf("a stale signature: %d %s, want 404 NOT_FOUND", status, code)
+	}
+
 	// Without leases the host has no revoke endpoint.
 	_, base = leasedHost(t, "http://127.0.0.1:1", func(c *Config) { c.Leases, c.Revoke = false, "" })
-	if status, code, body := revoke(t, base, "POST", edgesig.Revoke, key, good); status != 404 || code != "NOT_FOUND" {
+	if status, code, body := revoke(t, base, "POST", edgesig.Revoke, key, time.Now(), good); status != 404 || code != "NOT_FOUND" {
 		t.Errorf("leases off: %d %s\n%s", status, code, body)
 	}
 }
