@@ -15,6 +15,20 @@ import (
 // and directly (issue 19: the quota is never exceeded, no call is lost,
 // no false 429 ends a client early).
 func TestLeaseQuota(t *testing.T) {
+	leaseLimit(t, "lquota", `"quota":{"calls":%d}`, "QUOTA_EXCEEDED", false)
+}
+
+// TestLeaseHourlyCap is TestLeaseQuota with an hourly calls cap: exactly
+// the cap served and billed in the hour, then 429 RATE_LIMITED.
+func TestLeaseHourlyCap(t *testing.T) {
+	leaseLimit(t, "lcap", `"rateLimits":{"callsPerHour":%d}`, "RATE_LIMITED", true)
+}
+
+// leaseLimit drives three edges and direct calls against an
+// organisation with limit (a JSON member, %d the number) until refused
+// with code, and checks what was served and billed (the hour's meter
+// when hour).
+func leaseLimit(t *testing.T, name, limit, code string, hour bool) {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
@@ -22,8 +36,8 @@ func TestLeaseQuota(t *testing.T) {
 	midHour(t, o)
 	const quota = 300
 	forEachBuild(t, func(t *testing.T, b *build) {
-		org := "lquota-" + b.name
-		id, sec := o.org(t, fmt.Sprintf(`{"orgId":%q,"contentGrants":%s,"quota":{"calls":%d}}`, org, allTiers, quota), "content.read")
+		org := name + "-" + b.name
+		id, sec := o.org(t, fmt.Sprintf(`{"orgId":%q,"contentGrants":%s,`+limit+`}`, org, allTiers, quota), "content.read")
 		tok := o.token(t, id, sec, "content.read")
 		var edges []*leaseEdge
 		bases := []string{o.api}
@@ -58,7 +72,7 @@ func TestLeaseQuota(t *testing.T) {
 							served.Add(1)
 						case r.status == 304:
 							served.Add(1)
-						case r.status == 429 && r.code() == "QUOTA_EXCEEDED":
+						case r.status == 429 && r.code() == code:
 							refused.Add(1)
 							return
 						default:
@@ -70,8 +84,23 @@ func TestLeaseQuota(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		if got := billed(t, o, org, edges...); got != quota || served.Load() != quota {
-			t.Errorf("quota %d: served %d, billed %d", quota, served.Load(), got)
+		billed := func() int64 {
+			month, hourly := usedCalls(t, o, org, edges...)
+			if hour {
+				return hourly
+			}
+			return month
+		}
+		// A call refused at the hourly cap is billed (spec: Limits), one
+		// refused by the quota is not.
+		refusedBilled := func() int64 {
+			if hour {
+				return refused.Load()
+			}
+			return 0
+		}
+		if got := billed(); got != quota+refusedBilled() || served.Load() != quota {
+			t.Errorf("limit %d: served %d, billed %d, refused %d", quota, served.Load(), got, refused.Load())
 		}
 		leased := int64(0)
 		for _, e := range edges {
@@ -83,13 +112,14 @@ func TestLeaseQuota(t *testing.T) {
 		for _, base := range bases {
 			for _, hdr := range [][]string{nil, {"If-None-Match", tag}, {"If-None-Match", `W/"0000000000000000"`}} {
 				r := do(t, base, "GET", target, "", append([]string{"Authorization", "Bearer " + tok}, hdr...)...)
-				if r.status != 429 || r.code() != "QUOTA_EXCEEDED" {
-					t.Errorf("%s after the quota: %d %.200s", base, r.status, r.body)
+				if r.status != 429 || r.code() != code {
+					t.Errorf("%s after the limit: %d %.200s", base, r.status, r.body)
 				}
+				refused.Add(1)
 			}
 		}
-		if got := billed(t, o, org, edges...); got != quota {
-			t.Errorf("billed %d after the refusals, want %d", got, quota)
+		if got := billed(); got != quota+refusedBilled() {
+			t.Errorf("billed %d after %d refusals, want %d", got, refused.Load(), quota+refusedBilled())
 		}
 	})
 }
