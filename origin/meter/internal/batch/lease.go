@@ -31,9 +31,10 @@ type Lease struct {
 	meter.Lease
 	MonthLimit, HourLimit *int64
 
-	open  bool // in its org's list of leases that may reserve
-	added bool // granted by this batch
-	dirty bool // Used or Closed changed by this batch
+	open   bool // in its org's list of leases that may reserve
+	added  bool // granted by this batch
+	dirty  bool // Used or Closed changed by this batch
+	joined bool // read by Tx.Leases: its org and periods are the batch's
 }
 
 // reserving reports whether l's unused calls are outstanding at now.
@@ -168,9 +169,9 @@ func (s *State) AddLease(l Lease) {
 		cur = &Lease{}
 		s.leases[l.ID] = cur
 	}
-	open := cur.open
+	open, joined := cur.open, cur.joined
 	*cur = l
-	cur.open, cur.added, cur.dirty = open, false, false
+	cur.open, cur.joined, cur.added, cur.dirty = open, joined, false, false
 	if !cur.open && !cur.Closed && cur.Settle.After(s.floor) {
 		if _, ok := slices.BinarySearch(s.leaseOrgs, cur.Org); ok {
 			cur.open = true
@@ -219,6 +220,7 @@ func (s *State) joinReported() {
 		if l == nil {
 			continue
 		}
+		l.joined = true
 		if _, ok := s.alarms[l.Org]; !ok {
 			s.alarms[l.Org] = &alarm{}
 			s.orgs = append(s.orgs, l.Org)
@@ -327,8 +329,10 @@ func clone(p *int64) *int64 {
 func (s *State) report(now time.Time, rs []meter.Report) {
 	for _, r := range rs {
 		l := s.leases[r.Lease]
-		if l == nil || s.alarms[l.Org] == nil {
-			continue // unknown (or, on PostgreSQL, granted after the batch locked its orgs: not reported yet)
+		if l == nil || !l.joined {
+			// Unknown when the batch began (Tx.Leases): a lease is
+			// reported once its grant answered, after its commit.
+			continue
 		}
 		if used := min(r.Used, l.Calls); used > l.Used {
 			delta := used - l.Used
