@@ -348,3 +348,10 @@ func TestLeasesNoGroupCommit(t *testing.T) {
 	baseDSN(t)
 	metertest.RunLeases(t, metertest.Shared, leaseOpener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
 }
+
+func TestCrashLeases(t *testing.T) {
+	dsn := newSchema(t, baseDSN(t))
+	metertest.CrashLeases(t, "TestHelperProcess", []string{dsnEnv + "=" + dsn}, func(t *testing.T) metertest.LeaseStore {
+		return openStore(t, dsn, pgmeter.Options{}).(*pgmeter.Store)
+	})
+}

@@ -222,3 +222,15 @@ func TestLeasesNoGroupCommit(t *testing.T) {
 func TestLeasesSmallBatches(t *testing.T) {
 	metertest.RunLeases(t, metertest.Exclusive, leaseOpener(sqlitemeter.Options{MaxBatch: 3}))
 }
+
+func TestCrashLeases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meter.db")
+	metertest.CrashLeases(t, "TestHelperProcess", []string{dbEnv + "=" + path}, func(t *testing.T) metertest.LeaseStore {
+		s, err := sqlitemeter.New(t.Context(), path, sqlitemeter.Options{})
+		if err != nil {
+			t.Fatalf("open meter store: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
