@@ -145,9 +145,21 @@ func (s *State) LeaseOrgs() []string { return s.leaseOrgs }
 // epochs and the global one (SetEpoch).
 func (s *State) EpochOrgs() []string { return s.epochOrgs }
 
-// Floor is the batch's earliest time: a lease whose Settle is not after it
-// reserves for none of its jobs.
-func (s *State) Floor() time.Time { return s.floor }
+// floorSlack is how far Floor is before the batch's earliest time. Ops
+// take their Now before they queue, so a batch may hold one a little
+// older than the earliest of the batch before it; with the slack, what a
+// batch read of an org's leases (sqlitemeter's memo) still answers for
+// it.
+const floorSlack = time.Minute
+
+// Floor is before the batch's earliest time (by floorSlack): a lease whose
+// Settle is not after it reserves for none of its jobs, and Load reads
+// those whose Settle is after it.
+func (s *State) Floor() time.Time { return s.floor.Add(-floorSlack) }
+
+// Earliest is the batch's earliest time: what it reads of an org's leases
+// must hold every one not closed whose Settle is after it.
+func (s *State) Earliest() time.Time { return s.floor }
 
 // SetEpoch records the stored epoch of org; "" is the global one.
 func (s *State) SetEpoch(org string, n int64) {
@@ -172,7 +184,7 @@ func (s *State) AddLease(l Lease) {
 	open, joined := cur.open, cur.joined
 	*cur = l
 	cur.open, cur.joined, cur.added, cur.dirty = open, joined, false, false
-	if !cur.open && !cur.Closed && cur.Settle.After(s.floor) {
+	if !cur.open && !cur.Closed && cur.Settle.After(s.Floor()) {
 		if _, ok := slices.BinarySearch(s.leaseOrgs, cur.Org); ok {
 			cur.open = true
 			if s.open == nil {
