@@ -20,7 +20,7 @@ import (
 
 // baseDSN is the database the tests run in, each in a schema of its own;
 // without it they skip.
-func baseDSN(t *testing.T) string {
+func baseDSN(t testing.TB) string {
 	dsn := os.Getenv("LECTERN_TEST_PG")
 	if dsn == "" {
 		t.Skip("LECTERN_TEST_PG not set: PostgreSQL meter suite skipped")
@@ -30,7 +30,7 @@ func baseDSN(t *testing.T) string {
 
 // newSchema creates a fresh schema, dropped when t ends, and returns a
 // DSN whose search_path selects it.
-func newSchema(t *testing.T, base string) string {
+func newSchema(t testing.TB, base string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
