@@ -32,7 +32,6 @@ func (s *Store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result,
 // them (a batch then reads none from the database). Only while no op is
 // in flight.
 func (s *Store) MemoLeases(org string, now time.Time) (int, bool) {
-	st := batch.NewStateForTest(now)
-	ls, ok := s.w.memo.leases(org, st.Earliest())
+	ls, ok := s.w.memo.leases(org, now)
 	return len(ls), ok
 }

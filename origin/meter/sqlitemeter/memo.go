@@ -8,9 +8,9 @@ import (
 )
 
 // memo holds what this Store's transactions committed: every counter of
-// the periods they loaded, the alarms of the orgs they touched, and of the
+// the periods they loaded, the alarms of the orgs they touched, of the
 // days they read lessons on, the count and the lessons known to be in the
-// record. It is exact because the Store is its tables' only writer (see
+// record, and of the orgs whose leases they read, those that may reserve. It is exact because the Store is its tables' only writer (see
 // the package doc); it is bounded by forgetting everything when it grows
 // past maxMemo entries or maxMemoLessons lessons, after which batches read
 // from the database again. A nil memo remembers nothing.
