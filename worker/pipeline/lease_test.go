@@ -24,7 +24,7 @@ const revokeURL = "http://edge.test/internal/revoke"
 // leaseWorld is a pipeline with leases on, the keys installed and acme's
 // ETag inputs learnt, and the origin's side of the protocol scripted.
 type leaseWorld struct {
-	t    *testing.T
+	t    testing.TB
 	p    *Pipeline
 	tok  string
 	now  int64
@@ -32,7 +32,7 @@ type leaseWorld struct {
 	sent [][]lease.Report // the reports of the usage calls, in order
 }
 
-func newLeaseWorld(t *testing.T) *leaseWorld {
+func newLeaseWorld(t testing.TB) *leaseWorld {
 	t.Helper()
 	cfg := testCfg
 	cfg.Random, cfg.Leases, cfg.Revoke = &counter{}, true, revokeURL
