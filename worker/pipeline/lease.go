@@ -255,12 +255,9 @@ func (p *Pipeline) askLease(st *pending, now int64) Background {
 	if len(p.ls.held)+p.asking() >= MaxLeases {
 		return Background{}
 	}
-	want := lease.Size(ol.lastUsed)
+	want := lease.Size(ol.lastUsed) // MinCalls for the first
 	if ol.cur != nil {
 		want = lease.Size(ol.cur.used)
-	}
-	if ol.lastUsed == 0 && ol.cur == nil {
-		want = lease.MinCalls
 	}
 	carried := p.unacked(nil)
 	body := lease.AppendRequest(nil, &lease.Request{Want: want, Revoke: p.ls.revokeURL, Reports: carried})
@@ -277,13 +274,17 @@ func (p *Pipeline) askLease(st *pending, now int64) Background {
 }
 
 // renewalDue reports whether l, the organisation's lease, is to be
-// renewed: it cannot serve (expired, spent, or for another state of the
-// organisation than the cache's), or half its calls or half its validity
-// are gone.
+// renewed: half its calls or half its validity are gone, or it cannot
+// serve (spent, or for another state of the organisation than the
+// cache's). A lease for another state is asked again no sooner than
+// minRetry after it was: the cache may lag behind the origin for a
+// moment, and each lease asked reserves calls.
 func (p *Pipeline) renewalDue(key orgKey, l *heldLease, now int64) bool {
+	if 2*l.used >= l.calls || now >= l.sentAt+l.valid/2 {
+		return true
+	}
 	o, _ := p.orgs.get(key)
-	return o.org != l.org || o.version != l.ver || o.grants != l.grants ||
-		2*l.used >= l.calls || now >= l.sentAt+l.valid/2
+	return (o.org != l.org || o.version != l.ver || o.grants != l.grants) && now >= l.sentAt+minRetry
 }
 
 // newOrgLease makes key's lease state, after forgetting idle ones when
@@ -525,7 +526,7 @@ func (p *Pipeline) granted(c *bgCall, a lease.Answer, now int64) {
 // net/http), and none of the fields the edge sets per request or never
 // shows a client.
 func leaseHeaders(in [][2]string) []Header {
-	h := make([]Header, 0, len(in)+3) // room for the three the edge adds, in leased's copy
+	h := make([]Header, 0, len(in))
 	for _, kv := range in {
 		name := canonicalName(kv[0])
 		switch {
@@ -567,7 +568,10 @@ func (p *Pipeline) heldByID(id string) *heldLease {
 // and returns their reports: final for a dropped one, its current usage
 // for a kept one. A lease not held is left out; its id is remembered all
 // the same, so that a grant of it still on its way is refused. After it
-// no dropped lease answers a 304.
+// no dropped lease answers a 304. A dropped lease's final report stays
+// queued until a usage or lease call acknowledges it: the origin may not
+// have received this answer (it then waits for the lease's expiry), and a
+// report repeated changes nothing (reports are cumulative).
 func (p *Pipeline) revokeLeases(r lease.Revoke, now int64) []lease.Report {
 	out := []lease.Report{}
 	for _, id := range r.Leases {
@@ -585,10 +589,12 @@ func (p *Pipeline) revokeLeases(r lease.Revoke, now int64) []lease.Report {
 		if ol := p.ls.orgs[l.key]; ol != nil && ol.cur == l {
 			p.retire(ol, now)
 		}
-		l.final, l.acked, l.finalAcked = true, l.used, true // answered to the origin: its answer is the report
+		l.final = true
+		if l.since == 0 {
+			l.since = now
+		}
 		out = append(out, l.report())
 	}
-	p.forgetDone()
 	return out
 }
 
