@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
@@ -24,17 +23,14 @@ type leaseStore interface {
 }
 
 // backends are the lease stores every test runs on: the meters' own,
-// SQLite always and PostgreSQL when LECTERN_TEST_PG names a database
-// (a schema of its own per test), and the in-memory one of leasetest
-// over SQLite, so that the fake the server's tests could fall back on is
-// held to the same tests.
+// SQLite always and PostgreSQL when LECTERN_TEST_PG names a database (a
+// schema of its own per test).
 var backends = []struct {
 	name string
 	open func(t *testing.T) leaseStore
 }{
 	{"sqlite", func(t *testing.T) leaseStore { return openSQLite(t) }},
 	{"pg", openPG},
-	{"fake", func(t *testing.T) leaseStore { return leasetest.New(openSQLite(t)) }},
 }
 
 // eachBackend runs test on every backend.

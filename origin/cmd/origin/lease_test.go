@@ -137,9 +137,12 @@ func (s *testStack) adminAsync(method, path, body string) chan int {
 // organisation's lease, and acknowledged only once the push is answered;
 // the usage the edge answers is billed, and the next lease request sees
 // the change. A corpus reload revokes every lease, and the admin reading
-// of an organisation settles first.
+// of an organisation settles first. On SQLite and PostgreSQL.
 func TestLeasesRevokedByAdminChanges(t *testing.T) {
-	s := newStack(t)
+	onBothStores(t, "leases revoked by admin changes", testLeasesRevokedByAdminChanges)
+}
+
+func testLeasesRevokedByAdminChanges(t *testing.T, s *testStack) {
 	if s.leases == nil {
 		t.Fatal("the stack's meters keep no leases")
 	}
