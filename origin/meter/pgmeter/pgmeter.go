@@ -176,15 +176,15 @@ func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
 
 // commit runs j in a transaction of its own on a pooled connection
 // (NoGroupCommit).
-func (s *Store) commit(ctx context.Context, j batch.Job) (meter.Result, error) {
+func (s *Store) commit(ctx context.Context, j batch.Job) (batch.Outcome, error) {
 	s.noGroup.RLock()
 	defer s.noGroup.RUnlock()
 	if s.closed {
-		return meter.Result{}, ErrClosed
+		return batch.Outcome{}, ErrClosed
 	}
 	conn, err := s.pool.get(ctx)
 	if err != nil {
-		return meter.Result{}, err
+		return batch.Outcome{}, err
 	}
 	defer s.pool.put(conn)
 	// As under group commit, ctx is not the transaction's: once begun it
@@ -193,7 +193,7 @@ func (s *Store) commit(ctx context.Context, j batch.Job) (meter.Result, error) {
 	defer cancel()
 	res, err := batch.Commit(tctx, backend{conn}, []batch.Job{j})
 	if err != nil {
-		return meter.Result{}, err
+		return batch.Outcome{}, err
 	}
 	return res[0], nil
 }
@@ -418,6 +418,7 @@ func (t tx) Load(ctx context.Context, s *batch.State) error {
 			return err
 		})
 	}
+	queueLeases(&b, s)
 	return t.tx.SendBatch(ctx, &b).Close()
 }
 
@@ -455,7 +456,8 @@ func (t tx) Save(ctx context.Context, s *batch.State) error {
 	if len(aorgs) > 0 {
 		w.Queue(writeAlarms, aorgs, inForce, adays, at, alessons, granted)
 	}
-	queueLedger(&w, s.Ledger())
+	queueSaveLeases(&w, s)
+	queueLedger(&w, s.Ledger()) // last: it takes the ledger ids' lock
 	if w.Len() == 0 {
 		return nil
 	}

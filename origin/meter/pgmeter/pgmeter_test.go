@@ -330,3 +330,21 @@ func TestLedgerIDsInCommitOrder(t *testing.T) {
 		t.Errorf("Ledger: %+v, %v; want the peer's row, then ours", rows, err)
 	}
 }
+
+// leaseOpener is opener for the lease suite.
+func leaseOpener(opts pgmeter.Options) func(t *testing.T) metertest.LeaseStore {
+	open := opener(opts)
+	return func(t *testing.T) metertest.LeaseStore { return open(t).(*pgmeter.Store) }
+}
+
+func TestLeases(t *testing.T) {
+	baseDSN(t)
+	metertest.RunLeases(t, metertest.Shared, leaseOpener(pgmeter.Options{}))
+}
+
+// One transaction per op, on many connections: leases contend on the
+// org's locks as two origins' would.
+func TestLeasesNoGroupCommit(t *testing.T) {
+	baseDSN(t)
+	metertest.RunLeases(t, metertest.Shared, leaseOpener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
+}

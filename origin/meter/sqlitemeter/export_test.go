@@ -18,5 +18,9 @@ func (s *Store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result,
 		}
 		jobs[i] = batch.Job{Op: op}
 	}
-	return batch.Commit(ctx, s.w, jobs)
+	outs, err := batch.Commit(ctx, s.w, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return batch.Results(outs), nil
 }

@@ -1,6 +1,8 @@
 package sqlitemeter
 
 import (
+	"time"
+
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 )
@@ -18,6 +20,15 @@ type memo struct {
 	alarms  map[string]batch.Alarm
 	days    map[batch.Day]*memoDay
 	lessons int // lessons held by days
+	// leases are, by org, its leases that may reserve: every one not
+	// closed whose Settle is after floor.
+	orgLeases map[string]memoLeases
+	nLeases   int // leases held by leases
+}
+
+type memoLeases struct {
+	floor time.Time
+	list  []batch.Lease
 }
 
 // memoDay is what the memo knows of a day's record: its count, and some
@@ -50,6 +61,21 @@ func (m *memo) reset() {
 	m.alarms = map[string]batch.Alarm{}
 	m.days = map[batch.Day]*memoDay{}
 	m.lessons = 0
+	m.orgLeases = map[string]memoLeases{}
+	m.nLeases = 0
+}
+
+// leases returns the remembered leases of org that may reserve at floor
+// or later, if it has them; the caller must not change them.
+func (m *memo) leases(org string, floor time.Time) ([]batch.Lease, bool) {
+	if m == nil {
+		return nil, false
+	}
+	ml, ok := m.orgLeases[org]
+	if !ok || floor.Before(ml.floor) {
+		return nil, false
+	}
+	return ml.list, true
 }
 
 // load sets into s the counters of p, if all of them are remembered.
@@ -84,8 +110,22 @@ func (m *memo) day(d batch.Day) *memoDay {
 // remember records what a committed batch left in s.
 func (m *memo) remember(s *batch.State) {
 	ps, orgs, ds := s.Periods(), s.Orgs(), s.Days()
-	if len(m.periods)+len(ps) > maxMemo || len(m.alarms)+len(orgs) > maxMemo || len(m.days)+len(ds) > maxMemo || m.lessons > maxMemoLessons {
+	lorgs := s.LeaseOrgs()
+	if len(m.periods)+len(ps) > maxMemo || len(m.alarms)+len(orgs) > maxMemo || len(m.days)+len(ds) > maxMemo ||
+		m.lessons > maxMemoLessons || len(m.orgLeases)+len(lorgs) > maxMemo || m.nLeases > maxMemoLessons {
 		m.reset()
+	}
+	// What the batch loaded of an org's leases is every one that may
+	// reserve at its Floor or later, as its jobs left them.
+	for _, org := range lorgs {
+		ml := memoLeases{floor: s.Floor()}
+		for _, l := range s.Open(org) {
+			if !l.Closed && l.Settle.After(ml.floor) {
+				ml.list = append(ml.list, *l)
+			}
+		}
+		m.nLeases += len(ml.list) - len(m.orgLeases[org].list)
+		m.orgLeases[org] = ml
 	}
 	for _, p := range ps {
 		m.periods[p] = true

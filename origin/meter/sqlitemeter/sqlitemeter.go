@@ -193,11 +193,11 @@ func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
 }
 
 // commit runs j in a transaction of its own (NoGroupCommit).
-func (s *Store) commit(ctx context.Context, j batch.Job) (meter.Result, error) {
+func (s *Store) commit(ctx context.Context, j batch.Job) (batch.Outcome, error) {
 	s.noGroup.RLock()
 	defer s.noGroup.RUnlock()
 	if s.closed {
-		return meter.Result{}, ErrClosed
+		return batch.Outcome{}, ErrClosed
 	}
 	// As under group commit, ctx is not the transaction's: once begun it
 	// commits or fails on its own, so an error means nothing was applied.
@@ -205,7 +205,7 @@ func (s *Store) commit(ctx context.Context, j batch.Job) (meter.Result, error) {
 	defer cancel()
 	res, err := batch.Commit(tctx, s.w, []batch.Job{j})
 	if err != nil {
-		return meter.Result{}, err
+		return batch.Outcome{}, err
 	}
 	return res[0], nil
 }
@@ -303,7 +303,7 @@ func (t *tx) Load(ctx context.Context, s *batch.State) error {
 			}
 		}
 	}
-	return nil
+	return t.loadLeases(ctx, s)
 }
 
 // q is a *sql.Tx or a *sql.DB.
@@ -402,6 +402,9 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 		}
 	}
 	if err := saveLedger(ctx, t.tx, s.Ledger()); err != nil {
+		return err
+	}
+	if err := t.saveLeases(ctx, s); err != nil {
 		return err
 	}
 	for org, a := range s.ChangedAlarms() {

@@ -204,3 +204,21 @@ func TestLedgerAcrossStatements(t *testing.T) {
 		}
 	}
 }
+
+// leaseOpener is opener for the lease suite.
+func leaseOpener(opts sqlitemeter.Options) func(t *testing.T) metertest.LeaseStore {
+	open := opener(opts)
+	return func(t *testing.T) metertest.LeaseStore { return open(t).(*sqlitemeter.Store) }
+}
+
+func TestLeases(t *testing.T) {
+	metertest.RunLeases(t, metertest.Exclusive, leaseOpener(sqlitemeter.Options{}))
+}
+
+func TestLeasesNoGroupCommit(t *testing.T) {
+	metertest.RunLeases(t, metertest.Exclusive, leaseOpener(sqlitemeter.Options{NoGroupCommit: true}))
+}
+
+func TestLeasesSmallBatches(t *testing.T) {
+	metertest.RunLeases(t, metertest.Exclusive, leaseOpener(sqlitemeter.Options{MaxBatch: 3}))
+}
