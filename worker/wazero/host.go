@@ -17,6 +17,12 @@
 // With several origins (Config.Origins), subrequests to the origin go to
 // each in turn and fail over where that cannot apply a request twice
 // (origins.go).
+//
+// With leases (Config.Leases) the host performs the module's background
+// lease and usage calls, logs each leased 304 before answering it and
+// reports the last run's log at start (usage.go), flushes the module's
+// usage every second and at Close, and serves the origin's revoke push
+// (leases.go).
 package wazero
 
 import (
@@ -161,6 +167,9 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 	}
 	h.mod = m
 	if h.cfg.Leases {
+		if _, ok := m.compiled.ExportedFunctions()["control"]; !ok {
+			return nil, errors.New("edge host: leases need a module that exports control (docs/edge.md: Module ABI)")
+		}
 		if err := h.startLeases(); err != nil {
 			h.Close(ctx)
 			return nil, err
