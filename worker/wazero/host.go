@@ -168,6 +168,7 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 	h.mod = m
 	if h.cfg.Leases {
 		if _, ok := m.compiled.ExportedFunctions()["control"]; !ok {
+			h.Close(ctx)
 			return nil, errors.New("edge host: leases need a module that exports control (docs/edge.md: Module ABI)")
 		}
 		if err := h.startLeases(); err != nil {
