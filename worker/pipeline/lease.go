@@ -119,7 +119,7 @@ type leaseState struct {
 	usageAt int64 // no background report before this (after a failed one)
 	revoked fifo[string, struct{}]
 	sweepAt int64
-	due     bool // a lease reached ReportEvery unacknowledged uses since the last sweep
+	due     bool // look the leases over in this call: a report may be due now
 
 	reports []lease.Report // scratch for the usage header
 	header  []byte         // the usage header's value, reused
@@ -179,8 +179,8 @@ func (p *Pipeline) leased(st *pending, tag string, now int64) (Output, bool) {
 	if l.since == 0 {
 		l.since = now
 	}
-	if l.used-l.acked >= lease.ReportEvery {
-		p.ls.due = true
+	if l.used-l.acked >= lease.ReportEvery && p.ls.usageN == 0 && now >= p.ls.usageAt {
+		p.ls.due = true // a report can go now: look the leases over in this call
 	}
 	h := append(p.leaseOut[:0], l.headers...)
 	h = append(h, Header{"Etag", tag}, Header{"X-Request-Id", st.id})
@@ -467,6 +467,7 @@ func (p *Pipeline) backgroundDone(c *bgCall, in ResumeMsg) Output {
 		p.callFailed(c, now)
 	}
 	p.forgetDone()
+	p.ls.due = true // what is left unacknowledged may be due at once
 	return Output{Kind: Done, Handle: in.Handle}
 }
 
