@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	wire "github.com/lectern-api/lectern/shared/lease"
 )
@@ -216,5 +217,58 @@ func TestLeasesOff(t *testing.T) {
 	tok := s.token(id, secret, "content.read")
 	if code, a := s.lease(tok, ""); code != 200 || a.Calls != 0 || a.RetryMs < 1000 {
 		t.Errorf("leases off: %d %+v", code, a)
+	}
+}
+
+// A lease's validity is cut at the next UTC hour and month and at the
+// licence's expiry, on the admin test clock.
+func TestLeaseValidityOnTheTestClock(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1", "LECTERN_LEASE_TTL": "60s"}), nil)
+	t.Cleanup(func() { s.Close() })
+	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+
+	end := meter.NextMonth(s.clock.Now())
+	if c, m := s.admin("POST", "/admin/v1/clock", `{"now":"`+end.Add(-30*time.Second).Format(time.RFC3339)+`"}`); c != 200 {
+		t.Fatalf("clock: %d %v", c, m)
+	}
+	tok := s.token(id, secret, "content.read")
+	if code, a := s.lease(tok, ""); code != 200 || a.Calls == 0 || a.ValidMs > 30_000 {
+		t.Errorf("30 s before the month's end: %d %+v", code, a)
+	}
+
+	if c, m := s.admin("POST", "/admin/v1/clock", `{"now":"`+end.Add(10*time.Minute).Format(time.RFC3339)+`"}`); c != 200 {
+		t.Fatalf("clock: %d %v", c, m)
+	}
+	renews := s.clock.Now().Add(20 * time.Second).UTC().Format(time.RFC3339)
+	if c, m := s.admin("PATCH", "/admin/v1/orgs/acme", `{"renewsAt":"`+renews+`"}`); c != 200 {
+		t.Fatalf("renewsAt: %d %v", c, m)
+	}
+	if code, a := s.lease(tok, ""); code != 200 || a.Calls == 0 || a.ValidMs > 20_000 {
+		t.Errorf("20 s before the licence's expiry: %d %+v", code, a)
+	}
+}
+
+// Where no push reaches the edge (a lease without a revoke URL), an admin
+// change is acknowledged only once the lease has expired on the origin's
+// clock.
+func TestAdminWaitsForLeaseExpiry(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1", "LECTERN_LEASE_TTL": "300ms"}), nil)
+	t.Cleanup(func() { s.Close() })
+	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+	tok := s.token(id, secret, "content.read")
+	before := s.clock.Now()
+	code, a := s.lease(tok, "")
+	if code != 200 || a.Calls == 0 {
+		t.Fatalf("lease: %d %+v", code, a)
+	}
+	if c, m := s.admin("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`); c != 200 {
+		t.Fatalf("PATCH: %d %v", c, m)
+	}
+	if waited := s.clock.Now().Sub(before); waited < time.Duration(a.ValidMs)*time.Millisecond {
+		t.Errorf("the PATCH was answered %v after the lease request, before its %d ms were over", waited, a.ValidMs)
 	}
 }
