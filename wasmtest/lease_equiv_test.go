@@ -60,6 +60,8 @@ type stack struct {
 	id   string // the client's credentials
 	sec  string
 	tok  string
+	// stale is the token before the last hour move: expired since.
+	stale string
 	tags map[string]string // the ETag each target last answered with
 }
 
@@ -170,13 +172,20 @@ func (q *equivalence) run(rng *rand.Rand, steps int) {
 			q.say("clock +6 s (past a lease's validity: the TTL is 5 s)")
 			q.both(func(s *stack) { s.o.advance(q.t, 6) })
 		case p < 86:
-			q.say("clock to 20 past the next hour")
 			now := q.gated.o.now().UTC()
 			next := now.Truncate(time.Hour).Add(time.Hour + 20*time.Minute)
+			if rng.IntN(8) == 0 { // a new month: the quota starts again
+				next = time.Date(now.Year(), now.Month()+1, 1, 0, 20, 0, 0, time.UTC)
+			}
+			q.say("clock to %s", next.Format(time.RFC3339))
 			q.both(func(s *stack) {
 				s.o.advance(q.t, int(next.Sub(now)/time.Second))
+				s.stale = s.tok
 				s.tok = s.o.token(q.t, s.id, s.sec, "content.read") // the old one expired
 			})
+			if rng.IntN(2) == 0 {
+				q.staleRequest(rng.IntN(len(q.targets)))
+			}
 		case p < 95:
 			q.flush()
 		default:
@@ -227,7 +236,7 @@ func (q *equivalence) request(target int, cond, direct bool) int {
 		if r.status == 200 && r.header.Get("ETag") != "" {
 			s.tags[path] = r.header.Get("ETag")
 		}
-		got[i] = r
+		got[i] = s.own(r)
 		i++
 	})
 	how := "through the edges"
@@ -319,4 +328,35 @@ func (q *equivalence) exhaust(target int) {
 			return
 		}
 	}
+}
+
+// staleRequest revalidates target through both edges with the token the
+// last hour move expired: both 401, a lease or not.
+func (q *equivalence) staleRequest(target int) {
+	q.t.Helper()
+	q.n++
+	id := fmt.Sprintf("equiv-%s-%05d", q.b.name, q.n)
+	path := q.targets[target]
+	var got []answer
+	q.both(func(s *stack) {
+		r, err := send(s.e.url, "GET", path, "Authorization", "Bearer "+s.stale, "X-Request-Id", id, "If-None-Match", s.tags[path])
+		if err != nil {
+			q.fail("%s: GET %s: %v", s.name, path, err)
+		}
+		got = append(got, s.own(r))
+	})
+	q.say("GET %s with the expired token: %d %s", path, got[0].status, got[0].code())
+	if got[1].status != 401 {
+		q.fail("the expired token: the gated stack answered %d", got[1].status)
+	}
+	q.compare(got[0], got[1])
+}
+
+// own masks what names the stack itself: its origin's address, in the
+// challenge's resource metadata URL.
+func (s *stack) own(a answer) answer {
+	if v := a.header.Get("WWW-Authenticate"); v != "" {
+		a.header.Set("WWW-Authenticate", strings.ReplaceAll(v, s.o.api, "{origin}"))
+	}
+	return a
 }

@@ -2,6 +2,8 @@ package wasmtest
 
 import (
 	"testing"
+
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // TestLeaseSuspend: an organisation suspended through the admin API
@@ -16,13 +18,28 @@ func TestLeaseSuspend(t *testing.T) {
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")
 		target := "/v1/tiers"
+		// Three instances each: each holds leases of its own, and the
+		// revoke push must reach them all.
+		const instances = 3
 		var edges []*leaseEdge
 		var tag string
 		for range 3 {
-			e := newLeaseEdge(t, b, o, nil)
+			e := newLeaseEdge(t, b, o, func(c *wazero.Config) { c.Instances = instances })
 			tag, _ = e.acquire(t, tok, target)
 			edges = append(edges, e)
 		}
+		spread := func() { // revalidations on every instance: they ask for leases too
+			for _, e := range edges {
+				bg := e.host.Stats().Backgrounds
+				asks := e.probe.asks.Load()
+				for range 2 * instances {
+					e.cond(t, tok, target, tag)
+				}
+				n := e.probe.asks.Load() - asks
+				waitFor(t, "the lease answers", func() bool { return e.host.Stats().Backgrounds >= bg+n })
+			}
+		}
+		spread()
 		for round := range 2 {
 			for i, e := range edges {
 				if r, ok := e.cond(t, tok, target, tag); r.status != 304 || !ok {
@@ -31,8 +48,10 @@ func TestLeaseSuspend(t *testing.T) {
 			}
 			patch(t, o, org, `{"status":"suspended"}`)
 			for i, e := range edges {
-				if r, leased := e.cond(t, tok, target, tag); r.status != 403 || r.code() != "ORG_SUSPENDED" {
-					t.Errorf("round %d: edge %d right after the suspension: %d %s (leased %v), want 403 ORG_SUSPENDED", round, i, r.status, r.code(), leased)
+				for range instances {
+					if r, leased := e.cond(t, tok, target, tag); r.status != 403 || r.code() != "ORG_SUSPENDED" {
+						t.Errorf("round %d: edge %d right after the suspension: %d %s (leased %v), want 403 ORG_SUSPENDED", round, i, r.status, r.code(), leased)
+					}
 				}
 			}
 			r := do(t, o.api, "GET", target, "", "Authorization", "Bearer "+tok, "If-None-Match", tag)
@@ -47,6 +66,7 @@ func TestLeaseSuspend(t *testing.T) {
 				// A lease again, for the next suspension to revoke.
 				e.acquire(t, tok, target)
 			}
+			spread()
 		}
 	})
 }
