@@ -37,6 +37,9 @@ func TestLeaseParity(t *testing.T) {
 		parity(t, e.edge, o, f.tokens, "lp"+b.name, append(scenarios, append(revalidations, revalidations...)...))
 		gated := e.probe.gates.Load() - g
 		t.Logf("%d revalidations, %d gated", 2*len(revalidations), gated)
+		if len(revalidations) < 40 {
+			t.Errorf("only %d revalidations", len(revalidations))
+		}
 		if gated >= int64(2*len(revalidations)) {
 			t.Errorf("every one of %d revalidations was gated: no leased 304 was compared", 2*len(revalidations))
 		}
@@ -63,7 +66,11 @@ func revalidationScenarios(t *testing.T, o *origin, f fixture, served []scenario
 		out = append(out,
 			scenario{name: "revalidate " + sc.name, method: "GET", target: sc.target, auth: sc.auth, hdr: []string{"If-None-Match", tag}, status: 304},
 			scenario{name: "revalidate gzip " + sc.name, method: "GET", target: sc.target, auth: sc.auth,
-				hdr: []string{"If-None-Match", tag, "Accept-Encoding", "gzip"}, status: 304})
+				hdr: []string{"If-None-Match", tag, "Accept-Encoding", "gzip"}, status: 304},
+			scenario{name: "revalidate a list " + sc.name, method: "GET", target: sc.target, auth: sc.auth,
+				hdr: []string{"If-None-Match", `"x", ` + strings.TrimPrefix(tag, "W/")}, status: 304},
+			scenario{name: "revalidate * " + sc.name, method: "GET", target: sc.target, auth: sc.auth,
+				hdr: []string{"If-None-Match", "*"}, status: 304})
 	}
 	return out
 }

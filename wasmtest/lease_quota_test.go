@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // TestLeaseQuota: three edge instances (three hosts, leases on) and
@@ -15,20 +17,27 @@ import (
 // and directly (issue 19: the quota is never exceeded, no call is lost,
 // no false 429 ends a client early).
 func TestLeaseQuota(t *testing.T) {
-	leaseLimit(t, "lquota", `"quota":{"calls":%d}`, "QUOTA_EXCEEDED", false)
+	leaseLimit(t, "lquota", `"quota":{"calls":%d}`, "QUOTA_EXCEEDED", false, true)
+}
+
+// TestLeaseQuotaNoPush is TestLeaseQuota with edges the origin cannot
+// push to (revoke URL "", as on Cloudflare): a call refused only for
+// their reservations waits for their leases to end, and is then served.
+func TestLeaseQuotaNoPush(t *testing.T) {
+	leaseLimit(t, "lnopush", `"quota":{"calls":%d}`, "QUOTA_EXCEEDED", false, false)
 }
 
 // TestLeaseHourlyCap is TestLeaseQuota with an hourly calls cap: exactly
 // the cap served and billed in the hour, then 429 RATE_LIMITED.
 func TestLeaseHourlyCap(t *testing.T) {
-	leaseLimit(t, "lcap", `"rateLimits":{"callsPerHour":%d}`, "RATE_LIMITED", true)
+	leaseLimit(t, "lcap", `"rateLimits":{"callsPerHour":%d}`, "RATE_LIMITED", true, true)
 }
 
 // leaseLimit drives three edges and direct calls against an
 // organisation with limit (a JSON member, %d the number) until refused
 // with code, and checks what was served and billed (the hour's meter
-// when hour).
-func leaseLimit(t *testing.T, name, limit, code string, hour bool) {
+// when hour); push says whether the edges take the origin's pushes.
+func leaseLimit(t *testing.T, name, limit, code string, hour, push bool) {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
@@ -42,7 +51,11 @@ func leaseLimit(t *testing.T, name, limit, code string, hour bool) {
 		var edges []*leaseEdge
 		bases := []string{o.api}
 		for range 3 {
-			e := newLeaseEdge(t, b, o, nil)
+			e := newLeaseEdge(t, b, o, func(c *wazero.Config) {
+				if !push {
+					c.Revoke = ""
+				}
+			})
 			edges = append(edges, e)
 			bases = append(bases, e.url)
 		}
