@@ -40,6 +40,21 @@ type probe struct {
 
 	mu      sync.Mutex
 	answers []lease.Answer // 200 answers of lease requests, in order
+	// hold, when set, holds the next lease answer once the origin has
+	// given it: held is closed then, and the answer goes on to the module
+	// when release is closed.
+	hold *holdLease
+}
+
+type holdLease struct{ held, release chan struct{} }
+
+// holdNext holds the next lease answer (see probe.hold).
+func (p *probe) holdNext() *holdLease {
+	h := &holdLease{held: make(chan struct{}), release: make(chan struct{})}
+	p.mu.Lock()
+	p.hold = h
+	p.mu.Unlock()
+	return h
 }
 
 func newProbe() *probe {
@@ -72,10 +87,16 @@ func (p *probe) RoundTrip(r *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.mu.Lock()
 		if a, err := lease.ParseAnswer(b); err == nil {
-			p.mu.Lock()
 			p.answers = append(p.answers, a)
-			p.mu.Unlock()
+		}
+		h := p.hold
+		p.hold = nil
+		p.mu.Unlock()
+		if h != nil {
+			close(h.held)
+			<-h.release
 		}
 		resp.Body = io.NopCloser(strings.NewReader(string(b)))
 		return resp, nil
@@ -101,6 +122,9 @@ type leaseEdge struct {
 	*edge
 	probe *probe
 	log   string
+
+	mu     sync.Mutex
+	pushes []push // the origin's revoke pushes, in order
 }
 
 // newLeaseEdge serves b in front of o with leases on and one instance
@@ -129,7 +153,20 @@ func newLeaseEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)
 		ln.Close()
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(h)
+	le := &leaseEdge{edge: e, probe: p, log: cfg.UsageLog}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != lease.RevokePath {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		rec := &recorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		le.mu.Lock()
+		le.pushes = append(le.pushes, push{body: string(body), status: rec.status, answer: rec.body.String()})
+		le.mu.Unlock()
+	}))
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()
@@ -141,7 +178,35 @@ func newLeaseEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)
 			t.Logf("guest output:\n%s", e.stderr)
 		}
 	})
-	return &leaseEdge{edge: e, probe: p, log: cfg.UsageLog}
+	return le
+}
+
+// push is a revoke push the origin made to an edge, and the edge's
+// answer.
+type push struct {
+	body   string
+	status int
+	answer string
+}
+
+// recorder keeps a copy of what a handler answers.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	body   strings.Builder
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = 200
+	}
+	r.body.Write(b)
+	return r.ResponseWriter.Write(b)
 }
 
 // gatedEdge is newEdge with one instance and a probe: the edge of today,
