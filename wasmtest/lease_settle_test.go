@@ -11,8 +11,11 @@ import (
 // settle the open leases first, by a push to the edges (issue 19, point
 // 2: exact on the local stack).
 func TestLeaseSettle(t *testing.T) {
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	o := startLeaseOrigin(t)
 	forEachBuild(t, func(t *testing.T, b *build) {
-		o := shared(t)
 		org := "lsettle-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`,"quota":{"calls":100000}}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")
