@@ -62,7 +62,7 @@ type stack struct {
 	tok  string
 	// stale is the token before the last hour move: expired since.
 	stale string
-	tags map[string]string // the ETag each target last answered with
+	tags  map[string]string // the ETag each target last answered with
 }
 
 type equivalence struct {

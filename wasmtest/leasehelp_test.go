@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/edgesig"
-	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
