@@ -35,8 +35,11 @@ func TestLeaseGrantInFlight(t *testing.T) {
 				h := e.probe.holdNext()
 				var once sync.Once
 				release := func() { once.Do(func() { close(h.release) }) }
-				t.Cleanup(release)                                // before the edge closes: it waits for its background calls
-				for used := int64(2); used <= a.Calls/2; used++ { // acquire made the first
+				// Released at the latest before the edge closes: Close waits
+				// for its background calls.
+				t.Cleanup(release)
+				// acquire made the first use.
+				for used := int64(2); used <= a.Calls/2; used++ {
 					if r, ok := e.cond(t, tok, target, tag); !ok {
 						t.Fatalf("use %d: %d, not on the lease", used, r.status)
 					}
