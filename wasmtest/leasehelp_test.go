@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,14 +28,12 @@ import (
 
 // probe is an edge host's transport to the origin: it counts the gate
 // calls (a 304 that made none was answered on a lease), keeps the lease
-// answers, and can play an origin that is down (every connection
-// refused) without stopping the process.
+// answers, and can hold one lease answer on its way (holdNext).
 type probe struct {
 	base   http.RoundTripper
 	gates  atomic.Int64
 	asks   atomic.Int64 // lease requests sent
 	usages atomic.Int64 // usage reports sent
-	down   atomic.Bool
 
 	mu      sync.Mutex
 	answers []lease.Answer // 200 answers of lease requests, in order
@@ -65,12 +62,6 @@ func newProbe() *probe {
 }
 
 func (p *probe) RoundTrip(r *http.Request) (*http.Response, error) {
-	if p.down.Load() {
-		if r.Body != nil {
-			r.Body.Close()
-		}
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-	}
 	switch r.URL.Path {
 	case edgesig.GatePath:
 		p.gates.Add(1)
