@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -139,6 +140,9 @@ func newLeaseEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)
 	}
 	e := &edge{stderr: new(logbuf.Buffer)}
 	cfg.Stderr = e.stderr
+	// The host's own warnings and errors (why it answered 500, a failed
+	// background call) go with the guest's output, shown when a test fails.
+	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h, err := wazero.New(context.Background(), b.mod, cfg)
 	if err != nil {
 		ln.Close()
