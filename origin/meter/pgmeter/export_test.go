@@ -22,7 +22,11 @@ func (s *Store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result,
 		return nil, err
 	}
 	defer s.pool.put(conn)
-	return batch.Commit(ctx, backend{conn}, jobs)
+	outs, err := batch.Commit(ctx, backend{conn}, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return batch.Results(outs), nil
 }
 
 // Setting reads a setting of a connection the Store's pool opens.

@@ -1,14 +1,16 @@
 package sqlitemeter
 
 import (
+	"time"
+
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/internal/batch"
 )
 
 // memo holds what this Store's transactions committed: every counter of
-// the periods they loaded, the alarms of the orgs they touched, and of the
+// the periods they loaded, the alarms of the orgs they touched, of the
 // days they read lessons on, the count and the lessons known to be in the
-// record. It is exact because the Store is its tables' only writer (see
+// record, and of the orgs whose leases they read, those that may reserve. It is exact because the Store is its tables' only writer (see
 // the package doc); it is bounded by forgetting everything when it grows
 // past maxMemo entries or maxMemoLessons lessons, after which batches read
 // from the database again. A nil memo remembers nothing.
@@ -18,6 +20,15 @@ type memo struct {
 	alarms  map[string]batch.Alarm
 	days    map[batch.Day]*memoDay
 	lessons int // lessons held by days
+	// leases are, by org, its leases that may reserve: every one not
+	// closed whose Settle is after floor.
+	orgLeases map[string]memoLeases
+	nLeases   int // leases held by leases
+}
+
+type memoLeases struct {
+	floor time.Time
+	list  []batch.Lease
 }
 
 // memoDay is what the memo knows of a day's record: its count, and some
@@ -50,6 +61,21 @@ func (m *memo) reset() {
 	m.alarms = map[string]batch.Alarm{}
 	m.days = map[batch.Day]*memoDay{}
 	m.lessons = 0
+	m.orgLeases = map[string]memoLeases{}
+	m.nLeases = 0
+}
+
+// leases returns the remembered leases of org that may reserve at
+// earliest or later, if it has them; the caller must not change them.
+func (m *memo) leases(org string, earliest time.Time) ([]batch.Lease, bool) {
+	if m == nil {
+		return nil, false
+	}
+	ml, ok := m.orgLeases[org]
+	if !ok || earliest.Before(ml.floor) {
+		return nil, false
+	}
+	return ml.list, true
 }
 
 // load sets into s the counters of p, if all of them are remembered.
@@ -84,8 +110,32 @@ func (m *memo) day(d batch.Day) *memoDay {
 // remember records what a committed batch left in s.
 func (m *memo) remember(s *batch.State) {
 	ps, orgs, ds := s.Periods(), s.Orgs(), s.Days()
-	if len(m.periods)+len(ps) > maxMemo || len(m.alarms)+len(orgs) > maxMemo || len(m.days)+len(ds) > maxMemo || m.lessons > maxMemoLessons {
+	// What the batch read of an org's leases holds every one not closed
+	// whose Settle is after its Floor, or after the memo's floor when it
+	// read them from the memo (later than its Floor, by up to the slack).
+	lorgs := s.LeaseOrgs()
+	var buf [8]time.Time
+	floors := buf[:0]
+	for _, org := range lorgs {
+		f := s.Floor()
+		if prev, ok := m.orgLeases[org]; ok && prev.floor.After(f) {
+			f = prev.floor
+		}
+		floors = append(floors, f)
+	}
+	if len(m.periods)+len(ps) > maxMemo || len(m.alarms)+len(orgs) > maxMemo || len(m.days)+len(ds) > maxMemo ||
+		m.lessons > maxMemoLessons || len(m.orgLeases)+len(lorgs) > maxMemo || m.nLeases > maxMemoLessons {
 		m.reset()
+	}
+	for i, org := range lorgs {
+		ml := memoLeases{floor: floors[i]}
+		for _, l := range s.Open(org) {
+			if !l.Closed && l.Settle.After(ml.floor) {
+				ml.list = append(ml.list, *l)
+			}
+		}
+		m.nLeases += len(ml.list) - len(m.orgLeases[org].list)
+		m.orgLeases[org] = ml
 	}
 	for _, p := range ps {
 		m.periods[p] = true

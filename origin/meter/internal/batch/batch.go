@@ -120,12 +120,36 @@ func validText(name, v string, max int) error {
 	return nil
 }
 
-// Job is one entry of a batch: an op to apply, or, with Reinstate, the
-// lifting of the enumeration alarm of Op.Org (Op has nothing else then).
-// A Reinstate job's Result has Suspended set when an alarm was in force.
+// Job is one entry of a batch: an op to apply; with Reinstate, the
+// lifting of the enumeration alarm of Op.Org (Op has nothing else then);
+// with Grant, a lease to grant (Op is empty); with Reports, lease reports
+// to apply at Op.Now (Op has nothing else). A Reinstate job's Result has
+// Suspended set when an alarm was in force.
 type Job struct {
 	Op        meter.Op
 	Reinstate bool
+	Grant     *meter.LeaseGrant
+	Reports   []meter.Report // non-nil for a report job
+}
+
+func (j Job) isOp() bool { return !j.Reinstate && j.Grant == nil && j.Reports == nil }
+
+// Outcome is what a job did: an op's (or a Reinstate's) Result, a grant's
+// Granted, and Err, a job's own refusal (a grant of an id already
+// recorded), which applied nothing of it but not of the other jobs.
+type Outcome struct {
+	Result  meter.Result
+	Granted meter.Granted
+	Err     error
+}
+
+// Results are the Results of outs.
+func Results(outs []Outcome) []meter.Result {
+	res := make([]meter.Result, len(outs))
+	for i, o := range outs {
+		res[i] = o.Result
+	}
+	return res
 }
 
 // Backend is a database a batch runs in.
@@ -140,6 +164,13 @@ type Backend interface {
 
 // Tx is one batch transaction.
 type Tx interface {
+	// Leases reads, first, the leases named by s.LeaseIDs() (AddLease):
+	// what they name joins the batch (the orgs, and the periods of the
+	// leases its reports name), so Load locks and reads them. It needs
+	// no lock: a lease's org and periods never change, and Load reads
+	// again what may have (pgmeter), or nothing else writes (sqlitemeter).
+	// It may read only s.Reported() when Load reads the others.
+	Leases(ctx context.Context, s *State) error
 	// Load reads into s what its jobs see, and holds until the
 	// transaction ends the locks on what they may change, so that
 	// evaluating them against what it read is exact: the enumeration
@@ -148,14 +179,20 @@ type Tx interface {
 	// s.Days its count of lessons read (SetDayCount; locked) and which of
 	// s.Lessons are in its record (SetRead). The alarms are read once
 	// their locks are held, so a batch sees every alarm a batch committed
-	// before it. Rows not stored need not be set.
+	// before it. Rows not stored need not be set. Then, under those
+	// locks, the leases of every org of s.LeaseOrgs() not closed whose
+	// Settle is after s.Floor() (AddLease; and of s.LeaseIDs() again if
+	// Leases read them before the locks), and the epochs of
+	// s.EpochOrgs() and the global one (SetEpoch), which a BumpEpoch
+	// must not change before the transaction ends (pgmeter: FOR SHARE).
 	Load(ctx context.Context, s *State) error
 	// Save writes back what the jobs changed (s.Changed, s.ChangedDays,
 	// s.ChangedAlarms), and inserts the ledger rows of the passing ops
 	// (s.Ledger), in their order, setting each row's ID: ascending in
 	// that order, and above every row of a transaction that committed
 	// before this one (so ids follow commit order across every Store of
-	// the database).
+	// the database); and it inserts s.NewLeases() and writes the Used and
+	// Closed of s.ChangedLeases().
 	Save(ctx context.Context, s *State) error
 	Commit(ctx context.Context) error
 	// Rollback ends the transaction if Commit has not; it is deferred
@@ -183,7 +220,7 @@ func DuringCommit(err error) bool {
 // on a failure that b retries it starts over in a new transaction, until
 // ctx is done. On error nothing was applied (but see pgmeter on a lost
 // connection during COMMIT).
-func Commit(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, error) {
+func Commit(ctx context.Context, b Backend, jobs []Job) ([]Outcome, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := commitOnce(ctx, b, jobs)
 		if err != nil && ctx.Err() == nil && b.Retry(err, attempt) {
@@ -193,20 +230,26 @@ func Commit(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, error) 
 	}
 }
 
-func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, error) {
+func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]Outcome, error) {
 	tx, err := b.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
 	}
 	defer tx.Rollback(ctx)
 	s := newState(jobs)
+	if len(s.LeaseIDs()) > 0 {
+		if err := tx.Leases(ctx, s); err != nil {
+			return nil, fmt.Errorf("meter batch: %w", err)
+		}
+		s.joinReported()
+	}
 	if err := tx.Load(ctx, s); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
 	}
-	results := make([]meter.Result, len(jobs))
+	results := make([]Outcome, len(jobs))
 	for i, j := range jobs {
 		results[i] = s.apply(j)
-		if results[i].Refused == nil && !results[i].Suspended && len(j.Op.Ledger) > 0 {
+		if r := results[i].Result; j.isOp() && r.Refused == nil && !r.Suspended && len(j.Op.Ledger) > 0 {
 			s.addLedger(i, j.Op)
 		}
 	}
@@ -217,7 +260,7 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]meter.Result, err
 		if r.ID <= 0 {
 			return nil, errors.New("meter batch: a ledger row was not numbered")
 		}
-		results[r.job].LedgerIDs = append(results[r.job].LedgerIDs, r.ID)
+		results[r.job].Result.LedgerIDs = append(results[r.job].Result.LedgerIDs, r.ID)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", &commitError{err})

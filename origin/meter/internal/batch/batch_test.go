@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,19 @@ func TestMeter(t *testing.T) {
 	})
 }
 
+// TestLeases runs the lease suite on the committer over a database in
+// memory.
+func TestLeases(t *testing.T) {
+	var dbs sync.Map // *testing.T → *mem
+	metertest.RunLeases(t, metertest.Shared, func(t *testing.T) metertest.LeaseStore {
+		db, _ := dbs.LoadOrStore(t, newMem())
+		s := &store{db: db.(*mem)}
+		s.c = batch.NewCommitter(s.db, 3, nil)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 // mem is a database in memory. A transaction holds mu from Begin to its
 // end, as one holds SQLite's write lock.
 type mem struct {
@@ -37,15 +51,18 @@ type mem struct {
 	lessons map[batch.Day]map[string]bool
 	alarms  map[string]batch.Alarm
 	ledger  []meter.Row // in id order
+	leases  map[string]batch.Lease
+	epochs  map[string]int64
 }
 
 func newMem() *mem {
-	return &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]int{}, lessons: map[batch.Day]map[string]bool{}, alarms: map[string]batch.Alarm{}}
+	return &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]int{}, lessons: map[batch.Day]map[string]bool{}, alarms: map[string]batch.Alarm{},
+		leases: map[string]batch.Lease{}, epochs: map[string]int64{}}
 }
 
 func (db *mem) Begin(ctx context.Context) (batch.Tx, error) {
 	db.mu.Lock()
-	return &tx{db: db, counts: map[batch.Key]int64{}, days: map[batch.Day]batch.DayChange{}, alarms: map[string]batch.Alarm{}}, nil
+	return &tx{db: db, counts: map[batch.Key]int64{}, days: map[batch.Day]batch.DayChange{}, alarms: map[string]batch.Alarm{}, leases: map[string]batch.Lease{}}, nil
 }
 
 func (db *mem) Retry(error, int) bool { return false }
@@ -57,7 +74,17 @@ type tx struct {
 	days   map[batch.Day]batch.DayChange
 	alarms map[string]batch.Alarm
 	ledger []meter.Row
+	leases map[string]batch.Lease
 	done   bool
+}
+
+func (t *tx) Leases(ctx context.Context, s *batch.State) error {
+	for _, id := range s.LeaseIDs() {
+		if l, ok := t.db.leases[id]; ok {
+			s.AddLease(l)
+		}
+	}
+	return nil
 }
 
 func (t *tx) Load(ctx context.Context, s *batch.State) error {
@@ -85,6 +112,16 @@ func (t *tx) Load(ctx context.Context, s *batch.State) error {
 			}
 		}
 	}
+	for _, l := range t.db.leases {
+		if _, ok := slices.BinarySearch(s.LeaseOrgs(), l.Org); ok && !l.Closed && l.Settle.After(s.Floor()) {
+			s.AddLease(l)
+		}
+	}
+	if len(s.EpochOrgs()) > 0 {
+		for _, org := range append(s.EpochOrgs(), "") {
+			s.SetEpoch(org, t.db.epochs[org])
+		}
+	}
 	return nil
 }
 
@@ -97,6 +134,9 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 	}
 	for org, a := range s.ChangedAlarms() {
 		t.alarms[org] = a
+	}
+	for _, l := range append(s.NewLeases(), s.ChangedLeases()...) {
+		t.leases[l.ID] = *l
 	}
 	// The transaction holds mu: the next id is the last committed's + 1.
 	next := int64(len(t.db.ledger)) + 1
@@ -127,6 +167,9 @@ func (t *tx) Commit(context.Context) error {
 		t.db.alarms[org] = a
 	}
 	t.db.ledger = append(t.db.ledger, t.ledger...)
+	for id, l := range t.leases {
+		t.db.leases[id] = l
+	}
 	return t.Rollback(context.Background())
 }
 
@@ -198,7 +241,47 @@ func (s *store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result,
 		}
 		jobs[i] = batch.Job{Op: op}
 	}
-	return batch.Commit(ctx, s.db, jobs)
+	outs, err := batch.Commit(ctx, s.db, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return batch.Results(outs), nil
+}
+
+func (s *store) front() batch.Front { return batch.Front{Committer: s.c} }
+
+func (s *store) Epoch(ctx context.Context, org string) (int64, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return s.db.epochs[org] + s.db.epochs[""], nil
+}
+
+func (s *store) BumpEpoch(ctx context.Context, org string) error {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	s.db.epochs[org]++
+	return nil
+}
+
+func (s *store) GrantLease(ctx context.Context, g meter.LeaseGrant) (meter.Granted, error) {
+	return s.front().GrantLease(ctx, g)
+}
+
+func (s *store) ReportLeases(ctx context.Context, now time.Time, rs []meter.Report) error {
+	return s.front().ReportLeases(ctx, now, rs)
+}
+
+func (s *store) OpenLeases(ctx context.Context, org string, now time.Time) ([]meter.Lease, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var out []meter.Lease
+	for _, l := range s.db.leases {
+		if (org == "" || l.Org == org) && !l.Closed && now.Before(l.Settle) {
+			out = append(out, l.Lease)
+		}
+	}
+	slices.SortFunc(out, func(a, b meter.Lease) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 func (s *store) Reinstate(ctx context.Context, org string) (bool, error) {
@@ -295,7 +378,7 @@ func TestDuringCommit(t *testing.T) {
 	jobs := []batch.Job{{Op: meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}}}
 	f := &flaky{mem: newMem(), loadFails: 2}
 	res, err := batch.Commit(context.Background(), f, jobs)
-	if err != nil || f.begun != 3 || res[0].After.Get(meter.MonthCalls) != 1 {
+	if err != nil || f.begun != 3 || res[0].Result.After.Get(meter.MonthCalls) != 1 {
 		t.Errorf("two failed loads: %v after %d transactions, calls %v; want success in 3, 1", err, f.begun, res)
 	}
 	f = &flaky{mem: newMem(), commitFails: 1}

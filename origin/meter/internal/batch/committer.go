@@ -42,7 +42,7 @@ type request struct {
 }
 
 type reply struct {
-	res meter.Result
+	out Outcome
 	err error
 }
 
@@ -94,40 +94,50 @@ func NewCommitter(b Backend, max int, onCommit CommitHook) *Committer {
 // applied, as meter.Store promises, at the cost of a late return of at
 // most one transaction. op is expected to be valid (Validate).
 func (c *Committer) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
-	return c.do(ctx, Job{Op: op})
+	out, err := c.Do(ctx, Job{Op: op})
+	return out.Result, err
 }
 
 // Reinstate lifts the enumeration alarm of org in a batch, and reports
 // whether one was in force. ctx withdraws it as it does an op (Apply).
 func (c *Committer) Reinstate(ctx context.Context, org string) (bool, error) {
-	res, err := c.do(ctx, Job{Op: meter.Op{Org: org}, Reinstate: true})
-	return res.Suspended, err
+	out, err := c.Do(ctx, Job{Op: meter.Op{Org: org}, Reinstate: true})
+	return out.Result.Suspended, err
 }
 
-func (c *Committer) do(ctx context.Context, j Job) (meter.Result, error) {
+// Do queues j and waits for its batch, as Apply does an op; a job's own
+// refusal (Outcome.Err) is returned as its error.
+func (c *Committer) Do(ctx context.Context, j Job) (Outcome, error) {
 	r := &request{job: j, done: make(chan reply, 1)}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		return meter.Result{}, ErrClosed
+		return Outcome{}, ErrClosed
 	}
 	select {
 	case c.queue <- r:
 	case <-ctx.Done():
 		c.mu.RUnlock()
-		return meter.Result{}, ctx.Err()
+		return Outcome{}, ctx.Err()
 	}
 	c.mu.RUnlock()
 	select {
 	case rep := <-r.done:
-		return rep.res, rep.err
+		return rep.outcome()
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(queued, cancelled) {
-			return meter.Result{}, ctx.Err()
+			return Outcome{}, ctx.Err()
 		}
 		rep := <-r.done
-		return rep.res, rep.err
+		return rep.outcome()
 	}
+}
+
+func (r reply) outcome() (Outcome, error) {
+	if r.err != nil {
+		return Outcome{}, r.err
+	}
+	return r.out, r.out.Err
 }
 
 func (c *Committer) run() {
@@ -160,7 +170,7 @@ func (c *Committer) run() {
 			if err != nil {
 				r.done <- reply{err: err}
 			} else {
-				r.done <- reply{res: results[i]}
+				r.done <- reply{out: results[i]}
 			}
 		}
 		clear(batch) // drop references to answered requests

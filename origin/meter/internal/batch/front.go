@@ -3,6 +3,8 @@ package batch
 import (
 	"context"
 	"errors"
+	"slices"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/meter"
 )
@@ -13,7 +15,43 @@ import (
 // Alone, which commits it in a transaction of its own.
 type Front struct {
 	Committer *Committer // nil under NoGroupCommit
-	Alone     func(context.Context, Job) (meter.Result, error)
+	Alone     func(context.Context, Job) (Outcome, error)
+}
+
+// do hands j to the committer, or to Alone.
+func (f Front) do(ctx context.Context, j Job) (Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
+	}
+	if f.Committer != nil {
+		return f.Committer.Do(ctx, j)
+	}
+	out, err := f.Alone(ctx, j)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return out, out.Err
+}
+
+// GrantLease grants a lease (meter.LeaseStore.GrantLease).
+func (f Front) GrantLease(ctx context.Context, g meter.LeaseGrant) (meter.Granted, error) {
+	if err := ValidateGrant(g); err != nil {
+		return meter.Granted{}, err
+	}
+	out, err := f.do(ctx, Job{Grant: &g})
+	return out.Granted, err
+}
+
+// ReportLeases applies lease reports at now (meter.LeaseStore.ReportLeases).
+func (f Front) ReportLeases(ctx context.Context, now time.Time, rs []meter.Report) error {
+	if err := ValidateReports(rs); err != nil {
+		return err
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	_, err := f.do(ctx, Job{Op: meter.Op{Now: now}, Reports: slices.Clone(rs)})
+	return err
 }
 
 // Apply applies op (meter.Store.Apply).
@@ -21,13 +59,8 @@ func (f Front) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	if err := Validate(op); err != nil {
 		return meter.Result{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return meter.Result{}, err
-	}
-	if f.Committer != nil {
-		return f.Committer.Apply(ctx, op)
-	}
-	return f.Alone(ctx, Job{Op: op})
+	out, err := f.do(ctx, Job{Op: op})
+	return out.Result, err
 }
 
 // Reinstate lifts the enumeration alarm of org and reports whether one
@@ -36,12 +69,6 @@ func (f Front) Reinstate(ctx context.Context, org string) (bool, error) {
 	if org == "" {
 		return false, errors.New("meter reinstate: empty org")
 	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if f.Committer != nil {
-		return f.Committer.Reinstate(ctx, org)
-	}
-	res, err := f.Alone(ctx, Job{Op: meter.Op{Org: org}, Reinstate: true})
-	return res.Suspended, err
+	out, err := f.do(ctx, Job{Op: meter.Op{Org: org}, Reinstate: true})
+	return out.Result.Suspended, err
 }

@@ -98,6 +98,18 @@ type State struct {
 	alarms  map[string]*alarm
 	orgs    []string
 	ledger  []*LedgerRow
+
+	// Leases (lease.go).
+	leases    map[string]*Lease   // by id: those read and those granted
+	open      map[string][]*Lease // by org: those that may reserve
+	leaseIDs  []string
+	reported  []string
+	leaseOrgs []string
+	epochOrgs []string
+	epochs    map[string]int64 // by org, "" the global one
+	floor     time.Time
+	joined    []Periods // of the leases the reports name
+	adds      []add     // apply's scratch
 }
 
 // LedgerRow is a ledger row a passing op of the batch writes. Save stores
@@ -152,6 +164,13 @@ const numMeters = len(meter.Counters{})
 func newState(jobs []Job) *State {
 	s := &State{jobs: jobs, counts: map[Key]int64{}, dirty: map[Key]bool{}, days: map[Day]*day{}, alarms: map[string]*alarm{}}
 	for _, j := range jobs {
+		s.initLeases(j)
+		if j.Reports != nil {
+			continue // their orgs join once their leases are read (joinReported)
+		}
+		if j.Grant != nil {
+			j.Op = meter.Op{Org: j.Grant.Org, Now: j.Grant.Now}
+		}
 		if _, ok := s.alarms[j.Op.Org]; !ok {
 			s.alarms[j.Op.Org] = &alarm{}
 			s.orgs = append(s.orgs, j.Op.Org)
@@ -176,6 +195,7 @@ func newState(jobs []Job) *State {
 		}
 	}
 	slices.Sort(s.orgs)
+	s.sortLeaseNames()
 	slices.SortFunc(s.dayKeys, func(a, b Day) int {
 		if c := strings.Compare(a.Org, b.Org); c != 0 {
 			return c
@@ -188,11 +208,11 @@ func newState(jobs []Job) *State {
 	return s
 }
 
-// ops yields the jobs' ops, reinstatements left out.
+// ops yields the jobs' ops, reinstatements, grants and reports left out.
 func (s *State) ops() iter.Seq[meter.Op] {
 	return func(yield func(meter.Op) bool) {
 		for _, j := range s.jobs {
-			if !j.Reinstate && !yield(j.Op) {
+			if j.isOp() && !yield(j.Op) {
 				return
 			}
 		}
@@ -203,16 +223,27 @@ func (s *State) ops() iter.Seq[meter.Op] {
 // reads and locks, always in this order.
 func (s *State) Orgs() []string { return s.orgs }
 
-// Periods are the distinct periods of the ops, in their order.
+// Periods are the distinct periods of the ops, in their order, then
+// those of the grants and of the leases the reports name.
 func (s *State) Periods() []Periods {
 	seen := map[Periods]bool{}
 	var ps []Periods
-	for op := range s.ops() {
-		p := Periods{op.Org, meter.MonthCalls.Period(op.Now), meter.HourCalls.Period(op.Now)}
+	add := func(p Periods) {
 		if !seen[p] {
 			seen[p] = true
 			ps = append(ps, p)
 		}
+	}
+	for op := range s.ops() {
+		add(Periods{op.Org, meter.MonthCalls.Period(op.Now), meter.HourCalls.Period(op.Now)})
+	}
+	for _, j := range s.jobs {
+		if g := j.Grant; g != nil {
+			add(Periods{g.Org, meter.MonthCalls.Period(g.Now), meter.HourCalls.Period(g.Now)})
+		}
+	}
+	for _, p := range s.joined {
+		add(p)
 	}
 	return ps
 }
@@ -230,6 +261,14 @@ func (s *State) Stepped() []Key {
 					seen[k] = true
 					ks = append(ks, k)
 				}
+			}
+		}
+	}
+	for _, p := range s.joined { // a report bills its lease's calls
+		for _, k := range []Key{{p.Org, meter.MonthCalls, p.Month}, {p.Org, meter.HourCalls, p.Hour}} {
+			if !seen[k] {
+				seen[k] = true
+				ks = append(ks, k)
 			}
 		}
 	}
@@ -345,6 +384,33 @@ func opKeys(op meter.Op) [numMeters]Key {
 }
 
 // apply evaluates j against s and records its effects in s.
+func (s *State) apply(j Job) Outcome {
+	switch {
+	case j.Reinstate:
+		var res meter.Result
+		if a := s.alarms[j.Op.Org]; a.InForce {
+			res.Suspended = true
+			a.InForce = false
+			a.dirty = true
+		}
+		return Outcome{Result: res}
+	case j.Grant != nil:
+		g, err := s.grant(*j.Grant)
+		return Outcome{Granted: g, Err: err}
+	case j.Reports != nil:
+		s.report(j.Op.Now, j.Reports)
+		return Outcome{}
+	}
+	return Outcome{Result: s.applyOp(j.Op)}
+}
+
+// add is a step's addition to a counter.
+type add struct {
+	k Key
+	n int64
+}
+
+// applyOp evaluates op against s and records its effects in s.
 //
 // An op of an org whose alarm is in force is refused whole (Suspended).
 // Otherwise a stage is billed all or nothing. Within a stage, a step that
@@ -353,84 +419,41 @@ func opKeys(op meter.Op) [numMeters]Key {
 // monthly quota refusal bills nothing, spec: Limits, "Effects of
 // refusals"); when only Force steps are over, the stage is billed and the
 // first of them refuses the op. Steps of one stage on the same counter
-// add up. An op that passes records its Read, and trips the alarm when
+// add up. A MonthCalls or HourCalls step with a limit counts the leases'
+// outstanding reservations as spent; an op they alone refuse (it passes
+// without them) is Reserved and bills nothing at all, no stage of it, so
+// that the origin, having recalled the leases, applies it again and bills
+// it once. An op that passes records its Read, and trips the alarm when
 // the day's count is then over the threshold and the alarm has not
 // tripped on that day yet (once lifted, it stays lifted for the day).
-func (s *State) apply(j Job) meter.Result {
+func (s *State) applyOp(op meter.Op) meter.Result {
 	var res meter.Result
-	op := j.Op
 	a := s.alarms[op.Org]
-	if j.Reinstate {
-		if a.InForce {
-			res.Suspended = true
-			a.InForce = false
-			a.dirty = true
-		}
-		return res
-	}
 	if a.InForce {
 		res.Suspended = true
 		s.after(op, &res)
 		return res
 	}
-	type add struct {
-		k Key
-		n int64
+	adds, granted, refused := s.evaluate(op, true, s.adds[:0])
+	s.adds = adds
+	if refused != nil && len(s.open[op.Org]) > 0 {
+		if _, _, without := s.evaluate(op, false, nil); without == nil {
+			step := *refused
+			res.Refused, res.Reserved = &step, true
+			s.after(op, &res)
+			return res
+		}
 	}
-	var adds []add
-stages:
-	for _, stage := range op.Stages {
-		adds = adds[:0]
-		var hard, forced *meter.Step
-		granted := int64(-1)
-		for i := range stage {
-			st := &stage[i]
-			k := Key{op.Org, st.Meter, st.Meter.Period(op.Now)}
-			cur := s.counts[k]
-			for _, a := range adds {
-				if a.k == k {
-					cur += a.n
-				}
-			}
-			n := st.N
-			if st.Limit != nil {
-				left := *st.Limit - cur
-				switch {
-				case n <= left:
-				case st.Shorten && left >= 1:
-					n = left
-				case st.Force:
-					if forced == nil {
-						forced = st
-					}
-				default:
-					if hard == nil {
-						hard = st
-					}
-				}
-			}
-			if st.Shorten {
-				granted = n
-			}
-			adds = append(adds, add{k, n})
-		}
-		if hard != nil {
-			step := *hard
-			res.Refused = &step
-			break stages
-		}
-		for _, a := range adds {
-			s.counts[a.k] += a.n
-			s.dirty[a.k] = true
-		}
-		if granted >= 0 {
-			res.Granted = granted
-		}
-		if forced != nil {
-			step := *forced
-			res.Refused = &step
-			break stages
-		}
+	for _, a := range adds {
+		s.counts[a.k] += a.n
+		s.dirty[a.k] = true
+	}
+	if granted >= 0 {
+		res.Granted = granted
+	}
+	if refused != nil {
+		step := *refused
+		res.Refused = &step
 	}
 	if r := op.Read; r != nil && res.Refused == nil {
 		date := DayOf(op.Now)
@@ -448,6 +471,64 @@ stages:
 	}
 	s.after(op, &res)
 	return res
+}
+
+// evaluate runs op's stages against s without changing it, appending to
+// adds what the stages it bills add; it returns them, the N granted to a
+// Shorten step of a billed stage (-1: none) and the step that refused the
+// op (nil: it passed). reserve counts the leases' outstanding
+// reservations against MonthCalls and HourCalls limits.
+func (s *State) evaluate(op meter.Op, reserve bool, adds []add) ([]add, int64, *meter.Step) {
+	granted := int64(-1)
+	for _, stage := range op.Stages {
+		start := len(adds)
+		var hard, forced *meter.Step
+		stageGranted := int64(-1)
+		for i := range stage {
+			st := &stage[i]
+			k := Key{op.Org, st.Meter, st.Meter.Period(op.Now)}
+			cur := s.counts[k]
+			for _, a := range adds {
+				if a.k == k {
+					cur += a.n
+				}
+			}
+			n := st.N
+			if st.Limit != nil {
+				left := *st.Limit - cur
+				if reserve {
+					left -= s.outstanding(op.Org, st.Meter, k.Period, op.Now)
+				}
+				switch {
+				case n <= left:
+				case st.Shorten && left >= 1:
+					n = left
+				case st.Force:
+					if forced == nil {
+						forced = st
+					}
+				default:
+					if hard == nil {
+						hard = st
+					}
+				}
+			}
+			if st.Shorten {
+				stageGranted = n
+			}
+			adds = append(adds, add{k, n})
+		}
+		if hard != nil {
+			return adds[:start], granted, hard
+		}
+		if stageGranted >= 0 {
+			granted = stageGranted
+		}
+		if forced != nil {
+			return adds, granted, forced
+		}
+	}
+	return adds, granted, nil
 }
 
 // after fills in what res reports of the state op leaves: every meter's
