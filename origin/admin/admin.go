@@ -82,6 +82,23 @@ type Config struct {
 	// the admin token like every call: a scraper is given it as its
 	// bearer token (docs/operations.md, Metrics).
 	Metrics http.Handler
+	// Leases takes back the edge's leases after a change that must apply
+	// on the next call (nil: there are none to take back).
+	Leases Leases
+}
+
+// Leases are the edge's leases on organisations (origin/lease.Manager;
+// docs/edge.md, Leases). A change an edge could contradict from a lease
+// (an organisation patched, reinstated or deleted, the test clock moved)
+// is committed first, then its leases are revoked, and only then is it
+// acknowledged, so that the next call after the answer sees it through
+// every edge.
+type Leases interface {
+	// Revoke returns once the leases of org (an organisation's
+	// meter.Key) are revoked or expired.
+	Revoke(ctx context.Context, org string) error
+	// RevokeAll is Revoke of every organisation.
+	RevokeAll(ctx context.Context) error
 }
 
 // Orgs is the origin's side of an organisation (server.Server provides
@@ -98,6 +115,17 @@ type Orgs interface {
 	// Reinstate lifts the enumeration alarm of o. PATCH calls it before it
 	// stores status "active" (the operator's reinstatement).
 	Reinstate(ctx context.Context, o *store.Org) error
+}
+
+// revoke takes back the leases of o after a change to it committed.
+func (a *api) revoke(ctx context.Context, o *store.Org) error {
+	if a.cfg.Leases == nil {
+		return nil
+	}
+	if err := a.cfg.Leases.Revoke(ctx, meter.Key(o)); err != nil {
+		return fmt.Errorf("revoke the leases of org %s: %w", o.ID, err)
+	}
+	return nil
 }
 
 // maxBody bounds every request body.

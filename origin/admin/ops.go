@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -117,6 +118,13 @@ func (a *api) setClock(w http.ResponseWriter, r *http.Request) error {
 		} else if err != nil {
 			return &apierr.Error{Code: apierr.BadRequest, Parameter: "now", Received: now,
 				Message: "now is before the clock's time, " + licence.Timestamp(a.clk.Now()) + "; the clock never moves backward."}
+		}
+	}
+	// A lease's validity was bounded on the clock as it was (the next
+	// hour, month, licence expiry): a move may cross any of them.
+	if a.cfg.Leases != nil {
+		if err := a.cfg.Leases.RevokeAll(r.Context()); err != nil {
+			return fmt.Errorf("revoke the leases after a clock move: %w", err)
 		}
 	}
 	return writeJSON(w, http.StatusOK, a.clockState())

@@ -164,6 +164,9 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeErr(err, id, "update")
 	}
+	if err := a.revoke(r.Context(), o); err != nil {
+		return err
+	}
 	j := toJSON(o)
 	if a.cfg.Orgs != nil {
 		if j.Status, _, err = a.cfg.Orgs.OrgExtras(r.Context(), o); err != nil {
@@ -177,10 +180,18 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 // their tokens then get 403 NO_ORGANIZATION, also once an org is created
 // again under the id: that one has another generation, which the licence
 // gate compares (licence.Issued) and its meters are keyed by (meter.Key).
+// It is read first for that key, whose leases are revoked once it is gone.
 func (a *api) deleteOrg(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("orgId")
+	o, err := a.cfg.Store.GetOrg(r.Context(), id)
+	if err != nil {
+		return storeErr(err, id, "get")
+	}
 	if err := a.cfg.Store.DeleteOrg(r.Context(), id); err != nil {
 		return storeErr(err, id, "delete")
+	}
+	if err := a.revoke(r.Context(), o); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -33,6 +33,18 @@ import (
 // error is the store's: nothing was applied and the Bill is zero.
 type Biller struct {
 	Store meter.Store
+	// Leases, when set, recalls an organisation's edge leases when an op
+	// was refused only because of their reservations
+	// (meter.Result.Reserved): the op is then applied once more, so that
+	// a lease never causes a false 429 (docs/edge.md, Leases).
+	Leases Recaller
+}
+
+// Recaller takes back an organisation's leases (origin/lease.Manager).
+type Recaller interface {
+	// Recall returns once org's leases (an organisation's meter.Key) are
+	// revoked, or their reservations ended, or its bound passed.
+	Recall(ctx context.Context, org string)
 }
 
 // Bill is what a billing call did. LedgerIDs (of meter.Result) are the
@@ -116,6 +128,10 @@ func (b *Biller) TestprepPage(ctx context.Context, o *store.Org, now time.Time, 
 
 func (b *Biller) apply(ctx context.Context, op meter.Op) (Bill, error) {
 	res, err := b.Store.Apply(ctx, op)
+	if err == nil && res.Reserved && b.Leases != nil {
+		b.Leases.Recall(ctx, op.Org)
+		res, err = b.Store.Apply(ctx, op)
+	}
 	if err != nil {
 		return Bill{}, err
 	}
@@ -168,12 +184,26 @@ func limitText(l *int64) string {
 	return strconv.FormatInt(*l, 10)
 }
 
-// Headers are the RateLimit-Policy and RateLimit fields (IETF
-// draft-ietf-httpapi-ratelimit-headers) for the capped meters this bill
-// touched, so clients can pace themselves before they meet a 429. A bill
-// with no capped meter has none.
-func (b Bill) Headers() []apierr.Header {
-	var policy, state []byte
+// CallBill is the Bill of one call of o at now had it left the meters at
+// after: what a 304 bills, for the headers of the 304s an edge answers
+// under a lease (docs/edge.md, Leases).
+func CallBill(o *store.Org, now time.Time, after meter.Counters) Bill {
+	return Bill{Result: meter.Result{After: after}, op: meter.Op{Org: meter.Key(o), Now: now, Stages: call(o)}}
+}
+
+// Limit is one capped meter of a bill, as its RateLimit fields name it.
+type Limit struct {
+	Name   string    // "calls-month", "calls-hour", ...
+	Quota  int64     // its limit
+	Window int64     // its period, in seconds
+	Left   int64     // what is left of it after the bill, at least 0
+	Reset  time.Time // its next reset
+}
+
+// Limits are the capped meters the bill touched, each once, in the order
+// of its op's steps: those Headers reports.
+func (b Bill) Limits() []Limit {
+	var out []Limit
 	var seen uint64 // a bit per meter
 	for _, st := range b.op.Stages {
 		for _, s := range st {
@@ -181,24 +211,32 @@ func (b Bill) Headers() []apierr.Header {
 				continue
 			}
 			seen |= 1 << s.Meter
-			name, window, reset := `"`+s.Meter.String()+`-month"`, int64(0), meter.NextMonth(b.op.Now)
+			l := Limit{Name: s.Meter.String() + "-month", Quota: *s.Limit, Reset: meter.NextMonth(b.op.Now),
+				Left: max(*s.Limit-b.After.Get(s.Meter), 0)}
 			if s.Meter.Hourly() {
-				name, reset = `"`+s.Meter.String()+`-hour"`, meter.NextHour(b.op.Now)
-				window = 3600
+				l.Name, l.Reset, l.Window = s.Meter.String()+"-hour", meter.NextHour(b.op.Now), 3600
 			} else {
-				window = int64(reset.Sub(reset.AddDate(0, -1, 0)) / time.Second)
+				l.Window = int64(l.Reset.Sub(l.Reset.AddDate(0, -1, 0)) / time.Second)
 			}
-			left := *s.Limit - b.After.Get(s.Meter)
-			if left < 0 {
-				left = 0
-			}
-			if len(policy) > 0 {
-				policy = append(policy, ", "...)
-				state = append(state, ", "...)
-			}
-			policy = append(policy, name+";q="+strconv.FormatInt(*s.Limit, 10)+";w="+strconv.FormatInt(window, 10)...)
-			state = append(state, name+";r="+strconv.FormatInt(left, 10)+";t="+strconv.FormatInt(secondsUntil(b.op.Now, reset), 10)...)
+			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// Headers are the RateLimit-Policy and RateLimit fields (IETF
+// draft-ietf-httpapi-ratelimit-headers) for the capped meters this bill
+// touched, so clients can pace themselves before they meet a 429. A bill
+// with no capped meter has none.
+func (b Bill) Headers() []apierr.Header {
+	var policy, state []byte
+	for _, l := range b.Limits() {
+		if len(policy) > 0 {
+			policy = append(policy, ", "...)
+			state = append(state, ", "...)
+		}
+		policy = append(policy, `"`+l.Name+`";q=`+strconv.FormatInt(l.Quota, 10)+";w="+strconv.FormatInt(l.Window, 10)...)
+		state = append(state, `"`+l.Name+`";r=`+strconv.FormatInt(l.Left, 10)+";t="+strconv.FormatInt(secondsUntil(b.op.Now, l.Reset), 10)...)
 	}
 	if policy == nil {
 		return nil

@@ -59,6 +59,45 @@ func (fs *FlagSet) Switch(dst *bool, env, name, usage string) {
 	fs.BoolVar(dst, name, def, usage+" ($"+env+"=1)")
 }
 
+// OnOff defines a setting that is on or off: environment variable env,
+// "on" or "off", mirrored by the flag name (-name=off), def when env is
+// unset. Any other value stops Parse with a message naming env.
+func (fs *FlagSet) OnOff(dst *bool, env, name string, def bool, usage string) {
+	*dst = def
+	if v := fs.getenv(env); v != "" {
+		b, ok := parseOnOff(v)
+		if !ok && fs.bad == nil {
+			fs.bad = fmt.Errorf("%s=%q: want on or off", env, v)
+		}
+		*dst = b
+	}
+	fs.Func(name, usage+", on or off (default "+onOffText(def)+"; $"+env+")", func(v string) error {
+		b, ok := parseOnOff(v)
+		if !ok {
+			return errors.New("want on or off")
+		}
+		*dst = b
+		return nil
+	})
+}
+
+func parseOnOff(v string) (on, ok bool) {
+	switch v {
+	case "on":
+		return true, true
+	case "off":
+		return false, true
+	}
+	return false, false
+}
+
+func onOffText(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
 // ErrDone is Parse's answer when it has answered -h or -version itself:
 // the command has nothing more to do, and exits 0.
 var ErrDone = errors.New("done")

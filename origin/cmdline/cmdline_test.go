@@ -52,3 +52,32 @@ func TestParse(t *testing.T) {
 		t.Errorf("LECTERN_ON=yes: %v", err)
 	}
 }
+
+// An on/off setting: its default, the environment's value, the flag's
+// over it, and any other value refused naming the variable.
+func TestOnOff(t *testing.T) {
+	env := map[string]string{}
+	parse := func(args ...string) (bool, error) {
+		var on bool
+		fs := New("cmd", func(k string) string { return env[k] })
+		fs.OnOff(&on, "LECTERN_X", "x", true, "x")
+		return on, fs.Parse(args, nil)
+	}
+	if on, err := parse(); err != nil || !on {
+		t.Errorf("default: %v %v", on, err)
+	}
+	env["LECTERN_X"] = "off"
+	if on, err := parse(); err != nil || on {
+		t.Errorf("off: %v %v", on, err)
+	}
+	if on, err := parse("-x=on"); err != nil || !on {
+		t.Errorf("-x=on over off: %v %v", on, err)
+	}
+	if _, err := parse("-x=1"); err == nil {
+		t.Error("-x=1 accepted")
+	}
+	env["LECTERN_X"] = "yes"
+	if _, err := parse(); err == nil || !strings.Contains(err.Error(), "LECTERN_X") {
+		t.Errorf("LECTERN_X=yes: %v", err)
+	}
+}

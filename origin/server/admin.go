@@ -18,6 +18,7 @@ import (
 func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (string, map[string]any, error) {
 	now := s.cfg.Now()
 	c := s.cfg.Content().Corpus
+	s.settle(ctx, o)
 	u, err := s.cfg.Meters.Usage(ctx, meter.Key(o), now)
 	if err != nil {
 		return "", nil, err

@@ -45,8 +45,32 @@ func (s *Server) billLessonRead(r *http.Request, req *request, l *corpus.Lesson)
 	if err == nil && bill.Tripped {
 		s.cfg.Logger.Warn("enumeration alarm: organisation suspended", "org", req.org.ID,
 			"lessonsRead", bill.LessonsRead, "grantedLessons", read.Granted, "requestId", req.id)
+		s.revokeTripped(r.Context(), req)
 	}
 	return bill, err
+}
+
+// revokeTripped takes back the leases of the organisation whose alarm the
+// request tripped, before the read is answered: the alarm suspends the
+// organisation from its next call, which no edge may then answer from a
+// lease (docs/edge.md, Leases). The read itself is served whatever came
+// of it: it passed and is billed.
+func (s *Server) revokeTripped(ctx context.Context, req *request) {
+	if s.cfg.Leases == nil {
+		return
+	}
+	if err := s.cfg.Leases.Revoke(context.WithoutCancel(ctx), meter.Key(req.org)); err != nil {
+		s.cfg.Logger.Error("enumeration alarm: the organisation's leases were not revoked", "org", req.org.ID,
+			"requestId", req.id, "err", err)
+	}
+}
+
+// settle collects the usage of o's leases the edges hold unreported,
+// before its meters are read (lease.Manager.Settle).
+func (s *Server) settle(ctx context.Context, o *store.Org) {
+	if s.cfg.Leases != nil {
+		s.cfg.Leases.Settle(ctx, meter.Key(o))
+	}
 }
 
 // Reinstate lifts the enumeration alarm of o (the admin API calls it

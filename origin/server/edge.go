@@ -45,6 +45,7 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	telemetry.FromContext(r.Context()).SetEdge("gate")
+	s.applyUsage(r, id)
 	u, err := url.ParseRequestURI(target)
 	if err != nil || !strings.HasPrefix(u.Path, "/v1/") {
 		s.writeError(w, r, id, apierr.New(apierr.BadRequest, edgesig.TargetHeader+" is not a /v1 request target."))

@@ -23,6 +23,7 @@ import (
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/idp/idptest"
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
@@ -53,7 +54,15 @@ type harness struct {
 	content  *atomic.Pointer[Content] // shared by the copies subtests get
 	client   *http.Client             // no transparent gzip: the test sees the wire
 	now      func() time.Time         // the server's clock
+	// leases and leaseStore are the lease manager and its store, with
+	// harnessOptions.leases (nil without).
+	leases     *lease.Manager
+	leaseStore meter.LeaseStore
 }
+
+// testEdgeKey is the edge key of every harness: tests sign the edge's
+// calls with it.
+var testEdgeKey = []byte("test-harness-edge-key-0123456789abcd")
 
 // buildContent generates the corpus of o into dir and builds it.
 func buildContent(t testing.TB, dir string, o gen.Options) *Content {
@@ -128,6 +137,9 @@ type harnessOptions struct {
 	inlineCeiling int64
 	// progress, when set, wraps the progress store the server uses.
 	progress func(progress.Store) progress.Store
+	// leases, when set, has the server grant leases on the meters' own
+	// lease store (its Store, EdgeKey and Now are the harness's).
+	leases *lease.Config
 }
 
 func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
@@ -172,6 +184,12 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	if urlKeys.IsZero() {
 		urlKeys = link.Derived([]byte("test-harness-url-secret-0123456789ab"))
 	}
+	if opts.leases != nil {
+		h.leaseStore = ms
+		cfg := *opts.leases
+		cfg.Store, cfg.EdgeKey, cfg.Now = ms, testEdgeKey, h.now
+		h.leases = lease.New(cfg)
+	}
 	if opts.meters != nil {
 		billed = opts.meters(ms)
 	}
@@ -196,6 +214,8 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		CanaryKey:            opts.canaryKey,
 		InlineCeiling:        opts.inlineCeiling,
 		Progress:             progressStore,
+		EdgeKey:              testEdgeKey,
+		Leases:               h.leases,
 	})
 	apiSrv.Config.Handler = h.srv
 	apiSrv.Start()

@@ -31,12 +31,18 @@ func notModified(r *http.Request, tag string) bool {
 // content version (spec: Conditional requests §3); status is 304, or 204
 // with the same headers to the edge's gate call, which answers the 304.
 func writeNotModified(w http.ResponseWriter, req *request, tag string, bill billing.Bill, status int) {
-	h := w.Header()
-	h.Set("ETag", tag)
-	h.Set("X-Service-Content-Version", req.corpus.ContentVersion)
-	setAll(h, bill)
+	notModifiedHeaders(w.Header(), req.corpus.ContentVersion, tag, bill)
 	edgeHeaders(w, req)
 	w.WriteHeader(status)
+}
+
+// notModifiedHeaders sets a 304's own fields: the validator, the content
+// version and the bill's. The lease endpoint sets the same for the 304s
+// an edge answers under a lease (leaseHeaders).
+func notModifiedHeaders(h http.Header, version, tag string, bill billing.Bill) {
+	h.Set("ETag", tag)
+	h.Set("X-Service-Content-Version", version)
+	setAll(h, bill)
 }
 
 // writeContent answers 200 with body, compressed when the client accepts

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/billing"
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/progress"
@@ -26,6 +27,7 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/front"
+	wire "github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/reqid"
@@ -68,6 +70,10 @@ type Config struct {
 	InlineCeiling int64
 	// Progress keeps the learners' progress records (progress.go).
 	Progress progress.Store
+	// Leases grants the edge's leases and takes them back (lease.go;
+	// docs/edge.md, Leases). Nil: the lease and usage endpoints are not
+	// served (404), and the edge gates every 304.
+	Leases *lease.Manager
 }
 
 // Server serves /v1, the protected-resource metadata and the signed
@@ -122,6 +128,9 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters}}
+	if cfg.Leases != nil {
+		s.biller.Leases = cfg.Leases
+	}
 	s.endpoints = map[route.ID]endpoint{
 		route.Tiers:         derived(s, requestTag, s.tiers),
 		route.Subjects:      derived(s, s.subjectsStep, s.subjects),
@@ -149,8 +158,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := requestID(r.Header.Get("X-Request-Id"))
 	h := w.Header()
 	h.Set("X-Request-Id", id)
-	h.Set("Cache-Control", "private")
-	h.Set("Vary", "Authorization, Accept-Encoding")
+	commonHeaders(h)
 	if r.URL.Path == "/.well-known/oauth-protected-resource" {
 		s.protectedResource(w, r, id)
 		return
@@ -159,6 +167,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveGate(w, r, id)
 		return
 	}
+	if s.cfg.Leases != nil {
+		switch r.URL.Path {
+		case wire.Path: // answers nothing without a valid edge signature
+			s.serveLease(w, r, id)
+			return
+		case wire.UsagePath:
+			s.serveUsage(w, r, id)
+			return
+		}
+	}
 	if strings.HasPrefix(r.URL.Path, link.Prefix) { // signed links: no token, nothing metered
 		s.serveFile(w, r, id)
 		return
@@ -166,10 +184,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &request{id: id, now: s.cfg.Now(), edge: s.fromEdge(r, id)}
 	if req.edge {
 		telemetry.FromContext(r.Context()).SetEdge("forward")
+		s.applyUsage(r, id)
 	}
 	if err := s.serve(w, r, req); err != nil {
 		s.writeError(w, r, id, err)
 	}
+}
+
+// commonHeaders sets the fields every answer of the API carries but its
+// request id: answers are per client (the token), and vary with the
+// token and the encoding.
+func commonHeaders(h http.Header) {
+	h.Set("Cache-Control", "private")
+	h.Set("Vary", "Authorization, Accept-Encoding")
 }
 
 // serve runs the pipeline in DESIGN.md's order.

@@ -20,6 +20,7 @@ import (
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
@@ -101,6 +102,27 @@ type Parts struct {
 	Content  func() *server.Content // the corpus being served; reloads swap it
 	Now      func() time.Time
 	Logger   *slog.Logger
+	// Leases grants and takes back the edge's leases (d.Leases); nil:
+	// none, the edge gates every 304.
+	Leases *lease.Manager
+}
+
+// LeaseSettings are the origin's lease settings.
+type LeaseSettings struct {
+	Off bool          // LECTERN_LEASES=off
+	TTL time.Duration // LECTERN_LEASE_TTL (zero: shared/lease.DefaultTTL)
+}
+
+// Leases is the lease manager of an origin whose meters are m: nil when
+// m keeps no leases (meter.LeaseStore). Its revoke pushes are signed with
+// the edge key, the one the edge's own signatures are checked with.
+func (d Deployment) Leases(m meter.Store, set LeaseSettings, now func() time.Time, log *slog.Logger) *lease.Manager {
+	ls, ok := m.(meter.LeaseStore)
+	if !ok {
+		return nil
+	}
+	return lease.New(lease.Config{Store: ls, EdgeKey: subkey.Derive(d.Secret, subkey.Edge), Off: set.Off, TTL: set.TTL,
+		Now: now, Logger: log})
 }
 
 // API is the public API of d served from p.
@@ -122,6 +144,7 @@ func (d Deployment) API(p Parts) *server.Server {
 		URLKeys:              d.Links(),
 		CanaryKey:            d.Forensic().Canary,
 		Progress:             p.Progress,
+		Leases:               p.Leases,
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/cmdline"
 )
@@ -23,5 +24,37 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	if _, err := parseConfig(nil, func(k string) string { return map[string]string{"LECTERN_TEST_CLOCK": "on"}[k] }); err == nil {
 		t.Error("LECTERN_TEST_CLOCK=on: accepted")
+	}
+}
+
+// LECTERN_LEASES is on or off (default on), LECTERN_LEASE_TTL a Go
+// duration from 100ms to 60s (default 5s); any other value stops the
+// start with a message naming the variable.
+func TestLeaseSettings(t *testing.T) {
+	parse := func(env map[string]string) (config, error) {
+		return parseConfig(nil, func(k string) string { return env[k] })
+	}
+	c, err := parse(nil)
+	if err != nil || !c.Leases || c.leaseTTL != 5*time.Second {
+		t.Errorf("defaults: leases %v, ttl %v, %v", c.Leases, c.leaseTTL, err)
+	}
+	c, err = parse(map[string]string{"LECTERN_LEASES": "off", "LECTERN_LEASE_TTL": "100ms"})
+	if err != nil || c.Leases || c.leaseTTL != 100*time.Millisecond {
+		t.Errorf("off, 100ms: leases %v, ttl %v, %v", c.Leases, c.leaseTTL, err)
+	}
+	if c, err = parse(map[string]string{"LECTERN_LEASE_TTL": "60s"}); err != nil || c.leaseTTL != time.Minute {
+		t.Errorf("60s: %v %v", c.leaseTTL, err)
+	}
+	for env, bad := range map[string]string{
+		"LECTERN_LEASES": "yes", "LECTERN_LEASE_TTL": "99ms",
+	} {
+		if _, err := parse(map[string]string{env: bad}); err == nil || !strings.Contains(err.Error(), env) {
+			t.Errorf("%s=%s: %v", env, bad, err)
+		}
+	}
+	for _, bad := range []string{"61s", "5", "-1s", "soon"} {
+		if _, err := parse(map[string]string{"LECTERN_LEASE_TTL": bad}); err == nil || !strings.Contains(err.Error(), "LECTERN_LEASE_TTL") {
+			t.Errorf("LECTERN_LEASE_TTL=%s: %v", bad, err)
+		}
 	}
 }

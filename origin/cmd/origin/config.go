@@ -2,14 +2,17 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
+	wire "github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 )
 
@@ -49,6 +52,13 @@ type config struct {
 	PublicURL  string // LECTERN_PUBLIC_URL: the API's base URL; default http://<OriginAddr>
 	LicenseURL string // LECTERN_LICENSE_URL
 
+	// The edge's leases (docs/edge.md, Leases): granted unless off, each
+	// valid at most LeaseTTL (a Go duration, lease.MinTTL to
+	// lease.MaxTTL), parsed by check into leaseTTL.
+	Leases   bool   // LECTERN_LEASES: on (default) or off
+	LeaseTTL string // LECTERN_LEASE_TTL: default 5s
+	leaseTTL time.Duration
+
 	// Limits bound what a client may take of each listener; not from the
 	// environment: zero fields are httpsrv.Default's, tests set short ones.
 	Limits httpsrv.Limits
@@ -85,6 +95,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links: the first signs, all verify (default: one derived from the secret)")
 	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)")
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
+	fs.OnOff(&c.Leases, "LECTERN_LEASES", "leases", true, "grant the edge leases of licence state and calls")
+	fs.Env(&c.LeaseTTL, "LECTERN_LEASE_TTL", "lease-ttl", wire.DefaultTTL.String(), "a lease's longest validity, a Go duration from 100ms to 60s")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
 	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
@@ -136,6 +148,11 @@ func (c *config) check() error {
 	if _, err := telemetry.NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
+	ttl, err := time.ParseDuration(c.LeaseTTL)
+	if err != nil || ttl < lease.MinTTL || ttl > lease.MaxTTL {
+		errs = append(errs, fmt.Errorf("LECTERN_LEASE_TTL=%q: want a Go duration from %v to %v, such as 5s", c.LeaseTTL, lease.MinTTL, lease.MaxTTL))
+	}
+	c.leaseTTL = ttl
 	if c.URLKeys != "" {
 		keys, err := link.ParseKeys(c.URLKeys)
 		if err != nil {

@@ -166,7 +166,27 @@ func (st *stack) reload(ctx context.Context, dir string) (string, error) {
 	st.failed = corpusFailure{}
 	st.content.Store(ct)
 	st.swapped()
+	if err := st.revokeAll(ctx); err != nil {
+		return "", apierr.New(apierr.Internal, "The corpus in "+dir+" (contentVersion "+rec.ContentVersion+
+			") is served and recorded, but the edge's leases on the previous one could not be revoked; they end within "+
+			st.leases.TTL().String()+". The cause is in the origin's log.")
+	}
 	return ct.ContentVersion, nil
+}
+
+// revokeAll takes back every edge lease once a corpus is swapped in:
+// each names the content version it was granted under, and the edge
+// must not answer a 304 of the previous version after the reload is
+// acknowledged (docs/edge.md, Leases).
+func (st *stack) revokeAll(ctx context.Context) error {
+	if st.leases == nil {
+		return nil
+	}
+	err := st.leases.RevokeAll(context.WithoutCancel(ctx))
+	if err != nil {
+		st.log.Error("origin: the edge's leases were not revoked after a corpus swap", "err", err)
+	}
+	return err
 }
 
 // followCorpus reads the deployment's corpus record every interval (zero:
@@ -228,6 +248,7 @@ func (st *stack) syncCorpus(ctx context.Context) {
 	st.failed = corpusFailure{}
 	st.content.Store(ct)
 	st.swapped()
+	st.revokeAll(ctx)
 	st.log.Info("origin: now serving the deployment's corpus", "dir", rec.Dir, "contentVersion", rec.ContentVersion,
 		"was", serving, "recordedAt", rec.LoadedAt)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/server"
@@ -37,6 +38,7 @@ type stack struct {
 	clock     *clock.Clock
 	store     store.Store
 	meters    meter.Store
+	leases    *lease.Manager // nil when the meters keep no leases
 	servers   wiring.Servers // every listener, under config.Limits
 	log       *slog.Logger
 	metrics   *telemetry.Metrics // served at the admin API's GET /metrics
@@ -126,10 +128,16 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
+	st.leases = d.Leases(st.meters, wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL}, st.clock.Now, st.log)
 	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
-		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log})
+		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log, Leases: st.leases})
 	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
+	var leases admin.Leases
+	if st.leases != nil {
+		leases = st.leases
+	}
 	adm := admin.Handler(admin.Config{
+		Leases:    leases,
 		Token:     st.AdminToken,
 		Store:     st.store,
 		Clock:     st.clock,

@@ -1,0 +1,402 @@
+package lease_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/lease"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/edgesig"
+	wire "github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/subkey"
+)
+
+var edgeKey = subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
+
+// day is a time well inside an hour and a month.
+var day = time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+
+func n(v int64) *int64 { return &v }
+
+func acme(mod func(*store.Org)) *store.Org {
+	o := &store.Org{ID: "acme", Status: "active", RenewsAt: day.AddDate(1, 0, 0)}
+	if mod != nil {
+		mod(o)
+	}
+	return o
+}
+
+// grant asks m for a lease of o at now, reading the epoch first as the
+// lease endpoint does.
+func grant(t *testing.T, m *lease.Manager, o *store.Org, want int64, url string, now time.Time) lease.Grant {
+	t.Helper()
+	ep, err := m.Epoch(context.Background(), meter.Key(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := m.Grant(context.Background(), lease.Ask{Org: o, Epoch: ep, Want: want, RevokeURL: url, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func calls(t *testing.T, s meter.Store, org string, at time.Time) int64 {
+	t.Helper()
+	u, err := s.Usage(context.Background(), org, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Get(meter.MonthCalls)
+}
+
+// docs/edge.md, Leases: the block is Want, at most a quarter of what is
+// left under each limit, none under the floor; the validity is the TTL
+// cut at the next hour, the next month and the licence's expiry, none
+// under 100 ms; no lease when leases are off, the epoch moved or the
+// alarm is in force.
+func TestGrant(t *testing.T) { eachBackend(t, testGrant) }
+
+func testGrant(t *testing.T, s leaseStore) {
+	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 5 * time.Second})
+	for _, c := range []struct {
+		name  string
+		org   *store.Org
+		want  int64
+		now   time.Time
+		calls int64
+		valid time.Duration
+	}{
+		{"no cap", acme(nil), 64, day, 64, 5 * time.Second},
+		{"want above the largest block", acme(nil), 5000, day, wire.MaxCalls, 5 * time.Second},
+		{"a quarter of the quota", acme(func(o *store.Org) { o.Quota.Calls = n(100) }), 64, day, 25, 5 * time.Second},
+		{"a quarter of the hourly cap", acme(func(o *store.Org) { o.RateLimits.CallsPerHour = n(40) }), 64, day, 10, 5 * time.Second},
+		{"under the floor near the quota", acme(func(o *store.Org) { o.Quota.Calls = n(31) }), 64, day, 0, 0},
+		{"at the hour", acme(nil), 8, day.Truncate(time.Hour).Add(time.Hour - 2*time.Second), 8, 2 * time.Second},
+		{"at the month", acme(nil), 8, time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC), 8, time.Second},
+		{"at the licence's expiry", acme(func(o *store.Org) { o.RenewsAt = day.Add(1500 * time.Millisecond) }), 8, day, 8, 1500 * time.Millisecond},
+		{"under 100 ms", acme(func(o *store.Org) { o.RenewsAt = day.Add(99 * time.Millisecond) }), 8, day, 0, 0},
+		{"expired", acme(func(o *store.Org) { o.RenewsAt = day.Add(-time.Second) }), 8, day, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.org.ID = "org-" + c.name // its own meters and leases
+			g := grant(t, m, c.org, c.want, "", c.now)
+			if g.Calls != c.calls || g.Valid != c.valid {
+				t.Fatalf("got %d calls for %v, want %d for %v", g.Calls, g.Valid, c.calls, c.valid)
+			}
+			if c.calls == 0 && g.Retry < time.Second {
+				t.Errorf("no lease, retry after %v", g.Retry)
+			}
+			if c.calls > 0 && (len(g.ID) != 32 || !wire.ValidID(g.ID)) {
+				t.Errorf("lease id %q: want 128 bits in hex", g.ID)
+			}
+			if c.calls > 0 {
+				l := recorded(t, s, c.org.ID, g.ID)
+				if !l.Expires.Equal(c.now.Add(c.valid)) || !l.Settle.Equal(l.Expires.Add(lease.SettleGrace)) {
+					t.Errorf("recorded %+v", l)
+				}
+			}
+		})
+	}
+
+	t.Run("a second lease shares what is left", func(t *testing.T) {
+		o := acme(func(o *store.Org) { o.ID, o.Quota.Calls = "shared", n(100) })
+		if g := grant(t, m, o, 64, "", day); g.Calls != 25 {
+			t.Fatalf("first: %d", g.Calls)
+		}
+		if g := grant(t, m, o, 64, "", day); g.Calls != 18 { // (100 - 25) / 4
+			t.Errorf("second: %d, want 18", g.Calls)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		off := lease.New(lease.Config{Store: s, Off: true})
+		if g := grant(t, off, acme(nil), 8, "", day); g.Calls != 0 || g.Retry != lease.RetryOff {
+			t.Errorf("leases off: %+v", g)
+		}
+	})
+	t.Run("stale epoch", func(t *testing.T) {
+		o := acme(func(o *store.Org) { o.ID = "stale" })
+		g, err := m.Grant(context.Background(), lease.Ask{Org: o, Epoch: -1, Want: 8, Now: day})
+		if err != nil || g.Calls != 0 {
+			t.Errorf("a moved epoch granted %+v %v", g, err)
+		}
+	})
+	t.Run("alarm", func(t *testing.T) {
+		o := acme(func(o *store.Org) { o.ID = "alarmed" })
+		if _, err := s.Apply(context.Background(), meter.Op{Org: o.ID, Now: day, Read: &meter.Read{Lesson: "a/b/1", Granted: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if g := grant(t, m, o, 8, "", day); g.Calls != 0 {
+			t.Errorf("the alarm in force granted %d", g.Calls)
+		}
+	})
+}
+
+// Reports are cumulative: what is above the recorded usage is billed in
+// the lease's own month, once; a duplicate or a lower one changes
+// nothing; a report past the block bills the block.
+func TestReportIdempotent(t *testing.T) { eachBackend(t, testReportIdempotent) }
+
+func testReportIdempotent(t *testing.T, s leaseStore) {
+	m := lease.New(lease.Config{Store: s, Now: func() time.Time { return day }})
+	g := grant(t, m, acme(nil), 16, "", day)
+	for _, rs := range [][]wire.Report{
+		{{Lease: g.ID, Used: 5}},
+		{{Lease: g.ID, Used: 5}},
+		{{Lease: g.ID, Used: 3}},
+		{{Lease: g.ID, Used: 9}, {Lease: "unknown", Used: 4}},
+	} {
+		if err := m.Report(context.Background(), rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := calls(t, s, "acme", day); got != 9 {
+		t.Errorf("billed %d, want 9", got)
+	}
+	if err := m.Report(context.Background(), []wire.Report{{Lease: g.ID, Used: 99, Final: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(t, s, "acme", day); got != 16 {
+		t.Errorf("billed %d after a report past the block, want 16", got)
+	}
+}
+
+// edge is a fake edge host's revoke endpoint: it checks each push's
+// signature and body, and answers held[id] for the leases it holds.
+type edge struct {
+	t      *testing.T
+	srv    *httptest.Server
+	now    func() time.Time
+	mu     sync.Mutex
+	held   map[string]int64
+	pushes []wire.Revoke
+	status int           // answer this instead, when set
+	hold   chan struct{} // when set, each push waits for it
+	got    chan struct{} // when set, told of each push as it arrives
+}
+
+func newEdge(t *testing.T, now func() time.Time) *edge {
+	e := &edge{t: t, now: now, held: map[string]int64{}}
+	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *edge) url() string { return e.srv.URL + wire.RevokePath }
+
+func (e *edge) serve(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-Id")
+	if r.Method != "POST" || r.URL.Path != wire.RevokePath || id == "" ||
+		!edgesig.Verify(edgeKey, r.Header.Get(edgesig.Header), edgesig.Revoke, "POST", wire.RevokePath, id, e.now().Unix()) {
+		e.t.Errorf("a push without a valid signature: %s %s %v", r.Method, r.URL, r.Header)
+		w.WriteHeader(404)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	rv, err := wire.ParseRevoke(b)
+	if err != nil {
+		e.t.Errorf("a push's body: %v: %s", err, b)
+		w.WriteHeader(400)
+		return
+	}
+	if e.got != nil {
+		e.got <- struct{}{}
+	}
+	if e.hold != nil {
+		<-e.hold
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pushes = append(e.pushes, rv)
+	if e.status != 0 {
+		w.WriteHeader(e.status)
+		return
+	}
+	var rs []wire.Report
+	for _, id := range rv.Leases {
+		if used, ok := e.held[id]; ok {
+			rs = append(rs, wire.Report{Lease: id, Used: used, Final: !rv.Keep})
+			if !rv.Keep {
+				delete(e.held, id)
+			}
+		}
+	}
+	w.Write(wire.AppendReports(nil, rs))
+}
+
+// docs/edge.md, Leases: Revoke bumps the epoch, pushes a signed revoke to
+// the lease's edge host, applies the usage it answers as final and
+// closes a lease the host does not hold at its recorded usage.
+func TestRevokePushes(t *testing.T) { eachBackend(t, testRevokePushes) }
+
+func testRevokePushes(t *testing.T, s leaseStore) {
+	clk := func() time.Time { return day }
+	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, Now: clk})
+	e := newEdge(t, clk)
+	o := acme(nil)
+	held := grant(t, m, o, 16, e.url(), day)
+	gone := grant(t, m, o, 16, e.url(), day)
+	e.held[held.ID] = 7
+	if err := m.Report(context.Background(), []wire.Report{{Lease: gone.ID, Used: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := m.Epoch(context.Background(), "acme")
+	if err := m.Revoke(context.Background(), "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := m.Epoch(context.Background(), "acme"); after == before {
+		t.Error("the epoch did not move")
+	}
+	if len(e.pushes) != 1 || e.pushes[0].Keep || len(e.pushes[0].Leases) != 2 {
+		t.Errorf("pushes %+v, want one of both leases, not keep", e.pushes)
+	}
+	open, _ := s.OpenLeases(context.Background(), "acme", day)
+	if len(open) != 0 {
+		t.Errorf("open after the revoke: %+v", open)
+	}
+	if got := calls(t, s, "acme", day); got != 9 {
+		t.Errorf("billed %d, want 7 + 2", got)
+	}
+	// A lease granted on the epoch read before the revoke is refused.
+	if g, _ := m.Grant(context.Background(), lease.Ask{Org: o, Epoch: before, Want: 8, Now: day}); g.Calls != 0 {
+		t.Errorf("a grant on the old epoch: %+v", g)
+	}
+}
+
+// A lease no push reaches (no revoke URL, a host that fails, a redirect,
+// which is never followed) is waited for: Revoke returns only once the
+// origin's clock has passed its expiry.
+func TestRevokeWaitsForExpiry(t *testing.T) {
+	var redirected atomic.Int64
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { redirected.Add(1) }))
+	t.Cleanup(elsewhere.Close)
+	redirect := httptest.NewServer(http.RedirectHandler(elsewhere.URL+wire.RevokePath, http.StatusTemporaryRedirect))
+	t.Cleanup(redirect.Close)
+	for _, c := range []struct {
+		name string
+		url  func(e *edge) string
+	}{
+		{"no push", func(*edge) string { return "" }},
+		{"a failed push", func(e *edge) string { e.status = 500; return e.url() }},
+		{"a redirect", func(*edge) string { return redirect.URL + wire.RevokePath }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, s leaseStore) {
+				m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
+				e := newEdge(t, time.Now)
+				g := grant(t, m, acme(nil), 8, c.url(e), time.Now())
+				l := recorded(t, s, "acme", g.ID)
+				if err := m.Revoke(context.Background(), "acme"); err != nil {
+					t.Fatal(err)
+				}
+				if now := time.Now(); now.Before(l.Expires) {
+					t.Errorf("Revoke returned at %v, before the lease's expiry %v", now, l.Expires)
+				}
+			})
+		})
+	}
+	if redirected.Load() != 0 {
+		t.Errorf("a redirect was followed %d times", redirected.Load())
+	}
+}
+
+// Settle collects the edges' usage and keeps the leases open; Recall
+// takes them back, waiting for those no push reaches until their
+// reservation ends.
+func TestSettleAndRecall(t *testing.T) { eachBackend(t, testSettleAndRecall) }
+
+func testSettleAndRecall(t *testing.T, s leaseStore) {
+	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
+	e := newEdge(t, time.Now)
+	now := time.Now()
+	g := grant(t, m, acme(nil), 16, e.url(), now)
+	e.held[g.ID] = 4
+	m.Settle(context.Background(), "acme")
+	if got := calls(t, s, "acme", now); got != 4 {
+		t.Errorf("settle billed %d, want 4", got)
+	}
+	if open, _ := s.OpenLeases(context.Background(), "acme", now); len(open) != 1 || e.pushes[0].Keep != true {
+		t.Fatalf("after a settle: open %+v, pushes %+v", open, e.pushes)
+	}
+	e.held[g.ID] = 6
+	quiet := grant(t, m, acme(nil), 8, "", now)
+	ql := recorded(t, s, "acme", quiet.ID)
+	m.Recall(context.Background(), "acme")
+	if got := calls(t, s, "acme", now); got != 6 {
+		t.Errorf("recall billed %d, want 6", got)
+	}
+	if time.Now().Before(ql.Settle) {
+		t.Errorf("Recall returned before the reservation of a lease without a push ended (%v)", ql.Settle)
+	}
+	if open, _ := s.OpenLeases(context.Background(), "acme", now); len(open) != 1 || open[0].ID != quiet.ID {
+		t.Errorf("after the recall: open %+v, want only the lease without a push", open)
+	}
+}
+
+// The admin change is acknowledged only after the push was answered:
+// Revoke does not return while the edge host holds its answer.
+func TestRevokeWaitsForThePush(t *testing.T) { eachBackend(t, testRevokeWaitsForThePush) }
+
+func testRevokeWaitsForThePush(t *testing.T, s leaseStore) {
+	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
+	e := newEdge(t, time.Now)
+	e.hold, e.got = make(chan struct{}), make(chan struct{}, 1)
+	g := grant(t, m, acme(nil), 8, e.url(), time.Now())
+	e.held[g.ID] = 1
+	done := make(chan error, 1)
+	go func() { done <- m.Revoke(context.Background(), "acme") }()
+	<-e.got
+	select {
+	case err := <-done:
+		t.Fatalf("Revoke returned (%v) while the push was unanswered", err)
+	default:
+	}
+	close(e.hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(e.pushes)
+	if len(e.pushes) != 1 {
+		t.Errorf("pushes %s", b)
+	}
+}
+
+// Concurrent recalls of one organisation share one round of pushes, and
+// each returns once it has ended.
+func TestRecallsShareOneRound(t *testing.T) { eachBackend(t, testRecallsShareOneRound) }
+
+func testRecallsShareOneRound(t *testing.T, s leaseStore) {
+	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
+	e := newEdge(t, time.Now)
+	e.hold, e.got = make(chan struct{}), make(chan struct{}, 4)
+	g := grant(t, m, acme(nil), 8, e.url(), time.Now())
+	e.held[g.ID] = 3
+	done := make(chan struct{}, 3)
+	for range 3 {
+		go func() { m.Recall(context.Background(), "acme"); done <- struct{}{} }()
+	}
+	<-e.got
+	select {
+	case <-done:
+		t.Fatal("a recall returned while the push was unanswered")
+	default:
+	}
+	close(e.hold)
+	for range 3 {
+		<-done
+	}
+	if len(e.pushes) != 1 {
+		t.Errorf("%d pushes, want one", len(e.pushes))
+	}
+	if got := calls(t, s, "acme", time.Now()); got != 3 {
+		t.Errorf("billed %d, want 3", got)
+	}
+}

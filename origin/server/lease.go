@@ -1,0 +1,257 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/billing"
+	"github.com/lectern-api/lectern/origin/lease"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/telemetry"
+	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/etag"
+	wire "github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/token"
+)
+
+// The origin's side of the edge's leases (docs/edge.md, Leases): the
+// lease endpoint grants an edge instance a lease on an organisation's
+// licence state with a block of reserved calls, the usage endpoint and
+// the X-Lectern-Usage field of forwards and gate calls take the edge's
+// cumulative usage reports. The grants, revocations and reports are
+// origin/lease's; this file is their wire.
+
+// signedInternal reports whether r is a POST of the edge's, signed for
+// purpose over its own request target: the lease and usage calls.
+func (s *Server) signedInternal(r *http.Request, id, purpose string) bool {
+	sig := r.Header.Get(edgesig.Header)
+	return r.Method == http.MethodPost && sig != "" &&
+		edgesig.Verify(s.cfg.EdgeKey, sig, purpose, r.Method, r.URL.RequestURI(), id, s.cfg.Now().Unix())
+}
+
+// noRoute is the answer to an internal call without a valid signature:
+// the answer to an unknown path, as the gate's.
+func noRoute() *apierr.Error {
+	return apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json.")
+}
+
+// readMessage reads a protocol message's body, at most wire.MaxBody.
+func readMessage(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, apierr.New(apierr.PayloadTooLarge, "The message exceeds "+strconv.Itoa(wire.MaxBody)+" bytes.")
+	case err != nil:
+		return nil, err
+	}
+	return b, nil
+}
+
+// badMessage is the 400 of a malformed message.
+func badMessage(err error) *apierr.Error {
+	return &apierr.Error{Code: apierr.BadRequest, Parameter: "body", Message: "The message is malformed: " + err.Error() + "."}
+}
+
+// serveUsage answers POST /internal/usage: the edge's reports, applied
+// and committed before the 204 (the edge then counts them as
+// acknowledged); 400 on a malformed body, 404 without a valid signature.
+func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request, id string) {
+	if !s.signedInternal(r, id, edgesig.Usage) {
+		s.writeError(w, r, id, noRoute())
+		return
+	}
+	telemetry.FromContext(r.Context()).SetEdge("usage")
+	if err := s.usage(w, r); err != nil {
+		s.writeError(w, r, id, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
+	b, err := readMessage(w, r)
+	if err != nil {
+		return err
+	}
+	rs, err := wire.ParseReports(b)
+	if err != nil {
+		return badMessage(err)
+	}
+	return s.cfg.Leases.Report(r.Context(), rs)
+}
+
+// serveLease answers POST /internal/lease: the reports the request
+// carries are applied first, whatever else happens; then the bearer
+// token is verified (401) and the organisation gate runs (its refusal is
+// the answer), and the answer is 200 with a lease or with none (calls 0
+// and when to ask again).
+func (s *Server) serveLease(w http.ResponseWriter, r *http.Request, id string) {
+	if !s.signedInternal(r, id, edgesig.Lease) {
+		s.writeError(w, r, id, noRoute())
+		return
+	}
+	telemetry.FromContext(r.Context()).SetEdge("lease")
+	a, err := s.lease(w, r)
+	if err != nil {
+		s.writeError(w, r, id, err)
+		return
+	}
+	body := wire.AppendAnswer(nil, &a)
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
+
+// lease reads the lease request, applies its reports, verifies its
+// token and grants.
+func (s *Server) lease(w http.ResponseWriter, r *http.Request) (wire.Answer, error) {
+	ctx := r.Context()
+	b, err := readMessage(w, r)
+	if err != nil {
+		return wire.Answer{}, err
+	}
+	ask, err := wire.ParseRequest(b)
+	if err != nil {
+		return wire.Answer{}, badMessage(err)
+	}
+	if err := s.cfg.Leases.Report(ctx, ask.Reports); err != nil {
+		return wire.Answer{}, err
+	}
+	if !validRevokeURL(ask.Revoke) {
+		return wire.Answer{}, &apierr.Error{Code: apierr.BadRequest, Parameter: "revoke",
+			Message: "revoke must be an absolute http or https URL without credentials or fragment, or empty."}
+	}
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		return wire.Answer{}, apierr.New(apierr.BadRequest, "Send one Authorization field.")
+	}
+	claims, aerr := s.cfg.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	if aerr != nil {
+		return wire.Answer{}, aerr
+	}
+	return s.grantLease(ctx, claims, ask)
+}
+
+// grantLease runs the organisation gate for the token's organisation
+// and grants it a lease, or none.
+func (s *Server) grantLease(ctx context.Context, claims token.Claims, ask wire.Request) (wire.Answer, error) {
+	now := s.cfg.Now()
+	// The epoch is read before the organisation the lease is granted on,
+	// so that a change committed after that read moves it and the grant
+	// is refused (meter.LeaseGrant.Epoch). The organisation is read once
+	// first only to learn its key (its generation).
+	o, err := s.org(ctx, claims)
+	if err != nil || o == nil {
+		return wire.Answer{}, orgRefusal(err, now)
+	}
+	key := meter.Key(o)
+	epoch, err := s.cfg.Leases.Epoch(ctx, key)
+	if err != nil {
+		return wire.Answer{}, err
+	}
+	if o, err = s.org(ctx, claims); err != nil || o == nil {
+		return wire.Answer{}, orgRefusal(err, now)
+	}
+	if gerr := licence.Check(o, now); gerr != nil {
+		return wire.Answer{}, gerr
+	}
+	if meter.Key(o) != key { // deleted and created again between the reads
+		return wire.Answer{RetryMs: lease.Retry.Milliseconds()}, nil
+	}
+	version := s.cfg.Content().ContentVersion
+	g, err := s.cfg.Leases.Grant(ctx, lease.Ask{Org: o, Epoch: epoch, Want: ask.Want, RevokeURL: ask.Revoke, Now: now})
+	if err != nil {
+		return wire.Answer{}, err
+	}
+	if g.Calls == 0 {
+		return wire.Answer{RetryMs: g.Retry.Milliseconds()}, nil
+	}
+	return leaseAnswer(o, epoch, version, g, now), nil
+}
+
+// leaseAnswer is the answer of a lease g granted to o at now, under the
+// corpus of version: what the edge's 304s under it carry, as the gated
+// 304 carries it (docs/edge.md, Leases).
+func leaseAnswer(o *store.Org, epoch int64, version string, g lease.Grant, now time.Time) wire.Answer {
+	bill := billing.CallBill(o, now, g.After)
+	a := wire.Answer{Lease: g.ID, Org: o.ID, Epoch: epoch, ContentVersion: version,
+		Grants: etag.GrantsDigest(o.Grants), Calls: g.Calls, ValidMs: g.Valid.Milliseconds(),
+		Headers: leaseHeaders(version, bill)}
+	for _, l := range bill.Limits() {
+		a.RateLimits = append(a.RateLimits, wire.RateLimit{Name: l.Name, Remaining: l.Left, Reset: l.Reset.Unix()})
+	}
+	return a
+}
+
+// orgRefusal is the gate's answer when the token's organisation could
+// not be read (err) or does not exist (nil err).
+func orgRefusal(err error, now time.Time) error {
+	if err != nil {
+		return err
+	}
+	return licence.Check(nil, now)
+}
+
+// leaseHeaders are the fixed fields of the organisation's 304s under a
+// lease: those a gated 304 carries (the same functions set them), but
+// ETag, RateLimit and X-Request-Id, which the edge sets per request, and
+// the edge's own X-Lectern-* fields; in canonical form, sorted by name.
+func leaseHeaders(version string, bill billing.Bill) [][2]string {
+	h := http.Header{}
+	commonHeaders(h)
+	notModifiedHeaders(h, version, "", bill)
+	out := make([][2]string, 0, len(h))
+	for name, vs := range h {
+		switch {
+		case name == "Etag", name == "Ratelimit", name == "X-Request-Id",
+			strings.HasPrefix(name, http.CanonicalHeaderKey(edgesig.HeaderPrefix)):
+			continue
+		}
+		out = append(out, [2]string{name, strings.Join(vs, ", ")})
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
+
+// validRevokeURL reports whether u can be an edge host's revoke URL: ""
+// (no push), or an absolute http or https URL with a host and no
+// credentials or fragment. The origin posts signed pushes to it, so it
+// must name a host and nothing a redirect or a userinfo could bend.
+func validRevokeURL(u string) bool {
+	if u == "" {
+		return true
+	}
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" && p.User == nil && p.Fragment == "" && p.Opaque == ""
+}
+
+// applyUsage applies the reports of r's X-Lectern-Usage, an edge-signed
+// forward or gate call, before the request is served. Best effort, as
+// the edge counts it: a malformed field or a failure is logged and the
+// request served.
+func (s *Server) applyUsage(r *http.Request, id string) {
+	vs := r.Header.Values(wire.UsageHeader)
+	if len(vs) == 0 || s.cfg.Leases == nil {
+		return
+	}
+	rs, err := wire.ParseHeader(strings.Join(vs, ", "))
+	if err == nil {
+		err = s.cfg.Leases.Report(context.WithoutCancel(r.Context()), rs)
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("lease: the usage field of an edge request was not applied", "requestId", id, "err", err)
+	}
+}
