@@ -162,12 +162,12 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request, req *reques
 	if perr != nil {
 		return s.billCallAnd(r, req, perr)
 	}
-	rec, err := s.cfg.Progress.Progress(r.Context(), req.org.ID, req.claims.Learner)
+	rec, err := s.cfg.Progress.ReadProgress(r.Context(), req.org.ID, req.claims.Learner) // shared: read only
 	if err != nil {
 		return err
 	}
 	st := rec.Streak(req.now)
-	tag := progressTag(req, &rec, st)
+	tag := progressTag(req, rec, st)
 	if notModified(r, tag) {
 		return s.answerNotModified(w, r, req, tag, http.StatusNotModified)
 	}
@@ -175,7 +175,7 @@ func (s *Server) getProgress(w http.ResponseWriter, r *http.Request, req *reques
 	if err != nil {
 		return err
 	}
-	return s.writeProgress(w, r, req, tag, bill, p, &rec, st)
+	return s.writeProgress(w, r, req, tag, bill, p, rec, st)
 }
 
 // writeProgress answers 200 with the page p of rec's granted classes.
