@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/url"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,6 +157,50 @@ func TestProgressBodyWire(t *testing.T) {
 			break
 		}
 		path = fmt.Sprintf("/v1/progress?limit=%d&cursor=%s", limit, url.QueryEscape(*p.NextCursor))
+	}
+}
+
+// GETs at once, of two learners whose bodies differ in length, each
+// answer its own learner's whole body: the 200's scratch buffers
+// (progressScratches) are never shared by two answers, nor keep what a
+// longer answer left.
+func TestProgressBodyConcurrent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.createOrg("k", slices.Clone(shid.Tiers), nil)
+	ids := lessonsOf(h.corpus(), 12)
+	toks := []string{h.learnerToken("k", "ana", progressScopes...), h.learnerToken("k", "bob", progressScopes...)}
+	for i, l := range ids {
+		h.ack(toks[0], l, fmt.Sprintf(`{"score":%d}`, i))
+		if i%3 == 0 {
+			h.ack(toks[1], l, `{}`)
+		}
+	}
+	const path = "/v1/progress?limit=100"
+	var want [2][]byte
+	for i, tok := range toks {
+		_, r := h.progressOf(path, tok)
+		want[i] = r.body
+	}
+	if len(want[0]) <= len(want[1]) {
+		t.Fatalf("ana's body %d bytes, bob's %d: want ana's longer", len(want[0]), len(want[1]))
+	}
+	const n = 64
+	answers := make([]resp, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			answers[i] = h.get(path, toks[i%2])
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, r := range answers {
+		if r.status != 200 || !bytes.Equal(r.body, want[i%2]) {
+			t.Fatalf("GET %d (learner %d): %d\n got %s\nwant %s", i, i%2, r.status, r.body, want[i%2])
+		}
 	}
 }
 
