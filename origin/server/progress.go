@@ -363,6 +363,11 @@ func appendJSONFloat(b []byte, p *float64) []byte {
 		return append(b, "null"...)
 	}
 	f := *p
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
+		// A whole score, as most are: its digits, as 'f' writes them,
+		// without the shortest-form search (half an item's time).
+		return strconv.AppendInt(b, int64(f), 10)
+	}
 	format := byte('f')
 	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
 		format = 'e'

@@ -54,7 +54,8 @@ func TestProgressBodyEncoding(t *testing.T) {
 	t0 := time.Date(2026, 3, 14, 9, 26, 53, 589793000, time.UTC)
 	paris := time.FixedZone("CET", 3600)
 	scores := []*float64{nil, ptr(0), ptr(math.Copysign(0, -1)), ptr(100), ptr(72.5), ptr(33.333333333333336),
-		ptr(1e-7), ptr(0.000001), ptr(1e-320), ptr(5e21), ptr(12345678.9)}
+		ptr(1e-7), ptr(0.000001), ptr(1e-320), ptr(5e21), ptr(12345678.9),
+		ptr(1e15 - 1), ptr(1e15), ptr(-42), ptr(4503599627370497), ptr(1e20), ptr(1e21)}
 	tiers := []string{"high", "college", "a<b>&c", "tab\there", "bs\\q\"", "ctl\b\f\x01", "u\u2028\u2029", "bad\xffutf8", "é"}
 	var many []*progress.Class
 	for i := range 150 {
