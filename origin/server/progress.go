@@ -303,10 +303,26 @@ func appendProgressItem(b []byte, c *progress.Class) []byte {
 	b = append(b, `,"bestScore":`...)
 	b = appendJSONFloat(b, c.BestScore)
 	b = append(b, `,"firstRecordedAt":"`...)
-	b = c.FirstRecordedAt.UTC().AppendFormat(b, time.RFC3339) // licence.Timestamp: digits, '-', ':', 'T', 'Z'
+	b = appendTimestamp(b, c.FirstRecordedAt) // licence.Timestamp: digits, '-', ':', 'T', 'Z'
 	b = append(b, `","lastRecordedAt":"`...)
-	b = c.LastRecordedAt.UTC().AppendFormat(b, time.RFC3339)
+	b = appendTimestamp(b, c.LastRecordedAt)
 	return append(b, `"}`...)
+}
+
+// appendTimestamp appends t as licence.Timestamp writes it (RFC 3339, UTC,
+// to the second): for years 0 to 9999, the digits straight from the date
+// and clock, in a third of time.AppendFormat's time (which takes the
+// other years).
+func appendTimestamp(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(b, time.RFC3339)
+	}
+	h, mi, s := t.Clock()
+	return append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+mo/10), byte('0'+mo%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':', byte('0'+s/10), byte('0'+s%10), 'Z')
 }
 
 // jsonPlain holds the bytes encoding/json writes as they are in a

@@ -70,6 +70,12 @@ func TestProgressBodyEncoding(t *testing.T) {
 	many[1].FirstRecordedAt = time.Date(-12, 1, 1, 0, 0, 0, 0, time.UTC)
 	many[2].LastRecordedAt = time.Date(12026, 12, 31, 23, 59, 59, 999, time.UTC)
 	many[3].FirstRecordedAt = time.Time{}
+	// appendTimestamp's own digits: the years at its bounds and one
+	// that pads, in a zone whose offset moves the day.
+	many[4].FirstRecordedAt = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	many[4].LastRecordedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	many[5].FirstRecordedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	many[5].LastRecordedAt = time.Date(987, 6, 5, 4, 3, 2, 1, time.FixedZone("far", -11*3600))
 	cursor := "v1.abc_DEF-123"
 	day := "2026-03-14"
 	cases := []struct {
