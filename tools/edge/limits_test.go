@@ -82,6 +82,7 @@ func startEdgeLog(t *testing.T, origin string, options ...func(*config)) (string
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.UsageLog = filepath.Join(t.TempDir(), "usage.log")
 	cfg.Limits = httpsrv.Limits{ReadHeader: 500 * time.Millisecond, Read: 500 * time.Millisecond}
 	cfg.ForwardTimeout = 500 * time.Millisecond
 	for _, o := range options {

@@ -12,6 +12,13 @@
 // same LECTERN_SECRET, or, when it is unset, the same var/secret, which
 // the origin creates on its first start.
 //
+// With leases on (LECTERN_EDGE_LEASES, on by default; docs/edge.md,
+// "Leases") the edge answers revalidations within leases the origin grants
+// it, logs each such 304 to its usage log (LECTERN_EDGE_USAGE_LOG) before
+// answering it, reports the log of its last run to the origin at start,
+// and takes the origin's revoke pushes at /internal/revoke on its own
+// listener, the URL it sends the origin with every lease request.
+//
 // With LECTERN_TEST_CLOCK=1 the edge follows the origin's test clock: it
 // reads GET /admin/v1/clock (LECTERN_ADMIN_ADDR, LECTERN_ADMIN_TOKEN)
 // before every message it gives the module, so tokens expire at the edge
@@ -27,7 +34,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -37,6 +46,7 @@ import (
 	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/telemetry"
+	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
@@ -56,6 +66,9 @@ type config struct {
 	PublicURL string   // LECTERN_PUBLIC_URL: default http://<Addr>; names the resource metadata in challenges
 	Wasm      string   // -wasm: the module
 	Instances int      // LECTERN_EDGE_INSTANCES: module instances serving in parallel
+	Leases    bool     // LECTERN_EDGE_LEASES: on (default) or off
+	UsageLog  string   // LECTERN_EDGE_USAGE_LOG: default var/edge-usage-<port>.log
+	RevokeURL string   // LECTERN_EDGE_REVOKE_URL: default http://<the listen address>/internal/revoke
 
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
 	LogFormat  string // LECTERN_LOG_FORMAT: json or text
@@ -81,7 +94,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 // with cmdline.ErrDone.
 func parseCommandLine(args []string, getenv func(string) string, stdout io.Writer) (config, error) {
 	var c config
-	var originAddr, originURL, instances string
+	var originAddr, originURL, instances, leases string
 	fs := cmdline.New("edge", getenv)
 	fs.Env(&c.Addr, "LECTERN_EDGE_ADDR", "addr", "127.0.0.1:8787", "edge address")
 	fs.Env(&originAddr, "LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (the default of -origin-url)")
@@ -95,6 +108,9 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<addr>)")
 	fs.Env(&c.Wasm, "LECTERN_EDGE_WASM", "wasm", "build/worker.wasm", "the edge module (make worker builds it)")
 	fs.Env(&instances, "LECTERN_EDGE_INSTANCES", "instances", "", "module instances serving in parallel (default: GOMAXPROCS, at most 4)")
+	fs.Env(&leases, "LECTERN_EDGE_LEASES", "leases", "on", "answer revalidations within leases from the origin: on or off (docs/edge.md, Leases)")
+	fs.Env(&c.UsageLog, "LECTERN_EDGE_USAGE_LOG", "usage-log", "", "the leases' usage log, one per edge (default: var/edge-usage-<port>.log)")
+	fs.Env(&c.RevokeURL, "LECTERN_EDGE_REVOKE_URL", "revoke-url", "", "where the origin reaches this edge's revoke endpoint (default: http://<addr>"+lease.RevokePath+")")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "follow the origin's admin test clock; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
 	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
@@ -126,6 +142,18 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 			return c, fmt.Errorf("instances %q: want an integer from 1 to 256", instances)
 		}
 		c.Instances = n
+	}
+	switch leases {
+	case "on":
+		c.Leases = true
+	case "off":
+	default:
+		return c, fmt.Errorf("LECTERN_EDGE_LEASES %q: want on or off", leases)
+	}
+	if c.RevokeURL != "" {
+		if u, err := url.Parse(c.RevokeURL); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return c, fmt.Errorf("LECTERN_EDGE_REVOKE_URL %q: want an http or https URL", c.RevokeURL)
+		}
 	}
 	if c.URLKeys != "" {
 		if _, err := link.ParseKeys(c.URLKeys); err != nil {
@@ -201,7 +229,19 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	if cfg.TestClock {
 		now = (&adminClock{url: "http://" + cfg.AdminAddr + "/admin/v1/clock", token: cfg.AdminToken, log: log}).Now
 	}
+	revoke, usageLog := cfg.RevokeURL, cfg.UsageLog
+	if revoke == "" {
+		revoke = edgeURL + lease.RevokePath
+	}
+	if usageLog == "" {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		usageLog = filepath.Join("var", "edge-usage-"+port+".log")
+	}
+	if !cfg.Leases {
+		revoke, usageLog = "", ""
+	}
 	h, err := wazero.New(ctx, mod, wazero.Config{
+		Leases: cfg.Leases, Revoke: revoke, UsageLog: usageLog,
 		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		Secret: secret, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
@@ -219,6 +259,11 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "  origin             %s\n", cfg.Origins[0])
 	} else {
 		fmt.Fprintf(stdout, "  origins            %s (round robin; failover on connection failures)\n", strings.Join(cfg.Origins, ", "))
+	}
+	if cfg.Leases {
+		fmt.Fprintf(stdout, "  leases             on: usage log %s, revoke endpoint %s\n", usageLog, revoke)
+	} else {
+		fmt.Fprintf(stdout, "  leases             off: every revalidation is gated at the origin\n")
 	}
 	if cfg.TestClock {
 		fmt.Fprintf(stdout, "  clock              the origin's test clock (http://%s/admin/v1/clock)\n", cfg.AdminAddr)

@@ -45,6 +45,14 @@ func TestParseConfig(t *testing.T) {
 	if want := []string{"http://a.example:8080", "https://b.example/base"}; !slices.Equal(c.Origins, want) {
 		t.Errorf("a list of origins: %q, want %q", c.Origins, want)
 	}
+	if !c.Leases || c.UsageLog != "" || c.RevokeURL != "" {
+		t.Errorf("leases default: %+v", c)
+	}
+	c, err = parseConfig([]string{"-leases", "off", "-revoke-url", "http://edge-1.internal:8787/internal/revoke"},
+		env(map[string]string{"LECTERN_EDGE_USAGE_LOG": "/tmp/u.log"}))
+	if err != nil || c.Leases || c.UsageLog != "/tmp/u.log" || c.RevokeURL != "http://edge-1.internal:8787/internal/revoke" {
+		t.Errorf("leases settings: %+v, %v", c, err)
+	}
 	const keys = "k2=an-edge-url-key-0123456789abcdef0123456789,k1=another-edge-url-key-0123456789abcdef01"
 	if c, err = parseConfig(nil, env(map[string]string{"LECTERN_URL_KEYS": keys})); err != nil || c.URLKeys != keys {
 		t.Errorf("LECTERN_URL_KEYS: %q, %v", c.URLKeys, err)
@@ -52,7 +60,7 @@ func TestParseConfig(t *testing.T) {
 	for _, bad := range [][]string{{"-instances", "0"}, {"-test-clock", "1"}, {"stray"},
 		{"-origin-url", "http://a.example,"}, {"-origin-url", "http://a.example,http://a.example/"},
 		{"-origin-url", "a.example:8080"}, {"-origin-url", "http://a.example,ftp://b.example"},
-		{"-url-keys", "k1=short"}, {"-url-keys", "k1"}} {
+		{"-url-keys", "k1=short"}, {"-url-keys", "k1"}, {"-leases", "true"}, {"-leases", ""}, {"-revoke-url", "edge:8787/internal/revoke"}} {
 		if _, err := parseConfig(bad, env(nil)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -79,7 +87,8 @@ func TestRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-wasm", wasm, "-instances", "1"},
-			env(map[string]string{"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters"}), pw)
+			env(map[string]string{"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters",
+				"LECTERN_EDGE_USAGE_LOG": filepath.Join(t.TempDir(), "usage.log")}), pw)
 		pw.Close()
 	}()
 	var base, printout string

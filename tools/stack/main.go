@@ -12,9 +12,15 @@
 // after, and LECTERN_PUBLIC_URL = http://<LECTERN_EDGE_ADDR>, since the
 // edge is the stack's front door.
 //
+// The edge runs with leases on unless LECTERN_EDGE_LEASES says off
+// (docs/edge.md, "Leases"): the origin pushes revocations to it at
+// http://<LECTERN_EDGE_ADDR>/internal/revoke, and it logs its leased 304s
+// to var/edge-usage-<port>.log, which a restarted edge, on the same
+// port, reports to the origin as it starts.
+//
 // Stopping. Ctrl-C or SIGTERM stops the edge first, waiting for it to
-// drain (its forwards need the origin) and exit, and only then the origin,
-// which drains and flushes its meters. Each child runs in its own process
+// drain (its forwards need the origin), report its leases' usage and
+// exit, and only then the origin, which drains and flushes its meters. Each child runs in its own process
 // group, so a terminal's Ctrl-C reaches this process alone and the order
 // holds; on Linux a child is sent SIGTERM if this process dies without
 // stopping it (SIGKILL).

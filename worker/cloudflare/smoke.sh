@@ -276,6 +276,37 @@ if [ -n "$etag" ]; then
 	fi
 else fail "GET /v1/tiers If-None-Match" "no ETag on the 200"; fi
 
+# A leased 304 (docs/edge.md, "Leases"): the gated 304 above asked the
+# origin for a lease in the background (ctx.waitUntil); once the origin's
+# access log shows it granted, the next revalidation is answered by the
+# edge alone. The origin's access log counts its gate calls: a forward
+# sent after the 304, once logged, shows no gate call came in between.
+gates() { grep -c '"edge":"gate"' "$TMP/origin.log" || true; }
+leased=
+if [ -n "$etag" ]; then
+	cp "$TMP/h" "$TMP/gated-304"
+	for _ in $(seq 100); do
+		grep '"edge":"lease"' "$TMP/origin.log" | grep -q '"status":200' && { leased=1; break; }
+		sleep 0.1
+	done
+fi
+if [ -n "$leased" ]; then
+	g0=$(gates)
+	req -H "$AUTH" -H "If-None-Match: $etag" "$EDGE/v1/tiers"
+	lstatus=$status
+	cp "$TMP/h" "$TMP/leased-304"
+	req -H "$AUTH" -H "X-Request-Id: smoke-after-leased-304" "$EDGE/v1/tiers" # a forward, logged after the 304
+	for _ in $(seq 100); do grep -q smoke-after-leased-304 "$TMP/origin.log" && break; sleep 0.1; done
+	g1=$(gates)
+	# The same fields as the gated 304's, RateLimit's value and the request id aside.
+	fields() { tr -d '\r' <"$1" | sed -n 's/^\([A-Za-z-]*\):.*/\1/p' | tr 'A-Z' 'a-z' | grep -v '^date$' | sort | paste -sd, -; }
+	if [ "$lstatus" = 304 ] && [ "$g1" = "$g0" ] && [ "$(fields "$TMP/leased-304")" = "$(fields "$TMP/gated-304")" ]; then
+		pass "a second If-None-Match -> 304 from the edge's lease, no gate call (gate calls $g0 -> $g1), the gated 304's fields"
+	else
+		fail "leased 304" "status $lstatus, gate calls $g0 -> $g1, fields $(fields "$TMP/leased-304") vs gated $(fields "$TMP/gated-304")"
+	fi
+else fail "leased 304" "the origin granted no lease (its log: $(grep '"edge":"lease"' "$TMP/origin.log" | tail -1))"; fi
+
 # The background JWKS refresh needs a clock past the JWKS max age (1 h),
 # which workerd's cannot be moved to: worker.mjs runs under Node instead,
 # with the same module (refresh_check.mjs).

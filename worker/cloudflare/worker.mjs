@@ -8,6 +8,10 @@
 // with `resume`, `park` waits until another request's output names it in
 // `wake`. An output carrying `refresh` also asks for the JWKS in the
 // background (ctx.waitUntil): its resume answers `done`, which only wakes.
+// With leases on (var LEASES, on by default; docs/edge.md, "Leases") an
+// output may carry `background`, a lease request or usage report of the
+// module's own, performed the same way. This host keeps no usage log and
+// takes no revoke push (revoke ""): docs/edge.md says what that bounds.
 // Each call into the module is synchronous, so calls from requests that
 // interleave at awaits never overlap, which is what the ABI needs.
 //
@@ -350,7 +354,18 @@ function configFrom(env) {
 		// The keys of the signed download links, the origin's
 		// LECTERN_URL_KEYS (a secret); unset, the key derived from the secret.
 		urlKeys: env.LECTERN_URL_KEYS ?? "",
+		leases: leasesFrom(env.LEASES),
+		// An isolate has no address the origin could push a revocation to:
+		// the origin waits for its leases to expire instead.
+		revoke: "",
 	};
+}
+
+/** The LEASES var: "on" (or unset) or "off". */
+function leasesFrom(value) {
+	if (value === undefined || value === "" || value === "on") return true;
+	if (value === "off") return false;
+	throw new Error(`LEASES ${JSON.stringify(value)}: want on or off (see wrangler.toml)`);
 }
 
 /** The instance and the ABI's calls: JSON in through alloc, JSON out. */
@@ -498,10 +513,11 @@ function hostError(status, message, code = "INTERNAL") {
  * JWKS, the gate), bounded by SUBREQUEST_TIMEOUT_MS, and returns the
  * resume message for it: status 0 with the error when it failed.
  */
-async function fetchForGuest(origins, handle, method, url, headers) {
+async function fetchForGuest(origins, handle, method, url, headers, body) {
 	const msg = { handle };
 	try {
 		const init = { method, headers, redirect: "manual", signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS) };
+		if (body) init.body = body; // a background POST's (lease, usage)
 		const resp = await fetchOrigin(origins, url, init, IDEMPOTENT.has(method));
 		msg.status = resp.status;
 		msg.headers = headerPairs(resp.headers);
@@ -546,7 +562,7 @@ function refreshInBackground(guest, refresh, ctx) {
 		const msg = await fetchForGuest(guest.origins, refresh.handle, "GET", refresh.url, [["Accept", "application/json"]]);
 		const out = resumeWith((name, m) => guest.call(name, m), msg, "JWKS");
 		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
-		if (out.refresh) refreshInBackground(guest, out.refresh, ctx);
+		inBackground(guest, out, ctx);
 		if (out.kind !== "done") {
 			console.warn(`[edge host] background JWKS refresh answered ${JSON.stringify(out).slice(0, 300)}`);
 		}
@@ -554,6 +570,35 @@ function refreshInBackground(guest, refresh, ctx) {
 	ctx.waitUntil(
 		task.catch((err) => console.error(`[edge host] background JWKS refresh failed: ${err && err.stack ? err.stack : err}`)),
 	);
+}
+
+/**
+ * Performs an output's `background` subrequest (a lease request, a usage
+ * report), outliving the response (ctx.waitUntil), and resumes its handle
+ * with the answer; no request waits for it. The `done` it answers may ask
+ * for more background work. An isolate that dies first loses it: the
+ * module's reports are cumulative, so the next one carries what it held.
+ */
+function backgroundInBackground(guest, bg, ctx) {
+	const task = (async () => {
+		const msg = await fetchForGuest(guest.origins, bg.handle, bg.method, bg.url, bg.headers ?? [], bg.body);
+		const out = resumeWith((name, m) => guest.call(name, m), msg, "background");
+		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
+		inBackground(guest, out, ctx);
+		if (out.kind !== "done") {
+			console.warn(`[edge host] background subrequest answered ${JSON.stringify(out).slice(0, 300)}`);
+		}
+	})();
+	ctx.waitUntil(
+		task.catch((err) => console.error(`[edge host] background subrequest failed: ${err && err.stack ? err.stack : err}`)),
+	);
+}
+
+/** Starts the background work an output asks for: a JWKS refresh, a lease call. */
+function inBackground(guest, out, ctx) {
+	if (!out) return;
+	if (out.refresh) refreshInBackground(guest, out.refresh, ctx);
+	if (out.background) backgroundInBackground(guest, out.background, ctx);
 }
 
 /**
@@ -569,11 +614,11 @@ async function forwardBody(request, method, origins) {
 }
 
 async function drive(guest, request, ctx) {
-	// Every call into the module, with the background refresh its output
+	// Every call into the module, with the background work its output
 	// may ask for.
 	const call = (fn, msg) => {
 		const out = guest.call(fn, msg);
-		if (out && out.refresh) refreshInBackground(guest, out.refresh, ctx);
+		inBackground(guest, out, ctx);
 		return out;
 	};
 	let out;
@@ -618,7 +663,7 @@ async function drive(guest, request, ctx) {
 					}
 					msg.now = Date.now();
 				} else {
-					msg = await fetchForGuest(guest.origins, out.handle, out.method, out.url, out.headers ?? []);
+					msg = await fetchForGuest(guest.origins, out.handle, out.method, out.url, out.headers ?? [], out.body);
 				}
 				// A response too large for the guest still answers the
 				// subrequest, so the guest (and anyone parked on it) moves on.

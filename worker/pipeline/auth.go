@@ -150,7 +150,9 @@ func (p *Pipeline) takeParked() []Handle {
 // presumed lost (docs/edge.md: "the guest also gives up on a fetch").
 //
 // It also attaches the background refresh begun during the call, if any:
-// the host is to fetch the JWKS and resume its handle.
+// the host is to fetch the JWKS and resume its handle; and, when leases
+// are held, looks them over now and then and attaches a report when one
+// is due.
 func (p *Pipeline) finish(out Output, now int64) Output {
 	if len(p.parked) > 0 && !p.keys.InFlight(time.UnixMilli(now)) {
 		out.Wake = append(out.Wake, p.takeParked()...)
@@ -158,6 +160,10 @@ func (p *Pipeline) finish(out Output, now int64) Output {
 	if p.ask {
 		out.Refresh = Refresh{Handle: p.refresh, URL: p.jwksURL}
 		p.ask = false
+	}
+	// A lease request carries the reports too: one background is enough.
+	if p.ls.on && out.Background.Handle == 0 && (len(p.ls.held) > 0 || len(p.ls.bg) > 0) && (p.ls.due || now >= p.ls.sweepAt) {
+		out.Background = p.sweepLeases(now)
 	}
 	return out
 }

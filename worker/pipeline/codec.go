@@ -27,30 +27,41 @@ var (
 // ParseConfig reads the configure message:
 //
 //	{"origin": "...", "jwksUrl": "...", "issuer": "...", "audience": "...",
-//	 "secret": "...", "resourceMetadata": "...", "urlKeys": "..."}
+//	 "secret": "...", "resourceMetadata": "...", "urlKeys": "...",
+//	 "leases": true, "revoke": "http://.../internal/revoke"}
 //
-// Every member but resourceMetadata and urlKeys is required. urlKeys is
-// LECTERN_URL_KEYS (shared/link.ParseKeys); without it the link key is
-// the one derived from the secret.
+// Every member but resourceMetadata, urlKeys, leases and revoke is
+// required. urlKeys is LECTERN_URL_KEYS (shared/link.ParseKeys); without
+// it the link key is the one derived from the secret. leases (absent:
+// false) turns the edge's leases on; revoke is where the host takes the
+// origin's revoke push ("" or absent: nowhere).
 func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
 	var urlKeys string
-	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys"}
-	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys}
-	var v [7]raw
+	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "leases"}
+	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys, &cfg.Revoke}
+	var v [9]raw
 	a, err := open(b, names, v[:], false, nil)
 	if err != nil {
 		return cfg, err
 	}
-	for i, name := range names {
+	for i, dst := range dsts {
+		name := names[i]
 		s, ok := a.str(b, v[i])
 		if !ok {
 			return cfg, errors.New("pipeline: config member " + name + " is not a string")
 		}
-		if s == "" && name != "resourceMetadata" && name != "urlKeys" {
+		if s == "" && name != "resourceMetadata" && name != "urlKeys" && name != "revoke" {
 			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
-		*dsts[i] = s
+		*dst = s
+	}
+	var ok bool
+	if cfg.Leases, ok = boolean(v[8]); !ok {
+		return cfg, errors.New("pipeline: config member leases is not a boolean")
+	}
+	if len(cfg.Revoke) > 2048 {
+		return cfg, errors.New("pipeline: config member revoke is too long")
 	}
 	if cfg.URLKeys, err = link.Configured(urlKeys, []byte(cfg.Secret)); err != nil {
 		return cfg, errors.New("pipeline: config member urlKeys: " + err.Error())
@@ -140,11 +151,39 @@ func (p *Pipeline) HandleResume(b []byte) []byte {
 	return b
 }
 
-// The members of the start and resume messages, in the order of their
-// raw values in members' vals.
+// HandleControl is Control over JSON: a control message in,
+//
+//	{"op": "flush", "now": <unix ms>}
+//	{"op": "revoke", "now": <unix ms>, "body": "<lease.Revoke JSON>"}
+//
+// an output out, valid until the next call. A message it cannot read is
+// answered with 500 INTERNAL under handle 0.
+func (p *Pipeline) HandleControl(b []byte) []byte {
+	var v [3]raw
+	a, err := open(b, controlMembers, v[:], true, nil)
+	var c ControlMsg
+	var ok [3]bool
+	if err == nil {
+		c.Op, ok[0] = a.str(b, v[0])
+		c.Now, ok[1] = integer(b, v[1])
+		var body string
+		body, ok[2] = a.str(b, v[2])
+		c.Body = []byte(body)
+	}
+	if err != nil || ok != [3]bool{true, true, true} {
+		out := p.internal(0, p.requestID("", nil), "The edge could not read the host's control message.")
+		return out.AppendJSON(nil)
+	}
+	out := p.Control(c)
+	return p.encode(&out)
+}
+
+// The members of the start, resume and control messages, in the order of
+// their raw values in members' vals.
 var (
 	requestMembers = []string{"method", "path", "query", "headers", "now"}
 	resumeMembers  = []string{"handle", "now", "wake", "status", "headers", "body", "error"}
+	controlMembers = []string{"op", "now", "body"}
 )
 
 // decodeRequest reads a start message. Its strings are in a copy of b,
@@ -272,8 +311,13 @@ func decodeResume(b []byte, dst []Header) (ResumeMsg, error) {
 //	{"kind":"park","handle":4}
 //	{"kind":"done","handle":5}
 //
-// each with "wake":[...] when it wakes parked requests, and with
-// "refresh":{"handle":5,"url":"..."} when it begins a background refresh.
+// each with "wake":[...] when it wakes parked requests, with
+// "refresh":{"handle":5,"url":"..."} when it begins a background refresh,
+// and with "background":{"handle":6,"method":"POST","url":"...",
+// "headers":[...],"body":"..."} when it asks for a lease-protocol call. A
+// leased 304 carries "lease":{"id":"L1","used":17}; a subrequest that is
+// no forward, and a done, carry "body" when they have one (a flush's
+// reports; a revoke's answer).
 func (o *Output) AppendJSON(dst []byte) []byte {
 	dst = append(dst, '{')
 	dst = jsonenc.Key(dst, "kind")
@@ -292,6 +336,20 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 			dst = jsonenc.Key(dst, "body")
 			dst = jsonenc.String(dst, string(o.Body))
 		}
+		if o.Lease.ID != "" {
+			dst = jsonenc.Key(dst, "lease")
+			dst = append(dst, '{')
+			dst = jsonenc.Key(dst, "id")
+			dst = jsonenc.String(dst, o.Lease.ID)
+			dst = jsonenc.Key(dst, "used")
+			dst = jsonenc.Int(dst, o.Lease.Used)
+			dst = append(dst, '}')
+		}
+	case Done:
+		if o.Body != nil {
+			dst = jsonenc.Key(dst, "body")
+			dst = jsonenc.String(dst, string(o.Body))
+		}
 	case Subrequest:
 		dst = jsonenc.Key(dst, "method")
 		dst = jsonenc.String(dst, o.Method)
@@ -300,6 +358,24 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = appendHeaders(dst, o.Headers)
 		dst = jsonenc.Key(dst, "forward")
 		dst = jsonenc.Bool(dst, o.Forward)
+		if o.Body != nil && !o.Forward {
+			dst = jsonenc.Key(dst, "body")
+			dst = jsonenc.String(dst, string(o.Body))
+		}
+	}
+	if bg := &o.Background; bg.Handle != 0 {
+		dst = jsonenc.Key(dst, "background")
+		dst = append(dst, '{')
+		dst = jsonenc.Key(dst, "handle")
+		dst = jsonenc.Int(dst, int64(bg.Handle))
+		dst = jsonenc.Key(dst, "method")
+		dst = jsonenc.String(dst, bg.Method)
+		dst = jsonenc.Key(dst, "url")
+		dst = jsonenc.String(dst, bg.URL)
+		dst = appendHeaders(dst, bg.Headers)
+		dst = jsonenc.Key(dst, "body")
+		dst = jsonenc.String(dst, string(bg.Body))
+		dst = append(dst, '}')
 	}
 	if o.Refresh.Handle != 0 {
 		dst = jsonenc.Key(dst, "refresh")

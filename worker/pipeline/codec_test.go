@@ -29,6 +29,17 @@ type wireOutput struct {
 		Handle int64  `json:"handle"`
 		URL    string `json:"url"`
 	} `json:"refresh"`
+	Background *struct {
+		Handle  int64      `json:"handle"`
+		Method  string     `json:"method"`
+		URL     string     `json:"url"`
+		Headers [][]string `json:"headers"`
+		Body    string     `json:"body"`
+	} `json:"background"`
+	Lease *struct {
+		ID   string `json:"id"`
+		Used int64  `json:"used"`
+	} `json:"lease"`
 }
 
 func decodeOut(t testing.TB, b []byte) wireOutput {

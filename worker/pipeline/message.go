@@ -70,7 +70,7 @@ const (
 	Response   Kind = iota + 1 // the final answer
 	Subrequest                 // perform this request, then Resume
 	Park                       // wait for a wake
-	Done                       // a background refresh ended: nothing to send
+	Done                       // a background call ended, or a control message was run: nothing to send
 )
 
 func (k Kind) String() string {
@@ -92,11 +92,16 @@ type Output struct {
 	Kind   Kind
 	Handle Handle
 	// Response: the status and headers, and either Body or, with
-	// Passthrough, the body of the origin's response just resumed.
+	// Passthrough, the body of the origin's response just resumed. A
+	// subrequest that is no forward (a flush's) may have a Body too, and
+	// so may a done (a revoke's reports).
 	Status      int
 	Headers     []Header // of the response, or of the subrequest
 	Body        []byte   // nil: no body
 	Passthrough bool
+	// Lease, when its ID is set, is the lease a 304 was answered with
+	// and its usage after it: the host logs it before the response.
+	Lease LeaseUse
 	// Subrequest: with Forward, the client's request to send with its
 	// body, using Headers in place of the client's.
 	Method  string
@@ -109,6 +114,10 @@ type Output struct {
 	// the background and resume that handle with the answer. Any output
 	// may carry it.
 	Refresh Refresh
+	// Background, when its Handle is set, is a lease-protocol call for
+	// the host to make without holding anything up, resuming that handle
+	// with its answer. Any output may carry one.
+	Background Background
 }
 
 // Refresh is a background JWKS fetch (docs/edge.md): GET URL, then

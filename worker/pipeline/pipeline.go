@@ -11,6 +11,7 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/front"
+	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/reqid"
 	"github.com/lectern-api/lectern/shared/route"
@@ -42,6 +43,12 @@ type Config struct {
 	// URLKeys check the signed download links (LECTERN_URL_KEYS); the
 	// zero Keys stands for the key derived from Secret (link.Derived).
 	URLKeys link.Keys
+	// Leases turns the edge's leases on (docs/edge.md, "Leases"): off,
+	// every matching revalidation costs a gate call, as before leases.
+	Leases bool
+	// Revoke is the URL where the host takes the origin's revoke push,
+	// sent with every lease request; "" when it can take none.
+	Revoke string
 	// Random, when set, replaces crypto/rand as the source of request
 	// ids. Tests use it; the reactor leaves it nil (WASI random_get backs
 	// crypto/rand in both toolchains).
@@ -74,6 +81,9 @@ type Pipeline struct {
 	rnd           [reqid.RandomBytes]byte // the random bytes of a request id
 	gateURL       string
 
+	ls       leaseState
+	leaseOut []Header // a leased 304's header fields, reused
+
 	pending      map[Handle]*pending
 	pendingBytes int
 	next         Handle
@@ -104,6 +114,7 @@ func New(cfg Config) *Pipeline {
 		tokens:           newTokenCache(MaxTokens),
 		orgs:             newOrgCache(MaxOrgs),
 		pending:          map[Handle]*pending{},
+		ls:               newLeaseState(cfg, origin),
 	}
 }
 
@@ -134,7 +145,7 @@ type pending struct {
 	wait  suspend // set by Authenticate when the request must wait for the JWKS
 	since int64   // unix ms of the last output for it
 
-	sub  [5]Header // the gate subrequest's fields
+	sub  [6]Header // the gate subrequest's fields
 	text text      // the strings made for it: request id, target, signature
 
 	// A request the codec started (HandleStart) is reused once it ends,
@@ -201,6 +212,12 @@ func (p *Pipeline) start(st *pending, req Request) Output {
 // fields are in.Headers' array, reused: the caller gives it up.
 func (p *Pipeline) Resume(in ResumeMsg) Output {
 	st := p.pending[in.Handle]
+	if c := p.ls.bg[in.Handle]; st == nil && c != nil && !in.Wake {
+		if in.Now <= 0 {
+			in.Status, in.Now = 0, c.sentAt // no clock: a failure, timed at its sending
+		}
+		return p.finish(p.backgroundDone(c, in), in.Now)
+	}
 	if st == nil && in.Handle != 0 && in.Handle == p.refresh && !in.Wake {
 		return p.refreshDone(in) // the background refresh's answer
 	}
@@ -266,7 +283,14 @@ func (p *Pipeline) run(st *pending, now int64) Output {
 	st.orgKey = orgKeyOf(passed.Claims)
 	st.inm = combinedValue(st.req.Headers, "If-None-Match", &st.text)
 	if tag, ok := p.candidate(st, passed); ok && etag.Match(st.inm, tag) {
-		return p.gate(st, now)
+		out, ok := p.leased(st, tag, now)
+		if !ok {
+			out = p.gate(st, now)
+		}
+		if out.Kind != Response || out.Status == 304 {
+			out.Background = p.askLease(st, now)
+		}
+		return out
 	}
 	return p.forward(st, now)
 }
@@ -379,6 +403,9 @@ func (p *Pipeline) gate(st *pending, now int64) Output {
 		Header{edgesig.TargetHeader, target},
 		Header{edgesig.Header, sig},
 	)
+	if u := p.usageHeader(); u != "" {
+		h = append(h, Header{lease.UsageHeader, u})
+	}
 	if !p.keep(st, stageGate, now) {
 		return p.busy(st)
 	}
@@ -417,6 +444,9 @@ func (p *Pipeline) forward(st *pending, now int64) Output {
 	h := append(make([]Header, 0, len(st.req.Headers)+2), st.req.Headers...)
 	h = filterHeaders(h, func(name string) bool { return internal(name) || equalFold(name, "X-Request-Id") })
 	h = append(h, Header{"X-Request-Id", st.id}, Header{edgesig.Header, sig})
+	if u := p.usageHeader(); u != "" {
+		h = append(h, Header{lease.UsageHeader, u})
+	}
 	url := st.text.keep(append(append(st.text.free(), p.origin...), target...))
 	method := st.req.Method
 	st.req.Headers = nil // not needed again; free them
@@ -497,7 +527,7 @@ func (p *Pipeline) errorResponse(h Handle, id string, e *apierr.Error) Output {
 func (p *Pipeline) newHandle() Handle {
 	for {
 		p.next++
-		if p.next != 0 && p.pending[p.next] == nil && p.next != p.refresh {
+		if p.next != 0 && p.pending[p.next] == nil && p.next != p.refresh && p.ls.bg[p.next] == nil {
 			return p.next
 		}
 	}

@@ -1,6 +1,6 @@
 // Command wasm is the edge's WebAssembly module: a WASI (wasip1) reactor
-// that exports the ABI of docs/edge.md (alloc, configure, start, resume)
-// over worker/pipeline, and holds no logic of its own. It builds with
+// that exports the ABI of docs/edge.md (alloc, configure, start, resume,
+// control) over worker/pipeline, and holds no logic of its own. It builds with
 // standard Go and with TinyGo from this one source:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o worker.wasm ./worker/wasm

@@ -114,3 +114,18 @@ func resume(ptr, size uint32) uint64 {
 	}
 	return result(edge.HandleResume(b))
 }
+
+// control runs a host's control message (docs/edge.md: flush the lease
+// reports, or revoke leases).
+//
+//go:wasmexport control
+func control(ptr, size uint32) uint64 {
+	b, ok := input(ptr, size)
+	if !ok {
+		return result(pipeline.ConfigResult(errNoBuffer))
+	}
+	if edge == nil {
+		return result(pipeline.ConfigResult(errUnconfigured))
+	}
+	return result(edge.HandleControl(b))
+}

@@ -100,7 +100,7 @@ func instantiate(t testing.TB, wasm []byte) *guest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"alloc", "configure", "start", "resume"} {
+	for _, name := range []string{"alloc", "configure", "start", "resume", "control"} {
 		if mod.ExportedFunction(name) == nil {
 			t.Fatalf("export %s missing", name)
 		}
@@ -131,15 +131,24 @@ func (g *guest) call(fn string, msg []byte) []byte {
 }
 
 type msgOut struct {
-	Kind    string     `json:"kind"`
-	Handle  int64      `json:"handle"`
-	Status  int        `json:"status"`
-	Headers [][]string `json:"headers"`
-	Body    string     `json:"body"`
-	URL     string     `json:"url"`
-	Forward bool       `json:"forward"`
-	Wake    []int64    `json:"wake"`
-	Error   string     `json:"error"`
+	Kind       string     `json:"kind"`
+	Handle     int64      `json:"handle"`
+	Status     int        `json:"status"`
+	Headers    [][]string `json:"headers"`
+	Body       string     `json:"body"`
+	URL        string     `json:"url"`
+	Forward    bool       `json:"forward"`
+	Wake       []int64    `json:"wake"`
+	Error      string     `json:"error"`
+	Background *struct {
+		Handle int64  `json:"handle"`
+		URL    string `json:"url"`
+		Body   string `json:"body"`
+	} `json:"background"`
+	Lease *struct {
+		ID   string `json:"id"`
+		Used int64  `json:"used"`
+	} `json:"lease"`
 }
 
 func (g *guest) do(fn string, msg any) msgOut {
@@ -226,6 +235,63 @@ func TestReactor(t *testing.T) {
 			}
 			if o := g.do("resume", []byte(`{"handle":`)); o.Status != 500 {
 				t.Errorf("malformed resume: got %+v", o)
+			}
+		})
+	}
+}
+
+// TestReactorLeases drives the lease ABI in the guest: configure with
+// leases on, a revalidation gated that asks for a lease in the
+// background, its grant, a 304 answered with the lease (and the lease
+// named in the output), then the control export's flush and revoke.
+func TestReactorLeases(t *testing.T) {
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			g := instantiate(t, module(t, b))
+			cfg := strings.TrimSuffix(config, "}") + `,"leases":true,"revoke":"http://edge.test/internal/revoke"}`
+			if o := g.do("configure", []byte(cfg)); o.Kind != "configured" {
+				t.Fatalf("configure: %+v", o)
+			}
+			now := time.Now()
+			ms := now.UnixMilli()
+			tok := "Bearer " + testToken(now, "lease")
+			o := g.do("start", startMsg("/v1/tiers", tok, ms))
+			o = g.do("resume", map[string]any{"handle": o.Handle, "status": 200, "body": string(tokentest.JWKS("k1")), "now": ms})
+			const version = "2026-11-01+abcdef012345"
+			g.do("resume", map[string]any{"handle": o.Handle, "status": 200, "now": ms,
+				"headers": [][]string{{"X-Lectern-Org", "acme"}, {"X-Lectern-Grants", "00ff"}, {"X-Service-Content-Version", version}}})
+			cond := startMsg("/v1/tiers", tok, ms)
+			cond["headers"] = append(cond["headers"].([][]string), []string{"If-None-Match", "*"})
+			o = g.do("start", cond)
+			if o.Kind != "subrequest" || !strings.HasSuffix(o.URL, "/internal/gate") || o.Background == nil ||
+				o.Background.URL != "http://origin.test/internal/lease" || !strings.Contains(o.Background.Body, `"want":8`) {
+				t.Fatalf("first revalidation: got %+v, want the gate and a lease request", o)
+			}
+			answer := `{"lease":"L1","org":"acme","epoch":1,"contentVersion":"` + version + `","grants":"00ff","calls":8,"validMs":60000,"retryMs":0,` +
+				`"headers":[["Cache-Control","private"],["Vary","Authorization, Accept-Encoding"],["X-Service-Content-Version","` + version + `"]],"rateLimits":[]}`
+			if d := g.do("resume", map[string]any{"handle": o.Background.Handle, "status": 200, "body": answer, "now": ms}); d.Kind != "done" {
+				t.Fatalf("lease answer: got %+v", d)
+			}
+			o = g.do("start", cond)
+			if o.Kind != "response" || o.Status != 304 || o.Lease == nil || o.Lease.ID != "L1" || o.Lease.Used != 1 {
+				t.Fatalf("leased revalidation: got %+v", o)
+			}
+			f := g.do("control", []byte(fmt.Sprintf(`{"op":"flush","now":%d}`, ms)))
+			if f.Kind != "subrequest" || f.URL != "http://origin.test/internal/usage" || f.Body != `{"reports":[{"lease":"L1","used":1}]}` {
+				t.Fatalf("flush: got %+v", f)
+			}
+			if d := g.do("resume", map[string]any{"handle": f.Handle, "status": 204, "now": ms}); d.Kind != "done" {
+				t.Fatalf("flush answer: got %+v", d)
+			}
+			if f := g.do("control", []byte(fmt.Sprintf(`{"op":"flush","now":%d}`, ms))); f.Kind != "done" || f.Handle != 0 {
+				t.Errorf("flush with nothing to report: got %+v", f)
+			}
+			r := g.do("control", []byte(fmt.Sprintf(`{"op":"revoke","now":%d,"body":"{\"leases\":[\"L1\"]}"}`, ms)))
+			if r.Kind != "done" || r.Body != `{"reports":[{"lease":"L1","used":1,"final":true}]}` {
+				t.Fatalf("revoke: got %+v", r)
+			}
+			if o := g.do("start", cond); o.Kind != "subrequest" || !strings.HasSuffix(o.URL, "/internal/gate") {
+				t.Errorf("after the revoke: got %+v, want the gate", o)
 			}
 		})
 	}

@@ -63,6 +63,19 @@ func (m wakeMessage) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+func (m controlMessage) AppendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = jsonenc.Key(b, "op")
+	b = jsonenc.String(b, m.Op)
+	b = jsonenc.Key(b, "now")
+	b = jsonenc.Int(b, m.Now)
+	if m.Body != "" {
+		b = jsonenc.Key(b, "body")
+		b = jsonenc.String(b, m.Body)
+	}
+	return append(b, '}')
+}
+
 func appendHeaders(b []byte, h [][2]string) []byte {
 	b = jsonenc.Key(b, "headers")
 	return jsonenc.Pairs(b, h, func(kv [2]string) (string, string) { return kv[0], kv[1] })
@@ -120,6 +133,10 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*Output, error) {
 			if err == nil && (out.Refresh.Handle <= 0 || out.Refresh.URL == "") {
 				err = fmt.Errorf("refresh %s without a handle or url", m)
 			}
+		case "background":
+			out.Background, err = background(m)
+		case "lease":
+			out.Lease, err = leaseUse(m)
 		case "wake":
 			var hs []*fastjson.Value
 			if hs, err = m.Array(); err == nil {
@@ -163,4 +180,59 @@ func headers(v *fastjson.Value) ([][2]string, error) {
 		h = append(h, [2]string{string(name), string(value)})
 	}
 	return h, nil
+}
+
+// background reads an output's "background": a subrequest tied to no
+// client request.
+func background(v *fastjson.Value) (*Background, error) {
+	o, err := v.Object()
+	if err != nil {
+		return nil, err
+	}
+	bg := new(Background)
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		if err != nil {
+			return
+		}
+		switch string(k) {
+		case "handle":
+			bg.Handle, err = v.Int64()
+		case "method":
+			bg.Method, err = str(v)
+		case "url":
+			bg.URL, err = str(v)
+		case "headers":
+			bg.Headers, err = headers(v)
+		case "body":
+			bg.Body, err = str(v)
+		}
+	})
+	if err == nil && (bg.Handle <= 0 || bg.Method == "" || bg.URL == "") {
+		err = fmt.Errorf("background %s without a handle, method or url", v)
+	}
+	return bg, err
+}
+
+// leaseUse reads a leased 304's "lease": the lease and its count so far.
+func leaseUse(v *fastjson.Value) (*LeaseUse, error) {
+	o, err := v.Object()
+	if err != nil {
+		return nil, err
+	}
+	u := new(LeaseUse)
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		if err != nil {
+			return
+		}
+		switch string(k) {
+		case "id":
+			u.ID, err = str(v)
+		case "used":
+			u.Used, err = v.Int64()
+		}
+	})
+	if err == nil && (u.ID == "" || u.Used < 1) {
+		err = fmt.Errorf("lease %s without an id or a count", v)
+	}
+	return u, err
 }

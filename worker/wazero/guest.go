@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -53,7 +54,7 @@ func (m *Module) Close(ctx context.Context) error { return m.rt.Close(ctx) }
 type Guest struct {
 	mod    api.Module
 	alloc  api.Function
-	fns    [3]api.Function // by Func
+	fns    [4]api.Function // by Func; Control is nil in a module without leases
 	stack  []uint64
 	parser fastjson.Parser // reads outputs
 }
@@ -65,6 +66,7 @@ const (
 	Configure Func = iota // the configuration message, once, before any request
 	Start                 // a new request
 	Resume                // the answer to a subrequest, or a wake
+	Control               // a host's own request: flush the leases' usage, revoke leases
 )
 
 // Instantiate makes a Guest of m: the reactor's _initialize runs, with the
@@ -80,7 +82,8 @@ func (m *Module) Instantiate(ctx context.Context, w io.Writer) (*Guest, error) {
 	}
 	return &Guest{mod: mod, alloc: mod.ExportedFunction("alloc"), stack: make([]uint64, 2),
 		fns: [...]api.Function{Configure: mod.ExportedFunction("configure"),
-			Start: mod.ExportedFunction("start"), Resume: mod.ExportedFunction("resume")}}, nil
+			Start: mod.ExportedFunction("start"), Resume: mod.ExportedFunction("resume"),
+			Control: mod.ExportedFunction("control")}}, nil
 }
 
 // Close closes the instance.
@@ -103,6 +106,9 @@ func (g *Guest) Call(fn Func, msg []byte) ([]byte, error) {
 		return nil, fmt.Errorf("alloc returned %#x, outside memory for %d bytes", ptr, len(msg))
 	}
 	g.stack[0], g.stack[1] = uint64(ptr), uint64(len(msg))
+	if g.fns[fn] == nil {
+		return nil, errors.New("the edge module does not export control (docs/edge.md: Module ABI)")
+	}
 	if err := g.fns[fn].CallWithStack(ctx, g.stack); err != nil {
 		return nil, err
 	}
@@ -132,6 +138,8 @@ type ConfigMessage struct {
 	Secret           string `json:"secret"`
 	ResourceMetadata string `json:"resourceMetadata"`
 	URLKeys          string `json:"urlKeys,omitempty"`
+	Leases           bool   `json:"leases,omitempty"` // absent: no leases
+	Revoke           string `json:"revoke,omitempty"` // the host's revoke URL; absent: no push
 }
 
 // configure sends c through call (Guest.Call, or a Host's instance's,
@@ -182,6 +190,14 @@ type wakeMessage struct {
 	Now    int64
 }
 
+// controlMessage is the message of control: "flush" or "revoke" (with
+// Body, a lease.Revoke).
+type controlMessage struct {
+	Op   string
+	Now  int64
+	Body string
+}
+
 // Output is any output message of docs/edge.md.
 type Output struct {
 	Kind        string
@@ -194,7 +210,9 @@ type Output struct {
 	URL         string
 	Forward     bool
 	Wake        []int64
-	Refresh     *Refresh // a background JWKS fetch to perform
+	Refresh     *Refresh    // a background JWKS fetch to perform
+	Background  *Background // a background subrequest to perform (leases, usage)
+	Lease       *LeaseUse   // a leased 304: log it before answering
 
 	parked chan struct{} // for kind "park", in a Host: closed when woken
 }
@@ -204,4 +222,20 @@ type Output struct {
 type Refresh struct {
 	Handle int64
 	URL    string
+}
+
+// Background is an output's "background": perform the request without
+// holding up any client's, then resume Handle with its answer.
+type Background struct {
+	Handle  int64
+	Method  string
+	URL     string
+	Headers [][2]string
+	Body    string
+}
+
+// LeaseUse is a leased 304's "lease": lease ID has answered Used 304s.
+type LeaseUse struct {
+	ID   string
+	Used int64
 }

@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -68,6 +70,21 @@ type Config struct {
 	// with several, so that an origin that drops packets, rather than
 	// refusing, costs that much before the next is tried).
 	DialTimeout time.Duration
+
+	// Leases turns the module's leases on (docs/edge.md, "Leases"): it
+	// then answers revalidations within a lease from the origin, and the
+	// host keeps UsageLog, performs the module's background subrequests,
+	// reports usage every lease.ReportInterval and serves the revoke
+	// endpoint (POST lease.RevokePath).
+	Leases bool
+	// Revoke is the URL at which the origin reaches this host's revoke
+	// endpoint, http://<its listen address>/internal/revoke, sent in every
+	// lease request; "" when the origin cannot push (it then waits for a
+	// lease to expire).
+	Revoke string
+	// UsageLog is the path of the usage log, required with Leases: one
+	// per host process, never shared (usage.go).
+	UsageLog string
 
 	// Instances is the pool size (default 1).
 	Instances int
@@ -111,12 +128,21 @@ type Host struct {
 	origins *origins
 	next    atomic.Uint64
 	stats   struct {
-		requests, forwards, subrequests, parks, failures, refreshes, failovers atomic.Int64
-		moduleCPU                                                              atomic.Int64 // ns
+		requests, forwards, subrequests, parks, failures, refreshes, failovers, backgrounds atomic.Int64
+		moduleCPU                                                                           atomic.Int64 // ns
 	}
 
-	// Background JWKS refreshes (docs/edge.md, "refresh"): their context,
-	// cancelled by Close, which then waits for them.
+	edgeKey []byte    // signs the host's own calls, checks the origin's revoke pushes
+	usage   *usageLog // with Config.Leases
+	// dirty says a lease may have usage to report: the flush ticker then
+	// asks the instances (leases.go).
+	dirty    atomic.Bool
+	tickStop chan struct{}
+	tickDone chan struct{}
+
+	// Background work: JWKS refreshes (docs/edge.md, "refresh"), the
+	// module's background subrequests, the usage log's replay. Its
+	// context is cancelled by Close, which then waits for it.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bgMu     sync.Mutex // guards bgClosed, and bg.Add against Close's Wait
@@ -129,6 +155,30 @@ type Host struct {
 
 // New instantiates and configures cfg.Instances instances of m.
 func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
+	h, err := newHost(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h.mod = m
+	if h.cfg.Leases {
+		if err := h.startLeases(); err != nil {
+			h.Close(ctx)
+			return nil, err
+		}
+	}
+	for range h.cfg.Instances {
+		in, err := h.instantiate(ctx)
+		if err != nil {
+			h.Close(ctx)
+			return nil, err
+		}
+		h.pool = append(h.pool, in)
+	}
+	return h, nil
+}
+
+// newHost is a Host of cfg, its defaults set, without instances.
+func newHost(cfg Config) (*Host, error) {
 	if cfg.Instances <= 0 {
 		cfg.Instances = 1
 	}
@@ -170,23 +220,17 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{mod: m, cfg: cfg, origins: origins}
+	h := &Host{cfg: cfg, origins: origins, edgeKey: subkey.Derive([]byte(cfg.Secret), subkey.Edge)}
 	h.bgCtx, h.bgCancel = context.WithCancel(context.Background())
-	for range cfg.Instances {
-		in, err := h.instantiate(ctx)
-		if err != nil {
-			h.Close(ctx)
-			return nil, err
-		}
-		h.pool = append(h.pool, in)
-	}
 	return h, nil
 }
 
 // Close closes the Host's instances (the Module stays compiled).
 func (h *Host) Close(ctx context.Context) error {
-	// Background refreshes end first (their fetches cancelled), while
-	// their instance can still take the resume.
+	// The leases' usage is reported first, while the origin may still
+	// take it; then background work ends (its fetches cancelled), while
+	// its instance can still take the resume.
+	h.stopLeases()
 	h.bgMu.Lock()
 	h.bgClosed = true
 	h.bgMu.Unlock()
@@ -202,6 +246,9 @@ func (h *Host) Close(ctx context.Context) error {
 		in.mu.Unlock()
 	}
 	h.pool = nil
+	if h.usage != nil {
+		errs = append(errs, h.usage.close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -228,6 +275,7 @@ type Stats struct {
 	Failures    int64 // requests answered 500 by the host itself
 	Refreshes   int64 // background JWKS refreshes answered to the guest
 	Failovers   int64 // subrequests sent on to another origin after a failed attempt
+	Backgrounds int64 // background subrequests (leases, usage) answered to the guest
 	// ModuleCPU is the CPU time spent in module calls (configure, and for
 	// each message alloc, the copy in and start or resume), counted only
 	// when Config.ThreadCPU is set: an estimate from a sample of the calls
@@ -239,7 +287,7 @@ type Stats struct {
 func (h *Host) Stats() Stats {
 	return Stats{Requests: h.stats.requests.Load(), Forwards: h.stats.forwards.Load(),
 		Subrequests: h.stats.subrequests.Load(), Parks: h.stats.parks.Load(), Failures: h.stats.failures.Load(),
-		Refreshes: h.stats.refreshes.Load(), Failovers: h.stats.failovers.Load(),
+		Refreshes: h.stats.refreshes.Load(), Failovers: h.stats.failovers.Load(), Backgrounds: h.stats.backgrounds.Load(),
 		ModuleCPU: time.Duration(h.stats.moduleCPU.Load())}
 }
 
@@ -252,7 +300,8 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 		clock: h.cfg.ThreadCPU, every: max(h.cfg.ThreadCPUEvery, 1), cpu: &h.stats.moduleCPU}
 	in.mu.Lock()
 	err = configure(in.call, ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
-		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys})
+		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys,
+		Leases: h.cfg.Leases, Revoke: h.cfg.Revoke})
 	in.mu.Unlock()
 	if err != nil {
 		g.Close(ctx)
@@ -417,6 +466,9 @@ func (h *Host) now() int64 { return h.cfg.Now().UnixMilli() }
 
 // ServeHTTP answers r through the module.
 func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Leases && r.URL.Path == lease.RevokePath && h.serveRevoke(w, r) {
+		return
+	}
 	h.stats.requests.Add(1)
 	in := h.pick(r.Header.Get("Authorization"))
 	if in == nil {
@@ -453,6 +505,15 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if out.Passthrough && fwd == nil {
 				h.fail(w, errors.New("passthrough without a forward"))
 				return
+			}
+			if out.Lease != nil {
+				// Logged before it is answered: a 304 the client saw is
+				// billed even if this process is killed now. A use that
+				// cannot be logged is not answered.
+				if err := h.logUse(out.Lease); err != nil {
+					h.fail(w, err)
+					return
+				}
 			}
 			wh := w.Header()
 			for _, kv := range out.Headers {
@@ -495,11 +556,20 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// do is in.do, then the background refresh the output asks for, if any.
+// do is in.do, then the background work the output asks for, if any.
 func (h *Host) do(in *instance, fn Func, msg message) (*Output, error) {
 	out, err := in.do(fn, msg)
-	if err == nil && out.Refresh != nil {
+	if err != nil {
+		return out, err
+	}
+	if out.Refresh != nil {
 		h.refresh(in, *out.Refresh)
+	}
+	if out.Background != nil {
+		h.background(in, *out.Background)
+	}
+	if out.Lease != nil {
+		h.dirty.Store(true)
 	}
 	return out, err
 }
@@ -572,8 +642,11 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 	var resp *http.Response
 	for i, t := range targets {
 		var rd io.Reader
-		if body != nil {
+		switch {
+		case body != nil:
 			rd = body.view(i)
+		case !out.Forward && out.Body != "":
+			rd = strings.NewReader(out.Body) // a background POST's (lease, usage)
 		}
 		actx := ctx
 		var connected *atomic.Bool // with several origins: whether the attempt got a connection

@@ -1,0 +1,202 @@
+package wazero
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/subkey"
+)
+
+var module struct {
+	once sync.Once
+	mod  *Module
+	err  error
+}
+
+// testModule compiles a standard Go build of the module, once.
+func testModule(t *testing.T) *Module {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipped in -short: builds the module")
+	}
+	module.once.Do(func() {
+		dir, err := os.MkdirTemp("", "wazero-test-")
+		if err != nil {
+			module.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "worker.wasm")
+		cmd := exec.Command("go", GoBuild(path, "github.com/lectern-api/lectern/worker/wasm")...)
+		cmd.Env = append(cmd.Environ(), GoEnv...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			module.err = fmt.Errorf("build the module: %v\n%s", err, out)
+			return
+		}
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			module.err = err
+			return
+		}
+		module.mod, module.err = Compile(context.Background(), wasm)
+	})
+	if module.err != nil {
+		t.Fatal(module.err)
+	}
+	return module.mod
+}
+
+// leasedHost serves the module with leases on (unless adjust turns them
+// off) in front of origin, on a real listener, and returns its base URL.
+func leasedHost(t *testing.T, origin string, adjust func(*Config)) (*Host, string) {
+	t.Helper()
+	mod := testModule(t)
+	srv := httptest.NewUnstartedServer(nil)
+	base := "http://" + srv.Listener.Addr().String()
+	cfg := Config{Origin: origin, JWKSURL: origin + "/.well-known/jwks.json", Issuer: origin, Audience: "lectern-api",
+		Secret: testSecret, ResourceMetadata: base + "/.well-known/oauth-protected-resource", Instances: 2,
+		Leases: true, Revoke: base + lease.RevokePath, UsageLog: filepath.Join(t.TempDir(), "usage.log")}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	h, err := New(context.Background(), mod, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = h
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		h.Close(context.Background())
+	})
+	return h, base
+}
+
+// revoke posts body to base's revoke endpoint signed with key for purpose
+// and method.
+func revoke(t *testing.T, base, method, purpose string, key []byte, now time.Time, body string) (int, string, string) {
+	t.Helper()
+	const id = "req_revoke_test_0001"
+	req, _ := http.NewRequest(method, base+lease.RevokePath, strings.NewReader(body))
+	if key != nil {
+		req.Header.Set(edgesig.Header, edgesig.Sign(key, purpose, "POST", lease.RevokePath, id, now.Unix()))
+	}
+	req.Header.Set("X-Request-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e struct{ Error struct{ Code string } }
+	json.Unmarshal(b, &e)
+	return resp.StatusCode, e.Error.Code, string(b)
+}
+
+// TestRevokeEndpoint: only the origin's signature (the edge key, purpose
+// Revoke, POST to the endpoint) reaches it, and everything else is the
+// module's 404 as for any path outside /v1; a body that is not a revoke
+// message is 400; a good one is answered with the reports of the leases
+// held (none here).
+func TestRevokeEndpoint(t *testing.T) {
+	_, base := leasedHost(t, "http://127.0.0.1:1", nil)
+	key := subkey.Derive([]byte(testSecret), subkey.Edge)
+	other := subkey.Derive([]byte("another-secret-of-at-least-32-characters"), subkey.Edge)
+	good := `{"leases":["L1","L2"],"keep":false}`
+	for _, tc := range []struct {
+		name, method, purpose string
+		key                   []byte
+		body                  string
+		status                int
+		code                  string
+	}{
+		{"unsigned", "POST", edgesig.Revoke, nil, good, 404, "NOT_FOUND"},
+		{"another key", "POST", edgesig.Revoke, other, good, 404, "NOT_FOUND"},
+		{"another purpose", "POST", edgesig.Gate, key, good, 404, "NOT_FOUND"},
+		{"another method", "PUT", edgesig.Revoke, key, good, 404, "NOT_FOUND"},
+		{"not JSON", "POST", edgesig.Revoke, key, `{"leases":`, 400, "BAD_REQUEST"},
+		{"not lease ids", "POST", edgesig.Revoke, key, `{"leases":["a b"]}`, 400, "BAD_REQUEST"},
+		{"no leases", "POST", edgesig.Revoke, key, `{"keep":true}`, 400, "BAD_REQUEST"},
+		{"too large", "POST", edgesig.Revoke, key, `{"leases":["L1"],"keep":false` + strings.Repeat(" ", lease.MaxBody) + `}`, 400, "BAD_REQUEST"},
+		{"good", "POST", edgesig.Revoke, key, good, 200, ""},
+		{"keep", "POST", edgesig.Revoke, key, `{"leases":["L1"],"keep":true}`, 200, ""},
+	} {
+		status, code, body := revoke(t, base, tc.method, tc.purpose, tc.key, time.Now(), tc.body)
+		if status != tc.status || code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s\n%s", tc.name, status, code, tc.status, tc.code, body)
+		}
+		if status == 200 {
+			if rs, err := lease.ParseReports([]byte(body)); err != nil || len(rs) != 0 {
+				t.Errorf("%s: answered %q (%v), want no reports", tc.name, body, err)
+			}
+		}
+	}
+
+	if status, code, _ := revoke(t, base, "POST", edgesig.Revoke, key, time.Now().Add(-(edgesig.MaxSkew+60)*time.Second), good); status != 404 || code != "NOT_FOUND" {
+		t.Errorf("a stale signature: %d %s, want 404 NOT_FOUND", status, code)
+	}
+
+	// Without leases the host has no revoke endpoint.
+	_, base = leasedHost(t, "http://127.0.0.1:1", func(c *Config) { c.Leases, c.Revoke = false, "" })
+	if status, code, body := revoke(t, base, "POST", edgesig.Revoke, key, time.Now(), good); status != 404 || code != "NOT_FOUND" {
+		t.Errorf("leases off: %d %s\n%s", status, code, body)
+	}
+}
+
+// TestLeasesNeedAUsageLog: leases without a usage log do not start.
+func TestLeasesNeedAUsageLog(t *testing.T) {
+	_, err := New(context.Background(), testModule(t), Config{Origin: "http://127.0.0.1:1", Secret: testSecret, Leases: true})
+	if err == nil || !strings.Contains(err.Error(), "usage log") {
+		t.Errorf("New: %v", err)
+	}
+}
+
+// TestFlushWithoutUsage: a flush with nothing to report sends nothing.
+func TestFlushWithoutUsage(t *testing.T) {
+	o := &usageOrigin{t: t}
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	h, _ := leasedHost(t, srv.URL, nil)
+	if err := h.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o.n != 0 {
+		t.Errorf("%d usage reports without usage", o.n)
+	}
+}
+
+// TestStartReplays: a host started on the log of a run that was killed
+// reports its records to the origin as final.
+func TestStartReplays(t *testing.T) {
+	o := &usageOrigin{t: t}
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	log := filepath.Join(t.TempDir(), "usage.log")
+	os.WriteFile(log, []byte("L1 4\nL2 2\nL1 5\nL2 3"), 0o600) // L2's last record torn
+	leasedHost(t, srv.URL, func(c *Config) { c.UsageLog = log })
+	for { // the replay runs in the background; the file goes once it is answered
+		if _, err := os.Stat(replayPath(log)); os.IsNotExist(err) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	want := []lease.Report{{Lease: "L1", Used: 5, Final: true}, {Lease: "L2", Used: 2, Final: true}}
+	if fmt.Sprint(o.got) != fmt.Sprint(want) {
+		t.Errorf("the origin got %v, want %v", o.got, want)
+	}
+}
