@@ -29,7 +29,7 @@ func (r *revoker) Revoke(ctx context.Context, org string) error {
 	if o, err := r.store.GetOrg(ctx, id); err == nil && meter.Key(o) == org {
 		state = o.Status
 	}
-	return r.record("org:"+org+":"+state)
+	return r.record("org:" + org + ":" + state)
 }
 
 func (r *revoker) RevokeAll(context.Context) error { return r.record("all") }

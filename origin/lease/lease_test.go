@@ -6,16 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/lease"
-	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	wire "github.com/lectern-api/lectern/shared/lease"
@@ -28,17 +25,6 @@ var edgeKey = subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), s
 var day = time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
 
 func n(v int64) *int64 { return &v }
-
-// newStore is the in-memory lease store over real SQLite meters.
-func newStore(t *testing.T) *leasetest.Store {
-	t.Helper()
-	m, err := sqlitemeter.New(context.Background(), filepath.Join(t.TempDir(), "m.db"), sqlitemeter.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return leasetest.New(m)
-}
 
 func acme(mod func(*store.Org)) *store.Org {
 	o := &store.Org{ID: "acme", Status: "active", RenewsAt: day.AddDate(1, 0, 0)}
@@ -77,8 +63,9 @@ func calls(t *testing.T, s meter.Store, org string, at time.Time) int64 {
 // cut at the next hour, the next month and the licence's expiry, none
 // under 100 ms; no lease when leases are off, the epoch moved or the
 // alarm is in force.
-func TestGrant(t *testing.T) {
-	s := newStore(t)
+func TestGrant(t *testing.T) { eachBackend(t, testGrant) }
+
+func testGrant(t *testing.T, s leaseStore) {
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 5 * time.Second})
 	for _, c := range []struct {
 		name  string
@@ -112,8 +99,8 @@ func TestGrant(t *testing.T) {
 				t.Errorf("lease id %q: want 128 bits in hex", g.ID)
 			}
 			if c.calls > 0 {
-				l, ok := s.Lease(g.ID)
-				if !ok || !l.Expires.Equal(c.now.Add(c.valid)) || !l.Settle.Equal(l.Expires.Add(lease.SettleGrace)) {
+				l := recorded(t, s, c.org.ID, g.ID)
+				if !l.Expires.Equal(c.now.Add(c.valid)) || !l.Settle.Equal(l.Expires.Add(lease.SettleGrace)) {
 					t.Errorf("recorded %+v", l)
 				}
 			}
@@ -156,8 +143,9 @@ func TestGrant(t *testing.T) {
 // Reports are cumulative: what is above the recorded usage is billed in
 // the lease's own month, once; a duplicate or a lower one changes
 // nothing; a report past the block bills the block.
-func TestReportIdempotent(t *testing.T) {
-	s := newStore(t)
+func TestReportIdempotent(t *testing.T) { eachBackend(t, testReportIdempotent) }
+
+func testReportIdempotent(t *testing.T, s leaseStore) {
 	m := lease.New(lease.Config{Store: s, Now: func() time.Time { return day }})
 	g := grant(t, m, acme(nil), 16, "", day)
 	for _, rs := range [][]wire.Report{
@@ -247,8 +235,9 @@ func (e *edge) serve(w http.ResponseWriter, r *http.Request) {
 // docs/edge.md, Leases: Revoke bumps the epoch, pushes a signed revoke to
 // the lease's edge host, applies the usage it answers as final and
 // closes a lease the host does not hold at its recorded usage.
-func TestRevokePushes(t *testing.T) {
-	s := newStore(t)
+func TestRevokePushes(t *testing.T) { eachBackend(t, testRevokePushes) }
+
+func testRevokePushes(t *testing.T, s leaseStore) {
 	clk := func() time.Time { return day }
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, Now: clk})
 	e := newEdge(t, clk)
@@ -300,17 +289,18 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 		{"a redirect", func(*edge) string { return redirect.URL + wire.RevokePath }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newStore(t)
-			m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
-			e := newEdge(t, time.Now)
-			g := grant(t, m, acme(nil), 8, c.url(e), time.Now())
-			l, _ := s.Lease(g.ID)
-			if err := m.Revoke(context.Background(), "acme"); err != nil {
-				t.Fatal(err)
-			}
-			if now := time.Now(); now.Before(l.Expires) {
-				t.Errorf("Revoke returned at %v, before the lease's expiry %v", now, l.Expires)
-			}
+			eachBackend(t, func(t *testing.T, s leaseStore) {
+				m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
+				e := newEdge(t, time.Now)
+				g := grant(t, m, acme(nil), 8, c.url(e), time.Now())
+				l := recorded(t, s, "acme", g.ID)
+				if err := m.Revoke(context.Background(), "acme"); err != nil {
+					t.Fatal(err)
+				}
+				if now := time.Now(); now.Before(l.Expires) {
+					t.Errorf("Revoke returned at %v, before the lease's expiry %v", now, l.Expires)
+				}
+			})
 		})
 	}
 	if redirected.Load() != 0 {
@@ -321,8 +311,9 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 // Settle collects the edges' usage and keeps the leases open; Recall
 // takes them back, waiting for those no push reaches until their
 // reservation ends.
-func TestSettleAndRecall(t *testing.T) {
-	s := newStore(t)
+func TestSettleAndRecall(t *testing.T) { eachBackend(t, testSettleAndRecall) }
+
+func testSettleAndRecall(t *testing.T, s leaseStore) {
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
 	e := newEdge(t, time.Now)
 	now := time.Now()
@@ -337,7 +328,7 @@ func TestSettleAndRecall(t *testing.T) {
 	}
 	e.held[g.ID] = 6
 	quiet := grant(t, m, acme(nil), 8, "", now)
-	ql, _ := s.Lease(quiet.ID)
+	ql := recorded(t, s, "acme", quiet.ID)
 	m.Recall(context.Background(), "acme")
 	if got := calls(t, s, "acme", now); got != 6 {
 		t.Errorf("recall billed %d, want 6", got)
@@ -352,8 +343,9 @@ func TestSettleAndRecall(t *testing.T) {
 
 // The admin change is acknowledged only after the push was answered:
 // Revoke does not return while the edge host holds its answer.
-func TestRevokeWaitsForThePush(t *testing.T) {
-	s := newStore(t)
+func TestRevokeWaitsForThePush(t *testing.T) { eachBackend(t, testRevokeWaitsForThePush) }
+
+func testRevokeWaitsForThePush(t *testing.T, s leaseStore) {
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
 	e := newEdge(t, time.Now)
 	e.hold, e.got = make(chan struct{}), make(chan struct{}, 1)

@@ -24,7 +24,6 @@ import (
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/idp/idptest"
 	"github.com/lectern-api/lectern/origin/lease"
-	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
@@ -138,9 +137,8 @@ type harnessOptions struct {
 	inlineCeiling int64
 	// progress, when set, wraps the progress store the server uses.
 	progress func(progress.Store) progress.Store
-	// leases, when set, has the server grant leases (its Store, EdgeKey
-	// and Now are the harness's): on the meters' own lease store when
-	// they keep leases, else on an in-memory one over them (leasetest).
+	// leases, when set, has the server grant leases on the meters' own
+	// lease store (its Store, EdgeKey and Now are the harness's).
 	leases *lease.Config
 }
 
@@ -187,18 +185,13 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		urlKeys = link.Derived([]byte("test-harness-url-secret-0123456789ab"))
 	}
 	if opts.leases != nil {
-		ls, ok := billed.(meter.LeaseStore)
-		if !ok {
-			fake := leasetest.New(ms)
-			billed, ls = fake, fake
-		}
-		h.meters, h.leaseStore = billed, ls
+		h.leaseStore = ms
 		cfg := *opts.leases
-		cfg.Store, cfg.EdgeKey, cfg.Now = ls, testEdgeKey, h.now
+		cfg.Store, cfg.EdgeKey, cfg.Now = ms, testEdgeKey, h.now
 		h.leases = lease.New(cfg)
 	}
 	if opts.meters != nil {
-		billed = opts.meters(billed)
+		billed = opts.meters(ms)
 	}
 	progressStore := h.progress
 	if opts.progress != nil {

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 )
 
@@ -39,6 +40,14 @@ func TestOpenStoresSQLite(t *testing.T) {
 	// A store without them is refused.
 	if _, err := ProgressOf(struct{ store.Store }{s}); err == nil {
 		t.Error("ProgressOf accepted a store without progress records")
+	}
+	// The meters keep the edge's leases: the origin grants them.
+	d := Deployment{Secret: []byte("a-test-secret-of-at-least-32-characters")}
+	if d.Leases(m, LeaseSettings{}, nil, nil) == nil {
+		t.Error("no lease manager on the SQLite meters")
+	}
+	if d.Leases(struct{ meter.Store }{m}, LeaseSettings{}, nil, nil) != nil {
+		t.Error("a lease manager on meters that keep no leases")
 	}
 	if err := m.Close(); err != nil {
 		t.Error(err)

@@ -66,7 +66,7 @@ func get(path, query string, now int64, h ...string) Request {
 }
 
 // headerMap is h as a map, failing on a repeated name.
-func headerMap(t *testing.T, h []Header) map[string]string {
+func headerMap(t testing.TB, h []Header) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	for _, kv := range h {

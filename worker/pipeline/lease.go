@@ -119,7 +119,7 @@ type leaseState struct {
 	usageAt int64 // no background report before this (after a failed one)
 	revoked fifo[string, struct{}]
 	sweepAt int64
-	due     bool // a lease reached ReportEvery unacknowledged uses since the last sweep
+	due     bool // look the leases over in this call: a report may be due now
 
 	reports []lease.Report // scratch for the usage header
 	header  []byte         // the usage header's value, reused
@@ -179,8 +179,8 @@ func (p *Pipeline) leased(st *pending, tag string, now int64) (Output, bool) {
 	if l.since == 0 {
 		l.since = now
 	}
-	if l.used-l.acked >= lease.ReportEvery {
-		p.ls.due = true
+	if l.used-l.acked >= lease.ReportEvery && p.ls.usageN == 0 && now >= p.ls.usageAt {
+		p.ls.due = true // a report can go now: look the leases over in this call
 	}
 	h := append(p.leaseOut[:0], l.headers...)
 	h = append(h, Header{"Etag", tag}, Header{"X-Request-Id", st.id})
@@ -255,12 +255,9 @@ func (p *Pipeline) askLease(st *pending, now int64) Background {
 	if len(p.ls.held)+p.asking() >= MaxLeases {
 		return Background{}
 	}
-	want := lease.Size(ol.lastUsed)
+	want := lease.Size(ol.lastUsed) // MinCalls for the first
 	if ol.cur != nil {
 		want = lease.Size(ol.cur.used)
-	}
-	if ol.lastUsed == 0 && ol.cur == nil {
-		want = lease.MinCalls
 	}
 	carried := p.unacked(nil)
 	body := lease.AppendRequest(nil, &lease.Request{Want: want, Revoke: p.ls.revokeURL, Reports: carried})
@@ -277,13 +274,17 @@ func (p *Pipeline) askLease(st *pending, now int64) Background {
 }
 
 // renewalDue reports whether l, the organisation's lease, is to be
-// renewed: it cannot serve (expired, spent, or for another state of the
-// organisation than the cache's), or half its calls or half its validity
-// are gone.
+// renewed: half its calls or half its validity are gone, or it cannot
+// serve (spent, or for another state of the organisation than the
+// cache's). A lease for another state is asked again no sooner than
+// minRetry after it was: the cache may lag behind the origin for a
+// moment, and each lease asked reserves calls.
 func (p *Pipeline) renewalDue(key orgKey, l *heldLease, now int64) bool {
+	if 2*l.used >= l.calls || now >= l.sentAt+l.valid/2 {
+		return true
+	}
 	o, _ := p.orgs.get(key)
-	return o.org != l.org || o.version != l.ver || o.grants != l.grants ||
-		2*l.used >= l.calls || now >= l.sentAt+l.valid/2
+	return (o.org != l.org || o.version != l.ver || o.grants != l.grants) && now >= l.sentAt+minRetry
 }
 
 // newOrgLease makes key's lease state, after forgetting idle ones when
@@ -466,6 +467,7 @@ func (p *Pipeline) backgroundDone(c *bgCall, in ResumeMsg) Output {
 		p.callFailed(c, now)
 	}
 	p.forgetDone()
+	p.ls.due = true // what is left unacknowledged may be due at once
 	return Output{Kind: Done, Handle: in.Handle}
 }
 
@@ -525,7 +527,7 @@ func (p *Pipeline) granted(c *bgCall, a lease.Answer, now int64) {
 // net/http), and none of the fields the edge sets per request or never
 // shows a client.
 func leaseHeaders(in [][2]string) []Header {
-	h := make([]Header, 0, len(in)+3) // room for the three the edge adds, in leased's copy
+	h := make([]Header, 0, len(in))
 	for _, kv := range in {
 		name := canonicalName(kv[0])
 		switch {
@@ -567,7 +569,10 @@ func (p *Pipeline) heldByID(id string) *heldLease {
 // and returns their reports: final for a dropped one, its current usage
 // for a kept one. A lease not held is left out; its id is remembered all
 // the same, so that a grant of it still on its way is refused. After it
-// no dropped lease answers a 304.
+// no dropped lease answers a 304. A dropped lease's final report stays
+// queued until a usage or lease call acknowledges it: the origin may not
+// have received this answer (it then waits for the lease's expiry), and a
+// report repeated changes nothing (reports are cumulative).
 func (p *Pipeline) revokeLeases(r lease.Revoke, now int64) []lease.Report {
 	out := []lease.Report{}
 	for _, id := range r.Leases {
@@ -585,10 +590,12 @@ func (p *Pipeline) revokeLeases(r lease.Revoke, now int64) []lease.Report {
 		if ol := p.ls.orgs[l.key]; ol != nil && ol.cur == l {
 			p.retire(ol, now)
 		}
-		l.final, l.acked, l.finalAcked = true, l.used, true // answered to the origin: its answer is the report
+		l.final = true
+		if l.since == 0 {
+			l.since = now
+		}
 		out = append(out, l.report())
 	}
-	p.forgetDone()
 	return out
 }
 

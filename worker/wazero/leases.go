@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/shared/apierr"
@@ -29,7 +30,7 @@ func (h *Host) startLeases() error {
 	if h.cfg.UsageLog == "" {
 		return errors.New("edge host: leases need a usage log (Config.UsageLog)")
 	}
-	u, pending, err := openUsageLog(h.cfg.UsageLog)
+	u, pending, err := openUsageLog(h.cfg.UsageLog, h.cfg.Logger)
 	if err != nil {
 		return err
 	}
@@ -124,6 +125,7 @@ func (h *Host) flush(ctx context.Context, in *instance) error {
 	h.stats.subrequests.Add(1)
 	msg, _ := h.subrequest(ctx, nil, out)
 	status, failure := msg.Status, msg.Error
+	h.acknowledged(out.URL, out.Body, status)
 	msg.Handle, msg.Now = out.Handle, h.now()
 	if _, err := h.do(in, Resume, msg); err != nil {
 		return fmt.Errorf("flush: resume: %w", err)
@@ -150,6 +152,7 @@ func (h *Host) background(in *instance, bg Background) {
 	go func() {
 		defer h.bg.Done()
 		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body})
+		h.acknowledged(bg.URL, bg.Body, msg.Status)
 		msg.Handle, msg.Now = bg.Handle, h.now()
 		out, err := h.do(in, Resume, msg)
 		switch {
@@ -161,6 +164,30 @@ func (h *Host) background(in *instance, bg Background) {
 			h.stats.backgrounds.Add(1)
 		}
 	}()
+}
+
+// acknowledged reads the reports a lease request or usage report carried
+// (body) once the origin has acknowledged them (a 200 to the one, a 204
+// to the other): the leases reported final are settled in the usage log.
+func (h *Host) acknowledged(url, body string, status int) {
+	if h.usage == nil {
+		return
+	}
+	var rs []lease.Report
+	switch {
+	case status == http.StatusOK && strings.HasSuffix(url, lease.Path):
+		r, err := lease.ParseRequest([]byte(body))
+		if err != nil {
+			return
+		}
+		rs = r.Reports
+	case status == http.StatusNoContent && strings.HasSuffix(url, lease.UsagePath):
+		var err error
+		if rs, err = lease.ParseReports([]byte(body)); err != nil {
+			return
+		}
+	}
+	h.usage.settled(rs)
 }
 
 // logUse logs a leased 304 before it is answered.
@@ -227,6 +254,8 @@ func (h *Host) serveRevoke(w http.ResponseWriter, r *http.Request) bool {
 		reports = append(reports, rs...)
 	}
 	b := lease.AppendReports(nil, reports)
+	// The revoked leases stay live in the usage log: should this answer
+	// not reach the origin, the next start reports them from the log.
 	wh := w.Header()
 	wh.Set("Content-Type", "application/json")
 	wh.Set("Content-Length", strconv.Itoa(len(b)))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,12 +42,27 @@ import (
 // next start if it never was. Reports are cumulative and the origin applies
 // the highest, so a record sent twice changes nothing.
 
+// The log is compacted as it grows: once it is over compactAt, and twice
+// what the last compaction left, it is
+// rewritten (a temporary file renamed over it) with one record per lease
+// still live, the highest count of each. A lease is settled, and left
+// out, once the origin has acknowledged its final report: a 200 or 204 to
+// a lease request or usage report that carried it (the host reads their
+// bodies), or the answer to a revoke push. So the log holds about one
+// record per open lease plus what came since the last compaction.
+const compactAt = 1 << 20
+
 // usageLog is the current run's log.
 type usageLog struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
-	buf  []byte
+	mu        sync.Mutex
+	f         *os.File
+	path      string
+	buf       []byte
+	size      int64            // bytes in the file
+	base      int64            // bytes after the last compaction: the next waits until it doubles
+	live      map[string]int64 // lease → highest count logged, until settled
+	compactAt int64
+	log       *slog.Logger
 }
 
 // replayPath is where earlier runs' records wait for the origin.
@@ -56,7 +72,7 @@ func replayPath(log string) string { return log + ".replay" }
 // and the file, mode 0600) after moving the records of earlier runs into
 // the replay file, and returns those records as final reports, by lease
 // id.
-func openUsageLog(path string) (*usageLog, []lease.Report, error) {
+func openUsageLog(path string, log *slog.Logger) (*usageLog, []lease.Report, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("usage log: %w", err)
 	}
@@ -86,7 +102,7 @@ func openUsageLog(path string) (*usageLog, []lease.Report, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("usage log: %w", err)
 	}
-	return &usageLog{f: f, path: path}, pending, nil
+	return &usageLog{f: f, path: path, live: map[string]int64{}, compactAt: compactAt, log: log}, pending, nil
 }
 
 // readUsage adds b's records to used, keeping each lease's highest count.
@@ -164,9 +180,61 @@ func (l *usageLog) append(id string, used int64) error {
 		return errors.New("usage log: closed")
 	}
 	l.buf = appendRecord(l.buf[:0], id, used)
-	if _, err := l.f.Write(l.buf); err != nil {
+	n, err := l.f.Write(l.buf)
+	l.size += int64(n)
+	if err != nil {
 		return fmt.Errorf("usage log: %w", err)
 	}
+	l.live[id] = max(l.live[id], used)
+	if l.size >= max(l.compactAt, 2*l.base) {
+		// The record is written: a failed compaction is logged, and
+		// tried again at the next record.
+		if err := l.compact(); err != nil {
+			l.log.Error("edge: usage log", "err", err)
+		}
+	}
+	return nil
+}
+
+// settled forgets the leases whose final report, rs, the origin has
+// acknowledged (up to what was logged): the next compaction leaves them
+// out.
+func (l *usageLog) settled(rs []lease.Report) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range rs {
+		if n, ok := l.live[r.Lease]; ok && r.Final && r.Used >= n {
+			delete(l.live, r.Lease)
+		}
+	}
+}
+
+// compact rewrites the log with one record per live lease. The file is
+// written whole and renamed over the log, so a crash leaves the old log
+// or the new; every record the old one held is either in the new one or
+// settled. l.mu is held.
+func (l *usageLog) compact() error {
+	tmp := l.path + ".tmp"
+	var b []byte
+	for _, r := range finalReports(l.live) {
+		b = appendRecord(b, r.Lease, r.Used)
+	}
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("usage log: compact: %w", err)
+	}
+	if err := os.Rename(tmp, l.path); err != nil {
+		return fmt.Errorf("usage log: compact: %w", err)
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		// The old file is gone from the directory: appending to it would
+		// lose records, so the log refuses them (their 304s fail).
+		l.f.Close()
+		l.f = nil
+		return fmt.Errorf("usage log: reopen after compacting: %w", err)
+	}
+	l.f.Close()
+	l.f, l.size, l.base = f, int64(len(b)), int64(len(b))
 	return nil
 }
 

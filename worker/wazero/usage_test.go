@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -53,7 +54,7 @@ func reportsOf(used map[string]int64) []lease.Report { return finalReports(used)
 func TestUsageLogRestart(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "var", "edge-usage.log")
-	l, pending, err := openUsageLog(path)
+	l, pending, err := openUsageLog(path, slog.New(slog.DiscardHandler))
 	if err != nil || len(pending) != 0 {
 		t.Fatalf("first start: %v, %v", pending, err)
 	}
@@ -68,7 +69,7 @@ func TestUsageLogRestart(t *testing.T) {
 	l.close() // as if killed: nothing more is written
 	os.WriteFile(replayPath(path), []byte("L0 9\nL1 1\n"), 0o600)
 
-	l, pending, err = openUsageLog(path)
+	l, pending, err = openUsageLog(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestUsageLogSurvivesSIGKILL(t *testing.T) {
 	if len(acked) == 0 {
 		t.Fatal("the child wrote nothing")
 	}
-	l, pending, err := openUsageLog(path)
+	l, pending, err := openUsageLog(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestUsageLogChild(t *testing.T) {
 	if path == "" {
 		t.Skip("the child of TestUsageLogSurvivesSIGKILL")
 	}
-	l, _, err := openUsageLog(path)
+	l, _, err := openUsageLog(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,5 +293,67 @@ func TestReplayGivesUp(t *testing.T) {
 	<-done
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("the replay file is gone: %v", err)
+	}
+}
+
+// TestUsageLogCompacts: past its size bound the log is rewritten with one
+// record per live lease, its highest count; a lease whose final report
+// the origin acknowledged is left out; a non-final acknowledgement, or a
+// final one below what was logged, settles nothing.
+func TestUsageLogCompacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usage.log")
+	l, _, err := openUsageLog(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 5; i++ {
+		for _, id := range []string{"L1", "L2", "L3", "L4"} {
+			l.append(id, i)
+		}
+	}
+	l.settled([]lease.Report{{Lease: "L1", Used: 5, Final: true}, {Lease: "L2", Used: 5}, {Lease: "L3", Used: 4, Final: true}})
+	l.compactAt = 64
+	l.append("L4", 6) // past the bound: compacts
+	b, _ := os.ReadFile(path)
+	if want := "L2 5\nL3 5\nL4 6\n"; string(b) != want {
+		t.Errorf("compacted log %q, want %q", b, want)
+	}
+	l.append("L2", 6)
+	l.close()
+	l, pending, err := openUsageLog(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.close()
+	if want := reportsOf(map[string]int64{"L2": 6, "L3": 5, "L4": 6}); !slices.Equal(pending, want) {
+		t.Errorf("after compaction the next start replays %v, want %v", pending, want)
+	}
+}
+
+// TestAcknowledgedSettles: the host settles a lease in its usage log when
+// the origin acknowledges a final report of it: a 204 to a usage report,
+// a 200 to a lease request carrying it; never on a failure.
+func TestAcknowledgedSettles(t *testing.T) {
+	h := testHost(t, "http://origin.test", nil)
+	l, _, err := openUsageLog(filepath.Join(t.TempDir(), "usage.log"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	h.usage = l
+	for _, id := range []string{"L1", "L2", "L3"} {
+		l.append(id, 2)
+	}
+	usage := string(lease.AppendReports(nil, []lease.Report{{Lease: "L1", Used: 2, Final: true}}))
+	ask := string(lease.AppendRequest(nil, &lease.Request{Want: 8, Reports: []lease.Report{{Lease: "L2", Used: 2, Final: true}}}))
+	h.acknowledged("http://origin.test"+lease.UsagePath, usage, 500)
+	h.acknowledged("http://origin.test"+lease.Path, ask, 0)
+	if len(l.live) != 3 {
+		t.Errorf("settled on failures: %v", l.live)
+	}
+	h.acknowledged("http://origin.test"+lease.UsagePath, usage, 204)
+	h.acknowledged("http://origin.test"+lease.Path, ask, 200)
+	if !maps.Equal(l.live, map[string]int64{"L3": 2}) {
+		t.Errorf("live after the acknowledgements: %v, want L3 alone", l.live)
 	}
 }

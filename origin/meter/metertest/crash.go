@@ -54,7 +54,9 @@ func IsChild() bool { return os.Getenv(childEnv) == "1" }
 // Serve serves Apply on s for Crash over loopback HTTP until the process
 // is killed: POST /apply?i=N applies request N's op and answers 200 only
 // after Apply returned without error, with "ok" and the ids of its ledger
-// rows. It announces its address on stdout.
+// rows; for CrashLeases, POST /report?lease=ID&used=N reports N used of
+// lease ID (s must be a LeaseStore), answering 200 once applied. It
+// announces its address on stdout.
 func Serve(s meter.Store) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,6 +65,10 @@ func Serve(s meter.Store) {
 	}
 	fmt.Printf("%s%s\n", addrPrefix, ln.Addr())
 	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/report" {
+			serveReport(w, r, s)
+			return
+		}
 		i, err := strconv.Atoi(r.URL.Query().Get("i"))
 		if err != nil || i < 0 {
 			http.Error(w, "bad i", http.StatusBadRequest)
@@ -92,49 +98,7 @@ func Serve(s meter.Store) {
 // is listed under the id it was acknowledged with, and the rows listed
 // are two per op counted, both of an op or neither.
 func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) meter.Store) {
-	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), addrPrefix); ok {
-				addrc <- a
-				break
-			}
-		}
-		io.Copy(io.Discard, stdout)
-		close(addrc)
-	}()
-	var addr string
-	select {
-	case a, ok := <-addrc:
-		if !ok {
-			cmd.Wait()
-			t.Fatalf("child exited without serving; stderr:\n%s", stderr.String())
-		}
-		addr = a
-	case <-time.After(30 * time.Second):
-		t.Fatalf("child did not serve within 30s; stderr:\n%s", stderr.String())
-	}
-
+	cmd, addr, stderr := startChild(t, helper, env)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	var sent, acked, failed atomic.Int64
@@ -179,7 +143,6 @@ func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) me
 	if err := cmd.Process.Signal(os.Kill); err != nil {
 		t.Fatalf("kill child: %v", err)
 	}
-	killed = true
 	cmd.Wait()
 	close(stop)
 	wg.Wait()
@@ -228,6 +191,51 @@ func Crash(t *testing.T, helper string, env []string, open func(t *testing.T) me
 			t.Errorf("row %s listed without its op's other row", r.Target)
 		}
 	}
+}
+
+// startChild re-executes the test binary running only helper, with env
+// added, and waits for it to serve (Serve); the child is killed when t
+// ends if it still runs. It returns the command, the child's address and
+// its standard error.
+func startChild(t *testing.T, helper string, env []string) (*exec.Cmd, string, *bytes.Buffer) {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill() // an error: it was killed already
+		cmd.Wait()
+	})
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), addrPrefix); ok {
+				addrc <- a
+				break
+			}
+		}
+		io.Copy(io.Discard, stdout)
+		close(addrc)
+	}()
+	select {
+	case a, ok := <-addrc:
+		if !ok {
+			cmd.Wait()
+			t.Fatalf("child exited without serving; stderr:\n%s", stderr.String())
+		}
+		return cmd, a, stderr
+	case <-time.After(30 * time.Second):
+		t.Fatalf("child did not serve within 30s; stderr:\n%s", stderr.String())
+	}
+	return nil, "", nil
 }
 
 // parseAck reads Serve's answer: "ok" and the ledger ids.

@@ -3,6 +3,7 @@ package metertest
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,7 @@ func RunLeases(t *testing.T, kind Kind, open func(t *testing.T) LeaseStore) {
 		{"AlarmRefusesGrant", testAlarmRefusesGrant},
 		{"InvalidLeases", testInvalidLeases},
 		{"LeasesReopen", testLeasesReopen},
+		{"BumpAfterGrants", testBumpAfterGrants},
 		{"LeasesConcurrentExact", func(t *testing.T, open func(t *testing.T) LeaseStore) {
 			s := open(t)
 			testLeasesConcurrent(t, []LeaseStore{s, s})
@@ -444,6 +446,56 @@ func testLeasesReopen(t *testing.T, open func(t *testing.T) LeaseStore) {
 	if _, err := s.GrantLease(t.Context(), g); err == nil {
 		t.Errorf("L1 granted again after reopening: want an error")
 	}
+}
+
+// A bump concurrent with grants: once BumpEpoch returns, every grant at
+// the old epoch either was refused (Stale) or is listed by OpenLeases (it
+// committed before the bump), so revoking what OpenLeases lists misses
+// none.
+func testBumpAfterGrants(t *testing.T, open func(t *testing.T) LeaseStore) {
+	s := open(t)
+	e, err := s.Epoch(t.Context(), leaseOrg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var granted sync.Map // id → true
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				g := meter.LeaseGrant{Org: leaseOrg, Now: t0, ID: fmt.Sprintf("B%d-%d", c, i), Epoch: e, Want: 8, Floor: 8, Share: 1,
+					Expires: t0.Add(validity), Settle: t0.Add(validity + grace)}
+				got, err := s.GrantLease(t.Context(), g)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got.Calls > 0 {
+					granted.Store(g.ID, true)
+					n.Add(1)
+				}
+			}
+		})
+	}
+	for n.Load() < 10 {
+		runtime.Gosched()
+	}
+	if err := s.BumpEpoch(t.Context(), leaseOrg); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, l := range openLeases(t, s, leaseOrg, t0) {
+		listed[l.ID] = true
+	}
+	wg.Wait()
+	granted.Range(func(id, _ any) bool {
+		if !listed[id.(string)] {
+			t.Errorf("lease %s granted at the old epoch, not listed after the bump returned", id)
+		}
+		return true
+	})
+	t.Logf("%d granted, %d listed after the bump", n.Load(), len(listed))
 }
 
 // Many clients granting, using and reporting leases, and applying calls,

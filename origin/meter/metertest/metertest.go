@@ -21,10 +21,11 @@
 // a ledger entry of an unknown kind, an empty target or a field over its
 // bound, not UTF-8 or holding NUL, or more than meter.MaxLedger of them,
 // is an error and applies nothing. alarm.go holds the enumeration
-// alarm's tests, ledger.go the export ledger's.
+// alarm's tests, ledger.go the export ledger's; lease.go is the suite of
+// meter.LeaseStore (RunLeases), which a backend runs beside Run.
 //
 // Crash is the SIGKILL test, run by each backend from a re-executed test
-// binary (see Crash and Serve).
+// binary (see Crash and Serve); CrashLeases is the leases' (reports).
 package metertest
 
 import (

@@ -2,7 +2,8 @@
 // origins that scale out: several origins may share one database and
 // stay exact. Its tables (meter_counters; meter_days, meter_lessons_read
 // and meter_alarms for the enumeration alarm; meter_ledger and
-// meter_ledger_seq, the export ledger; and its own migration record
+// meter_ledger_seq, the export ledger; meter_leases and
+// meter_lease_epochs, the edge leases (lease.go); and its own migration record
 // meter_migrations) live in the first schema of the connection's
 // search_path, which the DSN may set (search_path=...); they may share a
 // database and schema with pgstore's.
@@ -28,7 +29,10 @@
 // after another against them, and writes back what changed. Each read is
 // a statement after the locks, and sees (READ COMMITTED) what every batch
 // that held them committed: an op is refused if any batch committed
-// before it tripped its org's alarm, whichever origin ran it.
+// before it tripped its org's alarm, whichever origin ran it. Leases are
+// read last, after the locks: every lease of the batch's orgs that may
+// reserve (a grant or a report holds its org's alarm row too), and, for a
+// batch with grants, the epochs, held FOR SHARE until it commits.
 //
 // Stalled peers: every connection runs with the bounds of pgsession. A
 // peer that stops inside its transaction (SIGSTOP, a partition) holds its
@@ -47,8 +51,10 @@
 // Rows: one per org, meter and period (counters of past periods stay;
 // nothing prunes them); one per org and UTC day with the count of
 // distinct lessons read that day, and one per lesson read (by id) that
-// day; one per org that ever had an op, holding its alarm; and one per
-// ledger entry.
+// day; one per org that ever had an op, holding its alarm; one per
+// ledger entry; one per lease granted (closed ones stay); and one per org
+// that was ever granted a lease or had its epoch bumped, and the global
+// one.
 //
 // Ledger ids: a batch that writes ledger rows takes their ids from the one
 // row of meter_ledger_seq in its last statement before COMMIT and holds

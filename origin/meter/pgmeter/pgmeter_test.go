@@ -20,7 +20,7 @@ import (
 
 // baseDSN is the database the tests run in, each in a schema of its own;
 // without it they skip.
-func baseDSN(t *testing.T) string {
+func baseDSN(t testing.TB) string {
 	dsn := os.Getenv("LECTERN_TEST_PG")
 	if dsn == "" {
 		t.Skip("LECTERN_TEST_PG not set: PostgreSQL meter suite skipped")
@@ -30,7 +30,7 @@ func baseDSN(t *testing.T) string {
 
 // newSchema creates a fresh schema, dropped when t ends, and returns a
 // DSN whose search_path selects it.
-func newSchema(t *testing.T, base string) string {
+func newSchema(t testing.TB, base string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -347,4 +347,11 @@ func TestLeases(t *testing.T) {
 func TestLeasesNoGroupCommit(t *testing.T) {
 	baseDSN(t)
 	metertest.RunLeases(t, metertest.Shared, leaseOpener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
+}
+
+func TestCrashLeases(t *testing.T) {
+	dsn := newSchema(t, baseDSN(t))
+	metertest.CrashLeases(t, "TestHelperProcess", []string{dsnEnv + "=" + dsn}, func(t *testing.T) metertest.LeaseStore {
+		return openStore(t, dsn, pgmeter.Options{}).(*pgmeter.Store)
+	})
 }

@@ -1,6 +1,8 @@
 package sqlitemeter
 
 import (
+	"time"
+
 	"context"
 
 	"github.com/lectern-api/lectern/origin/meter"
@@ -23,4 +25,13 @@ func (s *Store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result,
 		return nil, err
 	}
 	return batch.Results(outs), nil
+}
+
+// MemoLeases reports what the memo holds of org's leases that may reserve
+// for a batch whose earliest op is at now: how many, and whether it holds
+// them (a batch then reads none from the database). Only while no op is
+// in flight.
+func (s *Store) MemoLeases(org string, now time.Time) (int, bool) {
+	ls, ok := s.w.memo.leases(org, now)
+	return len(ls), ok
 }

@@ -74,7 +74,7 @@ func (t *tx) Leases(ctx context.Context, s *batch.State) error {
 // memo where it has them, and the epochs of s.EpochOrgs().
 func (t *tx) loadLeases(ctx context.Context, s *batch.State) error {
 	for _, org := range s.LeaseOrgs() {
-		if ls, ok := t.memo.leases(org, s.Floor()); ok {
+		if ls, ok := t.memo.leases(org, s.Earliest()); ok {
 			for _, l := range ls {
 				s.AddLease(l)
 			}

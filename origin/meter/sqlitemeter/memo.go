@@ -8,9 +8,9 @@ import (
 )
 
 // memo holds what this Store's transactions committed: every counter of
-// the periods they loaded, the alarms of the orgs they touched, and of the
+// the periods they loaded, the alarms of the orgs they touched, of the
 // days they read lessons on, the count and the lessons known to be in the
-// record. It is exact because the Store is its tables' only writer (see
+// record, and of the orgs whose leases they read, those that may reserve. It is exact because the Store is its tables' only writer (see
 // the package doc); it is bounded by forgetting everything when it grows
 // past maxMemo entries or maxMemoLessons lessons, after which batches read
 // from the database again. A nil memo remembers nothing.
@@ -65,14 +65,14 @@ func (m *memo) reset() {
 	m.nLeases = 0
 }
 
-// leases returns the remembered leases of org that may reserve at floor
-// or later, if it has them; the caller must not change them.
-func (m *memo) leases(org string, floor time.Time) ([]batch.Lease, bool) {
+// leases returns the remembered leases of org that may reserve at
+// earliest or later, if it has them; the caller must not change them.
+func (m *memo) leases(org string, earliest time.Time) ([]batch.Lease, bool) {
 	if m == nil {
 		return nil, false
 	}
 	ml, ok := m.orgLeases[org]
-	if !ok || floor.Before(ml.floor) {
+	if !ok || earliest.Before(ml.floor) {
 		return nil, false
 	}
 	return ml.list, true
@@ -110,15 +110,25 @@ func (m *memo) day(d batch.Day) *memoDay {
 // remember records what a committed batch left in s.
 func (m *memo) remember(s *batch.State) {
 	ps, orgs, ds := s.Periods(), s.Orgs(), s.Days()
+	// What the batch read of an org's leases holds every one not closed
+	// whose Settle is after its Floor, or after the memo's floor when it
+	// read them from the memo (later than its Floor, by up to the slack).
 	lorgs := s.LeaseOrgs()
+	var buf [8]time.Time
+	floors := buf[:0]
+	for _, org := range lorgs {
+		f := s.Floor()
+		if prev, ok := m.orgLeases[org]; ok && prev.floor.After(f) {
+			f = prev.floor
+		}
+		floors = append(floors, f)
+	}
 	if len(m.periods)+len(ps) > maxMemo || len(m.alarms)+len(orgs) > maxMemo || len(m.days)+len(ds) > maxMemo ||
 		m.lessons > maxMemoLessons || len(m.orgLeases)+len(lorgs) > maxMemo || m.nLeases > maxMemoLessons {
 		m.reset()
 	}
-	// What the batch loaded of an org's leases is every one that may
-	// reserve at its Floor or later, as its jobs left them.
-	for _, org := range lorgs {
-		ml := memoLeases{floor: s.Floor()}
+	for i, org := range lorgs {
+		ml := memoLeases{floor: floors[i]}
 		for _, l := range s.Open(org) {
 			if !l.Closed && l.Settle.After(ml.floor) {
 				ml.list = append(ml.list, *l)

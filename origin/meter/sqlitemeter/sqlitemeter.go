@@ -1,9 +1,9 @@
 // Package sqlitemeter implements meter.Store over an embedded SQLite
 // database (modernc.org/sqlite, no cgo), the origin's default. Its tables
 // (meter_counters; meter_days, meter_lessons_read and meter_alarms for the
-// enumeration alarm; meter_ledger, the export ledger; and its own
-// migration record meter_migrations) may live in the same file as
-// sqlitestore's.
+// enumeration alarm; meter_ledger, the export ledger; meter_leases and
+// meter_lease_epochs, the edge leases (lease.go); and its own migration
+// record meter_migrations) may live in the same file as sqlitestore's.
 //
 // Durability: the database runs in WAL mode, and this Store's connection
 // with synchronous=NORMAL: when Apply returns, the op's transaction is in
@@ -30,13 +30,17 @@
 // Store has committed it remembers (the memo), so a batch reads from the
 // database only what no earlier batch of this Store touched; a failed
 // commit forgets it all. So caps and the enumeration alarm are exact under
-// any concurrency. Reinstate is a batch too.
+// any concurrency. Reinstate is a batch too, and so are a lease's grant
+// and reports; the memo keeps each org's leases that may reserve, so an
+// op of an org without any reads nothing more. BumpEpoch is a statement
+// of its own on the write connection, between two batches.
 //
 // Rows: one per org, meter and period (counters of past periods stay;
 // nothing prunes them); one per org and UTC day with the count of
 // distinct lessons read that day, and one per lesson read (by id) that
-// day; one per org whose enumeration alarm ever tripped; and one per
-// ledger entry.
+// day; one per org whose enumeration alarm ever tripped; one per ledger
+// entry; one per lease granted (closed ones stay); and one per org whose
+// lease epoch was ever bumped, and the global one.
 package sqlitemeter
 
 import (

@@ -222,3 +222,66 @@ func TestLeasesNoGroupCommit(t *testing.T) {
 func TestLeasesSmallBatches(t *testing.T) {
 	metertest.RunLeases(t, metertest.Exclusive, leaseOpener(sqlitemeter.Options{MaxBatch: 3}))
 }
+
+func TestCrashLeases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meter.db")
+	metertest.CrashLeases(t, "TestHelperProcess", []string{dbEnv + "=" + path}, func(t *testing.T) metertest.LeaseStore {
+		s, err := sqlitemeter.New(t.Context(), path, sqlitemeter.Options{})
+		if err != nil {
+			t.Fatalf("open meter store: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// The hot path: once a batch read an org's leases, the memo answers for
+// the next ones (ops up to a minute older than the batch's included), so
+// an op of an org with no lease costs no query; a grant and a final
+// report update it.
+func TestMemoKeepsLeases(t *testing.T) {
+	s, err := sqlitemeter.New(t.Context(), filepath.Join(t.TempDir(), "meter.db"), sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	quota := int64(100)
+	op := meter.Op{Org: "acme", Now: now, Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1, Limit: &quota}}}}
+	if n, ok := s.MemoLeases("acme", now); ok {
+		t.Fatalf("before any op: the memo holds %d leases of acme", n)
+	}
+	if _, err := s.Apply(t.Context(), op); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := s.MemoLeases("acme", now.Add(-30*time.Second)); !ok || n != 0 {
+		t.Errorf("after an op: memo %d, %v; want no lease, known", n, ok)
+	}
+	if _, ok := s.MemoLeases("acme", now.Add(-2*time.Minute)); ok {
+		t.Errorf("the memo answers for a batch 2 minutes older than the one it read")
+	}
+	// An op 30 s older is answered from the memo, which then answers no
+	// further back than before: it never read older leases.
+	older := op
+	older.Now = now.Add(-30 * time.Second)
+	if _, err := s.Apply(t.Context(), older); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.MemoLeases("acme", now.Add(-70*time.Second)); ok {
+		t.Errorf("after an op 30 s older: the memo answers for 70 s older, past what was read")
+	}
+	g := meter.LeaseGrant{Org: "acme", Now: now, ID: "L1", Want: 8, Floor: 8, Share: 1, MonthLimit: &quota,
+		Expires: now.Add(5 * time.Second), Settle: now.Add(7 * time.Second)}
+	if got, err := s.GrantLease(t.Context(), g); err != nil || got.Calls != 8 {
+		t.Fatalf("grant: %+v, %v", got, err)
+	}
+	if n, ok := s.MemoLeases("acme", now); !ok || n != 1 {
+		t.Errorf("after a grant: memo %d, %v; want 1, known", n, ok)
+	}
+	if err := s.ReportLeases(t.Context(), now, []meter.Report{{Lease: "L1", Used: 3, Final: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := s.MemoLeases("acme", now); !ok || n != 0 {
+		t.Errorf("after its final report: memo %d, %v; want none, known", n, ok)
+	}
+}

@@ -31,9 +31,10 @@ type Lease struct {
 	meter.Lease
 	MonthLimit, HourLimit *int64
 
-	open  bool // in its org's list of leases that may reserve
-	added bool // granted by this batch
-	dirty bool // Used or Closed changed by this batch
+	open   bool // in its org's list of leases that may reserve
+	added  bool // granted by this batch
+	dirty  bool // Used or Closed changed by this batch
+	joined bool // read by Tx.Leases: its org and periods are the batch's
 }
 
 // reserving reports whether l's unused calls are outstanding at now.
@@ -144,9 +145,21 @@ func (s *State) LeaseOrgs() []string { return s.leaseOrgs }
 // epochs and the global one (SetEpoch).
 func (s *State) EpochOrgs() []string { return s.epochOrgs }
 
-// Floor is the batch's earliest time: a lease whose Settle is not after it
-// reserves for none of its jobs.
-func (s *State) Floor() time.Time { return s.floor }
+// floorSlack is how far Floor is before the batch's earliest time. Ops
+// take their Now before they queue, so a batch may hold one a little
+// older than the earliest of the batch before it; with the slack, what a
+// batch read of an org's leases (sqlitemeter's memo) still answers for
+// it.
+const floorSlack = time.Minute
+
+// Floor is before the batch's earliest time (by floorSlack): a lease whose
+// Settle is not after it reserves for none of its jobs, and Load reads
+// those whose Settle is after it.
+func (s *State) Floor() time.Time { return s.floor.Add(-floorSlack) }
+
+// Earliest is the batch's earliest time: what it reads of an org's leases
+// must hold every one not closed whose Settle is after it.
+func (s *State) Earliest() time.Time { return s.floor }
 
 // SetEpoch records the stored epoch of org; "" is the global one.
 func (s *State) SetEpoch(org string, n int64) {
@@ -168,10 +181,10 @@ func (s *State) AddLease(l Lease) {
 		cur = &Lease{}
 		s.leases[l.ID] = cur
 	}
-	open := cur.open
+	open, joined := cur.open, cur.joined
 	*cur = l
-	cur.open, cur.added, cur.dirty = open, false, false
-	if !cur.open && !cur.Closed && cur.Settle.After(s.floor) {
+	cur.open, cur.joined, cur.added, cur.dirty = open, joined, false, false
+	if !cur.open && !cur.Closed && cur.Settle.After(s.Floor()) {
 		if _, ok := slices.BinarySearch(s.leaseOrgs, cur.Org); ok {
 			cur.open = true
 			if s.open == nil {
@@ -219,6 +232,7 @@ func (s *State) joinReported() {
 		if l == nil {
 			continue
 		}
+		l.joined = true
 		if _, ok := s.alarms[l.Org]; !ok {
 			s.alarms[l.Org] = &alarm{}
 			s.orgs = append(s.orgs, l.Org)
@@ -327,8 +341,10 @@ func clone(p *int64) *int64 {
 func (s *State) report(now time.Time, rs []meter.Report) {
 	for _, r := range rs {
 		l := s.leases[r.Lease]
-		if l == nil || s.alarms[l.Org] == nil {
-			continue // unknown (or, on PostgreSQL, granted after the batch locked its orgs: not reported yet)
+		if l == nil || !l.joined {
+			// Unknown when the batch began (Tx.Leases): a lease is
+			// reported once its grant answered, after its commit.
+			continue
 		}
 		if used := min(r.Used, l.Calls); used > l.Used {
 			delta := used - l.Used

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/shared/edgesig"
+	wire "github.com/lectern-api/lectern/shared/lease"
+)
+
+// edgeHost is an edge host's revoke endpoint (docs/edge.md, Leases): it
+// checks each push's signature with the deployment's edge key, answers
+// the usage of the leases it holds, and can hold its answers.
+type edgeHost struct {
+	t       *testing.T
+	now     func() time.Time
+	srv     *httptest.Server
+	mu      sync.Mutex
+	used    map[string]int64
+	pushes  []wire.Revoke
+	arrived chan struct{} // when set, told of each push
+	release chan struct{} // when set, each push waits for it
+}
+
+func newEdgeHost(t *testing.T, now func() time.Time) *edgeHost {
+	e := &edgeHost{t: t, now: now, used: map[string]int64{}}
+	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *edgeHost) url() string { return e.srv.URL + wire.RevokePath }
+
+func (e *edgeHost) serve(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-Id")
+	if !edgesig.Verify(testEdgeKey, r.Header.Get(edgesig.Header), edgesig.Revoke, r.Method, wire.RevokePath, id, e.now().Unix()) {
+		e.t.Errorf("a push without a valid signature")
+		w.WriteHeader(404)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	rv, err := wire.ParseRevoke(b)
+	if err != nil {
+		e.t.Errorf("a push's body: %v", err)
+		w.WriteHeader(400)
+		return
+	}
+	e.mu.Lock()
+	arrived, release := e.arrived, e.release
+	e.mu.Unlock()
+	if arrived != nil {
+		arrived <- struct{}{}
+		<-release
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pushes = append(e.pushes, rv)
+	var rs []wire.Report
+	for _, l := range rv.Leases {
+		if n, ok := e.used[l]; ok {
+			rs = append(rs, wire.Report{Lease: l, Used: n, Final: !rv.Keep})
+			if !rv.Keep {
+				delete(e.used, l)
+			}
+		}
+	}
+	w.Write(wire.AppendReports(nil, rs))
+}
+
+// hold makes the next pushes wait until released.
+func (e *edgeHost) hold() {
+	e.mu.Lock()
+	e.arrived, e.release = make(chan struct{}), make(chan struct{})
+	e.mu.Unlock()
+}
+
+func (e *edgeHost) set(id string, used int64) {
+	e.mu.Lock()
+	e.used[id] = used
+	e.mu.Unlock()
+}
+
+func (e *edgeHost) holds(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.used[id]
+	return ok
+}
+
+// lease asks the stack's origin for a lease as the edge does.
+func (s *testStack) lease(tok, revoke string) (int, wire.Answer) {
+	s.t.Helper()
+	id := "edge-lease-" + time.Now().Format("150405.000000000")
+	body := wire.AppendRequest(nil, &wire.Request{Want: 32, Revoke: revoke})
+	req, _ := http.NewRequest("POST", s.OriginURL+wire.Path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("X-Request-Id", id)
+	req.Header.Set(edgesig.Header, edgesig.Sign(testEdgeKey, edgesig.Lease, "POST", wire.Path, id, s.clock.Now().Unix()))
+	r := s.send(req)
+	if r.status != 200 {
+		return r.status, wire.Answer{}
+	}
+	a, err := wire.ParseAnswer(r.body)
+	if err != nil {
+		s.t.Fatalf("lease answer: %v: %s", err, r.body)
+	}
+	return r.status, a
+}
+
+// adminAsync calls the admin API in the background.
+func (s *testStack) adminAsync(method, path, body string) chan int {
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(method, s.AdminURL+path, bytes.NewReader([]byte(body)))
+		req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	return done
+}
+
+// issue #19, revocation: through the whole origin on its real meters, an
+// admin change is committed, pushed to the edge host holding the
+// organisation's lease, and acknowledged only once the push is answered;
+// the usage the edge answers is billed, and the next lease request sees
+// the change. A corpus reload revokes every lease, and the admin reading
+// of an organisation settles first. On SQLite and PostgreSQL.
+func TestLeasesRevokedByAdminChanges(t *testing.T) {
+	onBothStores(t, "leases revoked by admin changes", testLeasesRevokedByAdminChanges)
+}
+
+func testLeasesRevokedByAdminChanges(t *testing.T, s *testStack) {
+	if s.leases == nil {
+		t.Fatal("the stack's meters keep no leases")
+	}
+	e := newEdgeHost(t, s.clock.Now)
+	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+	tok := s.token(id, secret, "content.read")
+
+	code, a := s.lease(tok, e.url())
+	if code != 200 || a.Calls != 32 || a.Org != "acme" {
+		t.Fatalf("lease: %d %+v", code, a)
+	}
+	e.set(a.Lease, 4)
+	if got := s.calls("acme"); got != 4 { // the admin reading settles
+		t.Errorf("the admin reading shows %v calls, want the 4 the edge holds", got)
+	}
+
+	e.hold()
+	done := s.adminAsync("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`)
+	<-e.arrived
+	select {
+	case c := <-done:
+		t.Fatalf("the PATCH was answered (%d) before the revoke push was", c)
+	default:
+	}
+	e.release <- struct{}{}
+	if c := <-done; c != 200 {
+		t.Fatalf("PATCH: %d", c)
+	}
+	if e.holds(a.Lease) {
+		t.Error("the edge still holds the lease")
+	}
+	e.mu.Lock()
+	e.arrived, e.release = nil, nil
+	e.mu.Unlock()
+	if code, _ := s.lease(tok, e.url()); code != 403 {
+		t.Errorf("a lease for the suspended organisation: %d", code)
+	}
+
+	if c, _ := s.admin("PATCH", "/admin/v1/orgs/acme", `{"status":"active"}`); c != 200 {
+		t.Fatalf("reinstate: %d", c)
+	}
+	_, a = s.lease(tok, e.url())
+	e.set(a.Lease, 2)
+	dir := filepath.Join(t.TempDir(), "corpus2")
+	sum, err := gen.Write(dir, gen.Options{Seed: 2, Small: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]string{"dir": dir})
+	if c, m := s.admin("POST", "/admin/v1/corpus/reload", string(b)); c != 200 {
+		t.Fatalf("reload: %d %v", c, m)
+	}
+	if e.holds(a.Lease) {
+		t.Error("a corpus reload left the lease with the edge")
+	}
+	if got := s.calls("acme"); got != 4+2 {
+		t.Errorf("calls %v, want 6", got)
+	}
+	if _, a = s.lease(tok, e.url()); a.ContentVersion != sum.ContentVersion {
+		t.Errorf("a lease after the reload names %q, want %q", a.ContentVersion, sum.ContentVersion)
+	}
+}
+
+// LECTERN_LEASES=off: the origin grants no lease.
+func TestLeasesOff(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_LEASES": "off"}), nil)
+	t.Cleanup(func() { s.Close() })
+	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+	tok := s.token(id, secret, "content.read")
+	if code, a := s.lease(tok, ""); code != 200 || a.Calls != 0 || a.RetryMs < 1000 {
+		t.Errorf("leases off: %d %+v", code, a)
+	}
+}
+
+// A lease's validity is cut at the next UTC hour and month and at the
+// licence's expiry, on the admin test clock.
+func TestLeaseValidityOnTheTestClock(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1", "LECTERN_LEASE_TTL": "60s"}), nil)
+	t.Cleanup(func() { s.Close() })
+	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+
+	end := meter.NextMonth(s.clock.Now())
+	if c, m := s.admin("POST", "/admin/v1/clock", `{"now":"`+end.Add(-30*time.Second).Format(time.RFC3339)+`"}`); c != 200 {
+		t.Fatalf("clock: %d %v", c, m)
+	}
+	tok := s.token(id, secret, "content.read")
+	if code, a := s.lease(tok, ""); code != 200 || a.Calls == 0 || a.ValidMs > 30_000 {
+		t.Errorf("30 s before the month's end: %d %+v", code, a)
+	}
+
+	if c, m := s.admin("POST", "/admin/v1/clock", `{"now":"`+end.Add(10*time.Minute).Format(time.RFC3339)+`"}`); c != 200 {
+		t.Fatalf("clock: %d %v", c, m)
+	}
+	renews := s.clock.Now().Add(20 * time.Second).UTC().Format(time.RFC3339)
+	if c, m := s.admin("PATCH", "/admin/v1/orgs/acme", `{"renewsAt":"`+renews+`"}`); c != 200 {
+		t.Fatalf("renewsAt: %d %v", c, m)
+	}
+	if code, a := s.lease(tok, ""); code != 200 || a.Calls == 0 || a.ValidMs > 20_000 {
+		t.Errorf("20 s before the licence's expiry: %d %+v", code, a)
+	}
+}
+
+// Where no push reaches the edge (a lease without a revoke URL), an admin
+// change is acknowledged only once the lease has expired on the origin's
+// clock.
+func TestAdminWaitsForLeaseExpiry(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1", "LECTERN_LEASE_TTL": "300ms"}), nil)
+	t.Cleanup(func() { s.Close() })
+	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+	tok := s.token(id, secret, "content.read")
+	before := s.clock.Now()
+	code, a := s.lease(tok, "")
+	if code != 200 || a.Calls == 0 {
+		t.Fatalf("lease: %d %+v", code, a)
+	}
+	if c, m := s.admin("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`); c != 200 {
+		t.Fatalf("PATCH: %d %v", c, m)
+	}
+	if waited := s.clock.Now().Sub(before); waited < time.Duration(a.ValidMs)*time.Millisecond {
+		t.Errorf("the PATCH was answered %v after the lease request, before its %d ms were over", waited, a.ValidMs)
+	}
+}
