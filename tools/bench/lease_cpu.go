@@ -178,8 +178,7 @@ func (a *cpuArm) window(ctx context.Context, pid int, dur time.Duration) error {
 	}
 	a.n, a.cpu, a.wall = append(a.n, r.requests), append(a.cpu, c1-c0), append(a.wall, time.Since(t0))
 	a.t.runs = append(a.t.runs, r)
-	d := a.edge.subs.counts().minus(s0)
-	a.subs = subCounts{a.subs.gate + d.gate, a.subs.lease + d.lease, a.subs.usage + d.usage, a.subs.other + d.other}
+	a.subs = a.subs.plus(a.edge.subs.counts().minus(s0))
 	return nil
 }
 
