@@ -368,3 +368,35 @@ func testRevokeWaitsForThePush(t *testing.T, s leaseStore) {
 		t.Errorf("pushes %s", b)
 	}
 }
+
+// Concurrent recalls of one organisation share one round of pushes, and
+// each returns once it has ended.
+func TestRecallsShareOneRound(t *testing.T) { eachBackend(t, testRecallsShareOneRound) }
+
+func testRecallsShareOneRound(t *testing.T, s leaseStore) {
+	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
+	e := newEdge(t, time.Now)
+	e.hold, e.got = make(chan struct{}), make(chan struct{}, 4)
+	g := grant(t, m, acme(nil), 8, e.url(), time.Now())
+	e.held[g.ID] = 3
+	done := make(chan struct{}, 3)
+	for range 3 {
+		go func() { m.Recall(context.Background(), "acme"); done <- struct{}{} }()
+	}
+	<-e.got
+	select {
+	case <-done:
+		t.Fatal("a recall returned while the push was unanswered")
+	default:
+	}
+	close(e.hold)
+	for range 3 {
+		<-done
+	}
+	if len(e.pushes) != 1 {
+		t.Errorf("%d pushes, want one", len(e.pushes))
+	}
+	if got := calls(t, s, "acme", time.Now()); got != 3 {
+		t.Errorf("billed %d, want 3", got)
+	}
+}

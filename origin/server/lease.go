@@ -15,11 +15,13 @@ import (
 	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
 	wire "github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/token"
 )
 
 // The origin's side of the edge's leases (docs/edge.md, Leases): the
@@ -114,6 +116,8 @@ func (s *Server) serveLease(w http.ResponseWriter, r *http.Request, id string) {
 	w.Write(body)
 }
 
+// lease reads the lease request, applies its reports, verifies its
+// token and grants.
 func (s *Server) lease(w http.ResponseWriter, r *http.Request) (wire.Answer, error) {
 	ctx := r.Context()
 	b, err := readMessage(w, r)
@@ -138,6 +142,12 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) (wire.Answer, err
 	if aerr != nil {
 		return wire.Answer{}, aerr
 	}
+	return s.grantLease(ctx, claims, ask)
+}
+
+// grantLease runs the organisation gate for the token's organisation
+// and grants it a lease, or none.
+func (s *Server) grantLease(ctx context.Context, claims token.Claims, ask wire.Request) (wire.Answer, error) {
 	now := s.cfg.Now()
 	// The epoch is read before the organisation the lease is granted on,
 	// so that a change committed after that read moves it and the grant
@@ -161,7 +171,7 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) (wire.Answer, err
 	if meter.Key(o) != key { // deleted and created again between the reads
 		return wire.Answer{RetryMs: lease.Retry.Milliseconds()}, nil
 	}
-	corpus := s.cfg.Content()
+	version := s.cfg.Content().ContentVersion
 	g, err := s.cfg.Leases.Grant(ctx, lease.Ask{Org: o, Epoch: epoch, Want: ask.Want, RevokeURL: ask.Revoke, Now: now})
 	if err != nil {
 		return wire.Answer{}, err
@@ -169,14 +179,21 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) (wire.Answer, err
 	if g.Calls == 0 {
 		return wire.Answer{RetryMs: g.Retry.Milliseconds()}, nil
 	}
+	return leaseAnswer(o, epoch, version, g, now), nil
+}
+
+// leaseAnswer is the answer of a lease g granted to o at now, under the
+// corpus of version: what the edge's 304s under it carry, as the gated
+// 304 carries it (docs/edge.md, Leases).
+func leaseAnswer(o *store.Org, epoch int64, version string, g lease.Grant, now time.Time) wire.Answer {
 	bill := billing.CallBill(o, now, g.After)
-	a := wire.Answer{Lease: g.ID, Org: o.ID, Epoch: epoch, ContentVersion: corpus.ContentVersion,
+	a := wire.Answer{Lease: g.ID, Org: o.ID, Epoch: epoch, ContentVersion: version,
 		Grants: etag.GrantsDigest(o.Grants), Calls: g.Calls, ValidMs: g.Valid.Milliseconds(),
-		Headers: leaseHeaders(corpus.ContentVersion, bill)}
+		Headers: leaseHeaders(version, bill)}
 	for _, l := range bill.Limits() {
 		a.RateLimits = append(a.RateLimits, wire.RateLimit{Name: l.Name, Remaining: l.Left, Reset: l.Reset.Unix()})
 	}
-	return a, nil
+	return a
 }
 
 // orgRefusal is the gate's answer when the token's organisation could

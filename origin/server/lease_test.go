@@ -319,16 +319,20 @@ func TestUsageReports(t *testing.T) {
 	if got := h.calls("acme") - base; got != 9+1 {
 		t.Errorf("after a forward reporting 9: billed %d, want 10", got)
 	}
+	// A malformed field is ignored: the request is served.
+	id = "edge-fwd-000002"
+	sig = edgesig.Sign(testEdgeKey, edgesig.Forward, "GET", "/v1/tiers", id, h.now().Unix())
+	wantStatus(t, h.get("/v1/tiers", tok, "X-Request-Id", id, edgesig.Header, sig, wire.UsageHeader, a.Lease+"=many"), 200)
 	wantStatus(t, h.get("/v1/tiers", tok, wire.UsageHeader, a.Lease+"=30"), 200)
-	if got := h.calls("acme") - base; got != 11 {
-		t.Errorf("an unsigned request's field was applied: billed %d, want 11", got)
+	if got := h.calls("acme") - base; got != 12 {
+		t.Errorf("an unsigned request's field was applied: billed %d, want 12", got)
 	}
 	tag := h.get("/v1/tiers", tok).header.Get("ETag")
 	wantStatus(t, h.gateCall("/v1/tiers", tok, tag, wire.UsageHeader, a.Lease+"=12;final"), 204)
-	// 12 used, the forward, the unsigned call, the one that read the
-	// tag, and the gated 304.
-	if got := h.calls("acme") - base; got != 12+3+1 {
-		t.Errorf("after a gate call reporting 12: billed %d, want 16", got)
+	// 12 used, the two forwards, the unsigned call, the one that read
+	// the tag, and the gated 304.
+	if got := h.calls("acme") - base; got != 12+4+1 {
+		t.Errorf("after a gate call reporting 12: billed %d, want 17", got)
 	}
 	if l := h.openLeases("acme"); len(l) != 0 {
 		t.Errorf("a final report left the lease open: %+v", l)

@@ -327,6 +327,12 @@ if out=$(node worker/cloudflare/files_check.mjs worker/cloudflare/worker.mjs "$W
 	pass "download links (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of LECTERN_URL_KEYS and the edge's refusals"
 else fail "download links" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
 
+# The LEASES var: on, off or unset configure the module, anything else is
+# refused (leases_check.mjs).
+if out=$(node worker/cloudflare/leases_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
+	pass "LEASES (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of its values"
+else fail "LEASES" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
+
 # Several origins in workerd: a second edge in front of a dead origin and
 # the real one (docs/edge.md, "Several origins"). Every GET is answered by
 # the real origin, one of the first two after trying the dead one (round

@@ -9,13 +9,15 @@
 // validate) exactly as the origin does, and answers the front's refusals
 // itself with the origin's exact error response. A request that passes is
 // forwarded, except a conditional GET whose candidate ETag matches: that
-// one costs a gate call, and the edge then answers 304 itself.
+// one costs a gate call, and the edge then answers 304 itself; or, when
+// its organisation holds a lease (lease.go; configured on), no call at
+// all, the lease's usage reported to the origin in the background.
 //
 // Like shared/, the package is TinyGo-safe: no net/http, encoding/json,
 // reflect, goroutines or wall clock. Time arrives in every message. A
 // Pipeline is not safe for concurrent use; the reactor is single-threaded.
 //
-// Two APIs over one state machine: the typed Start/Resume, and the JSON
-// codec of docs/edge.md (HandleStart, HandleResume, ParseConfig) that the
-// reactor in worker/wasm exports.
+// Two APIs over one state machine: the typed Start/Resume/Control, and
+// the JSON codec of docs/edge.md (HandleStart, HandleResume,
+// HandleControl, ParseConfig) that the reactor in worker/wasm exports.
 package pipeline

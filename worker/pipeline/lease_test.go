@@ -709,3 +709,25 @@ func decodeOutAny(t *testing.T, b []byte) {
 		t.Fatalf("output %s: unknown kind", b)
 	}
 }
+
+// Uses that pile up while a report is out are reported as soon as it is
+// answered, when ReportEvery or more are unacknowledged: the answer's own
+// output carries the next report.
+func TestLeaseReportAfterAnswer(t *testing.T) {
+	w := newLeaseWorld(t)
+	w.leaseUp(acmeLease("L1", 1024))
+	var bg Background
+	for range lease.ReportEvery {
+		bg = w.acme().Background
+	}
+	w.usageCall(bg)
+	for range lease.ReportEvery + 4 {
+		if out := w.acme(); out.Background.Handle != 0 {
+			t.Fatalf("a second report while one is out: %+v", out.Background)
+		}
+	}
+	done := w.answer(bg.Handle, 204)
+	if got := w.usageCall(done.Background); !reflect.DeepEqual(got, []lease.Report{{Lease: "L1", Used: 2*lease.ReportEvery + 4}}) {
+		t.Errorf("next report %+v", got)
+	}
+}

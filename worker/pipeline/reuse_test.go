@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
@@ -27,12 +28,30 @@ import (
 // and malformed messages.
 func TestReuseMatchesFresh(t *testing.T) {
 	for seed := range uint64(8) {
-		reuseRun(t, seed)
+		reuseRun(t, seed, false)
 	}
 }
 
-func reuseRun(t *testing.T, seed uint64) {
+// TestReuseMatchesFreshWithLeases is the same with leases on: lease
+// requests and reports asked in the background and answered (a lease, no
+// lease, a failure), 304s answered with leases, and the host's flush and
+// revoke among them.
+func TestReuseMatchesFreshWithLeases(t *testing.T) {
+	for seed := range uint64(8) {
+		reuseRun(t, seed, true)
+	}
+}
+
+func reuseRun(t *testing.T, seed uint64, leases bool) {
 	reused, fresh := newPipeline(), newPipeline()
+	if leases {
+		cfg := testCfg
+		cfg.Leases, cfg.Revoke = true, revokeURL
+		cfg.Random = &counter{}
+		reused = New(cfg)
+		cfg.Random = &counter{}
+		fresh = New(cfg)
+	}
 	rng := rand.New(rand.NewPCG(seed, 2))
 	// Tokens of several organisations and lengths, so that messages of
 	// different sizes land in one another's copies.
@@ -46,13 +65,15 @@ func reuseRun(t *testing.T, seed uint64) {
 	type waiting struct {
 		handle Handle
 		tok    string
-		jwks   bool // its subrequest is the JWKS fetch
-		parked bool // parked: resumed only with a wake, once woken
+		jwks   bool   // its subrequest is the JWKS fetch
+		parked bool   // parked: resumed only with a wake, once woken
+		bg     string // a lease-protocol call: "lease" or "usage"
 	}
 	var open []*waiting
 	woken := map[Handle]bool{}
 	var input []byte // one buffer for every message, as the reactor's alloc reuses one
 	now := t0ms + 1000
+	served, granted := 0, 0
 	for step := range 2000 {
 		now += int64(rng.IntN(3))
 		var msg []byte
@@ -64,7 +85,16 @@ func reuseRun(t *testing.T, seed uint64) {
 			}
 		}
 		isStart := len(ready) == 0 || rng.IntN(2) == 0
+		isControl := false
 		switch {
+		case leases && isStart && rng.IntN(25) == 0:
+			isControl = true
+			if rng.IntN(2) == 0 {
+				msg = fmt.Appendf(nil, `{"op":"flush","now":%d}`, now)
+			} else {
+				rv := fmt.Sprintf(`{"leases":["L%d","L%d"],"keep":%v}`, rng.IntN(step+1), rng.IntN(step+1), rng.IntN(2) == 0)
+				msg = fmt.Appendf(nil, `{"op":"revoke","now":%d,"body":%q}`, now, rv)
+			}
 		case rng.IntN(50) == 0:
 			msg = []byte(`{"method":"GET","path":"/v1/tiers","headers":[["A"`) // malformed
 			if !isStart {
@@ -102,10 +132,34 @@ func reuseRun(t *testing.T, seed uint64) {
 			open = append(open[:i], open[i+1:]...)
 			tok = w.tok
 			switch {
+			case w.bg == "usage":
+				msg = fmt.Appendf(nil, `{"handle":%d,"status":%d,"now":%d}`, w.handle, []int{204, 204, 500, 0}[rng.IntN(4)], now)
+			case w.bg == "lease":
+				org := orgOf(w.tok)
+				if org == "" {
+					org = "unknown"
+				}
+				// Mostly a lease on the state the edge knows, so that it serves.
+				g := fresh.orgs.m[orgKey{id: org}].grants
+				if g == "" || rng.IntN(4) == 0 {
+					g = grants[rng.IntN(len(grants))]
+				}
+				a := lease.Answer{Lease: "L" + strconv.Itoa(step), Org: org, Epoch: 1, ContentVersion: version, Grants: g,
+					Calls: int64(8 + rng.IntN(56)), ValidMs: int64(500 + rng.IntN(5000)),
+					Headers:    [][2]string{{"Cache-Control", "private"}, {"Vary", "Authorization, Accept-Encoding"}, {"X-Service-Content-Version", version}},
+					RateLimits: []lease.RateLimit{{Name: "calls-month", Remaining: int64(rng.IntN(100)), Reset: t0.Unix() + 86400}}}
+				status := 200
+				switch rng.IntN(5) {
+				case 0:
+					a = lease.Answer{RetryMs: int64(rng.IntN(3000))}
+				case 1:
+					status = 500
+				}
+				msg = fmt.Appendf(nil, `{"handle":%d,"status":%d,"body":%q,"now":%d}`, w.handle, status, lease.AppendAnswer(nil, &a), now)
 			case w.parked:
 				delete(woken, w.handle)
 				msg = fmt.Appendf(nil, `{"handle":%d,"wake":true,"now":%d}`, w.handle, now)
-			case w.jwks && rng.IntN(5) == 0:
+			case w.jwks && !leases && rng.IntN(5) == 0: // with leases, a failed fetch would leave nothing authenticated to lease
 				msg = fmt.Appendf(nil, `{"handle":%d,"status":0,"error":"refused","now":%d}`, w.handle, now)
 			case w.jwks:
 				msg = fmt.Appendf(nil, `{"handle":%d,"status":200,"headers":[["Content-Type","application/json"]],"body":%q,"now":%d}`, w.handle, tokentest.JWKS("k1"), now)
@@ -131,7 +185,9 @@ func reuseRun(t *testing.T, seed uint64) {
 		}
 		input = append(input[:0], msg...)
 		var got []byte
-		if isStart {
+		if isControl {
+			got = reused.HandleControl(input)
+		} else if isStart {
 			got = reused.HandleStart(input)
 		} else {
 			got = reused.HandleResume(input)
@@ -140,7 +196,12 @@ func reuseRun(t *testing.T, seed uint64) {
 		for i := range input {
 			input[i] = '#' // the host's buffer is its own again
 		}
-		want := fresh.fresh(isStart, msg)
+		var want []byte
+		if isControl {
+			want = fresh.HandleControl(bytes.Clone(msg))
+		} else {
+			want = fresh.fresh(isStart, msg)
+		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("seed %d, step %d, message %s:\nreused %s\nfresh  %s", seed, step, msg, got, want)
 		}
@@ -149,6 +210,11 @@ func reuseRun(t *testing.T, seed uint64) {
 			Handle Handle
 			URL    string
 			Wake   []Handle
+			// A lease-protocol call the output asks for.
+			Background struct {
+				Handle Handle
+				URL    string
+			}
 		}
 		if err := json.Unmarshal(want, &out); err != nil {
 			t.Fatalf("output %s: %v", want, err)
@@ -156,18 +222,35 @@ func reuseRun(t *testing.T, seed uint64) {
 		for _, h := range out.Wake {
 			woken[h] = true
 		}
-		switch out.Kind {
-		case "subrequest":
+		if bytes.Contains(want, []byte(`"lease":{`)) {
+			served++
+		}
+		if bytes.Contains(msg, []byte(`\"calls\":`)) && !bytes.Contains(msg, []byte(`\"calls\":0`)) && bytes.Contains(msg, []byte(`"status":200`)) {
+			granted++
+		}
+		if bg := out.Background; bg.Handle != 0 {
+			open = append(open, &waiting{handle: bg.Handle, tok: tok, bg: strings.TrimPrefix(bg.URL, "http://origin.test/internal/")})
+		}
+		switch {
+		case isControl && out.Kind == "subrequest":
+			open = append(open, &waiting{handle: out.Handle, bg: "usage"})
+		case out.Kind == "subrequest":
 			open = append(open, &waiting{handle: out.Handle, tok: tok, jwks: out.URL == testCfg.JWKSURL})
-		case "park":
+		case out.Kind == "park":
 			open = append(open, &waiting{handle: out.Handle, tok: tok, parked: true})
 		}
 	}
 	if !reflect.DeepEqual(reused.tokens.m, fresh.tokens.m) || !reflect.DeepEqual(reused.orgs.m, fresh.orgs.m) {
 		t.Errorf("seed %d: caches differ:\nreused %v %v\nfresh  %v %v", seed, reused.tokens.m, reused.orgs.m, fresh.tokens.m, fresh.orgs.m)
 	}
+	if !reflect.DeepEqual(reused.ls.held, fresh.ls.held) || !reflect.DeepEqual(reused.ls.orgs, fresh.ls.orgs) {
+		t.Errorf("seed %d: lease state differs", seed)
+	}
 	if len(reused.free) == 0 {
 		t.Errorf("seed %d: nothing was reused", seed)
+	}
+	if leases && (served == 0 || len(reused.ls.held) == 0 && granted == 0) {
+		t.Errorf("seed %d: %d leased 304s, %d grants: the run tested little of leases", seed, served, granted)
 	}
 }
 

@@ -17,6 +17,12 @@
 // With several origins (Config.Origins), subrequests to the origin go to
 // each in turn and fail over where that cannot apply a request twice
 // (origins.go).
+//
+// With leases (Config.Leases) the host performs the module's background
+// lease and usage calls, logs each leased 304 before answering it and
+// reports the last run's log at start (usage.go), flushes the module's
+// usage every second and at Close, and serves the origin's revoke push
+// (leases.go).
 package wazero
 
 import (
@@ -128,8 +134,8 @@ type Host struct {
 	origins *origins
 	next    atomic.Uint64
 	stats   struct {
-		requests, forwards, subrequests, parks, failures, refreshes, failovers, backgrounds atomic.Int64
-		moduleCPU                                                                           atomic.Int64 // ns
+		requests, forwards, subrequests, parks, failures, refreshes, failovers, backgrounds, revokes atomic.Int64
+		moduleCPU                                                                                    atomic.Int64 // ns
 	}
 
 	edgeKey []byte    // signs the host's own calls, checks the origin's revoke pushes
@@ -161,6 +167,10 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 	}
 	h.mod = m
 	if h.cfg.Leases {
+		if _, ok := m.compiled.ExportedFunctions()["control"]; !ok {
+			h.Close(ctx)
+			return nil, errors.New("edge host: leases need a module that exports control (docs/edge.md: Module ABI)")
+		}
 		if err := h.startLeases(); err != nil {
 			h.Close(ctx)
 			return nil, err
@@ -275,7 +285,8 @@ type Stats struct {
 	Failures    int64 // requests answered 500 by the host itself
 	Refreshes   int64 // background JWKS refreshes answered to the guest
 	Failovers   int64 // subrequests sent on to another origin after a failed attempt
-	Backgrounds int64 // background subrequests (leases, usage) answered to the guest
+	Backgrounds int64 // background subrequests (lease requests, usage reports) answered to the guest; not in Subrequests
+	Revokes     int64 // the origin's revoke pushes answered 200
 	// ModuleCPU is the CPU time spent in module calls (configure, and for
 	// each message alloc, the copy in and start or resume), counted only
 	// when Config.ThreadCPU is set: an estimate from a sample of the calls
@@ -288,6 +299,7 @@ func (h *Host) Stats() Stats {
 	return Stats{Requests: h.stats.requests.Load(), Forwards: h.stats.forwards.Load(),
 		Subrequests: h.stats.subrequests.Load(), Parks: h.stats.parks.Load(), Failures: h.stats.failures.Load(),
 		Refreshes: h.stats.refreshes.Load(), Failovers: h.stats.failovers.Load(), Backgrounds: h.stats.backgrounds.Load(),
+		Revokes:   h.stats.revokes.Load(),
 		ModuleCPU: time.Duration(h.stats.moduleCPU.Load())}
 }
 

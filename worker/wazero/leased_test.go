@@ -41,6 +41,7 @@ type leaseOrigin struct {
 	leases []lease.Request
 	usage  []lease.Report
 	next   int // lease ids granted
+	hang   chan struct{}
 }
 
 func (o *leaseOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +69,12 @@ func (o *leaseOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("ETag", r.Header.Get("If-None-Match"))
 		w.WriteHeader(204)
 	case lease.Path:
+		if o.hang != nil { // hold the lease request until the host gives up on it
+			o.hang <- struct{}{}
+			<-r.Context().Done()
+			o.hang <- struct{}{}
+			return
+		}
 		rq, err := lease.ParseRequest(body)
 		if !signed(edgesig.Lease) || err != nil || r.Header.Get("Authorization") == "" {
 			o.t.Errorf("lease request %q (%v) not signed, or without the client's token", body, err)
@@ -277,4 +284,20 @@ func TestLeaseUsageReportedAtClose(t *testing.T) {
 	if used, _ := o.reported("L1"); used != 2 {
 		t.Errorf("Close reported L1 at %d, want 2", used)
 	}
+}
+
+// TestCloseCancelsBackground: Close cancels a background subrequest still
+// in flight rather than waiting for its timeout.
+func TestCloseCancelsBackground(t *testing.T) {
+	o := newLeaseOrigin(t, 8)
+	o.hang = make(chan struct{})
+	h, base := leasedHost(t, o.url, func(c *Config) {
+		leaseHostConfig(o, filepath.Join(t.TempDir(), "usage.log"))(c)
+		c.SubrequestTimeout = time.Hour
+	})
+	c := newLeaseClient(t, base)
+	c.revalidate()
+	<-o.hang // the lease request is at the origin
+	h.Close(context.Background())
+	<-o.hang // and was cancelled (the subrequest timeout is an hour)
 }

@@ -122,7 +122,6 @@ func (h *Host) flush(ctx context.Context, in *instance) error {
 	// Something was sent: look again at the next tick (the module may
 	// have held some back, or the answer may fail).
 	h.dirty.Store(true)
-	h.stats.subrequests.Add(1)
 	msg, _ := h.subrequest(ctx, nil, out)
 	status, failure := msg.Status, msg.Error
 	h.acknowledged(out.URL, out.Body, status)
@@ -147,7 +146,6 @@ func (h *Host) background(in *instance, bg Background) {
 		return // the module treats it as failed when it is never answered
 	}
 	h.dirty.Store(true)
-	h.stats.subrequests.Add(1)
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
@@ -263,6 +261,7 @@ func (h *Host) serveRevoke(w http.ResponseWriter, r *http.Request) bool {
 	wh.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+	h.stats.revokes.Add(1)
 	return true
 }
 

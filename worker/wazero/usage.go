@@ -43,13 +43,14 @@ import (
 // the highest, so a record sent twice changes nothing.
 
 // The log is compacted as it grows: once it is over compactAt, and twice
-// what the last compaction left, it is
-// rewritten (a temporary file renamed over it) with one record per lease
-// still live, the highest count of each. A lease is settled, and left
-// out, once the origin has acknowledged its final report: a 200 or 204 to
-// a lease request or usage report that carried it (the host reads their
-// bodies), or the answer to a revoke push. So the log holds about one
-// record per open lease plus what came since the last compaction.
+// what the last compaction left, it is rewritten (a temporary file renamed
+// over it) with one record per lease still live, the highest count of
+// each. A lease is settled, and left out, once the origin has
+// acknowledged its final report: a 200 or 204 to a lease request or usage
+// report that carried it (the host reads their bodies). A lease dropped by
+// a revoke push stays live: should the push's answer not reach the origin,
+// the next start reports it. So the log holds about one record per open
+// lease plus what came since the last compaction.
 const compactAt = 1 << 20
 
 // usageLog is the current run's log.

@@ -34,6 +34,7 @@ func RunLeases(t *testing.T, kind Kind, open func(t *testing.T) LeaseStore) {
 		{"ReportsIdempotent", testReportsIdempotent},
 		{"ReportBilledToLeasePeriods", testReportLeasePeriods},
 		{"LateReportClamped", testLateReportClamped},
+		{"LateReportGrantsLimits", testLateReportGrantsLimits},
 		{"StaleEpoch", testStaleEpoch},
 		{"AlarmRefusesGrant", testAlarmRefusesGrant},
 		{"InvalidLeases", testInvalidLeases},
@@ -335,6 +336,19 @@ func testLateReportClamped(t *testing.T, open func(t *testing.T) LeaseStore) {
 	if res := apply(t, s, monthCalls(leaseOrg, late, 1, quota)); res.Refused == nil || res.Reserved {
 		t.Errorf("a call at the quota: Refused %v, Reserved %v; want refused, not Reserved", res.Refused, res.Reserved)
 	}
+}
+
+// A late report is clamped by the limits of its grant, not today's: the
+// quota raised since does not let it bill more.
+func testLateReportGrantsLimits(t *testing.T, open func(t *testing.T) LeaseStore) {
+	s := open(t)
+	g := grantAt(t, s, "L1", t0, 8, lim(10), nil)
+	g.Share = 1
+	checkCalls(t, "grant", grant(t, s, g), 8)
+	late := g.Settle.Add(time.Second)
+	checkPassed(t, "5 calls under a raised quota", apply(t, s, monthCalls(leaseOrg, late, 5, lim(100))))
+	report(t, s, late, meter.Report{Lease: "L1", Used: 8, Final: true})
+	checkBilled(t, s, "8 reported late under a grant's quota of 10", late, 10, 5)
 }
 
 // A grant whose epoch moved, of its org or of every org, is refused and

@@ -29,9 +29,9 @@ const (
 	// orgs that may reserve and those its grants and reports name.
 	readBatchLeases = `SELECT ` + leaseColumns + ` FROM meter_leases
 		WHERE (org = ANY($1::text[]) AND NOT closed AND settle > $2) OR id = ANY($3::text[])`
-	// lockEpochs makes the epoch rows of the grants' orgs exist and holds
-	// them, and the global one, FOR SHARE until the batch ends: a
-	// BumpEpoch waits for the batch.
+	// addEpochs makes the epoch rows of the grants' orgs exist, and
+	// lockEpochs reads them and the global one and holds them FOR SHARE
+	// until the batch ends: a BumpEpoch (an upsert) waits for the batch.
 	addEpochs = `INSERT INTO meter_lease_epochs (org, n)
 		SELECT o, 0 FROM unnest($1::text[]) AS o ORDER BY o COLLATE "C" ON CONFLICT (org) DO NOTHING`
 	lockEpochs = `SELECT org, n FROM meter_lease_epochs WHERE org = ANY($1::text[]) OR org = ''
