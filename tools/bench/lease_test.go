@@ -69,6 +69,11 @@ func TestPacedCount(t *testing.T) {
 	if _, err := paced(t.Context(), tg, 400, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "status 304") {
 		t.Errorf("a wrong status: %v", err)
 	}
+	// A status taken besides want (a host failure) is counted, not fatal.
+	tg.also = []int{304}
+	if r, err := paced(t.Context(), tg, 400, 50*time.Millisecond); err != nil || r.also != 20 || r.requests != 20 {
+		t.Errorf("also: %d of %d, %v; want 20 of 20", r.also, r.requests, err)
+	}
 }
 
 // procCPU reads the same count as /proc/PID/stat's utime + stime, finer.
