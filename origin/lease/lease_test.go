@@ -400,3 +400,56 @@ func testRecallsShareOneRound(t *testing.T, s leaseStore) {
 		t.Errorf("billed %d, want 3", got)
 	}
 }
+
+// TestLoggedLeaseReservesUntilItsFinalReport: a lease granted to a host
+// that takes pushes (a revoke URL: a host with a usage log) reserves its
+// block past its expiry until its final report, so an edge that died
+// with uses unreported and reports them at its next start is billed
+// within the quota; a lease of a host without a log stops reserving
+// SettleGrace after its expiry.
+func TestLoggedLeaseReservesUntilItsFinalReport(t *testing.T) {
+	eachBackend(t, testLoggedLeaseReserves)
+}
+
+func testLoggedLeaseReserves(t *testing.T, s leaseStore) {
+	quota := func(o *store.Org) { o.Quota.Calls = n(40) }
+	later := day.Add(time.Minute) // past every lease's expiry and grace
+	direct := func(org string) (passed int64) {
+		for range 50 {
+			res, err := s.Apply(context.Background(), meter.Op{Org: org, Now: later,
+				Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1, Limit: n(40)}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Refused == nil {
+				passed++
+			}
+		}
+		return passed
+	}
+	now := day
+	m := lease.New(lease.Config{Store: s, Now: func() time.Time { return now }})
+
+	logged := acme(quota)
+	g := grant(t, m, logged, 8, "http://127.0.0.1:1/internal/revoke", day)
+	if g.Calls != 8 {
+		t.Fatalf("granted %d calls, want 8", g.Calls)
+	}
+	if got := direct("acme"); got != 32 {
+		t.Errorf("with a logged lease unreported: %d direct calls passed, want 32", got)
+	}
+	now = later // the report comes after the lease's expiry and grace
+	if err := m.Report(context.Background(), []wire.Report{{Lease: g.ID, Used: 8, Final: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(t, s, "acme", later); got != 40 {
+		t.Errorf("after the late final report: billed %d, want 40 (the quota, every use billed)", got)
+	}
+
+	now = day
+	unlogged := acme(func(o *store.Org) { quota(o); o.ID = "globex" })
+	g = grant(t, m, unlogged, 8, "", day)
+	if got := direct("globex"); got != 40 {
+		t.Errorf("with an unlogged lease past its grace: %d direct calls passed, want 40", got)
+	}
+}

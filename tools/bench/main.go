@@ -26,6 +26,8 @@
 //	         p99, (m) GET /v1/progress of a learner with 100 classes, 200
 //	         and 304, (n) N writers on one learner, saved writes per second
 //	         and the share answered 409
+//	progress (a) and the learner progress rows (l)–(n) alone, the
+//	         content section's rounds without its other rows
 //	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
@@ -52,7 +54,7 @@
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,leases,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,progress,edge,leases,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -104,7 +106,7 @@ type options struct {
 	memLimit bool // set the memory limit in process as the origin does
 }
 
-var allSections = []string{"content", "edge", "leases", "worker", "module", "memory"}
+var allSections = []string{"content", "progress", "edge", "leases", "worker", "module", "memory"}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -205,7 +207,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		c       *corpus.Corpus
 		lesson  *corpus.Lesson
 		tgNote  string
-		needStk = o.sections["content"] || o.sections["edge"] || o.sections["leases"] || o.sections["worker"]
+		needStk = o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["worker"]
 	)
 	if needStk || o.sections["memory"] {
 		cdir := o.corpus
@@ -263,12 +265,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), %s, SQLite meters (group commit)\n",
 			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media, where)
 	}
-	if o.sections["content"] || o.sections["edge"] || o.sections["leases"] {
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] {
 		fmt.Fprintf(stdout, "throughput: %d keep-alive clients, median of %d interleaved runs of %v; ratios are to (a) of the same run\n",
 			o.clients, o.runs, o.time)
 	}
 
-	if o.sections["content"] || o.sections["edge"] || o.sections["leases"] {
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] {
 		r, err := throughput(ctx, o, st, tokens, lesson, builds, log, progress)
 		if err != nil {
 			return err
