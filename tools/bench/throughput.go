@@ -49,6 +49,9 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 			setups = append(setups, func() (*scenario, error) { return tb.edge(b) })
 		}
 	}
+	if o.sections["leases"] {
+		setups = append(setups, tb.leaseSetups(builds)...) // (f) with leases, lease.go
+	}
 	var scenarios []*scenario
 	for _, setup := range setups {
 		s, err := setup()
