@@ -61,6 +61,7 @@
 //	origin/internal/sqlitemig     SQLite migrations
 //	origin/lessondoc              the lesson routes' documents, pre-rendered once per corpus
 //	origin/lease                  edge leases: grants, reports, revocation, recall and settling
+//	origin/lease/leasetest        a fake edge host's revoke endpoint, for tests
 //	origin/licence                the organisation gate and grants
 //	origin/meter                  the metering contract and the enumeration alarm
 //	origin/meter/internal/batch   what the meter backends share: evaluation, commit, group committer
