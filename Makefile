@@ -18,6 +18,7 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
 	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString \
 	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan ./worker/pipeline:FuzzDecode \
+	./worker/pipeline:FuzzLeaseMessages ./shared/lease:FuzzMessages \
 	./shared/link:FuzzParse ./origin/forensic:FuzzDetect ./origin/progress:FuzzDecode
 
 .DEFAULT_GOAL := help

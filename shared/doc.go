@@ -28,6 +28,7 @@
 //	shared/internal/vectors       reads the testdata vectors shared with wasmtest
 //	shared/jsoncheck              linear-time checks on raw JSON before a parser recurses
 //	shared/jsonenc                JSON appended to byte slices without reflection
+//	shared/lease                  the wire contract of the edge's licence-and-calls leases
 //	shared/link                   signed download links: their keys, signing, parsing, checking
 //	shared/logbuf                 for tests: a log sink goroutines write while the test reads it
 //	shared/ows                    the optional whitespace around HTTP field values (RFC 9110 §5.6.3)
@@ -59,6 +60,8 @@
 //	origin/internal/private       owner-only modes for files holding secrets
 //	origin/internal/sqlitemig     SQLite migrations
 //	origin/lessondoc              the lesson routes' documents, pre-rendered once per corpus
+//	origin/lease                  edge leases: grants, reports, revocation, recall and settling
+//	origin/lease/leasetest        a fake edge host's revoke endpoint, for tests
 //	origin/licence                the organisation gate and grants
 //	origin/meter                  the metering contract and the enumeration alarm
 //	origin/meter/internal/batch   what the meter backends share: evaluation, commit, group committer

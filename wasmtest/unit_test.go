@@ -46,8 +46,9 @@ func TestPipelineUnderTinyGo(t *testing.T) {
 		t.Fatalf("worker/pipeline's tests under TinyGo: %v\n%s", err, out.Bytes())
 	}
 	passed := regexp.MustCompile(`(?m)^--- PASS: `).FindAll(out.Bytes(), -1)
-	if len(passed) < 20 || !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGate304Allocations")) {
-		t.Fatalf("worker/pipeline's tests under TinyGo: %d passed, TestGate304Allocations not among them:\n%s", len(passed), out.Bytes())
+	if len(passed) < 20 || !bytes.Contains(out.Bytes(), []byte("--- PASS: TestGate304Allocations")) ||
+		!bytes.Contains(out.Bytes(), []byte("--- PASS: TestLease304Allocations")) {
+		t.Fatalf("worker/pipeline's tests under TinyGo: %d passed, TestGate304Allocations or TestLease304Allocations not among them:\n%s", len(passed), out.Bytes())
 	}
 	t.Logf("worker/pipeline under TinyGo: %d tests passed", len(passed))
 }

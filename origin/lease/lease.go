@@ -60,6 +60,21 @@ const (
 	RetryOff = time.Minute
 )
 
+// settle is when a lease's reservation ends without a final report. An
+// edge host that takes pushes (a revoke URL: the wazero host) logs every
+// use before answering it and reports the log after a crash, at its next
+// start: its lease reserves until that final report, at most until the
+// month ends, so the uses it reports late are billed within the quota
+// (a dead edge's block stays reserved meanwhile: docs/edge.md). One that
+// cannot (Cloudflare) loses what it did not report with its isolate:
+// its reservation ends SettleGrace after the lease.
+func settle(now, expires time.Time, revokeURL string) time.Time {
+	if revokeURL != "" {
+		return meter.NextMonth(now)
+	}
+	return expires.Add(SettleGrace)
+}
+
 // SettleGrace is how long after its expiry a lease still reserves its
 // calls without a final report: time for the edge's last report to
 // arrive (lease.ReportInterval, and a round trip).
@@ -197,7 +212,7 @@ func (m *Manager) Grant(ctx context.Context, a Ask) (Grant, error) {
 		Org: meter.Key(a.Org), Now: a.Now, ID: id, Epoch: a.Epoch,
 		Want: min(a.Want, wire.MaxCalls), Floor: wire.MinCalls, Share: Share,
 		MonthLimit: a.Org.Quota.Calls, HourLimit: a.Org.RateLimits.CallsPerHour,
-		Expires: expires, Settle: expires.Add(SettleGrace), RevokeURL: a.RevokeURL,
+		Expires: expires, Settle: settle(a.Now, expires, a.RevokeURL), RevokeURL: a.RevokeURL,
 	})
 	if err != nil {
 		return Grant{}, err

@@ -2,19 +2,16 @@ package lease_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/lease"
+	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/shared/edgesig"
 	wire "github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/subkey"
 )
@@ -169,69 +166,6 @@ func testReportIdempotent(t *testing.T, s leaseStore) {
 	}
 }
 
-// edge is a fake edge host's revoke endpoint: it checks each push's
-// signature and body, and answers held[id] for the leases it holds.
-type edge struct {
-	t      *testing.T
-	srv    *httptest.Server
-	now    func() time.Time
-	mu     sync.Mutex
-	held   map[string]int64
-	pushes []wire.Revoke
-	status int           // answer this instead, when set
-	hold   chan struct{} // when set, each push waits for it
-	got    chan struct{} // when set, told of each push as it arrives
-}
-
-func newEdge(t *testing.T, now func() time.Time) *edge {
-	e := &edge{t: t, now: now, held: map[string]int64{}}
-	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
-	t.Cleanup(e.srv.Close)
-	return e
-}
-
-func (e *edge) url() string { return e.srv.URL + wire.RevokePath }
-
-func (e *edge) serve(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("X-Request-Id")
-	if r.Method != "POST" || r.URL.Path != wire.RevokePath || id == "" ||
-		!edgesig.Verify(edgeKey, r.Header.Get(edgesig.Header), edgesig.Revoke, "POST", wire.RevokePath, id, e.now().Unix()) {
-		e.t.Errorf("a push without a valid signature: %s %s %v", r.Method, r.URL, r.Header)
-		w.WriteHeader(404)
-		return
-	}
-	b, _ := io.ReadAll(r.Body)
-	rv, err := wire.ParseRevoke(b)
-	if err != nil {
-		e.t.Errorf("a push's body: %v: %s", err, b)
-		w.WriteHeader(400)
-		return
-	}
-	if e.got != nil {
-		e.got <- struct{}{}
-	}
-	if e.hold != nil {
-		<-e.hold
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.pushes = append(e.pushes, rv)
-	if e.status != 0 {
-		w.WriteHeader(e.status)
-		return
-	}
-	var rs []wire.Report
-	for _, id := range rv.Leases {
-		if used, ok := e.held[id]; ok {
-			rs = append(rs, wire.Report{Lease: id, Used: used, Final: !rv.Keep})
-			if !rv.Keep {
-				delete(e.held, id)
-			}
-		}
-	}
-	w.Write(wire.AppendReports(nil, rs))
-}
-
 // docs/edge.md, Leases: Revoke bumps the epoch, pushes a signed revoke to
 // the lease's edge host, applies the usage it answers as final and
 // closes a lease the host does not hold at its recorded usage.
@@ -240,11 +174,11 @@ func TestRevokePushes(t *testing.T) { eachBackend(t, testRevokePushes) }
 func testRevokePushes(t *testing.T, s leaseStore) {
 	clk := func() time.Time { return day }
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, Now: clk})
-	e := newEdge(t, clk)
+	e := leasetest.NewEdge(t, edgeKey, clk)
 	o := acme(nil)
-	held := grant(t, m, o, 16, e.url(), day)
-	gone := grant(t, m, o, 16, e.url(), day)
-	e.held[held.ID] = 7
+	held := grant(t, m, o, 16, e.URL(), day)
+	gone := grant(t, m, o, 16, e.URL(), day)
+	e.Set(held.ID, 7)
 	if err := m.Report(context.Background(), []wire.Report{{Lease: gone.ID, Used: 2}}); err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +189,8 @@ func testRevokePushes(t *testing.T, s leaseStore) {
 	if after, _ := m.Epoch(context.Background(), "acme"); after == before {
 		t.Error("the epoch did not move")
 	}
-	if len(e.pushes) != 1 || e.pushes[0].Keep || len(e.pushes[0].Leases) != 2 {
-		t.Errorf("pushes %+v, want one of both leases, not keep", e.pushes)
+	if ps := e.Pushes(); len(ps) != 1 || ps[0].Keep || len(ps[0].Leases) != 2 {
+		t.Errorf("pushes %+v, want one of both leases, not keep", ps)
 	}
 	open, _ := s.OpenLeases(context.Background(), "acme", day)
 	if len(open) != 0 {
@@ -282,16 +216,16 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 	t.Cleanup(redirect.Close)
 	for _, c := range []struct {
 		name string
-		url  func(e *edge) string
+		url  func(e *leasetest.Edge) string
 	}{
-		{"no push", func(*edge) string { return "" }},
-		{"a failed push", func(e *edge) string { e.status = 500; return e.url() }},
-		{"a redirect", func(*edge) string { return redirect.URL + wire.RevokePath }},
+		{"no push", func(*leasetest.Edge) string { return "" }},
+		{"a failed push", func(e *leasetest.Edge) string { e.Fail(500); return e.URL() }},
+		{"a redirect", func(*leasetest.Edge) string { return redirect.URL + wire.RevokePath }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s leaseStore) {
 				m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
-				e := newEdge(t, time.Now)
+				e := leasetest.NewEdge(t, edgeKey, time.Now)
 				g := grant(t, m, acme(nil), 8, c.url(e), time.Now())
 				l := recorded(t, s, "acme", g.ID)
 				if err := m.Revoke(context.Background(), "acme"); err != nil {
@@ -315,18 +249,18 @@ func TestSettleAndRecall(t *testing.T) { eachBackend(t, testSettleAndRecall) }
 
 func testSettleAndRecall(t *testing.T, s leaseStore) {
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
-	e := newEdge(t, time.Now)
+	e := leasetest.NewEdge(t, edgeKey, time.Now)
 	now := time.Now()
-	g := grant(t, m, acme(nil), 16, e.url(), now)
-	e.held[g.ID] = 4
+	g := grant(t, m, acme(nil), 16, e.URL(), now)
+	e.Set(g.ID, 4)
 	m.Settle(context.Background(), "acme")
 	if got := calls(t, s, "acme", now); got != 4 {
 		t.Errorf("settle billed %d, want 4", got)
 	}
-	if open, _ := s.OpenLeases(context.Background(), "acme", now); len(open) != 1 || e.pushes[0].Keep != true {
-		t.Fatalf("after a settle: open %+v, pushes %+v", open, e.pushes)
+	if open, _ := s.OpenLeases(context.Background(), "acme", now); len(open) != 1 || !e.Pushes()[0].Keep {
+		t.Fatalf("after a settle: open %+v, pushes %+v", open, e.Pushes())
 	}
-	e.held[g.ID] = 6
+	e.Set(g.ID, 6)
 	quiet := grant(t, m, acme(nil), 8, "", now)
 	ql := recorded(t, s, "acme", quiet.ID)
 	m.Recall(context.Background(), "acme")
@@ -347,25 +281,24 @@ func TestRevokeWaitsForThePush(t *testing.T) { eachBackend(t, testRevokeWaitsFor
 
 func testRevokeWaitsForThePush(t *testing.T, s leaseStore) {
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
-	e := newEdge(t, time.Now)
-	e.hold, e.got = make(chan struct{}), make(chan struct{}, 1)
-	g := grant(t, m, acme(nil), 8, e.url(), time.Now())
-	e.held[g.ID] = 1
+	e := leasetest.NewEdge(t, edgeKey, time.Now)
+	arrived := e.Hold()
+	g := grant(t, m, acme(nil), 8, e.URL(), time.Now())
+	e.Set(g.ID, 1)
 	done := make(chan error, 1)
 	go func() { done <- m.Revoke(context.Background(), "acme") }()
-	<-e.got
+	<-arrived
 	select {
 	case err := <-done:
 		t.Fatalf("Revoke returned (%v) while the push was unanswered", err)
 	default:
 	}
-	close(e.hold)
+	e.Release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(e.pushes)
-	if len(e.pushes) != 1 {
-		t.Errorf("pushes %s", b)
+	if ps := e.Pushes(); len(ps) != 1 {
+		t.Errorf("pushes %+v, want one", ps)
 	}
 }
 
@@ -375,28 +308,81 @@ func TestRecallsShareOneRound(t *testing.T) { eachBackend(t, testRecallsShareOne
 
 func testRecallsShareOneRound(t *testing.T, s leaseStore) {
 	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
-	e := newEdge(t, time.Now)
-	e.hold, e.got = make(chan struct{}), make(chan struct{}, 4)
-	g := grant(t, m, acme(nil), 8, e.url(), time.Now())
-	e.held[g.ID] = 3
+	e := leasetest.NewEdge(t, edgeKey, time.Now)
+	arrived := e.Hold()
+	g := grant(t, m, acme(nil), 8, e.URL(), time.Now())
+	e.Set(g.ID, 3)
 	done := make(chan struct{}, 3)
 	for range 3 {
 		go func() { m.Recall(context.Background(), "acme"); done <- struct{}{} }()
 	}
-	<-e.got
+	<-arrived
 	select {
 	case <-done:
 		t.Fatal("a recall returned while the push was unanswered")
 	default:
 	}
-	close(e.hold)
+	e.Release()
 	for range 3 {
 		<-done
 	}
-	if len(e.pushes) != 1 {
-		t.Errorf("%d pushes, want one", len(e.pushes))
+	if ps := e.Pushes(); len(ps) != 1 {
+		t.Errorf("%d pushes, want one", len(ps))
 	}
 	if got := calls(t, s, "acme", time.Now()); got != 3 {
 		t.Errorf("billed %d, want 3", got)
+	}
+}
+
+// TestLoggedLeaseReservesUntilItsFinalReport: a lease granted to a host
+// that takes pushes (a revoke URL: a host with a usage log) reserves its
+// block past its expiry until its final report, so an edge that died
+// with uses unreported and reports them at its next start is billed
+// within the quota; a lease of a host without a log stops reserving
+// SettleGrace after its expiry.
+func TestLoggedLeaseReservesUntilItsFinalReport(t *testing.T) {
+	eachBackend(t, testLoggedLeaseReserves)
+}
+
+func testLoggedLeaseReserves(t *testing.T, s leaseStore) {
+	quota := func(o *store.Org) { o.Quota.Calls = n(40) }
+	later := day.Add(time.Minute) // past every lease's expiry and grace
+	direct := func(org string) (passed int64) {
+		for range 50 {
+			res, err := s.Apply(context.Background(), meter.Op{Org: org, Now: later,
+				Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1, Limit: n(40)}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Refused == nil {
+				passed++
+			}
+		}
+		return passed
+	}
+	now := day
+	m := lease.New(lease.Config{Store: s, Now: func() time.Time { return now }})
+
+	logged := acme(quota)
+	g := grant(t, m, logged, 8, "http://127.0.0.1:1/internal/revoke", day)
+	if g.Calls != 8 {
+		t.Fatalf("granted %d calls, want 8", g.Calls)
+	}
+	if got := direct("acme"); got != 32 {
+		t.Errorf("with a logged lease unreported: %d direct calls passed, want 32", got)
+	}
+	now = later // the report comes after the lease's expiry and grace
+	if err := m.Report(context.Background(), []wire.Report{{Lease: g.ID, Used: 8, Final: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(t, s, "acme", later); got != 40 {
+		t.Errorf("after the late final report: billed %d, want 40 (the quota, every use billed)", got)
+	}
+
+	now = day
+	unlogged := acme(func(o *store.Org) { quota(o); o.ID = "globex" })
+	g = grant(t, m, unlogged, 8, "", day)
+	if got := direct("globex"); got != 40 {
+		t.Errorf("with an unlogged lease past its grace: %d direct calls passed, want 40", got)
 	}
 }

@@ -65,10 +65,12 @@ func (m *Manager) revoke(ctx context.Context, org string) error {
 
 // Recall takes back org's leases because a call was refused only for
 // their reservations (meter.Result.Reserved): a push to each that takes
-// one, without keeping it, and its usage applied as final; the others
-// are waited for until their reservation ends (Settle, on the origin's
-// clock), at most TTL + SettleGrace + 1 s. The caller then applies its op
-// once more. Concurrent recalls of one organisation share one round.
+// one, without keeping it, and its usage applied as final; those that
+// take none are waited for until their reservation ends (Settle, on the
+// origin's clock), at most TTL + SettleGrace + 1 s; one whose push
+// failed is not (it reserves until its host reports it). The caller
+// then applies its op once more. Concurrent recalls of one organisation
+// share one round.
 // Failures are logged: the op is applied again whatever came of it.
 func (m *Manager) Recall(ctx context.Context, org string) {
 	m.recalls.do(ctx, org, func() {
@@ -84,7 +86,9 @@ func (m *Manager) Recall(ctx context.Context, org string) {
 		}
 		var until time.Time
 		for _, l := range left {
-			if l.Settle.After(until) {
+			// A lease whose push failed keeps its reservation until
+			// its host reports it (settle): waiting would not free it.
+			if l.RevokeURL == "" && l.Settle.After(until) {
 				until = l.Settle
 			}
 		}

@@ -214,6 +214,12 @@ type Store interface {
 	// Progress reads the record of learner in organisation orgID: a
 	// Record with Version 0 and no classes when nothing was saved.
 	Progress(ctx context.Context, orgID, learner string) (Record, error)
+	// ReadProgress is Progress for a reader that changes nothing: the
+	// record it returns may be shared, with the store's cache and with
+	// other readers, so neither it nor what it points to may be
+	// modified. It spares GET /v1/progress a copy of the record
+	// (Progress's is the caller's own, for Apply).
+	ReadProgress(ctx context.Context, orgID, learner string) (*Record, error)
 	// SaveProgress stores r as version r.Version+1 if the stored version
 	// is still r.Version (0: none stored), in one transaction, and
 	// returns the new version. ErrConflict, with nothing written, if

@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/lease"
+	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -85,74 +83,6 @@ func (h *harness) updateOrg(id string, mod func(*store.Org)) {
 	}
 }
 
-// fakeEdge is an edge host's revoke endpoint: it checks each push's
-// signature, and answers for the leases it holds (used[id]).
-type fakeEdge struct {
-	t      *testing.T
-	srv    *httptest.Server
-	now    func() time.Time
-	mu     sync.Mutex
-	used   map[string]int64
-	pushes []wire.Revoke
-	got    chan struct{} // when set, told of each push as it arrives
-	hold   chan struct{} // when set, each push waits for it before answering
-}
-
-func newFakeEdge(t *testing.T, now func() time.Time) *fakeEdge {
-	e := &fakeEdge{t: t, now: now, used: map[string]int64{}}
-	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
-	t.Cleanup(e.srv.Close)
-	return e
-}
-
-func (e *fakeEdge) url() string { return e.srv.URL + wire.RevokePath }
-
-func (e *fakeEdge) set(id string, used int64) {
-	e.mu.Lock()
-	e.used[id] = used
-	e.mu.Unlock()
-}
-
-func (e *fakeEdge) revokes() []wire.Revoke {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.pushes)
-}
-
-func (e *fakeEdge) serve(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("X-Request-Id")
-	if !edgesig.Verify(testEdgeKey, r.Header.Get(edgesig.Header), edgesig.Revoke, r.Method, wire.RevokePath, id, e.now().Unix()) {
-		e.t.Errorf("a push without a valid signature: %s %v", r.Method, r.Header)
-		w.WriteHeader(404)
-		return
-	}
-	b, _ := io.ReadAll(r.Body)
-	rv, err := wire.ParseRevoke(b)
-	if err != nil {
-		e.t.Errorf("a push's body: %v", err)
-		w.WriteHeader(400)
-		return
-	}
-	if e.got != nil {
-		e.got <- struct{}{}
-	}
-	if e.hold != nil {
-		<-e.hold
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.pushes = append(e.pushes, rv)
-	var rs []wire.Report
-	for _, l := range rv.Leases {
-		if n, ok := e.used[l]; ok {
-			rs = append(rs, wire.Report{Lease: l, Used: n, Final: !rv.Keep})
-			if !rv.Keep {
-				delete(e.used, l)
-			}
-		}
-	}
-	w.Write(wire.AppendReports(nil, rs))
-}
 
 // docs/edge.md, Leases: the lease endpoint answers nothing without a
 // valid signature (404, as the gate), 400 to a malformed message, and
@@ -357,20 +287,20 @@ func (h *harness) openLeases(orgID string) []meter.Lease {
 // served: no false 429.
 func TestRecallAvoidsFalse429(t *testing.T) {
 	h := leaseHarness(t, lease.Config{})
-	e := newFakeEdge(t, h.now)
+	e := leasetest.NewEdge(t, testEdgeKey, h.now)
 	tok := h.org("acme", "topics")
 	h.updateOrg("acme", func(o *store.Org) { o.Quota.Calls = n64(40) })
-	a := h.askLease(tok, wire.Request{Want: 64, Revoke: e.url()})
+	a := h.askLease(tok, wire.Request{Want: 64, Revoke: e.URL()})
 	if a.Calls != 10 {
 		t.Fatalf("a quarter of 40: %d", a.Calls)
 	}
-	e.set(a.Lease, 2)
+	e.Set(a.Lease, 2)
 	for range 30 {
 		wantStatus(t, h.get("/v1/tiers", tok), 200)
 	}
 	// 30 billed + 10 reserved: the next call is refused only for the lease.
 	wantStatus(t, h.get("/v1/tiers", tok), 200)
-	if ps := e.revokes(); len(ps) != 1 || ps[0].Keep || ps[0].Leases[0] != a.Lease {
+	if ps := e.Pushes(); len(ps) != 1 || ps[0].Keep || ps[0].Leases[0] != a.Lease {
 		t.Errorf("pushes %+v, want one revoke of the lease", ps)
 	}
 	if got := h.calls("acme"); got != 30+2+1 {
@@ -386,23 +316,23 @@ func TestRecallAvoidsFalse429(t *testing.T) {
 // edge holds unreported is in its calls, and the lease stays the edge's.
 func TestLicenseSettles(t *testing.T) {
 	h := leaseHarness(t, lease.Config{})
-	e := newFakeEdge(t, h.now)
+	e := leasetest.NewEdge(t, testEdgeKey, h.now)
 	tok := h.org("acme", "topics")
-	a := h.askLease(tok, wire.Request{Want: 64, Revoke: e.url()})
-	e.set(a.Lease, 5)
+	a := h.askLease(tok, wire.Request{Want: 64, Revoke: e.URL()})
+	e.Set(a.Lease, 5)
 	body := h.ok("/v1/license", tok)
 	used := body["quota"].(map[string]any)["calls"].(map[string]any)["used"]
 	if fmt.Sprint(used) != "5" {
 		t.Errorf("licence status calls used %v, want 5", used)
 	}
-	if ps := e.revokes(); len(ps) != 1 || !ps[0].Keep {
+	if ps := e.Pushes(); len(ps) != 1 || !ps[0].Keep {
 		t.Errorf("pushes %+v, want one settle", ps)
 	}
 	if l := h.openLeases("acme"); len(l) != 1 {
 		t.Errorf("a settle closed the lease: %+v", l)
 	}
 	// The admin API's reading settles too.
-	e.set(a.Lease, 8)
+	e.Set(a.Lease, 8)
 	o, _ := h.store.GetOrg(context.Background(), "acme")
 	_, extras, err := h.srv.OrgExtras(context.Background(), o)
 	if err != nil {
@@ -417,26 +347,26 @@ func TestLicenseSettles(t *testing.T) {
 // after the organisation's leases are revoked.
 func TestAlarmTripRevokes(t *testing.T) {
 	h := leaseHarness(t, lease.Config{})
-	e := newFakeEdge(t, h.now)
+	e := leasetest.NewEdge(t, testEdgeKey, h.now)
 	tok, path, crossing := alarmOrg(t, h, "alarm")
-	a := h.askLease(tok, wire.Request{Want: 16, Revoke: e.url()})
-	e.set(a.Lease, 1)
+	a := h.askLease(tok, wire.Request{Want: 16, Revoke: e.URL()})
+	e.Set(a.Lease, 1)
 	for n := 1; n < crossing; n++ {
 		h.ok(path(n), tok)
 	}
-	if len(e.revokes()) != 0 {
+	if len(e.Pushes()) != 0 {
 		t.Fatal("a read that did not trip the alarm revoked")
 	}
-	e.got, e.hold = make(chan struct{}, 1), make(chan struct{})
+	arrived := e.Hold()
 	done := make(chan resp, 1)
 	go func() { done <- h.get(path(crossing), tok) }()
-	<-e.got
+	<-arrived
 	select {
 	case r := <-done:
 		t.Fatalf("the tripping read was answered (%d) before the revoke", r.status)
 	default:
 	}
-	close(e.hold)
+	e.Release()
 	wantStatus(t, <-done, 200)
 	if l := h.openLeases("alarm"); len(l) != 0 {
 		t.Errorf("open leases after the trip: %+v", l)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/url"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,7 +54,8 @@ func TestProgressBodyEncoding(t *testing.T) {
 	t0 := time.Date(2026, 3, 14, 9, 26, 53, 589793000, time.UTC)
 	paris := time.FixedZone("CET", 3600)
 	scores := []*float64{nil, ptr(0), ptr(math.Copysign(0, -1)), ptr(100), ptr(72.5), ptr(33.333333333333336),
-		ptr(1e-7), ptr(0.000001), ptr(1e-320), ptr(5e21), ptr(12345678.9)}
+		ptr(1e-7), ptr(0.000001), ptr(1e-320), ptr(5e21), ptr(12345678.9),
+		ptr(1e15 - 1), ptr(1e15), ptr(-42), ptr(4503599627370497), ptr(1e20), ptr(1e21)}
 	tiers := []string{"high", "college", "a<b>&c", "tab\there", "bs\\q\"", "ctl\b\f\x01", "u\u2028\u2029", "bad\xffutf8", "é"}
 	var many []*progress.Class
 	for i := range 150 {
@@ -68,6 +70,12 @@ func TestProgressBodyEncoding(t *testing.T) {
 	many[1].FirstRecordedAt = time.Date(-12, 1, 1, 0, 0, 0, 0, time.UTC)
 	many[2].LastRecordedAt = time.Date(12026, 12, 31, 23, 59, 59, 999, time.UTC)
 	many[3].FirstRecordedAt = time.Time{}
+	// appendTimestamp's own digits: the years at its bounds and one
+	// that pads, in a zone whose offset moves the day.
+	many[4].FirstRecordedAt = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	many[4].LastRecordedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	many[5].FirstRecordedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	many[5].LastRecordedAt = time.Date(987, 6, 5, 4, 3, 2, 1, time.FixedZone("far", -11*3600))
 	cursor := "v1.abc_DEF-123"
 	day := "2026-03-14"
 	cases := []struct {
@@ -156,6 +164,50 @@ func TestProgressBodyWire(t *testing.T) {
 			break
 		}
 		path = fmt.Sprintf("/v1/progress?limit=%d&cursor=%s", limit, url.QueryEscape(*p.NextCursor))
+	}
+}
+
+// GETs at once, of two learners whose bodies differ in length, each
+// answer its own learner's whole body: the 200's scratch buffers
+// (progressScratches) are never shared by two answers, nor keep what a
+// longer answer left.
+func TestProgressBodyConcurrent(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.createOrg("k", slices.Clone(shid.Tiers), nil)
+	ids := lessonsOf(h.corpus(), 12)
+	toks := []string{h.learnerToken("k", "ana", progressScopes...), h.learnerToken("k", "bob", progressScopes...)}
+	for i, l := range ids {
+		h.ack(toks[0], l, fmt.Sprintf(`{"score":%d}`, i))
+		if i%3 == 0 {
+			h.ack(toks[1], l, `{}`)
+		}
+	}
+	const path = "/v1/progress?limit=100"
+	var want [2][]byte
+	for i, tok := range toks {
+		_, r := h.progressOf(path, tok)
+		want[i] = r.body
+	}
+	if len(want[0]) <= len(want[1]) {
+		t.Fatalf("ana's body %d bytes, bob's %d: want ana's longer", len(want[0]), len(want[1]))
+	}
+	const n = 64
+	answers := make([]resp, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			answers[i] = h.get(path, toks[i%2])
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, r := range answers {
+		if r.status != 200 || !bytes.Equal(r.body, want[i%2]) {
+			t.Fatalf("GET %d (learner %d): %d\n got %s\nwant %s", i, i%2, r.status, r.body, want[i%2])
+		}
 	}
 }
 

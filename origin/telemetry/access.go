@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/route"
 )
@@ -179,7 +180,7 @@ func (a *Access) Wrap(h http.Handler) http.Handler {
 func Template(method, path string) string {
 	switch {
 	case path == "/.well-known/oauth-protected-resource", path == edgesig.GatePath,
-		path == HealthPath, path == ReadyPath:
+		path == lease.Path, path == lease.UsagePath, path == HealthPath, path == ReadyPath:
 		return path
 	case strings.HasPrefix(path, link.Prefix):
 		return link.Prefix + "{link}"

@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 		}, []string{"error_code"}),
 		edgeCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lectern_edge_calls_total",
-			Help: "Requests the edge signed, as the origin answered them: kind gate (POST /internal/gate) or forward.",
+			Help: "Requests the edge signed, as the origin answered them: kind gate (POST /internal/gate), lease (POST /internal/lease), usage (POST /internal/usage) or forward.",
 		}, []string{"kind", "http_response_status_code"}),
 		jwks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lectern_jwks_fetches_total",

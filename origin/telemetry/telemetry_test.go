@@ -430,3 +430,20 @@ func BenchmarkBare(b *testing.B) {
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
 }
+
+// TestTemplateNamesTheInternalEndpoints: the edge's gate, lease and usage
+// calls are named by their paths in the log and the metrics, not
+// "unmatched"; anything else outside the route table is.
+func TestTemplateNamesTheInternalEndpoints(t *testing.T) {
+	for path, want := range map[string]string{
+		"/internal/gate":    "/internal/gate",
+		"/internal/lease":   "/internal/lease",
+		"/internal/usage":   "/internal/usage",
+		"/internal/revoke":  "unmatched", // the edge host's, never the origin's
+		"/internal/lease/x": "unmatched",
+	} {
+		if got := Template("POST", path); got != want {
+			t.Errorf("Template(POST, %s) = %q, want %q", path, got, want)
+		}
+	}
+}

@@ -205,14 +205,18 @@ func reports(v *fastjson.Value) ([]Report, error) {
 	if err != nil || len(arr) > MaxReports {
 		return nil, Error("reports must be an array of at most 64 reports")
 	}
-	rs := make([]Report, 0, len(arr))
+	var rs []Report // nil when empty, as when absent
 	for _, e := range arr {
 		o, err := e.Object()
 		if err != nil || !only(o, "lease", "used", "final") {
 			return nil, Error("a report is an object with lease, used and final")
 		}
 		var r Report
-		id, err := o.Get("lease").StringBytes()
+		v := o.Get("lease")
+		if v == nil {
+			return nil, Error("a report's lease is required")
+		}
+		id, err := v.StringBytes()
 		if err != nil || !ValidID(string(id)) {
 			return nil, Error("a report's lease must be a lease id")
 		}

@@ -77,3 +77,34 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMessages: no input makes a parser panic, and what a parser accepts
+// is written back to something it reads the same.
+func FuzzMessages(f *testing.F) {
+	f.Add([]byte(`{"want":8,"revoke":"","reports":[{"lease":"a","used":1,"final":true}]}`))
+	f.Add([]byte(`{"lease":"L","org":"o","epoch":1,"contentVersion":"v","grants":"g","calls":8,"validMs":5,"retryMs":0,"headers":[["a","b"]],"rateLimits":[{"name":"calls-month","remaining":3,"reset":9}]}`))
+	f.Add([]byte(`{"leases":["a"],"keep":true}`))
+	f.Add([]byte(`a=1, b=2;final`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r, err := ParseRequest(b); err == nil {
+			if again, err := ParseRequest(AppendRequest(nil, &r)); err != nil || !reflect.DeepEqual(again, r) {
+				t.Fatalf("request %q: %+v then %+v, %v", b, r, again, err)
+			}
+		}
+		if a, err := ParseAnswer(b); err == nil {
+			if again, err := ParseAnswer(AppendAnswer(nil, &a)); err != nil || !reflect.DeepEqual(again, a) {
+				t.Fatalf("answer %q: %+v then %+v, %v", b, a, again, err)
+			}
+		}
+		if r, err := ParseRevoke(b); err == nil {
+			if again, err := ParseRevoke(AppendRevoke(nil, &r)); err != nil || !reflect.DeepEqual(again, r) {
+				t.Fatalf("revoke %q: %+v then %+v, %v", b, r, again, err)
+			}
+		}
+		if rs, err := ParseHeader(string(b)); err == nil && len(rs) > 0 {
+			if again, err := ParseHeader(string(AppendHeader(nil, rs))); err != nil || !reflect.DeepEqual(again, rs) {
+				t.Fatalf("header %q: %+v then %+v, %v", b, rs, again, err)
+			}
+		}
+	})
+}

@@ -26,12 +26,21 @@
 //	         p99, (m) GET /v1/progress of a learner with 100 classes, 200
 //	         and 304, (n) N writers on one learner, saved writes per second
 //	         and the share answered 409
+//	progress (a) and the learner progress rows (l)–(n) alone, the
+//	         content section's rounds without its other rows
 //	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
 //	         hops with one subrequest each, and (a3) the first build's edge
 //	         with the origin's gate 204 replayed by a bare handler (nothing
 //	         read or metered), the edge's own share of (f)
+//	leases   edge leases (#19, lease*.go), the deployed build: (f) lesson
+//	         304s through a wazero host with leases on, a scenario of the
+//	         throughput rounds beside (a3); (l1) edge-304 latency with one
+//	         client and a 30 ms edge-to-origin delay, gated and leased; (l2)
+//	         the same with N clients, requests per second; (c) the origin's
+//	         CPU per edge 304 at 500 requests a second, gated and leased, from
+//	         a child origin process's CPU clock
 //	worker   (g) time inside the module's calls per request, the module
 //	         driven directly through its ABI: cached token (a locally
 //	         answered 400, a gated 304, a forward) and a cold verification
@@ -45,7 +54,7 @@
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,edge,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,progress,edge,leases,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -97,7 +106,7 @@ type options struct {
 	memLimit bool // set the memory limit in process as the origin does
 }
 
-var allSections = []string{"content", "edge", "worker", "module", "memory"}
+var allSections = []string{"content", "progress", "edge", "leases", "worker", "module", "memory"}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -198,7 +207,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		c       *corpus.Corpus
 		lesson  *corpus.Lesson
 		tgNote  string
-		needStk = o.sections["content"] || o.sections["edge"] || o.sections["worker"]
+		needStk = o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["worker"]
 	)
 	if needStk || o.sections["memory"] {
 		cdir := o.corpus
@@ -234,7 +243,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		lesson = c.Lessons[len(c.Lessons)/2]
 	}
-	if o.sections["edge"] || o.sections["worker"] || o.sections["module"] {
+	if o.sections["edge"] || o.sections["leases"] || o.sections["worker"] || o.sections["module"] {
 		if o.variants != "" {
 			progress("building the edge module with TinyGo, as deployed and with -tags %s", o.variants)
 			builds, err = variantBuilds(ctx, root, dir, o.variants)
@@ -256,12 +265,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), %s, SQLite meters (group commit)\n",
 			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media, where)
 	}
-	if o.sections["content"] || o.sections["edge"] {
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] {
 		fmt.Fprintf(stdout, "throughput: %d keep-alive clients, median of %d interleaved runs of %v; ratios are to (a) of the same run\n",
 			o.clients, o.runs, o.time)
 	}
 
-	if o.sections["content"] || o.sections["edge"] {
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] {
 		r, err := throughput(ctx, o, st, tokens, lesson, builds, log, progress)
 		if err != nil {
 			return err
@@ -270,6 +279,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.variants != "" && o.sections["edge"] {
 			rows = append(rows, variantRatios(r, builds)...)
 		}
+	}
+	if o.sections["leases"] {
+		r, err := leaseRows(ctx, o, st, tokens, "/v1/lessons/"+lesson.ID, builds, root, dir, c.Dir, log, progress)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
 	}
 	if o.sections["content"] {
 		r, err := zipExport(ctx, o, st, progress)

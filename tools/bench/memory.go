@@ -121,6 +121,10 @@ func memory(ctx context.Context, o options, root, dir string, c *corpus.Corpus, 
 	}, nil
 }
 
+// childSecret is the LECTERN_SECRET of a child origin, which an edge of
+// it is configured with too (lease_cpu.go).
+const childSecret = "bench-memory-secret-of-at-least-32-characters"
+
 // child is an origin process (o) runs, and its addresses.
 type child struct {
 	cmd           *exec.Cmd
@@ -147,7 +151,7 @@ func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error)
 	cmd.Env = append(os.Environ(),
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_DB="+filepath.Join(dir, "lectern.db"), "LECTERN_CORPUS="+corpusDir,
-		"LECTERN_SECRET=bench-memory-secret-of-at-least-32-characters", "LECTERN_ADMIN_TOKEN="+ch.adminToken)
+		"LECTERN_SECRET="+childSecret, "LECTERN_ADMIN_TOKEN="+ch.adminToken)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

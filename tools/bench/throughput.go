@@ -39,6 +39,8 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 	if o.sections["content"] {
 		setups = append(setups, tb.lesson, tb.subjects, tb.search, tb.lesson304, tb.mint,
 			func() (*scenario, error) { return tb.inlineExport(false) }, func() (*scenario, error) { return tb.inlineExport(true) })
+	}
+	if o.sections["content"] || o.sections["progress"] {
 		setups = append(setups, tb.progressSetups()...) // (l)–(n), progress.go
 	}
 	if o.sections["edge"] && len(builds) > 0 {
@@ -46,6 +48,9 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 		for _, b := range builds {
 			setups = append(setups, func() (*scenario, error) { return tb.edge(b) })
 		}
+	}
+	if o.sections["leases"] {
+		setups = append(setups, tb.leaseSetups(builds)...) // (f) with leases, lease.go
 	}
 	var scenarios []*scenario
 	for _, setup := range setups {

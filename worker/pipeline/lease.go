@@ -577,16 +577,18 @@ func (p *Pipeline) revokeLeases(r lease.Revoke, now int64) []lease.Report {
 	out := []lease.Report{}
 	for _, id := range r.Leases {
 		l := p.heldByID(id)
+		if l == nil {
+			// Not held, kept or not: the origin closes it at what was
+			// reported, so its grant, if still on its way, must never
+			// serve (a settle push can race a renewal).
+			p.ls.revoked.set(strings.Clone(id), struct{}{})
+			continue
+		}
 		if r.Keep {
-			if l != nil {
-				out = append(out, lease.Report{Lease: id, Used: l.used})
-			}
+			out = append(out, lease.Report{Lease: id, Used: l.used})
 			continue
 		}
 		p.ls.revoked.set(strings.Clone(id), struct{}{})
-		if l == nil {
-			continue
-		}
 		if ol := p.ls.orgs[l.key]; ol != nil && ol.cur == l {
 			p.retire(ol, now)
 		}

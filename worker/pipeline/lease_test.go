@@ -731,3 +731,24 @@ func TestLeaseReportAfterAnswer(t *testing.T) {
 		t.Errorf("next report %+v", got)
 	}
 }
+
+// A settle (revoke with keep) that names a lease whose grant is still on
+// its way: the origin closes a lease the edge leaves out, so the grant,
+// arriving after, must never serve (else a suspension acknowledged later
+// would not reach this edge: the origin no longer lists the lease).
+func TestLeaseSettleRacesItsGrant(t *testing.T) {
+	w := newLeaseWorld(t)
+	g := w.acme() // gated, and asks for a lease
+	if !gated304(g) || g.Background.Handle == 0 {
+		t.Fatalf("first revalidation: got %+v, want the gate and a lease request", g)
+	}
+	w.leaseRequest(g.Background, w.tok)
+	msg := fmt.Sprintf(`{"op":"revoke","now":%d,"body":%s}`, w.now, strconv.Quote(`{"leases":["L9"],"keep":true}`))
+	if out := decodeOut(t, w.p.HandleControl([]byte(msg))); out.Kind != "done" || out.Body == nil || *out.Body != `{"reports":[]}` {
+		t.Fatalf("settle: got %+v", out)
+	}
+	w.grant(g.Background.Handle, acmeLease("L9", 64))
+	if out := w.acme(); !gated304(out) {
+		t.Errorf("a lease settled before its grant arrived serves: %+v", out)
+	}
+}

@@ -140,6 +140,11 @@ type Host struct {
 
 	edgeKey []byte    // signs the host's own calls, checks the origin's revoke pushes
 	usage   *usageLog // with Config.Leases
+	// replaying holds the earlier runs' usage while its replay is on its
+	// way (each lease's highest count; nil once answered): a revoke push
+	// naming one of those leases is answered with it (serveRevoke), so
+	// the origin never closes it below what was served.
+	replaying map[string]int64
 	// dirty says a lease may have usage to report: the flush ticker then
 	// asks the instances (leases.go).
 	dirty    atomic.Bool

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,10 @@ func (h *Host) startLeases() error {
 	}
 	h.usage = u
 	if len(pending) > 0 {
+		h.replaying = make(map[string]int64, len(pending))
+		for _, r := range pending {
+			h.replaying[r.Lease] = r.Used
+		}
 		h.bg.Add(1)
 		go func() {
 			defer h.bg.Done()
@@ -218,7 +223,8 @@ func (h *Host) serveRevoke(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, id, apierr.New(apierr.BadRequest, "The body could not be read."))
 		return true
 	}
-	if _, err := lease.ParseRevoke(body); err != nil {
+	revoke, err := lease.ParseRevoke(body)
+	if err != nil {
 		writeError(w, id, apierr.New(apierr.BadRequest, "The body is not a revoke message: "+err.Error()+"."))
 		return true
 	}
@@ -251,6 +257,7 @@ func (h *Host) serveRevoke(w http.ResponseWriter, r *http.Request) bool {
 		}
 		reports = append(reports, rs...)
 	}
+	reports = h.replayed(revoke.Leases, reports)
 	b := lease.AppendReports(nil, reports)
 	// The revoked leases stay live in the usage log: should this answer
 	// not reach the origin, the next start reports them from the log.
@@ -263,6 +270,23 @@ func (h *Host) serveRevoke(w http.ResponseWriter, r *http.Request) bool {
 	w.Write(b)
 	h.stats.revokes.Add(1)
 	return true
+}
+
+// replayed adds to a revoke's reports those of the named leases no
+// instance holds whose usage from an earlier run is still being replayed:
+// final, as the replay reports them. Without it the origin would close
+// such a lease at what it had recorded, and bill the replay's rest only
+// within what the quota still leaves.
+func (h *Host) replayed(ids []string, reports []lease.Report) []lease.Report {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		used, ok := h.replaying[id]
+		if ok && !slices.ContainsFunc(reports, func(r lease.Report) bool { return r.Lease == id }) {
+			reports = append(reports, lease.Report{Lease: id, Used: used, Final: true})
+		}
+	}
+	return reports
 }
 
 // writeError answers e in the API's error body.

@@ -200,3 +200,27 @@ func TestStartReplays(t *testing.T) {
 		t.Errorf("the origin got %v, want %v", o.got, want)
 	}
 }
+
+// TestRevokeAnswersTheReplay: while an earlier run's usage is still on
+// its way to the origin (the origin refuses it here), a revoke push that
+// names one of its leases is answered with that usage, final, so the
+// origin does not close the lease below what was served; a lease neither
+// held nor replayed is left out.
+func TestRevokeAnswersTheReplay(t *testing.T) {
+	o := &usageOrigin{t: t, fail: 1 << 20}
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	log := filepath.Join(t.TempDir(), "usage.log")
+	os.WriteFile(log, []byte("L1 4\nL1 5\n"), 0o600)
+	_, base := leasedHost(t, srv.URL, func(c *Config) { c.UsageLog = log })
+	key := subkey.Derive([]byte(testSecret), subkey.Edge)
+	status, code, body := revoke(t, base, "POST", edgesig.Revoke, key, time.Now(), `{"leases":["L1","L3"],"keep":false}`)
+	if status != 200 {
+		t.Fatalf("revoke: %d %s\n%s", status, code, body)
+	}
+	rs, err := lease.ParseReports([]byte(body))
+	want := []lease.Report{{Lease: "L1", Used: 5, Final: true}}
+	if err != nil || fmt.Sprint(rs) != fmt.Sprint(want) {
+		t.Errorf("revoke answered %v (%v), want %v", rs, err, want)
+	}
+}

@@ -268,6 +268,9 @@ func (h *Host) replay(ctx context.Context, path string, rs []lease.Report, retry
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				h.cfg.Logger.Error("edge: usage log: remove the replayed file", "err", err)
 			}
+			h.mu.Lock()
+			h.replaying = nil
+			h.mu.Unlock()
 			h.cfg.Logger.Info("edge: usage log replayed", "leases", len(rs))
 			return
 		}

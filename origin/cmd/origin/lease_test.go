@@ -3,98 +3,17 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	wire "github.com/lectern-api/lectern/shared/lease"
 )
-
-// edgeHost is an edge host's revoke endpoint (docs/edge.md, Leases): it
-// checks each push's signature with the deployment's edge key, answers
-// the usage of the leases it holds, and can hold its answers.
-type edgeHost struct {
-	t       *testing.T
-	now     func() time.Time
-	srv     *httptest.Server
-	mu      sync.Mutex
-	used    map[string]int64
-	pushes  []wire.Revoke
-	arrived chan struct{} // when set, told of each push
-	release chan struct{} // when set, each push waits for it
-}
-
-func newEdgeHost(t *testing.T, now func() time.Time) *edgeHost {
-	e := &edgeHost{t: t, now: now, used: map[string]int64{}}
-	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
-	t.Cleanup(e.srv.Close)
-	return e
-}
-
-func (e *edgeHost) url() string { return e.srv.URL + wire.RevokePath }
-
-func (e *edgeHost) serve(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("X-Request-Id")
-	if !edgesig.Verify(testEdgeKey, r.Header.Get(edgesig.Header), edgesig.Revoke, r.Method, wire.RevokePath, id, e.now().Unix()) {
-		e.t.Errorf("a push without a valid signature")
-		w.WriteHeader(404)
-		return
-	}
-	b, _ := io.ReadAll(r.Body)
-	rv, err := wire.ParseRevoke(b)
-	if err != nil {
-		e.t.Errorf("a push's body: %v", err)
-		w.WriteHeader(400)
-		return
-	}
-	e.mu.Lock()
-	arrived, release := e.arrived, e.release
-	e.mu.Unlock()
-	if arrived != nil {
-		arrived <- struct{}{}
-		<-release
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.pushes = append(e.pushes, rv)
-	var rs []wire.Report
-	for _, l := range rv.Leases {
-		if n, ok := e.used[l]; ok {
-			rs = append(rs, wire.Report{Lease: l, Used: n, Final: !rv.Keep})
-			if !rv.Keep {
-				delete(e.used, l)
-			}
-		}
-	}
-	w.Write(wire.AppendReports(nil, rs))
-}
-
-// hold makes the next pushes wait until released.
-func (e *edgeHost) hold() {
-	e.mu.Lock()
-	e.arrived, e.release = make(chan struct{}), make(chan struct{})
-	e.mu.Unlock()
-}
-
-func (e *edgeHost) set(id string, used int64) {
-	e.mu.Lock()
-	e.used[id] = used
-	e.mu.Unlock()
-}
-
-func (e *edgeHost) holds(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	_, ok := e.used[id]
-	return ok
-}
 
 // lease asks the stack's origin for a lease as the edge does.
 func (s *testStack) lease(tok, revoke string) (int, wire.Answer) {
@@ -147,46 +66,43 @@ func testLeasesRevokedByAdminChanges(t *testing.T, s *testStack) {
 	if s.leases == nil {
 		t.Fatal("the stack's meters keep no leases")
 	}
-	e := newEdgeHost(t, s.clock.Now)
+	e := leasetest.NewEdge(t, testEdgeKey, s.clock.Now)
 	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
 	tok := s.token(id, secret, "content.read")
 
-	code, a := s.lease(tok, e.url())
+	code, a := s.lease(tok, e.URL())
 	if code != 200 || a.Calls != 32 || a.Org != "acme" {
 		t.Fatalf("lease: %d %+v", code, a)
 	}
-	e.set(a.Lease, 4)
+	e.Set(a.Lease, 4)
 	if got := s.calls("acme"); got != 4 { // the admin reading settles
 		t.Errorf("the admin reading shows %v calls, want the 4 the edge holds", got)
 	}
 
-	e.hold()
+	arrived := e.Hold()
 	done := s.adminAsync("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`)
-	<-e.arrived
+	<-arrived
 	select {
 	case c := <-done:
 		t.Fatalf("the PATCH was answered (%d) before the revoke push was", c)
 	default:
 	}
-	e.release <- struct{}{}
+	e.Release()
 	if c := <-done; c != 200 {
 		t.Fatalf("PATCH: %d", c)
 	}
-	if e.holds(a.Lease) {
+	if e.Holds(a.Lease) {
 		t.Error("the edge still holds the lease")
 	}
-	e.mu.Lock()
-	e.arrived, e.release = nil, nil
-	e.mu.Unlock()
-	if code, _ := s.lease(tok, e.url()); code != 403 {
+	if code, _ := s.lease(tok, e.URL()); code != 403 {
 		t.Errorf("a lease for the suspended organisation: %d", code)
 	}
 
 	if c, _ := s.admin("PATCH", "/admin/v1/orgs/acme", `{"status":"active"}`); c != 200 {
 		t.Fatalf("reinstate: %d", c)
 	}
-	_, a = s.lease(tok, e.url())
-	e.set(a.Lease, 2)
+	_, a = s.lease(tok, e.URL())
+	e.Set(a.Lease, 2)
 	dir := filepath.Join(t.TempDir(), "corpus2")
 	sum, err := gen.Write(dir, gen.Options{Seed: 2, Small: true})
 	if err != nil {
@@ -196,13 +112,13 @@ func testLeasesRevokedByAdminChanges(t *testing.T, s *testStack) {
 	if c, m := s.admin("POST", "/admin/v1/corpus/reload", string(b)); c != 200 {
 		t.Fatalf("reload: %d %v", c, m)
 	}
-	if e.holds(a.Lease) {
+	if e.Holds(a.Lease) {
 		t.Error("a corpus reload left the lease with the edge")
 	}
 	if got := s.calls("acme"); got != 4+2 {
 		t.Errorf("calls %v, want 6", got)
 	}
-	if _, a = s.lease(tok, e.url()); a.ContentVersion != sum.ContentVersion {
+	if _, a = s.lease(tok, e.URL()); a.ContentVersion != sum.ContentVersion {
 		t.Errorf("a lease after the reload names %q, want %q", a.ContentVersion, sum.ContentVersion)
 	}
 }

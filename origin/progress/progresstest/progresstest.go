@@ -83,6 +83,7 @@ func Run(t *testing.T, kind Kind, open func(t *testing.T) Store) {
 		{"ConcurrentOneWins", testConcurrentOneWins},
 		{"ConcurrentNoLostUpdate", testConcurrentNoLostUpdate},
 		{"Reopen", testReopen},
+		{"ReadShared", testReadShared},
 	}
 	if kind == Shared {
 		tests = append(tests, test{"TwoStoresOneWins", testTwoStores})
@@ -127,11 +128,20 @@ func mustCreateOrg(t *testing.T, s Store, orgID string) {
 	}
 }
 
+// read reads the record of learner in orgID with Progress, and checks
+// that ReadProgress reads the same (unless a save came between).
 func read(t *testing.T, s Store, orgID, learner string) progress.Record {
 	t.Helper()
+	shared, err := s.ReadProgress(t.Context(), orgID, learner)
+	if err != nil {
+		t.Fatalf("ReadProgress(%s, %s): %v", orgID, learner, err)
+	}
 	r, err := s.Progress(t.Context(), orgID, learner)
 	if err != nil {
 		t.Fatalf("Progress(%s, %s): %v", orgID, learner, err)
+	}
+	if shared.Version == r.Version {
+		equal(t, "ReadProgress against Progress", *shared, r)
 	}
 	return r
 }
@@ -291,6 +301,48 @@ func testRoundTrip(t *testing.T, open func(t *testing.T) Store) {
 	mustSave(t, s, &got)
 	want.Version = 2
 	equal(t, "read back after Apply", read(t, s, "acme", "ada"), want)
+}
+
+// testReadShared: the record ReadProgress returns may be shared, but is
+// never changed under its reader: not by a change to Progress's record
+// (the caller's own), nor by a save; a ReadProgress after the save reads
+// the saved record.
+func testReadShared(t *testing.T, open func(t *testing.T) Store) {
+	s := openStore(t, open)
+	mustCreateOrg(t, s, "acme")
+	r := full("acme", "ada")
+	mustSave(t, s, &r)
+	shared, err := s.ReadProgress(t.Context(), "acme", "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shared.Clone()
+
+	got := read(t, s, "acme", "ada")
+	for _, c := range got.Classes { // the caller's own record: change it
+		if c.Score != nil {
+			*c.Score = 99
+		}
+	}
+	got.Apply(lesson("high", "algebra", 5), score(12), t0.Add(48*time.Hour))
+	again, err := s.ReadProgress(t.Context(), "acme", "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "ReadProgress after Progress's record changed", *again, want)
+
+	got = read(t, s, "acme", "ada")
+	got.Apply(lesson("high", "algebra", 5), score(12), t0.Add(48*time.Hour))
+	saved := got.Clone()
+	mustSave(t, s, &got)
+	equal(t, "a record ReadProgress returned, after a save", *shared, want)
+	equal(t, "a record ReadProgress returned, after a save (again)", *again, want)
+	after, err := s.ReadProgress(t.Context(), "acme", "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved.Version = got.Version
+	equal(t, "ReadProgress after the save", *after, saved)
 }
 
 // testVersionMovesByOne: each save makes the version one more, also a

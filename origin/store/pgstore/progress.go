@@ -36,6 +36,16 @@ func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.R
 	return r, nil
 }
 
+// ReadProgress implements progress.Store: Progress, since pgstore keeps
+// no records to share (several origins write through PostgreSQL).
+func (s *Store) ReadProgress(ctx context.Context, orgID, learner string) (*progress.Record, error) {
+	r, err := s.Progress(ctx, orgID, learner)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // SaveProgress implements progress.Store. The compare and swap is one
 // statement in its own transaction, committed before it returns: an
 // INSERT that does nothing when a row exists at version 0, else an

@@ -10,40 +10,59 @@ import (
 
 var _ progress.Store = (*Store)(nil)
 
-// Progress implements progress.Store. It answers from the Store's cache
-// of records (progresscache.go) when it can, with a deep copy, and
-// otherwise reads the database and caches what it read. The document is
-// read as a BLOB into sql.RawBytes and decoded before the rows close: the
-// driver copies a BLOB once, a TEXT three times (to a []byte, a string,
-// and Scan's []byte). modernc.org/sqlite prepares the statement on every
-// query even through a *sql.Stmt (its stmt keeps the SQL text only), so a
-// statement kept for the read would save nothing (decisions-progfast.md).
+// Progress implements progress.Store: a deep copy of ReadProgress's
+// record, the caller's to change.
 func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
-	r, ok, gen := s.progress.get(orgID, learner)
-	if ok {
+	r, err := s.ReadProgress(ctx, orgID, learner)
+	if err != nil {
+		return progress.Record{}, err
+	}
+	return r.Clone(), nil
+}
+
+// ReadProgress implements progress.Store. It answers from the Store's
+// cache of records (progresscache.go) when it can, with the cached record
+// itself (never modified: a save caches a new one), and otherwise reads
+// the database and caches what it read. The document is read as a BLOB
+// into sql.RawBytes and decoded before the rows close: the driver copies
+// a BLOB once, a TEXT three times (to a []byte, a string, and Scan's
+// []byte). modernc.org/sqlite prepares the statement on every query even
+// through a *sql.Stmt (its stmt keeps the SQL text only), so a statement
+// kept for the read would save nothing (decisions-progfast.md).
+func (s *Store) ReadProgress(ctx context.Context, orgID, learner string) (*progress.Record, error) {
+	r, gen := s.progress.get(orgID, learner)
+	if r != nil {
 		return r, nil
 	}
-	r = progress.Record{OrgID: orgID, Learner: learner}
+	r, err := s.readProgress(ctx, orgID, learner)
+	if err != nil {
+		return nil, err
+	}
+	s.progress.fill(r, gen)
+	return r, nil
+}
+
+// readProgress reads the record of learner in orgID from the database.
+func (s *Store) readProgress(ctx context.Context, orgID, learner string) (*progress.Record, error) {
+	r := &progress.Record{OrgID: orgID, Learner: learner}
 	rows, err := s.rdb.QueryContext(ctx, `SELECT version, CAST(record AS BLOB) FROM progress WHERE org_id = ? AND learner = ?`,
 		orgID, learner)
 	if err != nil {
-		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+		return nil, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
 	}
 	defer rows.Close()
 	var doc sql.RawBytes // valid until the next Next or Close
 	if rows.Next() {
 		if err := rows.Scan(&r.Version, &doc); err != nil {
-			return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+			return nil, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+		return nil, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
 	}
-	if err := progress.Decode(doc, &r); err != nil {
-		return progress.Record{}, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
+	if err := progress.Decode(doc, r); err != nil {
+		return nil, fmt.Errorf("read progress of %s/%s: %w", orgID, learner, err)
 	}
-	c := r.Clone()
-	s.progress.fill(&c, gen)
 	return r, nil
 }
 

@@ -45,7 +45,7 @@ type progressKey struct{ org, learner string }
 // least recently used.
 type progressEntry struct {
 	key        progressKey
-	rec        progress.Record // never handed out: callers get a Clone
+	rec        *progress.Record // shared with readers, so never modified
 	weight     int
 	prev, next *progressEntry
 }
@@ -62,18 +62,18 @@ type progressCache struct {
 	tail   *progressEntry // least recently used
 }
 
-// get returns a deep copy of the cached record and whether there was
-// one; on a miss, the generation to pass to fill.
-func (c *progressCache) get(org, learner string) (progress.Record, bool, uint64) {
+// get returns the cached record, shared (nil if none), and the
+// generation to pass to fill on a miss.
+func (c *progressCache) get(org, learner string) (*progress.Record, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[progressKey{org, learner}]
 	if e == nil {
-		return progress.Record{}, false, c.gen
+		return nil, c.gen
 	}
 	c.unlink(e)
 	c.pushFront(e)
-	return e.rec.Clone(), true, c.gen
+	return e.rec, c.gen
 }
 
 // fill caches r, read from the database after a miss that returned gen,
@@ -132,7 +132,8 @@ func (c *progressCache) dropOrg(org string) {
 	}
 }
 
-// put stores r (owned by the cache from now on) unless a record of a
+// put stores r (the cache's from now on, and shared with readers, so
+// never modified) unless a record of a
 // higher version is cached, then evicts the least recently used entries
 // down to the budget. c.mu is held.
 func (c *progressCache) put(r *progress.Record) {
@@ -154,7 +155,7 @@ func (c *progressCache) put(r *progress.Record) {
 	if c.m == nil {
 		c.m = map[progressKey]*progressEntry{}
 	}
-	e := &progressEntry{key: k, rec: *r, weight: w}
+	e := &progressEntry{key: k, rec: r, weight: w}
 	c.m[k] = e
 	c.pushFront(e)
 	c.weight += w

@@ -258,15 +258,15 @@ func TestProgressCacheBound(t *testing.T) {
 func TestProgressCacheOrder(t *testing.T) {
 	rec := func(v int64) *progress.Record { r := record("acme", "ada", v, 1); return &r }
 	version := func(c *progressCache) int64 {
-		r, ok, _ := c.get("acme", "ada")
-		if !ok {
+		r, _ := c.get("acme", "ada")
+		if r == nil {
 			return -1
 		}
 		return r.Version
 	}
 	t.Run("ReadAfterSave", func(t *testing.T) {
 		var c progressCache
-		_, _, gen := c.get("acme", "ada") // miss; the read loads version 4
+		_, gen := c.get("acme", "ada") // miss; the read loads version 4
 		c.saved(rec(5), c.begin())
 		c.fill(rec(4), gen)
 		if v := version(&c); v != 5 {
@@ -275,7 +275,7 @@ func TestProgressCacheOrder(t *testing.T) {
 	})
 	t.Run("ReadAfterEvictedSave", func(t *testing.T) {
 		c := progressCache{budget: 2}
-		_, _, gen := c.get("acme", "ada")
+		_, gen := c.get("acme", "ada")
 		c.saved(rec(5), c.begin())
 		r := record("acme", "bob", 1, 1) // evicts ada's
 		c.saved(&r, c.begin())
@@ -304,7 +304,7 @@ func TestProgressCacheOrder(t *testing.T) {
 	})
 	t.Run("ReadAcrossConflict", func(t *testing.T) {
 		var c progressCache
-		_, _, gen := c.get("acme", "ada")
+		_, gen := c.get("acme", "ada")
 		c.drop("acme", "ada")
 		c.fill(rec(4), gen)
 		if v := version(&c); v != -1 {

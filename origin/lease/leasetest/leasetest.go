@@ -1,0 +1,134 @@
+// Package leasetest is an edge host's revoke endpoint for tests of the
+// origin's side of leases (docs/edge.md, "Taking leases back"): it
+// checks each push's signature with the deployment's edge key, answers
+// the usage of the leases it holds (final, and forgets them, unless the
+// push keeps them), records every push, and can fail or hold its answers.
+package leasetest
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/shared/edgesig"
+	"github.com/lectern-api/lectern/shared/lease"
+)
+
+// Edge is a fake edge host serving lease.RevokePath on a real listener.
+type Edge struct {
+	t       testing.TB
+	key     []byte
+	now     func() time.Time
+	srv     *httptest.Server
+	mu      sync.Mutex
+	used    map[string]int64
+	pushes  []lease.Revoke
+	status  int           // answered instead of the reports, when set
+	arrived chan struct{} // when held: told of each push
+	release chan struct{} // when held: each push waits until it is closed
+}
+
+// NewEdge serves an Edge checking signatures with key (the edge subkey of
+// the deployment's secret) at the time now gives; closed when t ends.
+func NewEdge(t testing.TB, key []byte, now func() time.Time) *Edge {
+	e := &Edge{t: t, key: key, now: now, used: map[string]int64{}}
+	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// URL is the revoke URL an edge would send in its lease requests.
+func (e *Edge) URL() string { return e.srv.URL + lease.RevokePath }
+
+// Set makes the edge hold lease id with used uses.
+func (e *Edge) Set(id string, used int64) {
+	e.mu.Lock()
+	e.used[id] = used
+	e.mu.Unlock()
+}
+
+// Holds reports whether the edge still holds lease id.
+func (e *Edge) Holds(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.used[id]
+	return ok
+}
+
+// Pushes are the pushes answered so far, in order.
+func (e *Edge) Pushes() []lease.Revoke {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.pushes)
+}
+
+// Fail makes every later push answered status (a failed push).
+func (e *Edge) Fail(status int) {
+	e.mu.Lock()
+	e.status = status
+	e.mu.Unlock()
+}
+
+// Hold makes every later push wait, before it is answered, until Release;
+// the channel is told of each push as it arrives.
+func (e *Edge) Hold() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.arrived, e.release = make(chan struct{}, 64), make(chan struct{})
+	return e.arrived
+}
+
+// Release answers the pushes held and stops holding.
+func (e *Edge) Release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.release != nil {
+		close(e.release)
+	}
+	e.arrived, e.release = nil, nil
+}
+
+func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-Id")
+	if r.Method != http.MethodPost || r.URL.Path != lease.RevokePath || id == "" ||
+		!edgesig.Verify(e.key, r.Header.Get(edgesig.Header), edgesig.Revoke, r.Method, lease.RevokePath, id, e.now().Unix()) {
+		e.t.Errorf("a push without a valid signature: %s %s %v", r.Method, r.URL, r.Header)
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	b, _ := io.ReadAll(r.Body)
+	rv, err := lease.ParseRevoke(b)
+	if err != nil {
+		e.t.Errorf("a push's body: %v: %s", err, b)
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	e.mu.Lock()
+	arrived, release := e.arrived, e.release
+	e.mu.Unlock()
+	if arrived != nil {
+		arrived <- struct{}{}
+		<-release
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pushes = append(e.pushes, rv)
+	if e.status != 0 {
+		w.WriteHeader(e.status)
+		return
+	}
+	var rs []lease.Report
+	for _, l := range rv.Leases {
+		if used, ok := e.used[l]; ok {
+			rs = append(rs, lease.Report{Lease: l, Used: used, Final: !rv.Keep})
+			if !rv.Keep {
+				delete(e.used, l)
+			}
+		}
+	}
+	w.Write(lease.AppendReports(nil, rs))
+}
