@@ -180,3 +180,71 @@ func TestLeaseKill(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseKillPastGrace: the edge killed with 304s of its leases
+// unreported, and restarted only after those leases' validity and grace
+// have passed, while direct calls spend the rest of the calls quota: the
+// dead leases still reserve their calls until the replay's final reports
+// (a host with a usage log), so once the replay is in, billed equals
+// served and neither is over the quota (issue 19: every 304 billed
+// once, the quota never exceeded). Until then a direct call may be
+// refused for the dead leases' reservations; after it, the calls they did
+// not use are served again.
+func TestLeaseKillPastGrace(t *testing.T) {
+	forEachBuild(t, func(t *testing.T, b *build) {
+		o := startLeaseOrigin(t)
+		const quota = 100
+		org := "lgrace-" + b.name
+		id, sec := o.org(t, fmt.Sprintf(`{"orgId":%q,"contentGrants":%s,"quota":{"calls":%d}}`, org, allTiers, quota), "content.read")
+		tok := o.token(t, id, sec, "content.read")
+		usageLog := filepath.Join(t.TempDir(), "usage.log")
+		e := startEdgeProc(t, b, o, "127.0.0.1:0", usageLog)
+		target := "/v1/tiers"
+		served := 0
+		first := do(t, e.url, "GET", target, "", "Authorization", "Bearer "+tok)
+		tag := first.header.Get("ETag")
+		if first.status != 200 || tag == "" {
+			t.Fatalf("GET %s: %d", target, first.status)
+		}
+		served++
+		for range 12 {
+			if r := do(t, e.url, "GET", target, "", "Authorization", "Bearer "+tok, "If-None-Match", tag); r.status != 304 {
+				t.Fatalf("revalidation: %d %.200s", r.status, r.body)
+			}
+			served++
+		}
+		e.cmd.Process.Signal(syscall.SIGKILL)
+		e.cmd.Wait()
+		if fi, err := os.Stat(usageLog); err != nil || fi.Size() == 0 {
+			t.Fatalf("the usage log %s is empty (%v): no 304 was answered on a lease", usageLog, err)
+		}
+		o.advance(t, 10) // past the leases' validity (5 s) and grace (2 s)
+		for {
+			r := do(t, o.api, "GET", target, "", "Authorization", "Bearer "+tok, "If-None-Match", tag)
+			if r.status != 304 {
+				if r.status != 429 || r.code() != "QUOTA_EXCEEDED" {
+					t.Fatalf("directly: %d %.200s", r.status, r.body)
+				}
+				break
+			}
+			served++
+		}
+		e = startEdgeProc(t, b, o, e.addr, usageLog)
+		waitFor(t, "the usage log's replay", func() bool {
+			_, err := os.Stat(usageLog + ".replay")
+			return os.IsNotExist(err)
+		})
+		got := o.calls(t, org)
+		t.Logf("served %d, billed %d, quota %d", served, got, quota)
+		if got != served || served > quota {
+			t.Errorf("served %d, billed %d, quota %d: want billed = served <= quota", served, got, quota)
+		}
+		// The replay's final reports release what the dead leases did
+		// not use: the rest of the quota is served again.
+		if got < quota {
+			if r := do(t, o.api, "GET", target, "", "Authorization", "Bearer "+tok, "If-None-Match", tag); r.status != 304 {
+				t.Errorf("after the replay, %d of %d calls billed: %d %s, want 304", got, quota, r.status, r.code())
+			}
+		}
+	})
+}
