@@ -86,14 +86,12 @@ func (l *heldLease) report() lease.Report {
 // orgLease is an organisation's lease state, next to its orgs-cache entry
 // and under the same key.
 type orgLease struct {
-	key     orgKey     // the map's own copy (a request's may point into its message)
-	cur     *heldLease // the lease in use; nil when none
-	asking  Handle     // its lease request in flight; 0 when none
-	retryAt int64      // no lease request before this (unix ms)
-	// lastWant is the size the lease last retired measured (rateSize),
-	// which the next request asks for until sizeUntil: one validity
-	// period after that lease ended, its use is no longer recent.
-	lastWant, sizeUntil int64
+	key      orgKey     // the map's own copy (a request's may point into its message)
+	cur      *heldLease // the lease in use; nil when none
+	asking   Handle     // its lease request in flight; 0 when none
+	retryAt  int64      // no lease request before this (unix ms)
+	lastSize int64      // what the lease last retired measured (rateSize), for the next request
+	sizeEnd  int64      // when lastSize stops counting: a validity after that lease ended
 }
 
 type bgKind uint8
@@ -276,8 +274,8 @@ func (p *Pipeline) askLease(st *pending, now int64) Background {
 	switch {
 	case ol.cur != nil:
 		want = rateSize(ol.cur, now)
-	case now < ol.sizeUntil:
-		want = ol.lastWant
+	case now < ol.sizeEnd:
+		want = ol.lastSize
 	}
 	carried := p.unacked(nil)
 	body := lease.AppendRequest(nil, &lease.Request{Want: want, Revoke: p.ls.revokeURL, Reports: carried})
@@ -307,15 +305,13 @@ func (p *Pipeline) renewalDue(key orgKey, l *heldLease, now int64) bool {
 	return (o.org != l.org || o.version != l.ver || o.grants != l.grants) && now >= l.sentAt+minRetry
 }
 
-// rateSize is the block to ask for after l, by its rate: its uses
-// projected over one validity period, doubled (lease.Size, within
-// MinCalls and MaxCalls), as the uses of the time since it was asked,
-// at most its validity and at least a tenth of it (minSpanPart). So a
-// busy organisation's leases grow up to tenfold a renewal (renewals come
-// at half the calls), 8, 80, 800, 1024, an idle one's stay at MinCalls,
-// and a lease asked at half its validity asks for what that half would
-// have used in a whole validity, twice: the block shrinks as soon as the
-// rate drops.
+// rateSize is the block to ask for after l, by its rate: the uses of the
+// time since it was asked (at most its validity, at least a tenth of it:
+// minSpanPart), projected over a validity and doubled by lease.Size. A
+// renewal comes at half the calls or half the validity, so a busy
+// organisation's leases grow up to tenfold a renewal (8, 80, 800, 1024),
+// a quiet one's stay at MinCalls, and they shrink at the first renewal
+// after the rate drops.
 func rateSize(l *heldLease, now int64) int64 {
 	span := min(now-l.sentAt, l.valid)
 	span = max(span, l.valid/minSpanPart, 1)
@@ -362,7 +358,7 @@ func (p *Pipeline) asking() int {
 func (p *Pipeline) retire(ol *orgLease, now int64) {
 	l := ol.cur
 	end := min(now, l.sentAt+l.valid) // an expired lease is retired when next looked at
-	ol.cur, ol.lastWant, ol.sizeUntil = nil, rateSize(l, end), end+l.valid
+	ol.cur, ol.lastSize, ol.sizeEnd = nil, rateSize(l, end), end+l.valid
 	l.final = true
 	if l.since == 0 {
 		l.since = now
