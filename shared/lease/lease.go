@@ -122,8 +122,9 @@ func ValidID(s string) bool {
 	return true
 }
 
-// Size is the block an edge asks for after a lease on which it answered
-// used 304s: about twice that, within MinCalls and MaxCalls.
+// Size is the block an edge asks for when its recent use comes to used
+// 304s a validity period (worker/pipeline measures it on the lease it
+// holds): about twice that, within MinCalls and MaxCalls.
 func Size(used int64) int64 {
 	return min(max(2*used, MinCalls), MaxCalls)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/lectern-api/lectern/shared/jsonenc"
+	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 )
 
@@ -28,19 +29,22 @@ var (
 //
 //	{"origin": "...", "jwksUrl": "...", "issuer": "...", "audience": "...",
 //	 "secret": "...", "resourceMetadata": "...", "urlKeys": "...",
-//	 "leases": true, "revoke": "http://.../internal/revoke"}
+//	 "leases": true, "revoke": "http://.../internal/revoke", "reportEvery": 0}
 //
-// Every member but resourceMetadata, urlKeys, leases and revoke is
-// required. urlKeys is LECTERN_URL_KEYS (shared/link.ParseKeys); without
-// it the link key is the one derived from the secret. leases (absent:
-// false) turns the edge's leases on; revoke is where the host takes the
-// origin's revoke push ("" or absent: nowhere).
+// Every member but resourceMetadata, urlKeys, leases, revoke and
+// reportEvery is required. urlKeys is LECTERN_URL_KEYS
+// (shared/link.ParseKeys); without it the link key is the one derived
+// from the secret. leases (absent: false) turns the edge's leases on;
+// revoke is where the host takes the origin's revoke push ("" or absent:
+// nowhere); reportEvery (an integer, 0 to lease.MaxCalls; absent:
+// lease.ReportEvery) is how many unacknowledged uses of a lease make a
+// usage report due, 0 for reports by interval only.
 func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
 	var urlKeys string
-	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "leases"}
+	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "leases", "reportEvery"}
 	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys, &cfg.Revoke}
-	var v [9]raw
+	var v [10]raw
 	a, err := open(b, names, v[:], false, nil)
 	if err != nil {
 		return cfg, err
@@ -63,10 +67,29 @@ func ParseConfig(b []byte) (Config, error) {
 	if len(cfg.Revoke) > 2048 {
 		return cfg, errors.New("pipeline: config member revoke is too long")
 	}
+	if cfg.ReportEvery, err = reportEvery(b, v[9]); err != nil {
+		return cfg, err
+	}
 	if cfg.URLKeys, err = link.Configured(urlKeys, []byte(cfg.Secret)); err != nil {
 		return cfg, errors.New("pipeline: config member urlKeys: " + err.Error())
 	}
 	return cfg, nil
+}
+
+// reportEvery reads configure's reportEvery as Config.ReportEvery: absent
+// is the default (0), 0 is ReportByInterval.
+func reportEvery(b []byte, v raw) (int64, error) {
+	if !v.present() {
+		return 0, nil
+	}
+	n, ok := integer(b, v)
+	switch {
+	case !ok || n < 0 || n > lease.MaxCalls:
+		return 0, errors.New("pipeline: config member reportEvery is not an integer from 0 to 1024")
+	case n == 0:
+		return ReportByInterval, nil
+	}
+	return n, nil
 }
 
 // ConfigResult is the output of configure: {"kind":"configured"}, or

@@ -43,6 +43,10 @@ const (
 	// presumed lost, as a JWKS fetch is: its organisation may ask again,
 	// and what it carried is reported again.
 	bgLost = int64(token.DefaultInFlightTimeout / time.Millisecond)
+	// minSpanPart: a lease's rate is measured over at least this part of
+	// its validity (rateSize), so a burst of uses in a few ms asks for at
+	// most ten times the lease's calls, not MaxCalls at once.
+	minSpanPart = 10
 )
 
 // heldLease is a lease this instance holds: in use by its organisation,
@@ -86,7 +90,8 @@ type orgLease struct {
 	cur      *heldLease // the lease in use; nil when none
 	asking   Handle     // its lease request in flight; 0 when none
 	retryAt  int64      // no lease request before this (unix ms)
-	lastUsed int64      // the used of the lease last retired, for the size of the next
+	lastSize int64      // what the lease last retired measured (rateSize), for the next request
+	sizeEnd  int64      // when lastSize stops counting: a validity after that lease ended
 }
 
 type bgKind uint8
@@ -111,6 +116,9 @@ type leaseState struct {
 	revokeURL string
 	leaseURL  string
 	usageURL  string
+	// reportEvery is how many unacknowledged uses of a lease make a report
+	// due; 0: none, reports go by ReportInterval only (Config.ReportEvery).
+	reportEvery int64
 
 	held    []*heldLease // oldest first: reports go in this order
 	orgs    map[orgKey]*orgLease
@@ -126,7 +134,7 @@ type leaseState struct {
 }
 
 func newLeaseState(cfg Config, origin string) leaseState {
-	return leaseState{
+	ls := leaseState{
 		on:        cfg.Leases,
 		revokeURL: cfg.Revoke,
 		leaseURL:  origin + lease.Path,
@@ -135,6 +143,13 @@ func newLeaseState(cfg Config, origin string) leaseState {
 		bg:        map[Handle]*bgCall{},
 		revoked:   newFIFO[string, struct{}](maxRevoked),
 	}
+	switch every := cfg.ReportEvery; {
+	case every == 0:
+		ls.reportEvery = lease.ReportEvery
+	case every > 0:
+		ls.reportEvery = every
+	} // negative (ReportByInterval): 0, by interval only
+	return ls
 }
 
 // LeaseUse is the lease a 304 was answered with (docs/edge.md: the host
@@ -179,7 +194,7 @@ func (p *Pipeline) leased(st *pending, tag string, now int64) (Output, bool) {
 	if l.since == 0 {
 		l.since = now
 	}
-	if l.used-l.acked >= lease.ReportEvery && p.ls.usageN == 0 && now >= p.ls.usageAt {
+	if p.countDue(l) && p.ls.usageN == 0 && now >= p.ls.usageAt {
 		p.ls.due = true // a report can go now: look the leases over in this call
 	}
 	h := append(p.leaseOut[:0], l.headers...)
@@ -255,9 +270,12 @@ func (p *Pipeline) askLease(st *pending, now int64) Background {
 	if len(p.ls.held)+p.asking() >= MaxLeases {
 		return Background{}
 	}
-	want := lease.Size(ol.lastUsed) // MinCalls for the first
-	if ol.cur != nil {
-		want = lease.Size(ol.cur.used)
+	want := int64(lease.MinCalls) // the first, or after a quiet spell
+	switch {
+	case ol.cur != nil:
+		want = rateSize(ol.cur, now)
+	case now < ol.sizeEnd:
+		want = ol.lastSize
 	}
 	carried := p.unacked(nil)
 	body := lease.AppendRequest(nil, &lease.Request{Want: want, Revoke: p.ls.revokeURL, Reports: carried})
@@ -285,6 +303,19 @@ func (p *Pipeline) renewalDue(key orgKey, l *heldLease, now int64) bool {
 	}
 	o, _ := p.orgs.get(key)
 	return (o.org != l.org || o.version != l.ver || o.grants != l.grants) && now >= l.sentAt+minRetry
+}
+
+// rateSize is the block to ask for after l, by its rate: the uses of the
+// time since it was asked (at most its validity, at least a tenth of it:
+// minSpanPart), projected over a validity and doubled by lease.Size. A
+// renewal comes at half the calls or half the validity, so a busy
+// organisation's leases grow up to tenfold a renewal (8, 80, 800, 1024),
+// a quiet one's stay at MinCalls, and they shrink at the first renewal
+// after the rate drops.
+func rateSize(l *heldLease, now int64) int64 {
+	span := min(now-l.sentAt, l.valid)
+	span = max(span, l.valid/minSpanPart, 1)
+	return lease.Size(l.used * l.valid / span)
 }
 
 // newOrgLease makes key's lease state, after forgetting idle ones when
@@ -326,7 +357,8 @@ func (p *Pipeline) asking() int {
 // is final.
 func (p *Pipeline) retire(ol *orgLease, now int64) {
 	l := ol.cur
-	ol.cur, ol.lastUsed = nil, l.used
+	end := min(now, l.sentAt+l.valid) // an expired lease is retired when next looked at
+	ol.cur, ol.lastSize, ol.sizeEnd = nil, rateSize(l, end), end+l.valid
 	l.final = true
 	if l.since == 0 {
 		l.since = now
@@ -387,8 +419,8 @@ func (p *Pipeline) usageCall(now int64) (Background, bool) {
 // sweepLeases looks the held leases over: it retires expired ones,
 // forgets those whose final usage is acknowledged, presumes lost the calls
 // the host never answered, and returns a background report when one is
-// due (a lease with ReportEvery uses unacknowledged, or usage older than
-// ReportInterval) and none is out.
+// due (a lease with Config.ReportEvery uses unacknowledged, or usage older
+// than ReportInterval) and none is out.
 func (p *Pipeline) sweepLeases(now int64) Background {
 	p.ls.sweepAt, p.ls.due = now+leaseSweepEvery, false
 	for h, c := range p.ls.bg {
@@ -406,7 +438,7 @@ func (p *Pipeline) sweepLeases(now int64) Background {
 	p.forgetDone()
 	due := false
 	for _, l := range p.ls.held {
-		if l.pendingReport() && (l.used-l.acked >= lease.ReportEvery || now-l.since >= reportInterval) {
+		if l.pendingReport() && (p.countDue(l) || now-l.since >= reportInterval) {
 			due = true
 			break
 		}
@@ -416,6 +448,12 @@ func (p *Pipeline) sweepLeases(now int64) Background {
 	}
 	bg, _ := p.usageCall(now)
 	return bg
+}
+
+// countDue reports whether l has enough unacknowledged uses for a report
+// (Config.ReportEvery); never when reports go by interval only.
+func (p *Pipeline) countDue(l *heldLease) bool {
+	return p.ls.reportEvery > 0 && l.used-l.acked >= p.ls.reportEvery
 }
 
 // forgetDone drops the retired leases whose final usage is acknowledged.

@@ -34,7 +34,12 @@ type leaseWorld struct {
 
 func newLeaseWorld(t testing.TB) *leaseWorld {
 	t.Helper()
-	cfg := testCfg
+	return newLeaseWorldOf(t, testCfg)
+}
+
+// newLeaseWorldOf is newLeaseWorld on cfg, with leases on.
+func newLeaseWorldOf(t testing.TB, cfg Config) *leaseWorld {
+	t.Helper()
 	cfg.Random, cfg.Leases, cfg.Revoke = &counter{}, true, revokeURL
 	p := New(cfg)
 	installKeys(t, p, t0, "k1")
@@ -183,9 +188,11 @@ func TestLeaseAskedThenServes(t *testing.T) {
 			t.Fatalf("use %d: got %+v, want a leased 304", i, out)
 		}
 		if i == 4 {
-			// Half its calls: renewal, asked in the background.
-			if got := w.leaseRequest(out.Background, w.tok); got.Want != lease.Size(4) {
-				t.Errorf("renewal want %d, want %d", got.Want, lease.Size(4))
+			// Half its calls: renewal, asked in the background. Four uses
+			// in no time are measured over a tenth of the validity: 40 a
+			// validity, twice that asked.
+			if got := w.leaseRequest(out.Background, w.tok); got.Want != 80 {
+				t.Errorf("renewal want %d, want 80", got.Want)
 			}
 		} else if out.Background.Handle != 0 {
 			t.Errorf("use %d asks %+v", i, out.Background)

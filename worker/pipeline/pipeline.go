@@ -49,11 +49,22 @@ type Config struct {
 	// Revoke is the URL where the host takes the origin's revoke push,
 	// sent with every lease request; "" when it can take none.
 	Revoke string
+	// ReportEvery is how many unacknowledged uses of a lease make a usage
+	// report due, besides its oldest being lease.ReportInterval old: 0
+	// is lease.ReportEvery (the bound of a host that keeps no usage log),
+	// ReportByInterval reports by interval only (a host with a usage log,
+	// whose log holds what is unreported: a report per ReportEvery uses
+	// would only cost the origin).
+	ReportEvery int64
 	// Random, when set, replaces crypto/rand as the source of request
 	// ids. Tests use it; the reactor leaves it nil (WASI random_get backs
 	// crypto/rand in both toolchains).
 	Random io.Reader
 }
+
+// ReportByInterval is Config.ReportEvery for reports by
+// lease.ReportInterval only (configure "reportEvery": 0).
+const ReportByInterval = -1
 
 // Pipeline is one edge instance's state: the JWKS, the verified-token
 // cache, the per-organisation ETag inputs and the requests in flight.

@@ -140,6 +140,9 @@ type ConfigMessage struct {
 	URLKeys          string `json:"urlKeys,omitempty"`
 	Leases           bool   `json:"leases,omitempty"` // absent: no leases
 	Revoke           string `json:"revoke,omitempty"` // the host's revoke URL; absent: no push
+	// ReportEvery is configure's reportEvery: nil (absent) is the module's
+	// default (lease.ReportEvery), 0 reports by lease.ReportInterval only.
+	ReportEvery *int64 `json:"reportEvery,omitempty"`
 }
 
 // configure sends c through call (Guest.Call, or a Host's instance's,

@@ -80,8 +80,10 @@ type Config struct {
 	// Leases turns the module's leases on (docs/edge.md, "Leases"): it
 	// then answers revalidations within a lease from the origin, and the
 	// host keeps UsageLog, performs the module's background subrequests,
-	// reports usage every lease.ReportInterval and serves the revoke
-	// endpoint (POST lease.RevokePath).
+	// reports usage every lease.ReportInterval (the module is configured
+	// to report by that interval only, "reportEvery": 0: the log holds
+	// what is unreported) and serves the revoke endpoint (POST
+	// lease.RevokePath).
 	Leases bool
 	// Revoke is the URL at which the origin reaches this host's revoke
 	// endpoint, http://<its listen address>/internal/revoke, sent in every
@@ -316,15 +318,28 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 	in := &instance{g: g, parked: map[int64]chan struct{}{}, woken: map[int64]bool{},
 		clock: h.cfg.ThreadCPU, every: max(h.cfg.ThreadCPUEvery, 1), cpu: &h.stats.moduleCPU}
 	in.mu.Lock()
-	err = configure(in.call, ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
-		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys,
-		Leases: h.cfg.Leases, Revoke: h.cfg.Revoke})
+	err = configure(in.call, h.configMessage())
 	in.mu.Unlock()
 	if err != nil {
 		g.Close(ctx)
 		return nil, err
 	}
 	return in, nil
+}
+
+// configMessage is every instance's configuration. With leases the module
+// reports usage by lease.ReportInterval only ("reportEvery": 0): the
+// usage log holds what is unreported, so a report every ReportEvery uses
+// would buy nothing and cost the origin a call (the host's flush reports
+// every ReportInterval).
+func (h *Host) configMessage() ConfigMessage {
+	c := ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
+		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys,
+		Leases: h.cfg.Leases, Revoke: h.cfg.Revoke}
+	if h.cfg.Leases {
+		c.ReportEvery = new(int64)
+	}
+	return c
 }
 
 // pick chooses the instance for a new request. Requests with the same

@@ -2,6 +2,7 @@ package wazero
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -300,4 +301,40 @@ func TestCloseCancelsBackground(t *testing.T) {
 	<-o.hang // the lease request is at the origin
 	h.Close(context.Background())
 	<-o.hang // and was cancelled (the subrequest timeout is an hour)
+}
+
+// TestLeaseReportsByIntervalOnly: the host configures the module to
+// report usage by lease.ReportInterval only (its usage log holds what is
+// unreported): lease.ReportEvery leased 304s and more start no usage
+// report of the module's (the clock stands still, so no interval passes);
+// Flush reports them. Without leases the configuration names no
+// reportEvery.
+func TestLeaseReportsByIntervalOnly(t *testing.T) {
+	o := newLeaseOrigin(t, 64)
+	h, base := leasedHost(t, o.url, leaseHostConfig(o, filepath.Join(t.TempDir(), "usage.log")))
+	if b, _ := json.Marshal(h.configMessage()); !strings.Contains(string(b), `"reportEvery":0`) {
+		t.Errorf("configure with leases: %s, want reportEvery 0", b)
+	}
+	if b, _ := json.Marshal((&Host{}).configMessage()); strings.Contains(string(b), "reportEvery") {
+		t.Errorf("configure without leases: %s, want no reportEvery", b)
+	}
+	c := newLeaseClient(t, base)
+	c.revalidate()
+	waitFor(func() bool { return h.Stats().Backgrounds >= 1 }) // the lease request
+	const uses = lease.ReportEvery + 8                         // fewer than half the lease: no renewal
+	for range uses {
+		c.revalidate()
+	}
+	// Background work starts before its output's 304 is written: all of
+	// it is in the wait group by now.
+	h.bg.Wait()
+	if n := h.Stats().Backgrounds; n != 1 {
+		t.Errorf("%d background calls after %d leased 304s, want the lease request alone", n, uses)
+	}
+	if err := h.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := o.reported("L1"); used != uses {
+		t.Errorf("Flush reported L1 at %d, want %d", used, uses)
+	}
 }
