@@ -227,7 +227,8 @@ func startOriginLog(t *testing.T) (*origin, *logbuf.Buffer) {
 // launch starts an origin on dir. Its log (stdout, once it serves) goes
 // to log at level info; with a nil log it is discarded, at level warn,
 // so that the suite's many requests do not each write an access line.
-func launch(dir string, log io.Writer) (*origin, error) {
+// env holds more settings (NAME=value), after the suite's own.
+func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -241,6 +242,7 @@ func launch(dir string, log io.Writer) (*origin, error) {
 	cmd.Env = append(cmd.Env, "LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_ADDR=127.0.0.1:0", "LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
 		"LECTERN_CORPUS="+corpusDir, "LECTERN_SECRET="+secret, "LECTERN_TEST_CLOCK=1")
+	cmd.Env = append(cmd.Env, env...)
 	if log == nil {
 		log = io.Discard
 		cmd.Env = append(cmd.Env, "LECTERN_LOG_LEVEL=warn")
