@@ -427,8 +427,8 @@ func (p *Pipeline) sweepLeases(now int64) Background {
 		if now-c.sentAt < bgLost {
 			continue
 		}
+		p.callFailed(c, now) // before the delete, as in backgroundDone
 		delete(p.ls.bg, h)
-		p.callFailed(c, now)
 	}
 	for _, ol := range p.ls.orgs {
 		if l := ol.cur; l != nil && now >= l.sentAt+l.valid {
@@ -486,8 +486,15 @@ func (p *Pipeline) callFailed(c *bgCall, now int64) {
 // backgroundDone reads the answer to a lease-protocol call: a 204 to a
 // report, a 200 to a lease request acknowledge what they carried, and a
 // lease answer replaces the organisation's lease. The output is done.
+//
+// c leaves ls.bg only once it is read: until then the map keeps it
+// reachable. Under TinyGo a pointer held only by the running function
+// is not always seen by the collector, and reading the answer allocates:
+// c, dropped from the map first, was collected and its memory reused
+// while it was still read (garbage orgKey in its map lookup, or an
+// organisation left asking for a call no longer out).
 func (p *Pipeline) backgroundDone(c *bgCall, in ResumeMsg) Output {
-	delete(p.ls.bg, in.Handle)
+	defer delete(p.ls.bg, in.Handle)
 	now := in.Now
 	switch {
 	case c.kind == bgUsage && in.Status == 204:

@@ -578,14 +578,18 @@ func (p *Pipeline) sweep(now int64) {
 	}
 }
 
+// drop ends st's wait. A pooled st joins dropped before it leaves the
+// table: st is often a pointer read out of the table, which TinyGo's
+// collector does not see, and the append may allocate (see
+// backgroundDone).
 func (p *Pipeline) drop(st *pending) {
 	if p.pending[st.handle] == st {
-		delete(p.pending, st.handle)
-		p.pendingBytes -= st.size
-		st.size = 0
 		if st.pooled {
 			p.dropped = append(p.dropped, st)
 		}
+		delete(p.pending, st.handle)
+		p.pendingBytes -= st.size
+		st.size = 0
 	}
 }
 

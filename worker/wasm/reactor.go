@@ -17,7 +17,11 @@ var (
 	edge   *pipeline.Pipeline
 	inputs = map[uint32][]byte{} // by address: kept alive until consumed
 	spare  []byte                // the last consumed buffer, reused by the next alloc
-	output []byte
+	// current is the message being read, kept reachable until the call's
+	// result: a slice read out of a map is no root for TinyGo's collector,
+	// and one too large to be spare would otherwise be freed mid-call.
+	current []byte
+	output  []byte
 )
 
 // maxSpare bounds the buffer kept for reuse between messages.
@@ -48,6 +52,7 @@ func alloc(size uint32) uint32 {
 // of every buffer: each is valid until the next consuming call.
 func input(ptr, size uint32) ([]byte, bool) {
 	b, ok := inputs[ptr]
+	current = b
 	clear(inputs)
 	if !ok || int(size) > len(b) {
 		return nil, false
@@ -62,7 +67,7 @@ func input(ptr, size uint32) ([]byte, bool) {
 
 // result keeps out alive until the next call and returns ptr<<32 | len.
 func result(out []byte) uint64 {
-	output = out
+	output, current = out, nil // out is written: the message is read
 	if len(out) == 0 {
 		return 0
 	}
