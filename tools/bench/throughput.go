@@ -382,30 +382,10 @@ func (tb *throughputBench) throughEdge(id, name, origin string, b build, g *goal
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go srv.Serve(ln)
 	tb.closers = append(tb.closers, func() { srv.Close(); h.Close(context.Background()); mod.Close(context.Background()) })
-	primer := &http.Client{Transport: newTransport(1)}
-	forward := tb.auth("Accept-Encoding", "gzip")
 	var before wazero.Stats
 	return &scenario{
 		target: &target{id: id, name: name, url: edgeURL + tb.lessonPath, header: tb.conditional(), want: 304,
-			// One forwarded 200 per token gives the token's instance the
-			// org's ETag inputs (docs/edge.md: Origin protocol).
-			prime: func(ctx context.Context, c int) error {
-				req, _ := http.NewRequestWithContext(ctx, "GET", edgeURL+tb.lessonPath, nil)
-				req.Header = forward(c)
-				resp, err := primer.Do(req)
-				if err != nil {
-					return err
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					return fmt.Errorf("prime the edge: GET %s: status %d", tb.lessonPath, resp.StatusCode)
-				}
-				if got := resp.Header.Get("ETag"); got != tb.etag {
-					return fmt.Errorf("prime the edge: ETag %q, the origin's is %q", got, tb.etag)
-				}
-				return nil
-			}},
+			prime: tb.primeEdge(edgeURL)},
 		goal:   g,
 		warmed: func() { before = h.Stats() },
 		rows: func(r row) []row {
