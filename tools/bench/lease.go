@@ -168,7 +168,7 @@ func (tb *throughputBench) startEdge(b build, origin edgeOrigin, leased bool, de
 
 // primeEdge is a target's prime for an edge at edgeURL: one forwarded 200
 // per client's token gives the token's instance the organisation's ETag
-// inputs (docs/edge.md: Origin protocol), as throughEdge's.
+// inputs (docs/edge.md: Origin protocol). Every edge row primes with it.
 func (tb *throughputBench) primeEdge(edgeURL string) func(ctx context.Context, c int) error {
 	primer := &http.Client{Transport: newTransport(1)}
 	forward := tb.auth("Accept-Encoding", "gzip")
