@@ -83,7 +83,6 @@ func (h *harness) updateOrg(id string, mod func(*store.Org)) {
 	}
 }
 
-
 // docs/edge.md, Leases: the lease endpoint answers nothing without a
 // valid signature (404, as the gate), 400 to a malformed message, and
 // then the token's and the gate's refusals; the reports it carries are

@@ -109,8 +109,9 @@ type leaseEdge struct {
 
 // startEdge serves build b through a wazero host for origin, with leases
 // on or off, its subrequests counted and delayed by delay; tag names its
-// usage log (in a temporary directory of its own, removed at the close). The host is configured as throughEdge's, which is
-// tools/edge's.
+// usage log (in a temporary directory of its own, removed at the close).
+// The host is configured as tools/edge's; every edge row of the bench
+// starts its edge here (throughEdge with leases off and no delay).
 func (tb *throughputBench) startEdge(b build, origin edgeOrigin, leased bool, delay time.Duration, tag string) (*leaseEdge, error) {
 	ctx, log := tb.ctx, tb.log
 	mod, err := wazero.Compile(ctx, b.wasm)

@@ -358,30 +358,11 @@ const cpuSample = 7
 // Its row adds the host's counts over the rounds, and is a miss whenever
 // a request was not gated.
 func (tb *throughputBench) throughEdge(id, name, origin string, b build, g *goal) (*scenario, error) {
-	ctx, st, log := tb.ctx, tb.st, tb.log
-	mod, err := wazero.Compile(ctx, b.wasm)
+	e, err := tb.startEdge(b, edgeOrigin{url: origin, idp: tb.st.IdPURL, secret: tb.st.Secret}, false, 0, "")
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		mod.Close(context.Background())
-		return nil, err
-	}
-	edgeURL := "http://" + ln.Addr().String()
-	h, err := wazero.New(ctx, mod, wazero.Config{Origin: origin, JWKSURL: st.IdPURL + "/.well-known/jwks.json",
-		Issuer: st.IdPURL, Audience: audience, Secret: st.Secret,
-		ResourceMetadata: edgeURL + "/.well-known/oauth-protected-resource",
-		Instances:        min(runtime.GOMAXPROCS(0), 4), // tools/edge's default
-		Logger:           log, ThreadCPU: threadCPUClock(), ThreadCPUEvery: cpuSample})
-	if err != nil {
-		ln.Close()
-		mod.Close(context.Background())
-		return nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go srv.Serve(ln)
-	tb.closers = append(tb.closers, func() { srv.Close(); h.Close(context.Background()); mod.Close(context.Background()) })
+	h, edgeURL := e.host, e.url
 	var before wazero.Stats
 	return &scenario{
 		target: &target{id: id, name: name, url: edgeURL + tb.lessonPath, header: tb.conditional(), want: 304,
