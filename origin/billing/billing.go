@@ -22,6 +22,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/ratelimit"
 )
 
 // Biller applies the billing rules to a meter.Store.
@@ -146,13 +147,7 @@ func (b *Biller) apply(ctx context.Context, op meter.Op) (Bill, error) {
 }
 
 // secondsUntil is the whole seconds from now to t, at least 1.
-func secondsUntil(now, t time.Time) int64 {
-	s := int64((t.Sub(now) + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
-	}
-	return s
-}
+func secondsUntil(now, t time.Time) int64 { return ratelimit.Seconds(t.Sub(now)) }
 
 // refusal is the 429 for a refused step: RATE_LIMITED for an hourly cap
 // (Retry-After at most 3600 s), EXPORT_LIMIT for the export allowance,
@@ -235,8 +230,8 @@ func (b Bill) Headers() []apierr.Header {
 			policy = append(policy, ", "...)
 			state = append(state, ", "...)
 		}
-		policy = append(policy, `"`+l.Name+`";q=`+strconv.FormatInt(l.Quota, 10)+";w="+strconv.FormatInt(l.Window, 10)...)
-		state = append(state, `"`+l.Name+`";r=`+strconv.FormatInt(l.Left, 10)+";t="+strconv.FormatInt(secondsUntil(b.op.Now, l.Reset), 10)...)
+		policy = ratelimit.AppendPolicy(policy, l.Name, l.Quota, l.Window)
+		state = ratelimit.AppendState(state, l.Name, l.Left, secondsUntil(b.op.Now, l.Reset))
 	}
 	if policy == nil {
 		return nil

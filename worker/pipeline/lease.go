@@ -7,6 +7,7 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/ratelimit"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -210,43 +211,16 @@ func (p *Pipeline) leased(st *pending, tag string, now int64) (Output, bool) {
 // appendRateLimit appends the RateLimit field of l's next 304: for each
 // capped meter, what was left at the grant less the calls answered with
 // l since (an upper bound: other clients' calls are not in it), and the
-// seconds to its reset, as billing.Bill.Headers writes them.
+// seconds to its reset, written as the origin writes them (shared/ratelimit).
 func appendRateLimit(b []byte, l *heldLease, now int64) []byte {
 	for i, r := range l.limits {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = append(b, '"')
-		b = append(b, r.Name...)
-		b = append(b, `";r=`...)
-		b = appendInt(b, max(0, r.Remaining-l.used))
-		b = append(b, ";t="...)
-		b = appendInt(b, secondsUntil(now, r.Reset))
+		untilReset := time.Duration(r.Reset*1000-now) * time.Millisecond
+		b = ratelimit.AppendState(b, r.Name, max(0, r.Remaining-l.used), ratelimit.Seconds(untilReset))
 	}
 	return b
-}
-
-// secondsUntil is the whole seconds from now (unix ms) to reset (unix
-// seconds), rounded up, at least 1: billing's secondsUntil.
-func secondsUntil(now, reset int64) int64 {
-	return max(1, (reset*1000-now+999)/1000)
-}
-
-func appendInt(b []byte, n int64) []byte {
-	if n < 0 {
-		b, n = append(b, '-'), -n
-	}
-	var d [20]byte
-	i := len(d)
-	for {
-		i--
-		d[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	return append(b, d[i:]...)
 }
 
 // askLease is the background lease request st's run calls for, if any:
