@@ -43,6 +43,7 @@
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin
 //	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers
+//	origin/bundles                the export bundles built, kept on disk: built once, bounded, evicted LRU
 //	origin/clock                  the origin's time source, with the test clock
 //	origin/cmdline                the commands' settings (environment variables mirrored by flags), -h and -version
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API

@@ -175,7 +175,7 @@ func TestForensicsLink(t *testing.T) {
 	e.write(m, "acme", mediaEntry(0))
 	row := e.write(m, "globex", entry)[0]
 	signed := fxLinkKeys.Sign(link.Link{Kind: link.Media, Expires: base.Add(15 * time.Minute).Unix(), Row: row,
-		Name: "img.png", Media: "high-algebra-1-img-0"})
+		Name: "img.png", Media: "high-algebra-1-img-0", Org: "globex"})
 	for _, body := range []string{"https://lectern.example" + signed, signed + "\n"} {
 		r := e.do("POST", "/admin/v1/forensics", body, "Content-Type", "text/plain")
 		r.want(t, 200, "")
@@ -190,7 +190,7 @@ func TestForensicsLink(t *testing.T) {
 	}
 
 	expired := fxLinkKeys.Sign(link.Link{Kind: link.Media, Expires: base.Add(-time.Minute).Unix(), Row: row,
-		Name: "img.png", Media: "high-algebra-1-img-0"})
+		Name: "img.png", Media: "high-algebra-1-img-0", Org: "globex"})
 	r := e.do("POST", "/admin/v1/forensics", expired)
 	r.want(t, 200, "")
 	if r.body["orgId"] != "globex" || r.body["matched"].([]any)[0].(map[string]any)["expired"] != true {
@@ -209,7 +209,7 @@ func TestForensicsLink(t *testing.T) {
 		t.Errorf("altered link: %s", r.raw)
 	}
 	other := mustKeys("k2=fedcba9876543210fedcba9876543210").Sign(link.Link{Kind: link.Media,
-		Expires: base.Add(15 * time.Minute).Unix(), Row: row, Name: "img.png", Media: "high-algebra-1-img-0"})
+		Expires: base.Add(15 * time.Minute).Unix(), Row: row, Name: "img.png", Media: "high-algebra-1-img-0", Org: "globex"})
 	r = e.do("POST", "/admin/v1/forensics", other)
 	r.want(t, 404, "NOT_FOUND")
 	if msg, _ := r.errField("message").(string); !strings.Contains(msg, "Not authentic") {
@@ -217,7 +217,7 @@ func TestForensicsLink(t *testing.T) {
 	}
 	// Authentic, but of a row that does not exist.
 	ghost := fxLinkKeys.Sign(link.Link{Kind: link.Media, Expires: base.Add(15 * time.Minute).Unix(), Row: row + 100,
-		Name: "img.png", Media: "x"})
+		Name: "img.png", Media: "x", Org: "globex"})
 	e.do("POST", "/admin/v1/forensics", ghost).want(t, 404, "NOT_FOUND")
 }
 

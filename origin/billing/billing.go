@@ -114,6 +114,23 @@ func (b *Biller) Export(ctx context.Context, o *store.Org, now time.Time, classe
 	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Ledger: []meter.Entry{export}})
 }
 
+// ExportSpent reports whether an export of classes classes by o is sure
+// to be refused by Export, given o's counters before it (meter.Store's
+// Usage): its monthly calls, exports or downloads, or its hourly calls,
+// are spent. Counters only grow within their periods, so what it reports
+// Export refuses; an export it does not report may still be refused.
+func ExportSpent(o *store.Org, c meter.Counters, classes int) bool {
+	over := func(m meter.Meter, n int64, limit *int64) bool { return limit != nil && c.Get(m)+n > *limit }
+	return over(meter.MonthCalls, 1, o.Quota.Calls) || over(meter.HourCalls, 1, o.RateLimits.CallsPerHour) ||
+		over(meter.MonthExports, 1, o.Quota.Exports) || over(meter.MonthDownloads, int64(classes), o.Quota.Downloads)
+}
+
+// Suspended is the refusal of a request of an organisation whose
+// enumeration alarm is in force: 403 ORG_SUSPENDED, nothing billed.
+func Suspended() *apierr.Error {
+	return apierr.New(apierr.OrgSuspended, "The organisation's plan is suspended by the enumeration alarm: more than 40% of its granted lessons were read in one UTC day. Content access is suspended; contact the service operator.")
+}
+
 // TestprepPage bills a page of up to want test-prep items: one call, one
 // lesson read against the hourly cap (the enumeration alarm does not see
 // it), and the items, shortened to what is left of the monthly allowance
@@ -139,7 +156,7 @@ func (b *Biller) apply(ctx context.Context, op meter.Op) (Bill, error) {
 	bill := Bill{Result: res, op: op}
 	switch {
 	case res.Suspended:
-		return bill, apierr.New(apierr.OrgSuspended, "The organisation's plan is suspended by the enumeration alarm: more than 40% of its granted lessons were read in one UTC day. Content access is suspended; contact the service operator.")
+		return bill, Suspended()
 	case res.Refused != nil:
 		return bill, refusal(*res.Refused, res.After, op.Now)
 	}

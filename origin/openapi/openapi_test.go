@@ -75,13 +75,13 @@ func TestOpenAPIDownloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := link.Bundle{Org: "acme", Scopes: "service-api/content.export", ContentVersion: c.ContentVersion, Tier: "high", Slug: "algebra"}
+	subject := link.Bundle{Scopes: "service-api/content.export", ContentVersion: c.ContentVersion, Tier: "high", Slug: "algebra"}
 	class := subject
 	class.Class = 2
 	links := map[string][]string{ // path item: its links, the first with only the required fields
-		link.Prefix + "m/{name}": {keys.Sign(link.Link{Kind: link.Media, Expires: 1, Row: 2, Name: "a.mp4", Media: lesson.Media[0].ID})},
-		link.Prefix + "e/{name}": {keys.Sign(link.Link{Kind: link.Export, Expires: 1, Row: 2, Name: "a.zip", Export: subject}),
-			keys.Sign(link.Link{Kind: link.Export, Expires: 1, Row: 2, Name: "a.zip", Export: class})},
+		link.Prefix + "m/{name}": {keys.Sign(link.Link{Kind: link.Media, Expires: 1, Row: 2, Name: "a.mp4", Media: lesson.Media[0].ID, Org: "acme"})},
+		link.Prefix + "e/{name}": {keys.Sign(link.Link{Kind: link.Export, Expires: 1, Row: 2, Name: "a.zip", Org: "acme", Export: subject}),
+			keys.Sign(link.Link{Kind: link.Export, Expires: 1, Row: 2, Name: "a.zip", Org: "acme", Export: class})},
 	}
 	for path, ls := range links {
 		item, _ := openapitest.At(doc, "paths", path).(map[string]any)

@@ -1,18 +1,20 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/billing"
+	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/export"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -134,7 +136,7 @@ func (s *Server) exportLink(w http.ResponseWriter, r *http.Request, req *request
 		name += "-class-" + strconv.Itoa(t.target.Class)
 	}
 	url := s.publicLink(link.Link{Kind: link.Export, Expires: expires.Unix(), Row: bill.LedgerIDs[0], Name: name + ".zip",
-		Export: link.Bundle{Org: req.org.ID, Scopes: req.claims.Scope.String(), ContentVersion: req.corpus.ContentVersion,
+		Org: req.org.ID, Gen: req.org.Generation, Export: link.Bundle{Scopes: req.claims.Scope.String(), ContentVersion: req.corpus.ContentVersion,
 			Tier: sub.Tier, Slug: sub.Slug, Class: t.target.Class}})
 	body, err := json.Marshal(exportResult{Format: "zip_url", URL: url, ExpiresAt: expires.Format(time.RFC3339),
 		Classes: t.target.Classes(), ContentVersion: req.corpus.ContentVersion, License: s.envelope(req)})
@@ -146,13 +148,24 @@ func (s *Server) exportLink(w http.ResponseWriter, r *http.Request, req *request
 	return nil
 }
 
-// exportInline answers format=inline. The body is built before the
-// export is billed: a body over the ceiling is 413 PAYLOAD_TOO_LARGE
-// billing the call only, and that is known only once built. The data
-// goes straight into the body (base64 needs no JSON escaping), written
-// into a buffer bounded by the ceiling, and is sent as it is, without
-// Content-Encoding: it is compressed already (spec: Transport).
+// inlineStoreLimit bounds an inline bundle the store keeps, in bytes:
+// far above the ceiling (so that a bundle over it is stored too, and its
+// 413 is a file's size), below what would fill a disk.
+const inlineStoreLimit = 1 << 30
+
+// exportInline answers format=inline. Every refusal that needs no bundle
+// is decided first (exportRefused): a spent quota, an hourly cap or the
+// enumeration alarm answers without any bundle work. Then the bundle is
+// taken from the store (built once, exports.go storedBundle), its size
+// measured against the ceiling (413 PAYLOAD_TOO_LARGE bills the call
+// only), and only then the export is billed and the bundle sent, read
+// from its file: the data goes straight into the body (base64 needs no
+// JSON escaping), without Content-Encoding: it is compressed already
+// (spec: Transport).
 func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *request, t exportTarget) error {
+	if err := s.exportRefused(r, req, t.target.Classes(), ledgerEntry(req, t, "inline")); err != nil {
+		return err
+	}
 	env, err := json.Marshal(s.envelope(req))
 	if err != nil {
 		return err
@@ -168,33 +181,74 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 	if limit <= 0 {
 		return s.billCallAnd(r, req, tooLarge(ceiling))
 	}
-	var buf bytes.Buffer
-	buf.WriteString(head)
-	_, err = s.exporter(req.corpus).WriteInline(&buf, s.bundle(req.org, req.claims.Scope, t.target), limit)
+	bundle := s.bundle(req.org, req.claims.Scope, t.target)
+	f, err := s.storedBundle(r.Context(), req.corpus, "inline", req.org, bundle, func(w io.Writer) error {
+		_, err := s.exporter(req.corpus).WriteInline(w, bundle, inlineStoreLimit)
+		return err
+	})
 	if errors.Is(err, export.ErrTooLarge) {
 		return s.billCallAnd(r, req, tooLarge(ceiling))
 	}
 	if err != nil {
 		return err
 	}
-	buf.WriteString(tail)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() > limit {
+		return s.billCallAnd(r, req, tooLarge(ceiling))
+	}
 	bill, err := s.biller.Export(r.Context(), req.org, req.now, t.target.Classes(), ledgerEntry(req, t, "inline"))
 	if err != nil {
 		return err
 	}
-	writeInline(w, req, t.tag, bill, buf.Bytes())
+	contentHeaders(w, req, t.tag, bill)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.FormatInt(int64(len(head))+st.Size()+int64(len(tail)), 10))
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, head)
+	if _, err := io.Copy(w, f); err != nil {
+		if !clientGone(r) {
+			s.cfg.Logger.Error("inline export: the stored bundle could not be sent", "requestId", req.id, "err", err)
+		}
+		return nil // the status is sent: the client sees a short body
+	}
+	io.WriteString(w, tail)
 	return nil
 }
 
-// writeInline answers 200 with an inline export's body, uncompressed
-// whatever Accept-Encoding says.
-func writeInline(w http.ResponseWriter, req *request, tag string, bill billing.Bill, body []byte) {
-	contentHeaders(w, req, tag, bill)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
+// exportRefused answers, before any bundle work, an export the meters are
+// sure to refuse: it reads the organisation's usage (nothing billed) and,
+// when the enumeration alarm is in force, answers ORG_SUSPENDED (billing
+// nothing, as the meters would), and when a quota or hourly cap the
+// export bills is spent, bills the export (Biller.Export), which then
+// refuses it and bills exactly what the spec says (the call, or nothing).
+// Counters only grow within their period and the limits are the
+// organisation's as the request read it, so a refusal read here is a
+// refusal there; an export it lets through is decided by the meters as
+// before.
+func (s *Server) exportRefused(r *http.Request, req *request, classes int, entry meter.Entry) error {
+	u, err := s.cfg.Meters.Usage(r.Context(), meter.Key(req.org), req.now)
+	if err != nil {
+		return err
+	}
+	if u.Alarm != nil {
+		return billing.Suspended()
+	}
+	if !billing.ExportSpent(req.org, u.Counters, classes) {
+		return nil
+	}
+	_, err = s.biller.Export(r.Context(), req.org, req.now, classes, entry)
+	if err == nil {
+		// Not reachable while counters only grow: the export is billed and
+		// its ledger row written, but no bundle ships.
+		s.cfg.Logger.Error("export: the meters passed an export whose allowance was read as spent", "requestId", req.id)
+		return errors.New("export: billed after its allowance was read as spent")
+	}
+	return err
 }
 
 func tooLarge(ceiling int64) *apierr.Error {
@@ -231,15 +285,16 @@ func (s *Server) exporter(ct *Content) *export.Builder {
 	return s.exports.b
 }
 
-// serveExportLink serves a valid export link (files.go): the zip, built
-// as it is sent (export.WriteZip streams it one file at a time, so a GET
-// has no Content-Length), with every download of the link until it
-// expires; unmetered. A HEAD builds the zip too, into a counter, to send
-// the Content-Length a GET's bytes add up to. The bundle is
-// rebuilt from what the link carries and the organisation as it is now
-// (its name and licence agreement), so a link of another contentVersion
-// than the one served, of a target the corpus no longer holds, or of an
-// organisation that no longer exists (linkOrg) is 404 NOT_FOUND.
+// serveExportLink serves a valid export link (files.go): the zip, from
+// the bundle store (built on the first download of its bundle, by one
+// goroutine however many ask, then a file read), with its size, a strong
+// ETag and byte ranges as http.ServeContent answers them (206, 416,
+// If-Range, HEAD without a body), to every download of the link until it
+// expires; unmetered. The bundle is made from what the link carries and
+// the organisation as it is now (its name and licence agreement), so a
+// link of another contentVersion than the one served or of a target the
+// corpus no longer holds is 404 NOT_FOUND, and one whose organisation may
+// no longer read the subject is refused as downloads.go says.
 func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id string, l link.Link, ct *Content) {
 	x := l.Export
 	sub := ct.Subject(x.Tier, x.Slug)
@@ -248,53 +303,69 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 		s.writeError(w, r, id, link.Refusal(nil))
 		return
 	}
-	org, err := s.linkOrg(r.Context(), l)
+	org, err := s.linkAccess(r.Context(), l, x.Tier, x.Slug)
 	if err != nil {
 		s.writeError(w, r, id, err)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/zip")
-	h.Set("Content-Disposition", `attachment; filename="`+l.Name+`"`) // a link's name is a safe file name (link.CleanName)
-	bundle := s.bundle(org, scope.Parse(x.Scopes), target)
-	if r.Method == http.MethodHead {
-		// The zip's exact size, which a GET of the link sends: the bundle
-		// is deterministic, so it is built and counted, not held.
-		n, err := s.exporter(ct).WriteZip(io.Discard, bundle)
-		if err != nil {
-			h.Del("Content-Type")
-			h.Del("Content-Disposition")
-			s.writeError(w, r, id, err)
-			return
-		}
-		h.Set("Content-Length", strconv.FormatInt(n.Bytes, 10))
-		w.WriteHeader(http.StatusOK)
+	release, err := s.downloadSlot(org)
+	if err != nil {
+		s.writeError(w, r, id, err)
 		return
 	}
-	if _, err := s.exporter(ct).WriteZip(w, bundle); err != nil && !clientGone(r) {
-		// The status is sent: the client sees a truncated zip.
-		s.cfg.Logger.Error("export download failed", "requestId", id, "err", err)
+	defer release()
+	bundle := s.bundle(org, scope.Parse(x.Scopes), target)
+	f, err := s.storedBundle(r.Context(), ct, "zip", org, bundle, func(w io.Writer) error {
+		_, err := s.exporter(ct).WriteZip(w, bundle)
+		return err
+	})
+	if err != nil {
+		if !clientGone(r) {
+			s.writeError(w, r, id, err)
+		}
+		return
 	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/zip")
+	// The file's name is its key, a hash of all that makes its bytes: a
+	// strong validator, which If-Range needs (RFC 9110 §13.1.5).
+	h.Set("ETag", `"`+filepath.Base(f.Name())+`"`)
+	attachment(h, l.Name)
+	http.ServeContent(w, r, l.Name, time.Time{}, f)
 }
 
-// linkOrg is the organisation an export link was made for, as it is now:
-// 404 (link.Refusal) when it no longer exists, or when the one of its id
-// is not the one whose ledger row the link carries (deleted and created
-// again: another generation, another meter key).
-func (s *Server) linkOrg(ctx context.Context, l link.Link) (*store.Org, error) {
-	org, err := s.cfg.Store.GetOrg(ctx, l.Export.Org)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, link.Refusal(nil)
-	}
+// storedBundle opens the stored bundle of format ("zip" or "inline") made
+// from b for org under ct, built with build when the store lacks it. Its key is
+// everything that makes its bytes: the format, the corpus version, the
+// organisation (id, generation, name), the envelope (licence id and tag,
+// which encode the agreement and the scope set), the target, and the
+// deployment's canary key and licence terms.
+func (s *Server) storedBundle(ctx context.Context, ct *Content, format string, org *store.Org, b export.Request,
+	build func(io.Writer) error) (*os.File, error) {
+	st, err := s.bundleStore()
 	if err != nil {
 		return nil, err
 	}
-	row, ok, err := s.cfg.Meters.LedgerRow(ctx, l.Row)
-	if err != nil {
-		return nil, err
-	}
-	if !ok || row.Org != meter.Key(org) {
-		return nil, link.Refusal(nil)
-	}
-	return org, nil
+	key := bundles.Key("lectern-bundle-v1", format, ct.ContentVersion, org.ID, org.Generation, b.Stamp.OrgName,
+		b.License.Lic, b.License.Tag, b.Target.Subject.Tier, b.Target.Subject.Slug, strconv.Itoa(b.Target.Class),
+		string(s.cfg.CanaryKey), s.cfg.LicenseURL)
+	return st.Get(ctx, key, build)
+}
+
+// bundleStore is the store of built bundles: Config.Bundles, or one in a
+// new temporary directory made on first use.
+func (s *Server) bundleStore() (*bundles.Store, error) {
+	s.tmpBundles.once.Do(func() {
+		if s.cfg.Bundles != nil {
+			s.tmpBundles.st = s.cfg.Bundles
+			return
+		}
+		dir, err := os.MkdirTemp("", "lectern-bundles-")
+		if err == nil {
+			s.tmpBundles.st, err = bundles.Open(dir, 0)
+		}
+		s.tmpBundles.err = err
+	})
+	return s.tmpBundles.st, s.tmpBundles.err
 }

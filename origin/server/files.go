@@ -25,10 +25,13 @@ import (
 // stack's clock is before its expiry. A media link's asset is the file at
 // its location under the corpus directory when there is one, else
 // deterministic bytes of its declared size (synthetic); either with its
-// MIME type, a strong ETag and byte ranges, as http.ServeContent answers
-// them. A link that is expired, altered, of an unknown key, or of a media
-// id the corpus being served does not hold is 404 NOT_FOUND
-// (link.Refusal). An export link's zip is serveExportLink's (exports.go).
+// MIME type, a strong ETag, byte ranges as http.ServeContent answers them,
+// and Content-Disposition naming the link's file name. A link that is
+// expired, altered, of an unknown key, or of a media id the corpus being
+// served does not hold is 404 NOT_FOUND (link.Refusal); one whose
+// organisation may no longer read the asset's subject is refused as
+// downloads.go says. An export link's zip is serveExportLink's
+// (exports.go).
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 	l, e := s.cfg.URLKeys.Check(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, s.cfg.Now())
 	if e != nil {
@@ -45,6 +48,18 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeError(w, r, id, link.Refusal(nil))
 		return
 	}
+	sub := m.Lesson.Subject
+	org, err := s.linkAccess(r.Context(), l, sub.Tier, sub.Slug)
+	if err != nil {
+		s.writeError(w, r, id, err)
+		return
+	}
+	release, err := s.downloadSlot(org)
+	if err != nil {
+		s.writeError(w, r, id, err)
+		return
+	}
+	defer release()
 	content, done, err := asset(ct.Dir, m)
 	if err != nil {
 		s.writeError(w, r, id, err)
@@ -54,6 +69,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 	h := w.Header()
 	h.Set("Content-Type", m.MIME)
 	h.Set("ETag", assetTag(ct.ContentVersion, m))
+	attachment(h, l.Name)
 	http.ServeContent(w, r, l.Name, time.Time{}, content)
 }
 

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,22 +16,32 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/shared/apierr"
+	shid "github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/link"
 )
 
 const filesKeys = "k1=files-test-key-one-0123456789abcdef,k0=files-test-key-zero-0123456789abcdef"
 
 // filesHarness is an origin serving only what a download needs: the
-// corpus, the clock (a test moves it) and the URL keys. No store, no
-// meters, no authenticator: a download uses none of them, and one that
-// tried would panic the test.
+// corpus, the clock (a test moves it), the URL keys, and the store and
+// meters a download reads its organisation from (filesOrg, granted every
+// tier). No authenticator: a download uses none, and one that tried would
+// panic the test.
 type filesHarness struct {
 	*harness
 	srv   *Server
 	keys  link.Keys
 	clock *atomic.Int64 // unix nanoseconds
+	org   *store.Org    // filesOrg as created
 }
+
+// filesOrg is the organisation the files harness signs its links for.
+const filesOrg = "acme"
 
 func newFilesHarness(t *testing.T, ct *Content) *filesHarness {
 	t.Helper()
@@ -41,6 +53,26 @@ func newFilesHarness(t *testing.T, ct *Content) *filesHarness {
 	fh.clock.Store(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC).UnixNano())
 	content := new(atomic.Pointer[Content])
 	content.Store(ct)
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lectern.db")
+	st, err := sqlitestore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	o := licence.NewOrg(fh.now())
+	o.ID, o.Name, o.Grants = filesOrg, "Acme", slices.Clone(shid.Tiers)
+	if err := st.CreateOrg(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if fh.org, err = st.GetOrg(ctx, filesOrg); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	fh.srv = New(Config{
@@ -48,13 +80,15 @@ func newFilesHarness(t *testing.T, ct *Content) *filesHarness {
 		Now:      func() time.Time { return time.Unix(0, fh.clock.Load()) },
 		URLKeys:  keys,
 		Resource: base + "/",
+		Store:    st,
+		Meters:   ms,
 	})
 	srv.Config.Handler = fh.srv
 	srv.Start()
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	fh.harness = &harness{t: t, api: base, content: content, client: &http.Client{Transport: tr}}
+	fh.harness = &harness{t: t, api: base, content: content, client: &http.Client{Transport: tr}, store: st, meters: ms}
 	return fh
 }
 
@@ -63,7 +97,8 @@ func (fh *filesHarness) now() time.Time { return time.Unix(0, fh.clock.Load()) }
 // mediaLink signs a link to mediaID valid for ttl from now, as a mint
 // would (publicLink), and returns its path and query.
 func (fh *filesHarness) mediaLink(mediaID string, ttl time.Duration) string {
-	u := fh.srv.publicLink(link.Link{Kind: link.Media, Expires: fh.now().Add(ttl).Unix(), Row: 7, Name: "asset.bin", Media: mediaID})
+	u := fh.srv.publicLink(link.Link{Kind: link.Media, Expires: fh.now().Add(ttl).Unix(), Row: 7, Name: "asset.bin", Media: mediaID,
+		Org: filesOrg, Gen: fh.org.Generation})
 	rest, ok := strings.CutPrefix(u, fh.api+link.Prefix)
 	if !ok {
 		fh.t.Fatalf("link %q is not under %s%s", u, fh.api, link.Prefix)
@@ -107,7 +142,8 @@ func TestFilesServesSyntheticAsset(t *testing.T) {
 		t.Error("the body is not the asset's synthetic bytes")
 	}
 	// Deterministic: a second link (another row) reads the same bytes, tag.
-	again := fh.do("GET", fh.keys.Sign(link.Link{Kind: link.Media, Expires: fh.now().Add(time.Hour).Unix(), Row: 8, Media: m.ID}), "", nil)
+	again := fh.do("GET", fh.keys.Sign(link.Link{Kind: link.Media, Expires: fh.now().Add(time.Hour).Unix(), Row: 8, Media: m.ID,
+		Org: filesOrg, Gen: fh.org.Generation}), "", nil)
 	if !bytes.Equal(again.body, r.body) || again.header.Get("ETag") != tag {
 		t.Error("two links to one asset read different bytes or tags")
 	}
@@ -210,10 +246,10 @@ func TestFilesRefuses(t *testing.T) {
 	notFound("malformed", path+"?"+query+"&x=1", "not valid")
 	notFound("no query", path, "not valid")
 	other, _ := link.ParseKeys("k9=another-key-of-the-test-0123456789abcdef")
-	notFound("unknown key", other.Sign(link.Link{Kind: link.Media, Expires: fh.now().Add(time.Hour).Unix(), Media: m.ID}), "not valid")
+	notFound("unknown key", other.Sign(link.Link{Kind: link.Media, Expires: fh.now().Add(time.Hour).Unix(), Media: m.ID, Org: filesOrg}), "not valid")
 	notFound("unknown media", fh.mediaLink(m.Lesson.ID+"#nope#video", time.Minute), "not valid")
 	notFound("export of another contentVersion", fh.keys.Sign(link.Link{Kind: link.Export, Expires: fh.now().Add(time.Minute).Unix(), Name: "x.zip",
-		Export: link.Bundle{Org: "acme", Scopes: "service-api/content.export", ContentVersion: fh.corpus().ContentVersion + "-other",
+		Org: filesOrg, Gen: fh.org.Generation, Export: link.Bundle{Scopes: "service-api/content.export", ContentVersion: fh.corpus().ContentVersion + "-other",
 			Tier: m.Lesson.Subject.Tier, Slug: m.Lesson.Subject.Slug}}), "not valid")
 
 	// Valid while now < expiresAt, on the server's clock.

@@ -455,6 +455,7 @@ type apiError struct {
 	Grant         string   `json:"grant"`
 	Scope         string   `json:"scope"`
 	QuotaResetsAt string   `json:"quotaResetsAt"`
+	RetryAfter    *int64   `json:"retryAfterSeconds"`
 }
 
 // wantStatus checks r has status.

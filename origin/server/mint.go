@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,7 +105,7 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request, req *request, m pa
 	at := licence.Timestamp(expires)
 	for i, a := range assets {
 		u := s.publicLink(link.Link{Kind: link.Media, Expires: expires.Unix(), Row: bill.LedgerIDs[i],
-			Name: fileName(a.Location), Media: a.ID})
+			Name: mediaFileName(a), Media: a.ID, Org: req.org.ID, Gen: req.org.Generation})
 		res.Items[i] = mintedURL{MediaID: a.ID, URL: u, ExpiresAt: at}
 	}
 	// The links are written as they are, '&' unescaped (json.Marshal
@@ -170,12 +171,16 @@ func mintLifetime(requested int64, longURLs bool) int64 {
 	return min(requested, limit)
 }
 
-// fileName is the name a link gives an asset's download: its location's
-// last element ("c3.mp3"), which link.Sign cleans; "" (link.CleanName:
-// "download") when the location has none.
-func fileName(location string) string {
-	if name := path.Base(location); name != "." && name != "/" {
-		return name
+// mediaFileName is the file name a minted link of m downloads as (its
+// path's last segment and its Content-Disposition): the lesson's id and
+// the file's own name, "<tier>-<slug>-<classNum>-<file>", so that the
+// assets of every lesson save under distinct names; link.CleanName makes
+// it safe (no slash, quote or control character).
+func mediaFileName(m *corpus.Media) string {
+	base := path.Base(m.Location)
+	if base == "." || base == "/" {
+		base = m.CardID + "-" + m.Type
 	}
-	return ""
+	sub := m.Lesson.Subject
+	return sub.Tier + "-" + sub.Slug + "-" + strconv.Itoa(m.Lesson.Number) + "-" + base
 }

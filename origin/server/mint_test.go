@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,7 +228,7 @@ func TestMintBatch(t *testing.T) {
 		if !equalEntry(row.Entry, want) || row.Org != meter.Key(o) || !row.Created.Equal(clock.now()) {
 			t.Errorf("ledger row %d: %+v, want %+v, org %s, created %v", i, row, want, meter.Key(o), clock.now())
 		}
-		if l.Kind != link.Media || l.Media != m.ID || l.Name != path.Base(m.Location) || l.Row != row.ID || l.Expires != expires.Unix() || l.KeyID != link.DerivedID {
+		if l.Kind != link.Media || l.Media != m.ID || l.Name != mediaFileName(m) || l.Org != o.ID || l.Gen != o.Generation || l.Row != row.ID || l.Expires != expires.Unix() || l.KeyID != link.DerivedID {
 			t.Errorf("link %d: %+v; want media %s, row %d, expires %d", i, l, m.ID, row.ID, expires.Unix())
 		}
 		// The link is the capability: no token, and nothing metered.
@@ -568,10 +567,21 @@ func TestMintIsNotALessonRead(t *testing.T) {
 	h.ok(path(1), tok) // still active: not suspended
 }
 
+// A minted link's file name is its lesson's id and its file, safe to
+// save as it is; every lesson's assets save under distinct names.
 func TestMintFileName(t *testing.T) {
-	for in, want := range map[string]string{"media/topics/chess/1/c1.mp3": "c1.mp3", "c1.png": "c1.png", "": "", "/": ""} {
-		if got := fileName(in); got != want {
-			t.Errorf("fileName(%q) = %q, want %q", in, got, want)
+	sub := &corpus.Subject{Tier: "high", Slug: "algebra"}
+	l := &corpus.Lesson{Subject: sub, Number: 3}
+	for _, tc := range []struct {
+		m    corpus.Media
+		want string
+	}{
+		{corpus.Media{Lesson: l, Location: "media/high/algebra/3/c1.mp3"}, "high-algebra-3-c1.mp3"},
+		{corpus.Media{Lesson: l, Location: "c1.png"}, "high-algebra-3-c1.png"},
+		{corpus.Media{Lesson: l, Location: "", CardID: "c2", Type: "video"}, "high-algebra-3-c2-video"},
+	} {
+		if got := mediaFileName(&tc.m); got != tc.want {
+			t.Errorf("mediaFileName(%q) = %q, want %q", tc.m.Location, got, tc.want)
 		}
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/billing"
+	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -68,6 +70,12 @@ type Config struct {
 	// InlineCeiling is the largest inline export body, in bytes; 0 is
 	// DefaultInlineCeiling (exports.go).
 	InlineCeiling int64
+	// Bundles keeps the export bundles built (exports.go); nil: a store
+	// in a new temporary directory, for tests.
+	Bundles *bundles.Store
+	// DownloadsPerOrg bounds the downloads of one organisation served at
+	// once (downloads.go); 0 is DefaultDownloadsPerOrg.
+	DownloadsPerOrg int
 	// Progress keeps the learners' progress records (progress.go).
 	Progress progress.Store
 	// Leases grants the edge's leases and takes them back (lease.go;
@@ -83,6 +91,14 @@ type Server struct {
 	biller    billing.Biller
 	endpoints map[route.ID]endpoint
 	exports   exporters // the bundle builder of the corpus served (exports.go)
+	downloads downloads // the downloads in progress per organisation (downloads.go)
+	// tmpBundles is the bundle store, Config.Bundles or one made on first
+	// use (exports.go, bundleStore).
+	tmpBundles struct {
+		once sync.Once
+		st   *bundles.Store
+		err  error
+	}
 }
 
 // request is what the pipeline knows about a request by the time it

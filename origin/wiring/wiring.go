@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/forensic"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
@@ -105,6 +106,9 @@ type Parts struct {
 	// Leases grants and takes back the edge's leases (d.Leases); nil:
 	// none, the edge gates every 304.
 	Leases *lease.Manager
+	// Bundles keeps the export bundles built; nil: a store in a new
+	// temporary directory.
+	Bundles *bundles.Store
 }
 
 // LeaseSettings are the origin's lease settings.
@@ -145,6 +149,7 @@ func (d Deployment) API(p Parts) *server.Server {
 		CanaryKey:            d.Forensic().Canary,
 		Progress:             p.Progress,
 		Leases:               p.Leases,
+		Bundles:              p.Bundles,
 	})
 }
 

@@ -124,12 +124,16 @@ func (k Keys) Sign(l Link) string {
 	b = strconv.AppendInt(b, l.Expires, 10)
 	b = append(b, "&r="...)
 	b = strconv.AppendInt(b, l.Row, 10)
+	b = append(b, "&o="...)
+	b = appendQuery(b, l.Org)
+	b = append(b, "&g="...)
+	b = appendQuery(b, l.Gen)
 	if l.Kind == Media {
 		b = append(b, "&m="...)
 		b = appendQuery(b, l.Media)
 	} else {
 		x := &l.Export
-		for _, f := range [...]struct{ name, v string }{{"o", x.Org}, {"sc", x.Scopes}, {"v", x.ContentVersion}, {"t", x.Tier}, {"sl", x.Slug}} {
+		for _, f := range [...]struct{ name, v string }{{"sc", x.Scopes}, {"v", x.ContentVersion}, {"t", x.Tier}, {"sl", x.Slug}} {
 			b = append(b, '&')
 			b = append(b, f.name...)
 			b = append(b, '=')

@@ -5,12 +5,17 @@
 //
 // A link is a path under Prefix, never under /v1, and a query:
 //
-//	/files/m/<name>?k=<kid>&x=<expires>&r=<row>&m=<mediaId>&s=<sig>
-//	/files/e/<name>?k=<kid>&x=<expires>&r=<row>&o=<org>&sc=<scopes>&v=<contentVersion>&t=<tier>&sl=<slug>[&c=<classNum>]&s=<sig>
+//	/files/m/<name>?k=<kid>&x=<expires>&r=<row>&o=<org>&g=<generation>&m=<mediaId>&s=<sig>
+//	/files/e/<name>?k=<kid>&x=<expires>&r=<row>&o=<org>&g=<generation>&sc=<scopes>&v=<contentVersion>&t=<tier>&sl=<slug>[&c=<classNum>]&s=<sig>
 //
 // <name> is the download's file name; <expires> unix seconds, the link
 // being valid while now < expires; <row> the ledger row the link was
-// minted as, so that two mints of one target are two links; <sig> the
+// minted as, so that two mints of one target are two links; <org> and
+// <generation> the organisation the link was made for (its id and its
+// generation, which may be empty for an organisation older than
+// generations), which the origin checks at every download so that a link
+// ends with its organisation (suspended, expired, no longer granted,
+// deleted or created again); <sig> the
 // unpadded base64url HMAC-SHA-256, keyed with the key <kid> names, over
 // every other field, length-prefixed in a fixed order (signed). What is
 // signed is the fields' values, not the URL's bytes: the query's order
@@ -54,17 +59,19 @@ type Link struct {
 	// Name is the download's file name, the path's last segment: 1 to
 	// MaxName bytes of A-Z, a-z, 0-9, '.', '_' and '-', not starting with
 	// '.'. Sign cleans it (CleanName).
-	Name   string
-	Media  string // Kind Media: the mediaId
-	Export Bundle // Kind Export: the bundle
+	Name string
+	// Org and Gen are the organisation the link was made for: its id and
+	// its generation (store.Org.Generation).
+	Org, Gen string
+	Media    string // Kind Media: the mediaId
+	Export   Bundle // Kind Export: the bundle
 
 	sig [sha256.Size]byte // read by Parse
 }
 
-// Bundle is an export link's target: the organisation and scope set it
-// was made for, the corpus version, and a subject (Class 0) or one class.
+// Bundle is an export link's target: the scope set it was made for, the
+// corpus version, and a subject (Class 0) or one class.
 type Bundle struct {
-	Org            string
 	Scopes         string // the token's scope set, as the scope claim writes it
 	ContentVersion string
 	Tier, Slug     string
@@ -124,18 +131,20 @@ func nameByte(c byte) bool {
 // every field but the signature, each length-prefixed ("<len>:<bytes>"),
 // so that no two links sign the same bytes.
 func (l *Link) signed(b []byte) []byte {
-	b = field(b, "lectern-link-v1")
+	b = field(b, "lectern-link-v2")
 	b = field(b, l.Kind.letter())
 	b = field(b, l.KeyID)
 	b = field(b, strconv.FormatInt(l.Expires, 10))
 	b = field(b, strconv.FormatInt(l.Row, 10))
 	b = field(b, l.Name)
+	b = field(b, l.Org)
+	b = field(b, l.Gen)
 	switch l.Kind {
 	case Media:
 		b = field(b, l.Media)
 	case Export:
 		x := &l.Export
-		for _, f := range [...]string{x.Org, x.Scopes, x.ContentVersion, x.Tier, x.Slug, strconv.Itoa(x.Class)} {
+		for _, f := range [...]string{x.Scopes, x.ContentVersion, x.Tier, x.Slug, strconv.Itoa(x.Class)} {
 			b = field(b, f)
 		}
 	}
@@ -215,7 +224,9 @@ func Parse(path, rawQuery string) (Link, error) {
 		case "m":
 			dst, bit = &l.Media, 1<<4
 		case "o":
-			dst, bit = &l.Export.Org, 1<<5
+			dst, bit = &l.Org, 1<<5
+		case "g":
+			dst, bit = &l.Gen, 1<<11
 		case "sc":
 			dst, bit = &l.Export.Scopes, 1<<6
 		case "v":
@@ -235,12 +246,12 @@ func Parse(path, rawQuery string) (Link, error) {
 		seen |= bit
 		*dst = v
 	}
-	const common, media, export, exportClass = 0b1111, 0b1_0000, 0b11_1110_0000, 0b100_0000_0000
+	const common, media, export, exportClass = 0b1000_0010_1111, 0b1_0000, 0b11_1100_0000, 0b100_0000_0000
 	want := uint16(common | media)
 	if l.Kind == Export {
 		want = common | export | seen&exportClass
 	}
-	if seen != want || len(l.KeyID) > MaxKeyID || !validName(l.KeyID) {
+	if seen != want || l.Org == "" || len(l.KeyID) > MaxKeyID || !validName(l.KeyID) {
 		return l, ErrMalformed
 	}
 	var err1, err2 error

@@ -25,12 +25,12 @@ func mustKeys(t testing.TB, s string) Keys {
 }
 
 var (
-	mediaLink = Link{Kind: Media, Expires: 1_800_000_900, Row: 41, Name: "c2.mp4", Media: "high/algebra-i/3#c2#video"}
+	mediaLink = Link{Kind: Media, Org: "acme", Gen: "gen-1", Expires: 1_800_000_900, Row: 41, Name: "c2.mp4", Media: "high/algebra-i/3#c2#video"}
 	classLink = Link{Kind: Export, Expires: 1_800_000_900, Row: 42, Name: "high-algebra-i-3.zip",
-		Export: Bundle{Org: "acme", Scopes: "service-api/content.export service-api/content.read",
+		Org: "acme", Gen: "gen-1", Export: Bundle{Scopes: "service-api/content.export service-api/content.read",
 			ContentVersion: "2026-01-01+abc123", Tier: "high", Slug: "algebra-i", Class: 3}}
 	subjectLink = Link{Kind: Export, Expires: 1_800_000_900, Row: 43, Name: "high-algebra-i.zip",
-		Export: Bundle{Org: "acme", Scopes: "service-api/content.export",
+		Org: "acme", Gen: "gen-1", Export: Bundle{Scopes: "service-api/content.export",
 			ContentVersion: "2026-01-01+abc123", Tier: "high", Slug: "algebra-i"}}
 )
 
@@ -384,4 +384,30 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip: got %+v, want %+v", again, l)
 		}
 	})
+}
+
+// A link names its organisation: one without o (or with it empty) or
+// without g is malformed; g may be empty (an organisation older than
+// generations).
+func TestOrganisationRequired(t *testing.T) {
+	k := mustKeys(t, "a="+secretA)
+	for _, l := range []Link{mediaLink, classLink} {
+		path, query := split(t, k.Sign(l))
+		for _, cut := range []string{"&o=acme", "&g=gen-1"} {
+			for _, with := range []string{"", "&o="} {
+				if cut == "&g=gen-1" && with == "&o=" {
+					continue
+				}
+				q := strings.Replace(query, cut, with, 1)
+				if _, err := Parse(path, q); !errors.Is(err, ErrMalformed) {
+					t.Errorf("Parse without %s (%q) = %v, want ErrMalformed", cut, q, err)
+				}
+			}
+		}
+		legacy := l
+		legacy.Gen = ""
+		if got := parse(t, k.Sign(legacy)); got.Gen != "" || got.Org != "acme" {
+			t.Errorf("a link with an empty generation reads %q/%q", got.Org, got.Gen)
+		}
+	}
 }

@@ -279,7 +279,7 @@ func TestForensic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signed := linkKeys.Sign(link.Link{Kind: link.Media, Expires: expires.Unix(), Row: res.LedgerIDs[0], Name: "img.png", Media: "img-1"})
+	signed := linkKeys.Sign(link.Link{Kind: link.Media, Expires: expires.Unix(), Row: res.LedgerIDs[0], Name: "img.png", Media: "img-1", Org: "acme"})
 	for _, arg := range []string{"https://lectern.example" + signed, signed} {
 		out, text, err = adminctl(t, env, "forensic", arg)
 		if err != nil || out["orgId"] != "acme" {

@@ -25,7 +25,7 @@ func mustURLKeys(t *testing.T, s string) link.Keys {
 // signedLink is a media link signed by keys, expiring at exp: its path
 // and query.
 func signedLink(keys link.Keys, exp time.Time) (string, string) {
-	s := keys.Sign(link.Link{Kind: link.Media, Expires: exp.Unix(), Row: 5, Name: "c1.mp4", Media: "high/algebra/1#c1#video"})
+	s := keys.Sign(link.Link{Kind: link.Media, Expires: exp.Unix(), Row: 5, Name: "c1.mp4", Media: "high/algebra/1#c1#video", Org: "acme"})
 	path, query, _ := strings.Cut(s, "?")
 	return path, query
 }

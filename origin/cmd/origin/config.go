@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/cmdline"
 	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/lease"
@@ -59,6 +61,12 @@ type config struct {
 	LeaseTTL string // LECTERN_LEASE_TTL: default 5s
 	leaseTTL time.Duration
 
+	// The export bundles built (origin/bundles): kept in BundleDir, at
+	// most BundleMaxMB mebibytes (parsed by check into bundleMax).
+	BundleDir   string // LECTERN_BUNDLE_DIR: default var/bundles
+	BundleMaxMB string // LECTERN_BUNDLE_MAX_MB: default 2048
+	bundleMax   int64
+
 	// Limits bound what a client may take of each listener; not from the
 	// environment: zero fields are httpsrv.Default's, tests set short ones.
 	Limits httpsrv.Limits
@@ -97,6 +105,9 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
 	fs.OnOff(&c.Leases, "LECTERN_LEASES", "leases", true, "grant the edge leases of licence state and calls")
 	fs.Env(&c.LeaseTTL, "LECTERN_LEASE_TTL", "lease-ttl", wire.DefaultTTL.String(), "a lease's longest validity, a Go duration from 100ms to 60s")
+	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", bundleDir, "directory of the export bundles built, private to the origin")
+	fs.Env(&c.BundleMaxMB, "LECTERN_BUNDLE_MAX_MB", "bundle-max-mb", strconv.Itoa(bundles.DefaultMaxBytes>>20),
+		"most mebibytes of bundles kept; the least recently used go first")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
 	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
@@ -153,6 +164,14 @@ func (c *config) check() error {
 		errs = append(errs, fmt.Errorf("LECTERN_LEASE_TTL=%q: want a Go duration from %v to %v, such as 5s", c.LeaseTTL, lease.MinTTL, lease.MaxTTL))
 	}
 	c.leaseTTL = ttl
+	mb, err := strconv.ParseInt(c.BundleMaxMB, 10, 64)
+	if err != nil || mb < 1 || mb > 1<<30 {
+		errs = append(errs, fmt.Errorf("LECTERN_BUNDLE_MAX_MB=%q: want a whole number of mebibytes, at least 1", c.BundleMaxMB))
+	}
+	c.bundleMax = mb << 20
+	if c.BundleDir == "" {
+		errs = append(errs, errors.New("LECTERN_BUNDLE_DIR is empty: name the directory the export bundles are kept in"))
+	}
 	if c.URLKeys != "" {
 		keys, err := link.ParseKeys(c.URLKeys)
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -21,8 +22,12 @@ func TestURLKeys(t *testing.T) {
 	secret := link.Derived([]byte("a-test-secret-of-at-least-32-characters"))
 	m := s.content.Load().Lessons[0].Media[0]
 	exp := s.clock.Now().Add(time.Minute).Unix()
+	org, err := s.store.GetOrg(context.Background(), demoOrg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sign := func(k link.Keys) string {
-		return k.Sign(link.Link{Kind: link.Media, Expires: exp, Row: 1, Media: m.ID})
+		return k.Sign(link.Link{Kind: link.Media, Expires: exp, Row: 1, Media: m.ID, Org: org.ID, Gen: org.Generation})
 	}
 	r := s.get("GET", sign(old), "")
 	if r.status != 200 || int64(len(r.body)) != m.Bytes {
@@ -37,6 +42,9 @@ func TestURLKeys(t *testing.T) {
 	// Without LECTERN_URL_KEYS: the derived key.
 	d := newStack(t)
 	exp = d.clock.Now().Add(time.Minute).Unix()
+	if org, err = d.store.GetOrg(context.Background(), demoOrg); err != nil {
+		t.Fatal(err)
+	}
 	if r := d.get("HEAD", sign(secret), ""); r.status != 200 {
 		t.Errorf("a link of the derived key: %d", r.status)
 	}

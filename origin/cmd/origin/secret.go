@@ -23,6 +23,10 @@ const stateDir = "var"
 // unset.
 const secretFile = stateDir + "/secret"
 
+// bundleDir is where the export bundles are kept by default
+// (LECTERN_BUNDLE_DIR).
+const bundleDir = stateDir + "/bundles"
+
 // loadSecret returns the deployment secret: LECTERN_SECRET, or, when
 // local allows it (SQLite: one origin, make run), the one in var/secret,
 // created on first start (0600, in var/ 0700). A var/ or a var/secret

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/admin"
+	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/lease"
@@ -129,8 +130,12 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	}
 	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
 	st.leases = d.Leases(st.meters, wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL}, st.clock.Now, st.log)
+	kept, err := bundles.Open(cfg.BundleDir, cfg.bundleMax)
+	if err != nil {
+		return nil, err
+	}
 	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
-		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log, Leases: st.leases})
+		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log, Leases: st.leases, Bundles: kept})
 	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
 	var leases admin.Leases
 	if st.leases != nil {

@@ -42,8 +42,8 @@ func TestLocalAnswersMatchOrigin(t *testing.T) {
 		Now: now, ResourceMetadataURL: rm, URLKeys: keys})
 	edge := pipeline.New(pipeline.Config{Origin: "http://origin.test", JWKSURL: idp.URL, Issuer: iss, Audience: aud,
 		Secret: secret, ResourceMetadata: rm})
-	valid := keys.Sign(link.Link{Kind: link.Media, Expires: t0.Add(time.Hour).Unix(), Row: 3, Media: "high/x/1#c1#video"})
-	expired := keys.Sign(link.Link{Kind: link.Media, Expires: t0.Unix(), Row: 3, Media: "high/x/1#c1#video"})
+	valid := keys.Sign(link.Link{Kind: link.Media, Expires: t0.Add(time.Hour).Unix(), Row: 3, Media: "high/x/1#c1#video", Org: "acme"})
+	expired := keys.Sign(link.Link{Kind: link.Media, Expires: t0.Unix(), Row: 3, Media: "high/x/1#c1#video", Org: "acme"})
 	// Warm the edge's JWKS as its first request would.
 	ms := t0.UnixMilli()
 	out := edge.Start(pipeline.Request{Method: "GET", Path: "/v1/tiers", Now: ms,

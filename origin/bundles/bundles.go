@@ -1,0 +1,300 @@
+// Package bundles keeps built export bundles on disk, so that a bundle is
+// built once and every download of it is a file read.
+//
+// A bundle is stored under its key, the hex SHA-256 of everything that
+// makes its bytes (the caller's Key): built by one goroutine however many
+// ask for it at once, written into a temporary file in the store's
+// directory, synced and renamed into place, so that a reader never sees a
+// partial bundle and a crash leaves at most a temporary file, which Open
+// removes. The store is bounded: when the bundles it holds add up to more
+// than its bound, the least recently used go (a reader holding one open
+// keeps reading it: the file is unlinked, not cut). The bound may be
+// exceeded by the newest bundle alone when it is bigger than the bound.
+//
+// A store belongs to one process: several origins each keep their own
+// directory and build their own copy of a bundle (its bytes are the same
+// on every origin: the bundle is deterministic).
+package bundles
+
+import (
+	"bufio"
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// DefaultMaxBytes is a store's bound when none is given: 2 GiB.
+const DefaultMaxBytes = 2 << 30
+
+// tmpSuffix ends the name of a bundle being written.
+const tmpSuffix = ".tmp"
+
+// Key is the store's key of a bundle made from parts: the hex SHA-256 of
+// the parts, each length-prefixed, so that no two lists of parts share a
+// key.
+func Key(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Stats are what a store has done since Open.
+type Stats struct {
+	Builds    int64 // bundles built
+	Hits      int64 // Gets answered from a stored bundle
+	Evictions int64 // bundles removed for the bound
+	Bytes     int64 // the bytes of the bundles held now
+	Files     int   // the bundles held now
+}
+
+// Store is a directory of built bundles. It is safe for concurrent use.
+type Store struct {
+	dir    string
+	max    int64
+	builds chan struct{} // a token per build running: at most GOMAXPROCS at once
+
+	mu      sync.Mutex
+	files   map[string]*list.Element // of *entry, most recently used at the front
+	lru     list.List
+	flights map[string]*flight
+	stats   Stats
+}
+
+type entry struct {
+	key  string
+	size int64
+}
+
+// flight is one build of a key, which every Get of the key during it
+// waits for.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// Open opens the store in dir (created when
+// missing, and made private to its owner) bounded to max bytes (DefaultMaxBytes when max <= 0). The
+// bundles a previous process left are kept, oldest first in line for
+// eviction; temporary files it left are removed.
+func Open(dir string, max int64) (*Store, error) {
+	if max <= 0 {
+		max = DefaultMaxBytes
+	}
+	// Bundles are licensed content: the directory is its owner's alone.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bundle store: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bundle store: %w", err)
+	}
+	s := &Store{dir: dir, max: max, builds: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		files: map[string]*list.Element{}, flights: map[string]*flight{}}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle store: %w", err)
+	}
+	type found struct {
+		entry
+		mod int64
+	}
+	var kept []found
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasSuffix(name, tmpSuffix) {
+			os.Remove(filepath.Join(dir, name))
+			continue
+		}
+		info, err := de.Info()
+		if err != nil || !info.Mode().IsRegular() || !validKey(name) {
+			continue
+		}
+		kept = append(kept, found{entry{name, info.Size()}, info.ModTime().UnixNano()})
+	}
+	// The most recently written first, so that the oldest is evicted first.
+	for i := 1; i < len(kept); i++ {
+		for j := i; j > 0 && kept[j].mod > kept[j-1].mod; j-- {
+			kept[j], kept[j-1] = kept[j-1], kept[j]
+		}
+	}
+	for _, f := range kept {
+		e := f.entry
+		s.files[e.key] = s.lru.PushBack(&e)
+		s.stats.Bytes += e.size
+		s.stats.Files++
+	}
+	s.mu.Lock()
+	s.evictLocked("")
+	s.mu.Unlock()
+	return s, nil
+}
+
+// validKey reports whether name is a key as Key writes it.
+func validKey(name string) bool {
+	if len(name) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(name)
+	return err == nil && strings.ToLower(name) == name
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Stats reads the store's counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Get opens the bundle of key, building it first with build when the
+// store does not hold it: build writes the bundle's bytes, and its error
+// is Get's (nothing is stored then). One build of a key runs at a time,
+// and every Get of the key waits for it; a Get whose ctx ends while it
+// waits returns ctx's error, and the build goes on for the others. The
+// caller closes the file.
+func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error) (*os.File, error) {
+	if !validKey(key) {
+		return nil, errors.New("bundle store: malformed key")
+	}
+	for {
+		s.mu.Lock()
+		if el, ok := s.files[key]; ok {
+			s.lru.MoveToFront(el)
+			s.stats.Hits++
+			s.mu.Unlock()
+			f, err := os.Open(filepath.Join(s.dir, key))
+			if err == nil {
+				return f, nil
+			}
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("bundle store: %w", err)
+			}
+			// Removed behind the store's back: forget it and build again.
+			s.mu.Lock()
+			if el2, ok := s.files[key]; ok && el2 == el {
+				s.forgetLocked(el)
+			}
+			s.mu.Unlock()
+			continue
+		}
+		fl, ok := s.flights[key]
+		if !ok {
+			fl = &flight{done: make(chan struct{})}
+			s.flights[key] = fl
+			s.mu.Unlock()
+			go s.fly(key, fl, build)
+		} else {
+			s.mu.Unlock()
+		}
+		select {
+		case <-fl.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if fl.err != nil {
+			return nil, fl.err
+		}
+	}
+}
+
+// fly builds key's bundle into the store and ends fl with the outcome.
+func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
+	s.builds <- struct{}{}
+	size, err := s.write(key, build)
+	<-s.builds
+	s.mu.Lock()
+	if err == nil {
+		e := &entry{key, size}
+		s.files[key] = s.lru.PushFront(e)
+		s.stats.Builds++
+		s.stats.Bytes += size
+		s.stats.Files++
+		s.evictLocked(key)
+	}
+	delete(s.flights, key)
+	fl.err = err
+	s.mu.Unlock()
+	close(fl.done)
+}
+
+// write builds key's bundle into a temporary file, syncs it and renames
+// it into place; it returns the bundle's size.
+func (s *Store) write(key string, build func(io.Writer) error) (n int64, err error) {
+	f, err := os.CreateTemp(s.dir, key+".*"+tmpSuffix)
+	if err != nil {
+		return 0, fmt.Errorf("bundle store: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	cw := &countWriter{w: f}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	if err := build(bw); err != nil {
+		return 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, fmt.Errorf("bundle store: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("bundle store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("bundle store: %w", err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(s.dir, key)); err != nil {
+		return 0, fmt.Errorf("bundle store: %w", err)
+	}
+	return cw.n, nil
+}
+
+// evictLocked removes the least recently used bundles, but keep, while
+// the store holds more than its bound.
+func (s *Store) evictLocked(keep string) {
+	for s.stats.Bytes > s.max {
+		el := s.lru.Back()
+		for el != nil && el.Value.(*entry).key == keep {
+			el = el.Prev()
+		}
+		if el == nil {
+			return
+		}
+		e := el.Value.(*entry)
+		s.forgetLocked(el)
+		s.stats.Evictions++
+		os.Remove(filepath.Join(s.dir, e.key))
+	}
+}
+
+func (s *Store) forgetLocked(el *list.Element) {
+	e := el.Value.(*entry)
+	s.lru.Remove(el)
+	delete(s.files, e.key)
+	s.stats.Bytes -= e.size
+	s.stats.Files--
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
