@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,7 +28,8 @@ func TestDownloadLinks(t *testing.T) {
 	forEachBuild(t, func(t *testing.T, b *build) {
 		e := newEdge(t, b, o, nil)
 		exp := o.now().Add(time.Minute).Unix()
-		good := keys.Sign(link.Link{Kind: link.Media, Expires: exp, Row: 1, Name: "asset", Media: m.ID})
+		org, gen := linkOrg(t, o, "links-"+b.name, m.ID)
+		good := keys.Sign(link.Link{Kind: link.Media, Expires: exp, Row: 1, Name: "asset", Media: m.ID, Org: org, Gen: gen})
 		forwards := func() int64 { return e.host.Stats().Forwards }
 
 		before := forwards()
@@ -70,6 +72,7 @@ func TestDownloadLinks(t *testing.T) {
 			}
 		}
 		refused("altered", "GET", strings.Replace(good, "&r=1&", "&r=2&", 1), 404, "NOT_FOUND", "not valid")
+		refused("another organisation", "GET", strings.Replace(good, "&o="+org+"&", "&o=other&", 1), 404, "NOT_FOUND", "not valid")
 		refused("unknown key", "GET", strings.Replace(good, "?k=s&", "?k=gone&", 1), 404, "NOT_FOUND", "not valid")
 		refused("POST", "POST", good, 405, "METHOD_NOT_ALLOWED", "GET or HEAD")
 
@@ -197,5 +200,95 @@ func TestInlineExportThroughTheEdge(t *testing.T) {
 		if s := e.host.Stats(); s.Forwards != st.Forwards+1 || s.Subrequests != st.Subrequests {
 			t.Errorf("zip_url, If-None-Match: *: %d forwards, %d other subrequests; want 1 and 0", s.Forwards-st.Forwards, s.Subrequests-st.Subrequests)
 		}
+	})
+}
+
+// linkOrg creates an organisation granted every tier, mints a link to
+// mediaID with its token, and returns the organisation and generation the
+// link names (a link is signed for both).
+func linkOrg(t *testing.T, o *origin, orgID, mediaID string) (org, gen string) {
+	t.Helper()
+	id, sec := o.org(t, `{"orgId":"`+orgID+`","contentGrants":`+allTiers+`}`, "media.download")
+	return mintedOrg(t, o, o.token(t, id, sec, "media.download"), mediaID)
+}
+
+// mintedOrg mints a link to mediaID with tok and returns the organisation
+// and generation the link names.
+func mintedOrg(t *testing.T, o *origin, tok, mediaID string) (org, gen string) {
+	t.Helper()
+	r := do(t, o.api, "POST", "/v1/media/urls", `{"mediaIds":["`+mediaID+`"]}`, "Authorization", "Bearer "+tok)
+	var res struct{ Items []struct{ URL string } }
+	if r.status != 200 || json.Unmarshal(r.body, &res) != nil || len(res.Items) != 1 {
+		t.Fatalf("mint: %d %s", r.status, r.body)
+	}
+	u, err := url.Parse(res.Items[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := link.Parse(u.EscapedPath(), u.RawQuery)
+	if err != nil {
+		t.Fatalf("minted link %s: %v", res.Items[0].URL, err)
+	}
+	return l.Org, l.Gen
+}
+
+// TestDownloadLinksEndWithOrganisation (issue #25, point 4): a media link
+// and an export link, minted and exported through the API, are refused
+// through the edge exactly as directly once their organisation is
+// suspended, no longer granted, or deleted and created again; the edge
+// forwards them (only the origin knows the organisation) and answers
+// the origin's error body.
+func TestDownloadLinksEndWithOrganisation(t *testing.T) {
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	o := shared(t)
+	sub := content.Subjects[0]
+	m := sub.Lessons[0].Media[0]
+	forEachBuild(t, func(t *testing.T, b *build) {
+		e := newEdge(t, b, o, nil)
+		orgID := "ends-" + b.name
+		body := `{"orgId":"` + orgID + `","contentGrants":["` + sub.Tier + `"]}`
+		id, sec := o.org(t, body, "media.download", "content.export")
+		tok := o.token(t, id, sec, "media.download", "content.export")
+		r := do(t, o.api, "POST", "/v1/media/urls", `{"mediaIds":["`+m.ID+`"]}`, "Authorization", "Bearer "+tok)
+		var mint struct{ Items []struct{ URL string } }
+		json.Unmarshal(r.body, &mint)
+		x := do(t, o.api, "GET", "/v1/exports/classes/"+sub.Tier+"/"+sub.Slug+"/1", "", "Authorization", "Bearer "+tok)
+		var exp struct{ URL string }
+		if r.status != 200 || x.status != 200 || json.Unmarshal(x.body, &exp) != nil || len(mint.Items) != 1 {
+			t.Fatalf("mint %d, export %d: %s %s", r.status, x.status, r.body, x.body)
+		}
+		links := []string{}
+		for _, u := range []string{mint.Items[0].URL, exp.URL} {
+			links = append(links, u[strings.Index(u, link.Prefix):])
+		}
+		both := func(step string, status int, code string) {
+			t.Helper()
+			for _, l := range links {
+				const rid = "req-wasmtest-ends-0001"
+				a := do(t, e.url, "GET", l, "", "X-Request-Id", rid)
+				d := do(t, o.api, "GET", l, "", "X-Request-Id", rid)
+				if a.status != status || code != "" && a.code() != code {
+					t.Errorf("%s: %s through the edge: %d %.200s, want %d %s", step, l, a.status, a.body, status, code)
+				}
+				if d.status != a.status || code != "" && !bytes.Equal(d.body, a.body) {
+					t.Errorf("%s: the edge answered %d %.200s, the origin %d %.200s", step, a.status, a.body, d.status, d.body)
+				}
+			}
+		}
+		both("active", 200, "")
+		patch(t, o, orgID, `{"status":"suspended"}`)
+		both("suspended", 403, "ORG_SUSPENDED")
+		patch(t, o, orgID, `{"status":"active","contentGrants":["`+sub.Tier+`/not-`+sub.Slug+`"]}`)
+		both("grant removed", 403, "CONTENT_NOT_GRANTED")
+		patch(t, o, orgID, `{"contentGrants":["`+sub.Tier+`"]}`)
+		both("granted again", 200, "")
+		if code, _ := o.adminCall(t, "DELETE", "/admin/v1/orgs/"+orgID, ""); code != 204 {
+			t.Fatalf("delete: %d", code)
+		}
+		both("deleted", 404, "NOT_FOUND")
+		o.org(t, body, "media.download")
+		both("created again", 404, "NOT_FOUND")
 	})
 }

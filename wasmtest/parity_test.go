@@ -329,8 +329,9 @@ func fileScenarios(t *testing.T, o *origin, f fixture) []scenario {
 	t.Helper()
 	keys := link.Derived([]byte(secret))
 	m := content.Lessons[0].Media[0]
+	org, gen := mintedOrg(t, o, f.tokens["full"], m.ID)
 	sign := func(media string, ttl time.Duration) string {
-		return keys.Sign(link.Link{Kind: link.Media, Expires: o.now().Add(ttl).Unix(), Row: 1, Name: "asset", Media: media})
+		return keys.Sign(link.Link{Kind: link.Media, Expires: o.now().Add(ttl).Unix(), Row: 1, Name: "asset", Media: media, Org: org, Gen: gen})
 	}
 	good := sign(m.ID, time.Hour)
 	size := fmt.Sprint(m.Bytes)

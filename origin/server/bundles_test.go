@@ -290,6 +290,7 @@ func TestDownloadsPerOrg(t *testing.T) {
 	tok := h.exporter("org")
 	rel := h.zipLink(tok, sub, 1)
 	wantStatus(t, h.get(rel, ""), 200)
+	downloadsEnded(t, h.srv)
 	o, err := h.store.GetOrg(context.Background(), "org")
 	if err != nil {
 		t.Fatal(err)
@@ -314,13 +315,19 @@ func TestDownloadsPerOrg(t *testing.T) {
 	for _, release := range held[1:] {
 		release()
 	}
-	// A handler releases its download after the client has the answer.
+	downloadsEnded(t, h.srv)
+}
+
+// downloadsEnded waits until s holds no download: a handler releases its
+// download after the client has the answer.
+func downloadsEnded(t *testing.T, s *Server) {
+	t.Helper()
 	for i := 0; ; i++ {
-		h.srv.downloads.mu.Lock()
-		n := len(h.srv.downloads.active)
-		h.srv.downloads.mu.Unlock()
+		s.downloads.mu.Lock()
+		n := len(s.downloads.active)
+		s.downloads.mu.Unlock()
 		if n == 0 {
-			break
+			return
 		}
 		if i == 100 {
 			t.Fatalf("%d organisations hold downloads after all ended", n)
