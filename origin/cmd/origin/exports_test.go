@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -242,4 +244,51 @@ func unzip(t *testing.T, b []byte) map[string][]byte {
 		}
 	}
 	return out
+}
+
+// TestExportResumeWithCurl (issue #25, point 2): an interrupted download of
+// a zip link resumes with curl's `-C -` (curl reads Content-Length and
+// asks for the rest with a Range), and the bundle is kept in
+// LECTERN_BUNDLE_DIR, private to the origin. Skipped without curl.
+func TestExportResumeWithCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl not found: the resume through a real client is not checked")
+	}
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus"))
+	s := bootStack(t, testEnv(dir, nil), nil)
+	defer s.Close()
+	bundleDir := filepath.Join(dir, "bundles") // testEnv's LECTERN_BUNDLE_DIR
+	id, sec := s.org(`{"orgId":"resumer","contentGrants":`+allTiers+`}`, "content.export")
+	tok := s.token(id, sec, "content.export")
+	sub := s.content.Load().Subjects[0]
+	r := s.get("GET", "/v1/exports/subjects/"+sub.Slug+"?tier="+sub.Tier, tok)
+	var res struct{ URL string }
+	if r.status != 200 || json.Unmarshal(r.body, &res) != nil || res.URL == "" {
+		t.Fatalf("export: %d %s", r.status, r.body)
+	}
+	whole := s.get("GET", res.URL[strings.Index(res.URL, link.Prefix):], "")
+	if whole.status != 200 || len(whole.body) < 200 {
+		t.Fatalf("download: %d, %d bytes", whole.status, len(whole.body))
+	}
+	out := filepath.Join(t.TempDir(), "bundle.zip")
+	if err := os.WriteFile(out, whole.body[:len(whole.body)/3], 0o600); err != nil { // an interrupted download
+		t.Fatal(err)
+	}
+	cmd := exec.Command(curl, "-sS", "--fail", "-C", "-", "-o", out, res.URL)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("curl -C -: %v: %s", err, b)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil || !bytes.Equal(got, whole.body) {
+		t.Fatalf("the resumed file is %d bytes, the whole zip %d (%v)", len(got), len(whole.body), err)
+	}
+	des, err := os.ReadDir(bundleDir)
+	if err != nil || len(des) != 1 {
+		t.Fatalf("LECTERN_BUNDLE_DIR holds %v (%v), want the one bundle", des, err)
+	}
+	if info, err := os.Stat(bundleDir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Errorf("LECTERN_BUNDLE_DIR mode %v (%v), want 0700", info.Mode(), err)
+	}
 }
