@@ -242,12 +242,15 @@ func (s *Store) write(key string, build func(io.Writer) error) (n int64, err err
 			os.Remove(f.Name())
 		}
 	}()
-	cw := &countWriter{w: f}
-	bw := bufio.NewWriterSize(cw, 64<<10)
+	bw := bufio.NewWriterSize(f, 64<<10)
 	if err := build(bw); err != nil {
 		return 0, err
 	}
 	if err := bw.Flush(); err != nil {
+		return 0, fmt.Errorf("bundle store: %w", err)
+	}
+	info, err := f.Stat()
+	if err != nil {
 		return 0, fmt.Errorf("bundle store: %w", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -259,7 +262,7 @@ func (s *Store) write(key string, build func(io.Writer) error) (n int64, err err
 	if err := os.Rename(f.Name(), filepath.Join(s.dir, key)); err != nil {
 		return 0, fmt.Errorf("bundle store: %w", err)
 	}
-	return cw.n, nil
+	return info.Size(), nil
 }
 
 // evictLocked removes the least recently used bundles, but keep, while
@@ -286,15 +289,4 @@ func (s *Store) forgetLocked(el *list.Element) {
 	delete(s.files, e.key)
 	s.stats.Bytes -= e.size
 	s.stats.Files--
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -60,6 +60,20 @@ func (s *Server) linkAccess(ctx context.Context, l link.Link, tier, slug string)
 	return org, nil
 }
 
+// startDownload is the start of a download of l, a link to the subject
+// tier/slug: the organisation it was made for, checked (linkAccess), and
+// one of its concurrent downloads taken (downloadSlot), which release
+// gives back.
+func (s *Server) startDownload(ctx context.Context, l link.Link, tier, slug string) (org *store.Org, release func(), err error) {
+	if org, err = s.linkAccess(ctx, l, tier, slug); err != nil {
+		return nil, nil, err
+	}
+	if release, err = s.downloadSlot(org); err != nil {
+		return nil, nil, err
+	}
+	return org, release, nil
+}
+
 // downloads counts the downloads in progress per organisation (its meter
 // key).
 type downloads struct {

@@ -303,12 +303,7 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 		s.writeError(w, r, id, link.Refusal(nil))
 		return
 	}
-	org, err := s.linkAccess(r.Context(), l, x.Tier, x.Slug)
-	if err != nil {
-		s.writeError(w, r, id, err)
-		return
-	}
-	release, err := s.downloadSlot(org)
+	org, release, err := s.startDownload(r.Context(), l, x.Tier, x.Slug)
 	if err != nil {
 		s.writeError(w, r, id, err)
 		return

@@ -49,12 +49,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	sub := m.Lesson.Subject
-	org, err := s.linkAccess(r.Context(), l, sub.Tier, sub.Slug)
-	if err != nil {
-		s.writeError(w, r, id, err)
-		return
-	}
-	release, err := s.downloadSlot(org)
+	_, release, err := s.startDownload(r.Context(), l, sub.Tier, sub.Slug)
 	if err != nil {
 		s.writeError(w, r, id, err)
 		return
