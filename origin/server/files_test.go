@@ -17,9 +17,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/shared/apierr"
 	shid "github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/link"
@@ -54,17 +52,7 @@ func newFilesHarness(t *testing.T, ct *Content) *filesHarness {
 	content := new(atomic.Pointer[Content])
 	content.Store(ct)
 	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "lectern.db")
-	st, err := sqlitestore.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ms.Close() })
+	st, ms := openStores(t, t.TempDir())
 	o := licence.NewOrg(fh.now())
 	o.ID, o.Name, o.Grants = filesOrg, "Acme", slices.Clone(shid.Tiers)
 	if err := st.CreateOrg(ctx, o); err != nil {

@@ -153,17 +153,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		h.now = time.Now
 	}
 	h.content.Store(ct)
-	db := filepath.Join(dir, "lectern.db")
-	st, err := sqlitestore.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ms.Close() })
+	st, ms := openStores(t, dir)
 	h.store, h.meters, h.progress = st, ms, st
 
 	idpSrv := httptest.NewUnstartedServer(nil)
@@ -222,6 +212,25 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	t.Cleanup(apiSrv.Close)
 	h.api = base
 	return h
+}
+
+// openStores opens a SQLite store and its meters in dir, closed when the
+// test ends.
+func openStores(t testing.TB, dir string) (*sqlitestore.Store, *sqlitemeter.Store) {
+	t.Helper()
+	ctx := context.Background()
+	db := filepath.Join(dir, "lectern.db")
+	st, err := sqlitestore.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ms, err := sqlitemeter.New(ctx, db, sqlitemeter.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ms.Close() })
+	return st, ms
 }
 
 // corpus is the corpus being served.
