@@ -21,12 +21,12 @@ const check = (ok, what) => {
 const SECRET = "0123456789abcdef0123456789abcdef";
 const URL_KEY = "cf-url-key-0123456789abcdef0123456789";
 
-/** A media link signed with secret under kid, expiring at exp (unix s): shared/link's form. */
+/** A media link of organisation acme (generation gen-1) signed with secret under kid, expiring at exp (unix s): shared/link's form. */
 function mediaLink(kid, secret, exp, media) {
 	const field = (s) => `${Buffer.byteLength(s)}:${s}`;
-	const msg = ["lectern-link-v1", "m", kid, String(exp), "1", "asset", media].map(field).join("");
+	const msg = ["lectern-link-v2", "m", kid, String(exp), "1", "asset", "acme", "gen-1", media].map(field).join("");
 	const sig = crypto.createHmac("sha256", secret).update(msg).digest("base64url");
-	return `/files/m/asset?k=${kid}&x=${exp}&r=1&m=${encodeURIComponent(media)}&s=${sig}`;
+	return `/files/m/asset?k=${kid}&x=${exp}&r=1&o=acme&g=gen-1&m=${encodeURIComponent(media)}&s=${sig}`;
 }
 const derived = crypto.createHmac("sha256", SECRET).update("lectern/links").digest(); // subkey.Derive(secret, "links")
 
