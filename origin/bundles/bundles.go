@@ -54,6 +54,7 @@ type Stats struct {
 	Builds    int64 // bundles built
 	Hits      int64 // Gets answered from a stored bundle
 	Evictions int64 // bundles removed for the bound
+	Purged    int64 // bundles removed by Purge
 	Bytes     int64 // the bytes of the bundles held now
 	Files     int   // the bundles held now
 }
@@ -263,6 +264,31 @@ func (s *Store) write(key string, build func(io.Writer) error) (n int64, err err
 		return 0, fmt.Errorf("bundle store: %w", err)
 	}
 	return info.Size(), nil
+}
+
+// Purge removes every bundle the store holds, so that the next Get of
+// any key builds it: a bundle being built is not held yet, and is stored
+// when its build ends. A reader holding a purged bundle open keeps
+// reading it (the file is unlinked, not cut). Purged bundles are counted
+// in Stats.Purged, not as evictions: the bound did not remove them. A
+// bundle whose file cannot be removed stays held, and its error is
+// Purge's.
+func (s *Store) Purge() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for el := s.lru.Back(); el != nil; {
+		prev := el.Prev()
+		e := el.Value.(*entry)
+		if err := os.Remove(filepath.Join(s.dir, e.key)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("bundle store: %w", err))
+		} else {
+			s.forgetLocked(el)
+			s.stats.Purged++
+		}
+		el = prev
+	}
+	return errors.Join(errs...)
 }
 
 // evictLocked removes the least recently used bundles, but keep, while

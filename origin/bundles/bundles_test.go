@@ -231,3 +231,59 @@ func TestMalformedKey(t *testing.T) {
 		t.Error("a malformed key was accepted")
 	}
 }
+
+// Purge removes every bundle held, counted apart from evictions; the next
+// Get builds again, a reader holding a purged bundle reads it whole, and a
+// bundle being built during Purge is stored when its build ends.
+func TestPurge(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 0)
+	ctx := context.Background()
+	a, b, c := Key("a"), Key("b"), Key("c")
+	get(t, s, a, writing("aaa"))
+	get(t, s, b, writing("bbbb"))
+	held, err := s.Get(ctx, a, writing("rebuilt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goOn := make(chan struct{})
+	building := make(chan struct{})
+	done := make(chan string)
+	go func() {
+		f, err := s.Get(ctx, c, func(w io.Writer) error {
+			close(building)
+			<-goOn
+			return writing("ccccc")(w)
+		})
+		done <- read(t, f, err)
+	}()
+	<-building
+	if err := s.Purge(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Purged != 2 || st.Evictions != 0 || st.Files != 0 || st.Bytes != 0 {
+		t.Errorf("after Purge: %+v", st)
+	}
+	for _, k := range []string{a, b} {
+		if _, err := os.Stat(filepath.Join(dir, k)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a purged bundle's file: %v", err)
+		}
+	}
+	if g := read(t, held, nil); g != "aaa" {
+		t.Errorf("a purged bundle held open reads %q", g)
+	}
+	close(goOn)
+	if g := <-done; g != "ccccc" {
+		t.Errorf("the bundle built during Purge reads %q", g)
+	}
+	f, err := s.Get(ctx, c, func(io.Writer) error { t.Error("the bundle built during Purge was built again"); return nil })
+	read(t, f, err)
+	var builds int
+	f, err = s.Get(ctx, a, func(w io.Writer) error { builds++; return writing("again")(w) })
+	if g := read(t, f, err); g != "again" || builds != 1 {
+		t.Errorf("after Purge: read %q with %d builds, want a new build", g, builds)
+	}
+	if st := s.Stats(); st.Builds != 4 || st.Files != 2 || st.Bytes != int64(len("ccccc")+len("again")) {
+		t.Errorf("stats %+v", st)
+	}
+}
