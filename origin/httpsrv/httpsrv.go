@@ -18,7 +18,8 @@
 //     once the body has been read to its end (it then reads the
 //     connection in the background to notice a client going away), so a
 //     handler may work longer than Read; a body the handler never reads
-//     is discarded by net/http under the same deadline.
+//     is discarded by net/http under the same deadline. The API answers a
+//     body it could not read in time 408 (origin/server, withBody).
 //   - A body is at most MaxBodyBytes: a longer declared Content-Length is
 //     refused before the handler with 400 BAD_REQUEST, a longer chunked
 //     body fails the handler's read (http.MaxBytesReader). With
