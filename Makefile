@@ -14,7 +14,7 @@ TINYGO ?= $(shell command -v tinygo 2>/dev/null || { t=$$HOME/.cache/lectern/tin
 FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/id:FuzzParseLesson ./shared/id:FuzzParseMedia \
 	./shared/encoding:FuzzNegotiate ./shared/etag:FuzzMatch \
-	./shared/param:FuzzParse ./shared/param:FuzzMint \
+	./shared/param:FuzzParse ./shared/param:FuzzMint ./shared/param:FuzzProgress ./shared/param:FuzzJSONNumber \
 	./shared/token:FuzzVerify ./shared/token:FuzzSigned ./shared/token:FuzzParseJWKS \
 	./shared/token:FuzzBearerToken ./shared/jsonenc:FuzzString \
 	./worker/pipeline:FuzzHandle ./worker/pipeline:FuzzScan ./worker/pipeline:FuzzDecode \

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,7 +129,7 @@ func (a *api) revoke(ctx context.Context, o *store.Org) error {
 	return nil
 }
 
-// maxBody bounds every request body.
+// maxBody bounds every request body but a forensics leak (MaxLeak).
 const maxBody = 1 << 20
 
 // realm is the Bearer challenge's realm (RFC 6750 §3).
@@ -158,7 +159,7 @@ func Handler(cfg Config) http.Handler {
 		a.handle("GET /admin/v1/orgs/{orgId}/ledger", a.ledger)
 	}
 	if cfg.Meters != nil && cfg.Forensics != nil {
-		a.handle("POST /admin/v1/forensics", a.forensics)
+		a.handleBody("POST /admin/v1/forensics", MaxLeak, a.forensics)
 	}
 	if cfg.Reload != nil {
 		a.handle("POST /admin/v1/corpus/reload", a.reload)
@@ -185,12 +186,32 @@ type api struct {
 // and returns any error for the adapter to write.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-func (a *api) handle(pattern string, h handlerFunc) {
+// handle serves pattern with h, its body at most maxBody bytes.
+func (a *api) handle(pattern string, h handlerFunc) { a.handleBody(pattern, maxBody, h) }
+
+// handleBody serves pattern with h, its body at most limit bytes: a
+// longer declared Content-Length is 413 before h, unread; h's read of a
+// longer chunked body fails with an *http.MaxBytesError (tooLarge). The
+// token was checked before (ServeHTTP): the listener leaves bodies to
+// this (origin/wiring.Servers.ServeAdmin), so a caller without it is
+// answered 401 and nothing of its body is read.
+func (a *api) handleBody(pattern string, limit int64, h handlerFunc) {
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			w.Header().Set("Connection", "close") // the body is not read
+			a.writeError(w, r, tooLarge(limit))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if err := h(w, r); err != nil {
 			a.writeError(w, r, err)
 		}
 	})
+}
+
+// tooLarge is the 413 of a body over limit bytes (a whole number of MiB).
+func tooLarge(limit int64) *apierr.Error {
+	return apierr.New(apierr.PayloadTooLarge, "The request body exceeds "+strconv.FormatInt(limit>>20, 10)+" MiB.")
 }
 
 type ctxKey struct{}
@@ -235,6 +256,12 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) serve(w http.ResponseWriter, r *http.Request) {
 	if err := a.authenticate(w, r); err != nil {
+		if r.ContentLength != 0 {
+			// Nothing of the body is read without the token, nor
+			// waited for: net/http would read up to 256 KiB of it
+			// before answering on a connection it keeps.
+			w.Header().Set("Connection", "close")
+		}
 		a.writeError(w, r, err)
 		return
 	}
@@ -330,13 +357,13 @@ func badRequest(param, msg string) *apierr.Error {
 	return &apierr.Error{Code: apierr.BadRequest, Parameter: param, Message: msg}
 }
 
-// readBody reads a body of at most maxBody bytes; an empty body means {}.
+// readBody reads a body, bounded by handle; an empty body means {}.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	b, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, apierr.New(apierr.PayloadTooLarge, "The request body exceeds 1 MiB.")
+		return nil, tooLarge(tooBig.Limit)
 	case err != nil:
 		return nil, badRequest("body", "The request body could not be read.")
 	}

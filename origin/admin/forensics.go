@@ -83,11 +83,11 @@ func (a *api) forensics(w http.ResponseWriter, r *http.Request) error {
 			orgs = append(orgs, o)
 		}
 	}
-	leak, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxLeak))
+	leak, err := io.ReadAll(r.Body) // at most MaxLeak (handleBody)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return apierr.New(apierr.PayloadTooLarge, "The request body exceeds 32 MiB.")
+		return tooLarge(tooBig.Limit)
 	case err != nil:
 		return badRequest("body", "The request body could not be read.")
 	case len(bytes.TrimSpace(leak)) == 0:

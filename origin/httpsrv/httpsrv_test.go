@@ -247,6 +247,35 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 }
 
+// TestHandlerBoundsBody: with HandlerBoundsBody a declared body over
+// MaxBodyBytes reaches the handler, which answers it (the admin API: its
+// token first); its read still fails past MaxBodyBytes.
+func TestHandlerBoundsBody(t *testing.T) {
+	l := short
+	l.HandlerBoundsBody = true
+	type read struct {
+		n   int
+		err error
+	}
+	reads := make(chan read, 1)
+	addr, _ := serve(t, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		reads <- read{len(b), err}
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader(strings.Repeat("a", 2<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got := <-reads
+	var mbe *http.MaxBytesError
+	if resp.StatusCode != http.StatusTeapot || got.n != int(l.MaxBodyBytes) || !errors.As(got.err, &mbe) {
+		t.Errorf("declared 2 KiB: status %d, the handler read %d bytes and %v; want 418, %d bytes and a MaxBytesError",
+			resp.StatusCode, got.n, got.err, l.MaxBodyBytes)
+	}
+}
+
 // TestCannedAnswers: what net/http refuses before any handler is answered
 // in the API's error body, over raw TCP; answers of the handler pass
 // unchanged.

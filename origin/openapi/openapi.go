@@ -432,6 +432,14 @@ func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 		}
 	}
 	add(apierr.BadRequest) // every route refuses an unknown query oaParameter
+	for _, p := range rt.Params {
+		if p.In == route.Body {
+			// A body cut off by the server's read limit: 408, the code
+			// the spec's closest (origin/server bodyTimeout).
+			m[408] = []apierr.Code{apierr.BadRequest}
+			break
+		}
+	}
 	if has("cursor", route.Query) {
 		add(apierr.CursorExpired)
 	}
@@ -485,7 +493,7 @@ func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 
 var oaStatusText = map[int]string{
 	400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
-	409: "Conflict", 413: "Payload too large", 429: "Too many requests", 500: "Internal error",
+	408: "Request timeout", 409: "Conflict", 413: "Payload too large", 429: "Too many requests", 500: "Internal error",
 }
 
 func oaRef(kind, name string) oaObj { return oaObj{"$ref": "#/components/" + kind + "/" + name} }
@@ -542,7 +550,11 @@ func oaResponses(rt *route.Route, e oaEnums) oaObj {
 		case 409, 429:
 			hs["Retry-After"] = oaRef("headers", "Retry-After")
 		}
-		rs[strconv.Itoa(st)] = oaError(st, codes, hs, "")
+		more := ""
+		if st == 408 {
+			more = "The body did not arrive within the server's read limit; nothing was done and the connection is closed. Send the request again."
+		}
+		rs[strconv.Itoa(st)] = oaError(st, codes, hs, more)
 	}
 	return rs
 }

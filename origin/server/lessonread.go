@@ -49,9 +49,9 @@ func (s *Server) mediaStep(r *http.Request, req *request) (mediaTarget, error) {
 	if err != nil {
 		return mediaTarget{}, err
 	}
-	p, perr := s.openPage(req)
-	if perr != nil {
-		return mediaTarget{}, s.billCallAnd(r, req, perr)
+	p, err := s.openPage(r, req)
+	if err != nil {
+		return mediaTarget{}, err
 	}
 	f, err := s.findLesson(r, req, lid)
 	if err != nil {

@@ -77,11 +77,11 @@ type pageTarget struct {
 	page page
 }
 
-// subjectsStep opens the page: a bad cursor bills the call.
+// subjectsStep opens the page: a bad cursor bills the call (openPage).
 func (s *Server) subjectsStep(r *http.Request, req *request) (pageTarget, error) {
-	p, perr := s.openPage(req)
-	if perr != nil {
-		return pageTarget{}, s.billCallAnd(r, req, perr)
+	p, err := s.openPage(r, req)
+	if err != nil {
+		return pageTarget{}, err
 	}
 	return pageTarget{tagged{derivedETag(req)}, p}, nil
 }
@@ -132,9 +132,9 @@ func (s *Server) classesStep(r *http.Request, req *request) (classesTarget, erro
 	if rerr != nil {
 		return classesTarget{}, s.billCallAnd(r, req, rerr)
 	}
-	p, perr := s.openPage(req)
-	if perr != nil {
-		return classesTarget{}, s.billCallAnd(r, req, perr)
+	p, err := s.openPage(r, req)
+	if err != nil {
+		return classesTarget{}, err
 	}
 	slug := req.vars.Get("subjectSlug")
 	if tier != "" {

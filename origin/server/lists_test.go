@@ -15,6 +15,9 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/store"
+	shid "github.com/lectern-api/lectern/shared/id"
+	"github.com/lectern-api/lectern/shared/scope"
 )
 
 // listPage is the list envelope with raw rows, decoded strictly.
@@ -348,6 +351,75 @@ func TestListCursorBinding(t *testing.T) {
 		if got := h.calls("a") - before; got != 1 {
 			t.Errorf("%s: CURSOR_EXPIRED billed %d calls, want 1", path, got)
 		}
+	}
+}
+
+// A cursor issued before the organisation's grants changed is 400
+// CURSOR_EXPIRED on every list route, saying so (not that the client
+// altered it), and bills nothing, as an entitlement refusal; under the
+// grants it was issued with it walks on.
+func TestCursorGrantsChanged(t *testing.T) {
+	h := newHarness(t)
+	c := h.corpus()
+	h.createOrg("g", slices.Clone(shid.Tiers), nil)
+	tok := h.token("g", scope.ContentRead, scope.TestprepRead)
+	learner := h.learnerToken("g", "ana", progressScopes...)
+	for _, l := range lessonsOf(c, 2) {
+		h.ack(learner, l, `{"score":50}`)
+	}
+	var media *corpus.Lesson
+	for _, l := range c.Lessons {
+		if len(l.Media) > 1 {
+			media = l
+			break
+		}
+	}
+	if media == nil || len(c.Tests) == 0 {
+		t.Fatal("the corpus has no lesson with two media or no test")
+	}
+	sub := c.Subjects[0]
+	paths := []struct{ path, tok string }{
+		{"/v1/subjects?limit=1", tok},
+		{"/v1/subjects/" + sub.Slug + "/classes?tier=" + sub.Tier + "&limit=1", tok},
+		{"/v1/lessons/" + media.ID + "/media?limit=1", tok},
+		{"/v1/search?q=the&limit=1", tok},
+		{"/v1/testprep/" + c.Tests[0].ID + "/items?limit=1", tok},
+		{"/v1/progress?limit=1", learner},
+	}
+	next := make([]string, len(paths))
+	for i, p := range paths {
+		r := h.get(p.path, p.tok)
+		wantStatus(t, r, 200)
+		cur, _ := jsonObject(t, r.body)["nextCursor"].(string)
+		if cur == "" {
+			t.Fatalf("%s: no nextCursor: %.300s", p.path, r.body)
+		}
+		next[i] = p.path + "&cursor=" + url.QueryEscape(cur)
+	}
+	setGrants := func(grants []string) {
+		t.Helper()
+		if _, err := h.store.UpdateOrg(t.Context(), "g", func(o *store.Org) error { o.Grants = grants; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another grant that changes nothing the walks see: only the set of
+	// grants moved.
+	setGrants(append(slices.Clone(shid.Tiers), sub.Ref()))
+	before := h.usage("g")
+	for i, p := range paths {
+		r := h.get(next[i], p.tok)
+		e := r.wantError(t, 400, "CURSOR_EXPIRED")
+		if e.Parameter != "cursor" || e.Message != "the organisation's content grants changed since this cursor was issued; restart from page 1" {
+			t.Errorf("%s: parameter %q, message %q", p.path, e.Parameter, e.Message)
+		}
+		if hint, _ := jsonObject(t, r.body)["error"].(map[string]any)["hint"].(string); !strings.Contains(hint, "page 1") {
+			t.Errorf("%s: hint %q, want it to say to restart from page 1", p.path, hint)
+		}
+	}
+	h.billed("g", before, 0, 0)
+	setGrants(slices.Clone(shid.Tiers))
+	for i, p := range paths {
+		wantStatus(t, h.get(next[i], p.tok), 200)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"path"
 	"strconv"
@@ -36,12 +37,16 @@ import (
 // checks it before the organisation gate (a refusal is a free 400), and
 // serve answers with what it parsed. The body is read up to one byte past
 // param.MaxBody, so that parse refuses an oversized one without reading
-// it all.
+// it all. A body cut off by the server's read limit (httpsrv.Limits.Read)
+// is bodyTimeout's 408.
 func withBody[T any](parse func([]byte) (T, *apierr.Error),
 	serve func(http.ResponseWriter, *http.Request, *request, T) error) endpoint {
 	return endpoint{body: func(r *http.Request, _ *request) (handler, error) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, param.MaxBody+1))
 		if err != nil {
+			if timedOut(err) {
+				return nil, bodyTimeout()
+			}
 			return nil, err
 		}
 		v, perr := parse(b)
@@ -52,6 +57,23 @@ func withBody[T any](parse func([]byte) (T, *apierr.Error),
 			return serve(w, r, req, v)
 		}, nil
 	}}
+}
+
+// timedOut reports whether err is a read that hit the connection's read
+// deadline: net/http cancels the request's context on it, so it would
+// otherwise read as the client gone (clientGone), and nothing be written.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// bodyTimeout is the answer to a body that did not arrive within the
+// server's read limit: 408 (RFC 9110 §15.5.9), with the closest code of
+// the spec's, BAD_REQUEST naming body (docs/decisions.md), free, and the
+// connection closed (writeError).
+func bodyTimeout() error {
+	return &statusError{status: http.StatusRequestTimeout, e: &apierr.Error{Code: apierr.BadRequest, Parameter: "body",
+		Message: "The request body did not arrive in time (the server's read limit); nothing was done. Send the request again, its body at once."}}
 }
 
 // mintResult is the answer of a mint: the links in request order, the

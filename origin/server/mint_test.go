@@ -404,6 +404,11 @@ func TestMintBody(t *testing.T) {
 		{"no ids", tok, `{"mediaIds":[]}`, "BAD_REQUEST", "mediaIds"},
 		{"expiresIn 59", tok, `{"mediaIds":["` + m.ID + `"],"expiresIn":59}`, "BAD_REQUEST", "expiresIn"},
 		{"expiresIn 90.5", tok, `{"mediaIds":["` + m.ID + `"],"expiresIn":90.5}`, "BAD_REQUEST", "expiresIn"},
+		// Not JSON numbers, though fastjson reads them as numbers: the
+		// 400's body stays JSON (no bare NaN echoed as received).
+		{"expiresIn NaN", tok, `{"mediaIds":["` + m.ID + `"],"expiresIn":NaN}`, "BAD_REQUEST", "expiresIn"},
+		{"expiresIn +900", tok, `{"mediaIds":["` + m.ID + `"],"expiresIn":+900}`, "BAD_REQUEST", "expiresIn"},
+		{"expiresIn 0900", tok, `{"mediaIds":["` + m.ID + `"],"expiresIn":0900}`, "BAD_REQUEST", "expiresIn"},
 		{"not JSON", tok, `{"mediaIds":`, "BAD_REQUEST", "body"},
 		{"unknown member", susp, `{"mediaIds":["` + m.ID + `"],"ttl":60}`, "BAD_REQUEST", "ttl"},
 		{"oversized body", tok, `{"mediaIds":["` + strings.Repeat("a", 70<<10) + `"]}`, "BAD_REQUEST", "body"},

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/http"
+
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/cursor"
 	"github.com/lectern-api/lectern/shared/etag"
@@ -18,26 +20,44 @@ type page struct {
 // that a walk never continues over a different set; on a learner's route
 // (progress), the learner too.
 func binding(req *request) cursor.Binding {
-	q := req.vars.String() + "?" + req.params.Binding() + "#" + etag.GrantsDigest(req.org.Grants)
+	q := req.vars.String() + "?" + req.params.Binding()
 	if req.route.Learner {
 		q += "@" + req.claims.Learner
 	}
-	return cursor.Binding{Route: int(req.route.ID), Query: q, Org: req.org.ID}
+	return cursor.Binding{Route: int(req.route.ID), Query: q, Org: req.org.ID, Grants: etag.GrantsDigest(req.org.Grants)}
 }
 
-// openPage reads the request's cursor and limit. An altered or foreign
+// cursorOf reads the request's cursor and limit. An altered or foreign
 // cursor is 400 BAD_REQUEST naming cursor; one minted under an older
-// contentVersion is 400 CURSOR_EXPIRED (spec: States and transitions).
-func (s *Server) openPage(req *request) (page, *apierr.Error) {
+// contentVersion (spec: States and transitions), or before the
+// organisation's grants changed, is 400 CURSOR_EXPIRED; why says which
+// (cursor.Open).
+func (s *Server) cursorOf(req *request) (page, cursor.Refusal, *apierr.Error) {
 	p := page{limit: req.params.Limit(), req: req, key: s.cfg.CursorKey}
 	if c := req.params.Get("cursor"); c != "" {
-		off, err := cursor.Open(s.cfg.CursorKey, c, req.corpus.ContentVersion, binding(req))
+		off, why, err := cursor.Open(s.cfg.CursorKey, c, req.corpus.ContentVersion, binding(req))
 		if err != nil {
-			return p, err
+			return p, why, err
 		}
 		p.offset = off
 	}
-	return p, nil
+	return p, 0, nil
+}
+
+// openPage is cursorOf with its refusal billed: the call, but nothing when
+// the organisation's grants changed under the cursor (a change of
+// entitlement, which bills nothing as the entitlement's 403s do; the
+// client did nothing wrong, docs/decisions.md).
+func (s *Server) openPage(r *http.Request, req *request) (page, error) {
+	p, why, err := s.cursorOf(req)
+	switch {
+	case err == nil:
+		return p, nil
+	case why == cursor.OtherGrants:
+		return p, err
+	default:
+		return p, s.billCallAnd(r, req, err)
+	}
 }
 
 // bounds are the slice bounds of the page within a set of total rows.

@@ -158,11 +158,12 @@ func progressTag(req *request, rec *progress.Record, st progress.Streak) string 
 }
 
 // getProgress serves GET /v1/progress: the cursor (400, bills the
-// call), the record, the ETag (304: one call), one call, the page.
+// call: openPage), the record, the ETag (304: one call), one call, the
+// page.
 func (s *Server) getProgress(w http.ResponseWriter, r *http.Request, req *request) error {
-	p, perr := s.openPage(req)
-	if perr != nil {
-		return s.billCallAnd(r, req, perr)
+	p, err := s.openPage(r, req)
+	if err != nil {
+		return err
 	}
 	rec, err := s.cfg.Progress.ReadProgress(r.Context(), req.org.ID, req.claims.Learner) // shared: read only
 	if err != nil {

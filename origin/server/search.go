@@ -55,9 +55,9 @@ type searchTarget struct {
 // request alone, so a 304 is decided, and billed one call, before any
 // search runs (spec: Conditional requests §5).
 func (s *Server) searchStep(r *http.Request, req *request) (searchTarget, error) {
-	p, perr := s.openPage(req)
-	if perr != nil {
-		return searchTarget{}, s.billCallAnd(r, req, perr)
+	p, err := s.openPage(r, req)
+	if err != nil {
+		return searchTarget{}, err
 	}
 	subs, serr := searchScope(req)
 	if serr != nil {

@@ -316,12 +316,27 @@ func (s *Server) org(ctx context.Context, c token.Claims) (*store.Org, error) {
 	return o, nil
 }
 
+// statusError is an API error answered with another status than its
+// code's (apierr.Status): only bodyTimeout's 408, whose condition the
+// spec's codes do not name.
+type statusError struct {
+	e      *apierr.Error
+	status int
+}
+
+func (s *statusError) Error() string { return s.e.Error() }
+func (s *statusError) Unwrap() error { return s.e }
+
 // writeError answers with err in the spec's error body. Anything that is
 // not an *apierr.Error is a 500 INTERNAL whose cause goes to the log, never
 // to the client, unless the client has gone (clientGone).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	var e *apierr.Error
-	if !errors.As(err, &e) {
+	var se *statusError
+	status := 0
+	if errors.As(err, &se) {
+		e, status = se.e, se.status
+	} else if !errors.As(err, &e) {
 		if clientGone(r) {
 			s.cfg.Logger.Info("request cancelled by the client", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
 			return
@@ -343,7 +358,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 	body := e.AppendJSON(nil, id)
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(e.Status())
+	if status == 0 {
+		status = e.Status()
+	}
+	if status == http.StatusRequestTimeout {
+		h.Set("Connection", "close") // RFC 9110 §15.5.9; the rest of the body is not read
+	}
+	w.WriteHeader(status)
 	w.Write(body)
 }
 

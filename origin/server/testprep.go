@@ -8,6 +8,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/cursor"
 	"github.com/lectern-api/lectern/shared/etag"
 )
 
@@ -142,9 +143,11 @@ func (s *Server) testprepItemsStep(r *http.Request, req *request) (itemsPage, er
 		}
 		rows = rows[rng[0]:rng[1]]
 	}
-	p, perr := s.openPage(req)
+	// A bad cursor is a free 400 here; only a stale contentVersion bills
+	// the call (openPage bills both but the grants' change).
+	p, why, perr := s.cursorOf(req)
 	if perr != nil {
-		if perr.Code == apierr.CursorExpired {
+		if why == cursor.OtherVersion {
 			return itemsPage{}, s.billCallAnd(r, req, perr)
 		}
 		return itemsPage{}, perr

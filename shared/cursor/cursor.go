@@ -4,17 +4,20 @@
 //
 // A cursor is opaque to clients and URL-safe: unpadded base64url of
 //
-//	format (1 byte) | version hash (8 bytes) | offset (uvarint) | tag (16 bytes)
+//	format (1 byte) | version hash (8 bytes) | grants hash (8 bytes) | offset (uvarint) | tag (16 bytes)
 //
 // where tag is HMAC-SHA256 under a server key, truncated to 128 bits, over
 // a domain string, the payload and the cursor's Binding (route, canonical
 // query, organisation). The binding is not stored: it is mixed into the MAC,
 // so a cursor replayed on another route, query or organisation fails
 // verification exactly as a forged one does. A cursor minted under another
-// contentVersion answers 400 CURSOR_EXPIRED, and only once its MAC has been
-// verified, so that answer cannot be provoked with forged bytes.
+// contentVersion, or under other grants of its organisation, answers 400
+// CURSOR_EXPIRED, and only once its MAC has been verified, so that answer
+// cannot be provoked with forged bytes. The grants are hashed into the
+// payload rather than mixed into the MAC so that a change of grants can be
+// told from a forgery, and said (docs/decisions.md, ETags and cursors).
 //
-// Cursors are at most 40 characters. Open rejects anything longer than
+// Cursors are at most 51 characters. Open rejects anything longer than
 // MaxLen before decoding it.
 package cursor
 
@@ -29,16 +32,33 @@ import (
 )
 
 // Binding is what a cursor is valid for besides its contentVersion: the
-// route table's number, the canonical query without the cursor itself, and
-// the organisation id.
+// route table's number, the canonical query without the cursor itself, the
+// organisation id, and its grants (etag.GrantsDigest).
 type Binding struct {
-	Route int
-	Query string
-	Org   string
+	Route  int
+	Query  string
+	Org    string
+	Grants string
 }
 
+// Refusal is why Open refused a cursor; the answer is Open's error, this
+// is for the caller's billing.
+type Refusal uint8
+
+const (
+	// Invalid: not a cursor this server minted for the binding but its
+	// grants (BAD_REQUEST).
+	Invalid Refusal = iota + 1
+	// OtherVersion: authentic, minted under another contentVersion
+	// (CURSOR_EXPIRED).
+	OtherVersion
+	// OtherGrants: authentic, minted before the organisation's grants
+	// changed (CURSOR_EXPIRED).
+	OtherGrants
+)
+
 // MaxLen bounds the text Open looks at. Cursors this package mints are at
-// most 40 characters; the slack lets a later format grow.
+// most 51 characters; the slack lets a later format grow.
 const MaxLen = 256
 
 // MaxOffset is the largest position a cursor carries; it fits an int on
@@ -46,12 +66,16 @@ const MaxLen = 256
 const MaxOffset = 1<<31 - 1
 
 const (
-	format1 = 1 // the layout above
+	// format2 is the layout above; format 1 had no grants hash, the
+	// grants being mixed into the MAC (its cursors are now Invalid).
+	format2 = 2
 
 	versionLen = 8
+	grantsLen  = 8
+	headLen    = 1 + versionLen + grantsLen
 	tagLen     = 16
-	minRaw     = 1 + versionLen + 1 + tagLen
-	maxRaw     = 1 + versionLen + 5 + tagLen // MaxOffset needs 5 uvarint bytes
+	minRaw     = headLen + 1 + tagLen
+	maxRaw     = headLen + 5 + tagLen // MaxOffset needs 5 uvarint bytes
 
 	domain = "lectern/cursor/v1"
 )
@@ -65,56 +89,70 @@ func Seal(key []byte, version string, offset int, b Binding) string {
 		panic("cursor: Seal: offset out of range")
 	}
 	var buf [maxRaw]byte
-	raw := append(buf[:0], format1)
+	raw := append(buf[:0], format2)
 	raw = binary.BigEndian.AppendUint64(raw, versionHash(version))
+	raw = binary.BigEndian.AppendUint64(raw, grantsHash(b.Grants))
 	raw = binary.AppendUvarint(raw, uint64(offset))
 	raw = append(raw, mac(key, raw, b)...)
 	return base64.RawURLEncoding.EncodeToString(raw)
 }
 
 // Open verifies cursor s for the listing described by b and returns its
-// offset. It answers:
+// offset, or why it refused it and the answer:
 //
 //   - 400 BAD_REQUEST with parameter "cursor" for anything this server did
 //     not mint for this route, query and organisation: empty, too long,
 //     not base64url, truncated, altered, or sealed under another key or
-//     binding. The message does not say which.
+//     binding. The message does not say which (Invalid).
 //   - 400 CURSOR_EXPIRED with parameter "cursor" and a hint to restart from
 //     page 1 when the cursor is authentic but was minted under another
 //     contentVersion than currentVersion (spec: States and transitions).
 //     The message says "another", not "an earlier": while origins
 //     converge on a reloaded corpus, one still on the older version sees
 //     cursors of the newer, and the cursor holds only a hash of its
-//     version, so which is unknown. It names currentVersion.
-func Open(key []byte, s string, currentVersion string, b Binding) (offset int, err *apierr.Error) {
+//     version, so which is unknown. It names currentVersion (OtherVersion).
+//   - 400 CURSOR_EXPIRED with parameter "cursor", saying so, when the
+//     cursor is authentic but was minted under other grants than
+//     b.Grants: the organisation's grants changed, so the set walked is
+//     another (OtherGrants). A cursor of another version and other grants
+//     is OtherVersion.
+func Open(key []byte, s string, currentVersion string, b Binding) (offset int, why Refusal, err *apierr.Error) {
 	if s == "" || len(s) > MaxLen || base64.RawURLEncoding.DecodedLen(len(s)) > maxRaw {
-		return 0, invalid(s)
+		return 0, Invalid, invalid(s)
 	}
 	var buf [maxRaw]byte
 	n, derr := base64.RawURLEncoding.Decode(buf[:], []byte(s))
-	if derr != nil || n < minRaw || buf[0] != format1 {
-		return 0, invalid(s)
+	if derr != nil || n < minRaw || buf[0] != format2 {
+		return 0, Invalid, invalid(s)
 	}
 	raw := buf[:n]
 	payload, tag := raw[:n-tagLen], raw[n-tagLen:]
 	if !hmac.Equal(tag, mac(key, payload, b)) {
-		return 0, invalid(s)
+		return 0, Invalid, invalid(s)
 	}
 	// Authentic from here on: what follows cannot fail for a cursor that
 	// Seal minted, but is checked rather than trusted.
-	off, m := binary.Uvarint(payload[1+versionLen:])
-	if m <= 0 || 1+versionLen+m != len(payload) || off > MaxOffset {
-		return 0, invalid(s)
+	off, m := binary.Uvarint(payload[headLen:])
+	if m <= 0 || headLen+m != len(payload) || off > MaxOffset {
+		return 0, Invalid, invalid(s)
 	}
 	if binary.BigEndian.Uint64(payload[1:1+versionLen]) != versionHash(currentVersion) {
-		return 0, &apierr.Error{
+		return 0, OtherVersion, &apierr.Error{
 			Code:      apierr.CursorExpired,
 			Message:   "cursor was issued for another contentVersion; this answer is from contentVersion " + currentVersion,
 			Parameter: "cursor",
 			Hint:      "restart the walk from page 1 without a cursor",
 		}
 	}
-	return int(off), nil
+	if binary.BigEndian.Uint64(payload[1+versionLen:headLen]) != grantsHash(b.Grants) {
+		return 0, OtherGrants, &apierr.Error{
+			Code:      apierr.CursorExpired,
+			Message:   "the organisation's content grants changed since this cursor was issued; restart from page 1",
+			Parameter: "cursor",
+			Hint:      "restart the walk from page 1 without a cursor",
+		}
+	}
+	return int(off), 0, nil
 }
 
 // invalid is the one answer for every cursor that does not verify, so the
@@ -157,3 +195,8 @@ func mac(key, payload []byte, b Binding) []byte {
 // short whatever the version string's length, and authenticity comes from
 // the MAC, not from this hash.
 func versionHash(v string) uint64 { return xxhash.Sum64String(v) }
+
+// grantsHash stands for the grants in the cursor, as versionHash does
+// for the version: a collision would let a walk go on over changed
+// grants, each page still filtered to the grants of its request.
+func grantsHash(g string) uint64 { return xxhash.Sum64String(g) }

@@ -13,7 +13,7 @@ import (
 var (
 	key     = []byte("0123456789abcdef0123456789abcdef")
 	version = "2026-11-01+3f2a9c"
-	bind    = Binding{Route: 3, Query: "detail=brief&limit=25&tier=high", Org: "org-acme"}
+	bind    = Binding{Route: 3, Query: "detail=brief&limit=25&tier=high", Org: "org-acme", Grants: "0123456789abcdef"}
 )
 
 var urlSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -35,10 +35,10 @@ func TestRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Seal(key, tt.version, tt.offset, tt.b)
-			if len(c) > 40 || !urlSafe.MatchString(c) {
-				t.Errorf("got cursor %q (%d chars), want at most 40 base64url characters", c, len(c))
+			if len(c) > 51 || !urlSafe.MatchString(c) {
+				t.Errorf("got cursor %q (%d chars), want at most 51 base64url characters", c, len(c))
 			}
-			got, err := Open(key, c, tt.version, tt.b)
+			got, _, err := Open(key, c, tt.version, tt.b)
 			if err != nil || got != tt.offset {
 				t.Fatalf("Open(Seal(%d)) = %d, %v; want %d, nil", tt.offset, got, err, tt.offset)
 			}
@@ -50,9 +50,9 @@ func TestRoundTrip(t *testing.T) {
 // contentVersion answers 400 CURSOR_EXPIRED and the walk restarts from page 1.
 func TestExpired(t *testing.T) {
 	c := Seal(key, version, 50, bind)
-	_, err := Open(key, c, "2026-11-02+77aa01", bind)
-	if err == nil {
-		t.Fatal("got ok, want CURSOR_EXPIRED")
+	_, why, err := Open(key, c, "2026-11-02+77aa01", bind)
+	if err == nil || why != OtherVersion {
+		t.Fatalf("got %v (%d), want CURSOR_EXPIRED (OtherVersion)", err, why)
 	}
 	if err.Code != apierr.CursorExpired || err.Status() != 400 || err.Parameter != "cursor" {
 		t.Errorf("got %s %d parameter %q, want CURSOR_EXPIRED 400 parameter cursor", err.Code, err.Status(), err.Parameter)
@@ -65,6 +65,32 @@ func TestExpired(t *testing.T) {
 	// answer's version, which is no secret (every answer carries it).
 	if want := "issued for another contentVersion; this answer is from contentVersion 2026-11-02+77aa01"; !strings.Contains(err.Message, want) {
 		t.Errorf("got message %q, want it to contain %q", err.Message, want)
+	}
+}
+
+// TestGrantsChanged: an authentic cursor opened under other grants of its
+// organisation is 400 CURSOR_EXPIRED saying the grants changed (not that
+// the client altered it); a moved version as well is said as the
+// version's.
+func TestGrantsChanged(t *testing.T) {
+	c := Seal(key, version, 50, bind)
+	other := bind
+	other.Grants = "fedcba9876543210"
+	_, why, err := Open(key, c, version, other)
+	if err == nil || why != OtherGrants || err.Code != apierr.CursorExpired || err.Status() != 400 || err.Parameter != "cursor" {
+		t.Fatalf("got %v (%d), want CURSOR_EXPIRED 400 on cursor (OtherGrants)", err, why)
+	}
+	if want := "the organisation's content grants changed since this cursor was issued; restart from page 1"; err.Message != want {
+		t.Errorf("got message %q, want %q", err.Message, want)
+	}
+	if !strings.Contains(err.Hint, "page 1") || strings.Contains(err.Hint, "verbatim") {
+		t.Errorf("got hint %q, want it to say to restart from page 1, not that the cursor was altered", err.Hint)
+	}
+	if _, why, err := Open(key, c, "2026-11-02+77aa01", other); why != OtherVersion || !strings.Contains(err.Message, "contentVersion") {
+		t.Errorf("version and grants moved: got %v (%d), want the version's CURSOR_EXPIRED", err, why)
+	}
+	if off, _, err := Open(key, c, version, bind); err != nil || off != 50 {
+		t.Errorf("the grants it was minted under: got %d, %v", off, err)
 	}
 }
 
@@ -85,13 +111,16 @@ func TestBinding(t *testing.T) {
 		{"no key", nil, bind},
 	}
 	for _, tt := range tests {
-		_, err := Open(tt.key, c, version, tt.b)
-		wantBad(t, tt.name, err)
+		_, why, err := Open(tt.key, c, version, tt.b)
+		wantBad(t, tt.name, why, err)
 	}
 	// Even under a moved version, a foreign cursor is bad, not expired: the
 	// MAC is checked first.
-	_, err := Open(key, c, "2026-11-02+77aa01", Binding{Route: 5})
-	wantBad(t, "foreign and stale", err)
+	_, why, err := Open(key, c, "2026-11-02+77aa01", Binding{Route: 5})
+	wantBad(t, "foreign and stale", why, err)
+	// Nor under other grants.
+	_, why, err = Open(key, c, version, Binding{Route: 5, Query: bind.Query, Org: bind.Org, Grants: "other"})
+	wantBad(t, "foreign, other grants", why, err)
 }
 
 func TestGarbage(t *testing.T) {
@@ -109,11 +138,12 @@ func TestGarbage(t *testing.T) {
 		{"longest allowed but too long for a cursor", strings.Repeat("A", MaxLen)},
 		{"whitespace", " " + good},
 		{"all zero bytes", base64.RawURLEncoding.EncodeToString(make([]byte, len(raw)))},
-		{"unknown format", base64.RawURLEncoding.EncodeToString(append([]byte{2}, raw[1:]...))},
+		{"unknown format", base64.RawURLEncoding.EncodeToString(append([]byte{3}, raw[1:]...))},
+		{"format 1", base64.RawURLEncoding.EncodeToString(append([]byte{1}, raw[1:]...))},
 	}
 	for _, tt := range tests {
-		_, err := Open(key, tt.in, version, bind)
-		wantBad(t, tt.name, err)
+		_, why, err := Open(key, tt.in, version, bind)
+		wantBad(t, tt.name, why, err)
 	}
 }
 
@@ -126,8 +156,8 @@ func TestTamper(t *testing.T) {
 		for _, bit := range []byte{0x01, 0x80} {
 			b := []byte(string(raw))
 			b[i] ^= bit
-			_, err := Open(key, base64.RawURLEncoding.EncodeToString(b), version, bind)
-			wantBad(t, "byte "+strconv.Itoa(i)+" flipped", err)
+			_, why, err := Open(key, base64.RawURLEncoding.EncodeToString(b), version, bind)
+			wantBad(t, "byte "+strconv.Itoa(i)+" flipped", why, err)
 		}
 	}
 }
@@ -136,9 +166,9 @@ func TestTamper(t *testing.T) {
 // tell which check failed.
 func TestNoLeak(t *testing.T) {
 	good := Seal(key, version, 25, bind)
-	_, e1 := Open(key, "!!", version, bind)
-	_, e2 := Open(key, good, version, Binding{Route: 4})
-	_, e3 := Open([]byte("k"), good, version, bind)
+	_, _, e1 := Open(key, "!!", version, bind)
+	_, _, e2 := Open(key, good, version, Binding{Route: 4})
+	_, _, e3 := Open([]byte("k"), good, version, bind)
 	if e1.Message != e2.Message || e2.Message != e3.Message || e1.Hint != e2.Hint {
 		t.Errorf("got messages %q, %q, %q; want one message for every failure", e1.Message, e2.Message, e3.Message)
 	}
@@ -162,14 +192,14 @@ func TestSealRejectsBadOffset(t *testing.T) {
 	}
 }
 
-func wantBad(t *testing.T, name string, err *apierr.Error) {
+func wantBad(t *testing.T, name string, why Refusal, err *apierr.Error) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("%s: got ok, want 400 BAD_REQUEST on cursor", name)
 		return
 	}
-	if err.Code != apierr.BadRequest || err.Status() != 400 || err.Parameter != "cursor" {
-		t.Errorf("%s: got %s %d parameter %q, want BAD_REQUEST 400 parameter cursor", name, err.Code, err.Status(), err.Parameter)
+	if err.Code != apierr.BadRequest || err.Status() != 400 || err.Parameter != "cursor" || why != Invalid {
+		t.Errorf("%s: got %s %d parameter %q (%d), want BAD_REQUEST 400 parameter cursor (Invalid)", name, err.Code, err.Status(), err.Parameter, why)
 	}
 }
 
@@ -179,10 +209,10 @@ func FuzzCursor(f *testing.F) {
 	f.Add("!!!!", "v", -5, -1, "q", "o", uint16(0xffff))
 	f.Add(strings.Repeat("A", 40), "2026-11-02+77aa01", MaxOffset, 15, "section=math", "org-beta", uint16(300))
 	f.Fuzz(func(t *testing.T, s, version string, offset, route int, query, org string, flip uint16) {
-		b := Binding{Route: route, Query: query, Org: org}
+		b := Binding{Route: route, Query: query, Org: org, Grants: org + "/grants"}
 
 		// Anything a client sends: never a panic, only the two answers.
-		if off, err := Open(key, s, version, b); err != nil {
+		if off, _, err := Open(key, s, version, b); err != nil {
 			if err.Parameter != "cursor" || err.Code != apierr.BadRequest && err.Code != apierr.CursorExpired {
 				t.Fatalf("Open(%q) = %v on %q, want BAD_REQUEST or CURSOR_EXPIRED on cursor", s, err, err.Parameter)
 			}
@@ -193,20 +223,25 @@ func FuzzCursor(f *testing.F) {
 		// Round trip.
 		offset &= MaxOffset
 		c := Seal(key, version, offset, b)
-		if got, err := Open(key, c, version, b); err != nil || got != offset {
+		if got, _, err := Open(key, c, version, b); err != nil || got != offset {
 			t.Fatalf("Open(Seal(%d)) = %d, %v", offset, got, err)
 		}
-		if len(c) > 40 {
-			t.Fatalf("Seal made %d characters, want at most 40", len(c))
+		if len(c) > 51 {
+			t.Fatalf("Seal made %d characters, want at most 51", len(c))
 		}
-		if _, err := Open(key, c, version+"+", b); err == nil || err.Code != apierr.CursorExpired {
+		if _, why, err := Open(key, c, version+"+", b); err == nil || err.Code != apierr.CursorExpired || why != OtherVersion {
 			t.Fatalf("Open under a moved version = %v, want CURSOR_EXPIRED", err)
+		}
+		moved := b
+		moved.Grants += "+"
+		if _, why, err := Open(key, c, version, moved); err == nil || err.Code != apierr.CursorExpired || why != OtherGrants {
+			t.Fatalf("Open under other grants = %v, want CURSOR_EXPIRED", err)
 		}
 
 		// Any flipped bit fails as a bad cursor.
 		raw, _ := base64.RawURLEncoding.DecodeString(c)
 		raw[int(flip)%len(raw)] ^= byte(flip>>8) | 1
-		if _, err := Open(key, base64.RawURLEncoding.EncodeToString(raw), version, b); err == nil || err.Code != apierr.BadRequest {
+		if _, _, err := Open(key, base64.RawURLEncoding.EncodeToString(raw), version, b); err == nil || err.Code != apierr.BadRequest {
 			t.Fatalf("Open of a tampered cursor = %v, want BAD_REQUEST", err)
 		}
 	})
@@ -216,7 +251,7 @@ func BenchmarkOpen(b *testing.B) {
 	c := Seal(key, version, 25, bind)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Open(key, c, version, bind); err != nil {
+		if _, _, err := Open(key, c, version, bind); err != nil {
 			b.Fatal(err)
 		}
 	}

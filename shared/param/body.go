@@ -76,8 +76,8 @@ func ParseMint(body []byte) (Mint, *apierr.Error) {
 		if !ok || n < MinExpiresIn {
 			e := &apierr.Error{Code: apierr.BadRequest, Parameter: "expiresIn", Min: apierr.Int(MinExpiresIn),
 				Message: "expiresIn must be an integer number of seconds, at least 60."}
-			if v.Type() == fastjson.TypeNumber {
-				e.Received, e.ReceivedNumber = string(v.MarshalTo(nil)), true
+			if raw, ok := jsonNumber(v); ok { // NaN echoed bare would make the body not JSON
+				e.Received, e.ReceivedNumber = raw, true
 			}
 			return m, e
 		}
@@ -108,8 +108,11 @@ func ParseProgress(body []byte) (Progress, *apierr.Error) {
 		return p, err
 	}
 	if v := obj.Get("score"); v != nil {
+		// fastjson reads NaN, nan and inf as numbers (Float64 gives NaN,
+		// which passes both bounds): only a number as RFC 8259 writes it
+		// is a score, so NaN is the same free 400 as 101.
 		f, e := v.Float64()
-		if e != nil || f < 0 || f > 100 {
+		if _, ok := jsonNumber(v); !ok || e != nil || f < 0 || f > 100 {
 			return p, &apierr.Error{Code: apierr.BadRequest, Parameter: "score", Min: apierr.Int(0), Max: apierr.Int(100),
 				Message: "score must be a number from 0 to 100."}
 		}
@@ -169,14 +172,11 @@ func object(body []byte, allowed ...string) (*fastjson.Object, *apierr.Error) {
 // (no fraction, no exponent). Values beyond int64 saturate: they are above
 // every cap and get clamped.
 func jsonInteger(v *fastjson.Value) (int64, bool) {
-	if v.Type() != fastjson.TypeNumber {
+	raw, ok := jsonNumber(v)
+	if !ok {
 		return 0, false
 	}
-	raw := string(v.MarshalTo(nil))
 	digits := strings.TrimPrefix(raw, "-")
-	if digits == "" {
-		return 0, false
-	}
 	for i := 0; i < len(digits); i++ {
 		if digits[i] < '0' || digits[i] > '9' {
 			return 0, false
@@ -190,4 +190,54 @@ func jsonInteger(v *fastjson.Value) (int64, bool) {
 		return 1<<63 - 1, true
 	}
 	return n, true
+}
+
+// jsonNumber returns the text of v when it is a number as RFC 8259 §6
+// writes it: fastjson also reads as numbers NaN, inf (any case, signed),
+// a leading '+', leading zeros and a bare '.', none of which is JSON.
+func jsonNumber(v *fastjson.Value) (string, bool) {
+	if v.Type() != fastjson.TypeNumber {
+		return "", false
+	}
+	raw := string(v.MarshalTo(nil))
+	return raw, isJSONNumber(raw)
+}
+
+// isJSONNumber reports whether s is
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? (RFC 8259 §6).
+func isJSONNumber(s string) bool {
+	i := 0
+	digits := func() int {
+		n := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '-' || s[i] == '+') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
 }

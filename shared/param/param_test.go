@@ -1,6 +1,7 @@
 package param
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -188,6 +189,9 @@ func TestMint(t *testing.T) {
 		{"expiresIn exponent", `{"mediaIds":["a"],"expiresIn":6e2}`, apierr.BadRequest, "expiresIn", 0, 0},
 		{"expiresIn string", `{"mediaIds":["a"],"expiresIn":"600"}`, apierr.BadRequest, "expiresIn", 0, 0},
 		{"expiresIn negative", `{"mediaIds":["a"],"expiresIn":-900}`, apierr.BadRequest, "expiresIn", 0, 0},
+		{"expiresIn NaN", `{"mediaIds":["a"],"expiresIn":NaN}`, apierr.BadRequest, "expiresIn", 0, 0},
+		{"expiresIn +900", `{"mediaIds":["a"],"expiresIn":+900}`, apierr.BadRequest, "expiresIn", 0, 0},
+		{"expiresIn leading zero", `{"mediaIds":["a"],"expiresIn":0900}`, apierr.BadRequest, "expiresIn", 0, 0},
 		{"unknown member", `{"mediaIds":["a"],"ttl":60}`, apierr.BadRequest, "ttl", 0, 0},
 		{"duplicate member", `{"mediaIds":["a"],"mediaIds":["b"]}`, apierr.BadRequest, "mediaIds", 0, 0},
 		{"not json", `mediaIds=a`, apierr.BadRequest, "body", 0, 0},
@@ -201,6 +205,9 @@ func TestMint(t *testing.T) {
 			if tt.code != "" {
 				if err == nil || err.Code != tt.code || err.Parameter != tt.param {
 					t.Fatalf("got %v, want %s naming %s", err, tt.code, tt.param)
+				}
+				if b := body(err); !json.Valid([]byte(b)) {
+					t.Fatalf("the error body is not JSON: %s", b)
 				}
 				return
 			}
@@ -231,6 +238,23 @@ func TestProgressBody(t *testing.T) {
 		{`{"score":-0.1}`, "score"},
 		{`{"score":100.01}`, "score"},
 		{`{"score":"90"}`, "score"},
+		{`{"score":1e2}`, ""},
+		{`{"score":-0}`, ""},
+		{`{"score":0.5E+1}`, ""},
+		{`{"score":NaN}`, "score"},
+		{`{"score":nan}`, "score"},
+		{`{"score":NAN}`, "score"},
+		{`{"score":-nan}`, "score"},
+		{`{"score":inf}`, "score"},
+		{`{"score":-inf}`, "score"},
+		{`{"score":Infinity}`, "body"},
+		{`{"score":-Infinity}`, "body"},
+		{`{"score":+50}`, "score"},
+		{`{"score":050}`, "score"},
+		{`{"score":.5}`, "score"},
+		{`{"score":5.}`, "score"},
+		{`{"score":1e}`, "score"},
+		{`{"score":-}`, "body"},
 		{`{"learnerId":""}`, "learnerId"},
 		{`{"learnerId":7}`, "learnerId"},
 		{`{"done":true}`, "done"},
@@ -291,6 +315,41 @@ func FuzzMint(f *testing.F) {
 		}
 		if len(m.MediaIDs) < 1 || len(m.MediaIDs) > MaxMediaIDs || m.ExpiresIn < MinExpiresIn {
 			t.Fatalf("accepted %+v", m)
+		}
+	})
+}
+
+// FuzzProgress: the progress body validator never panics, only answers
+// 400s, and a score it accepts is a number from 0 to 100 (never NaN).
+func FuzzProgress(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"score":87.5,"learnerId":"ana"}`, `{"score":NaN}`, `{"score":-inf}`, `{"score":1e2}`, `{"score":050}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParseProgress(b)
+		if err != nil {
+			if err.Status() != 400 {
+				t.Fatalf("status %d", err.Status())
+			}
+			return
+		}
+		if p.HasScore && !(p.Score >= 0 && p.Score <= 100) {
+			t.Fatalf("%q: accepted score %v", b, p.Score)
+		}
+	})
+}
+
+// FuzzJSONNumber: isJSONNumber agrees with encoding/json on what a JSON
+// number is.
+func FuzzJSONNumber(f *testing.F) {
+	for _, s := range []string{"0", "-0", "12.5e-3", "1E+2", "NaN", "-inf", "+1", "01", ".5", "5.", "1e", "-", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9') &&
+			s[len(s)-1] >= '0' && s[len(s)-1] <= '9' && json.Valid([]byte(s))
+		if got := isJSONNumber(s); got != want {
+			t.Fatalf("isJSONNumber(%q) = %v, want %v", s, got, want)
 		}
 	})
 }

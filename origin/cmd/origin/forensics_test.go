@@ -2,14 +2,19 @@ package main
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/shared/link"
 )
@@ -111,4 +116,88 @@ func forensicsStack(t *testing.T, s *testStack) {
 		a.Matched[0]["by"] != "canary" || a.Matched[0]["bits"].(float64) < 64 {
 		t.Fatalf("class file, tag stripped: %d %s", r.status, r.body)
 	}
+}
+
+// TestForensicsBodyLimits: on the stack's admin listener a leak is read
+// up to admin.MaxLeak, not the 1 MiB of the other listeners' bodies; the
+// token comes first (401, the body unread, whatever its length), then
+// the size (413 over MaxLeak, a declared length refused unread).
+func TestForensicsBodyLimits(t *testing.T) {
+	s := newStack(t)
+	s.org(`{"orgId":"leaker","contentGrants":`+allTiers+`}`, "content.read")
+	id, sec := s.org(`{"orgId":"leaker2","contentGrants":`+allTiers+`}`, "content.read")
+	tok := s.token(id, sec, "content.read")
+	forensics := func(body io.Reader, tok string) response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", s.AdminURL+"/admin/v1/forensics?orgs=leaker,leaker2", body)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		return s.send(req)
+	}
+	doc := s.get("GET", "/v1/lessons/"+s.content.Load().Lessons[0].ID, tok)
+	s.expect(doc, 200, "")
+
+	// A 1.1 MB leak: the served document and a megabyte of whitespace.
+	leak := append(bytes.Clone(doc.body), bytes.Repeat([]byte(" \n"), 550_000)...)
+	r := forensics(bytes.NewReader(leak), s.AdminToken)
+	var a struct{ OrgID string }
+	if err := json.Unmarshal(r.body, &a); r.status != 200 || err != nil || a.OrgID != "leaker2" {
+		t.Fatalf("a %d-byte leak: %d %s", len(leak), r.status, r.body)
+	}
+	// Over MaxLeak, sent chunked (no declared length): 413.
+	over := io.MultiReader(bytes.NewReader(leak), io.LimitReader(neverEnding(' '), admin.MaxLeak+1-int64(len(leak))))
+	s.expect(forensics(over, s.AdminToken), 413, "PAYLOAD_TOO_LARGE")
+
+	// Declared lengths, nothing of the body sent: answered at once, so
+	// the body was not waited for.
+	for _, tc := range []struct {
+		name, auth string
+		length     int64
+		status     int
+		code       string
+	}{
+		{"no token, 1 GiB", "", 1 << 30, 401, "invalid_token"},
+		{"wrong token, 1 GiB", "Authorization: Bearer wrong\r\n", 1 << 30, 401, "invalid_token"},
+		{"no token, 1.1 MB", "", 1_100_000, 401, "invalid_token"},
+		{"MaxLeak+1", "Authorization: Bearer " + s.AdminToken + "\r\n", admin.MaxLeak + 1, 413, "PAYLOAD_TOO_LARGE"},
+	} {
+		status, code := rawHead(t, s.AdminURL, "POST /admin/v1/forensics HTTP/1.1\r\nHost: a\r\n"+tc.auth+
+			"Content-Length: "+strconv.FormatInt(tc.length, 10)+"\r\n\r\n")
+		if status != tc.status || code != tc.code {
+			t.Errorf("%s: got %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
+		}
+	}
+}
+
+// neverEnding reads as an endless run of its byte.
+type neverEnding byte
+
+func (b neverEnding) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
+
+// rawHead sends head on a new connection to base, no body after it, and
+// returns the answer's status and error code; it fails the test if no
+// answer comes within a second (the server waited for the body).
+func rawHead(t *testing.T, base, head string) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	io.WriteString(c, head)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%.60q: no answer: %v", head, err)
+	}
+	defer resp.Body.Close()
+	var e struct{ Error struct{ Code string } }
+	json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e.Error.Code
 }

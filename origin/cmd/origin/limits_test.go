@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/origin/telemetry/telemetrytest"
 )
 
 // shortLimits are the listeners' limits in these tests: a trickling
@@ -103,6 +105,75 @@ func TestSlowBodies(t *testing.T) {
 		}
 	case <-time.After(hang):
 		t.Fatalf("Close is held by a trickling client after %s", hang)
+	}
+}
+
+// TestBodyReadTimeout: a body cut off by the read limit, on the two
+// routes that read one (withBody), is answered 408 with the error body
+// (code BAD_REQUEST naming body, Connection: close), bills nothing, and
+// the access log says 408: not the empty 200 net/http wrote when the
+// handler wrote nothing.
+func TestBodyReadTimeout(t *testing.T) {
+	s := newLimitedStack(t, shortLimits)
+	clientID, secret := s.org(`{"orgId":"trickle","contentGrants":["middle"]}`, "content.read", "media.download")
+	tok := s.token(clientID, secret, "media.download")
+	learner := s.learnerToken("trickle", "ana", "progress.read", "progress.write")
+	lesson := s.content.Load().Lessons[0].ID
+	for i, tc := range []struct{ name, head string }{
+		{"mint", "POST /v1/media/urls HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nAuthorization: Bearer " + tok + "\r\n"},
+		{"progress", "PUT /v1/progress/" + lesson + " HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nAuthorization: Bearer " + learner + "\r\n"},
+	} {
+		before := s.calls("trickle")
+		id := fmt.Sprintf("trickle-req-%04d", i)
+		got := trickleAnswer(t, s.OriginURL, tc.head+"X-Request-Id: "+id+"\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer (%v): %q", tc.name, err, got)
+		}
+		var e struct {
+			Error struct{ Code, Parameter, RequestID string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		if err != nil || resp.StatusCode != http.StatusRequestTimeout || e.Error.Code != "BAD_REQUEST" || e.Error.Parameter != "body" ||
+			e.Error.RequestID != id || !resp.Close {
+			t.Errorf("%s: %d %+v (%v), close %v; want 408 BAD_REQUEST naming body, Connection: close: %q", tc.name, resp.StatusCode, e, err, resp.Close, got)
+		}
+		line := telemetrytest.Line(t, s.out.String, id)
+		if line["status"] != 408.0 || line["code"] != "BAD_REQUEST" || line["billed"] != "none" {
+			t.Errorf("%s: access log %v, want status 408, code BAD_REQUEST, billed none", tc.name, line)
+		}
+		if after := s.calls("trickle"); after != before {
+			t.Errorf("%s: billed %v calls", tc.name, after-before)
+		}
+	}
+}
+
+// trickleAnswer sends head declaring a body of 1,000 bytes, then a byte
+// every 20 ms, and returns what the server wrote until it closed the
+// connection (within hang).
+func trickleAnswer(t *testing.T, base, head string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(hang))
+	io.WriteString(c, head+"Content-Length: 1000\r\n\r\n")
+	got := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case b := <-got:
+			return b
+		case <-tick.C:
+			c.Write([]byte(" "))
+		}
 	}
 }
 

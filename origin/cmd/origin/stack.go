@@ -165,7 +165,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		st.servers.Serve(idpLn, provider.Handler())
 	}
 	if adminLn != nil {
-		st.servers.Serve(adminLn, adm)
+		st.servers.ServeAdmin(adminLn, adm)
 	}
 	st.followCorpus(cfg.CorpusSync)
 
