@@ -739,7 +739,7 @@ func oaSchemas(e oaEnums) oaObj {
 		"requestId":         oaObj{"type": "string", "description": "Equals the X-Request-Id header."},
 		"parameter":         oaString,
 		"allowed":           oaStrings,
-		"received":          oaObj{"type": []string{"string", "number"}},
+		"received":          oaObj{"oneOf": []any{oaObj{"type": "string"}, oaObj{"type": "number"}}, "description": "The value refused: a string, or a number as sent."},
 		"min":               oaInt,
 		"max":               oaInt,
 		"grant":             oaString,
