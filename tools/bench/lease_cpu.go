@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lectern-api/lectern/shared/scope"
 )
 
 // (c): the origin's CPU per edge 304, gated and leased. The in-process
@@ -304,17 +307,31 @@ func buildOrigin(ctx context.Context, root, dir string, progress func(string, ..
 // tokens registers a client of the child's demo organisation through its
 // admin API and takes n content.read tokens from its identity provider.
 func (ch *child) tokens(ctx context.Context, n int) ([]string, error) {
+	return ch.clientTokens(ctx, "demo", n, "content.read")
+}
+
+// clientTokens registers a client_credentials client of the child's
+// organisation org with scopes through its admin API and takes n tokens
+// of those scopes from its identity provider.
+func (ch *child) clientTokens(ctx context.Context, org string, n int, scopes ...string) ([]string, error) {
 	var cl struct {
 		ClientID     string `json:"clientId"`
 		ClientSecret string `json:"clientSecret"`
 	}
-	body := `{"scopes":["content.read"],"grantTypes":["client_credentials"]}`
-	if err := ch.admin(ctx, "/admin/v1/orgs/demo/clients", body, http.StatusCreated, &cl); err != nil {
+	body, err := json.Marshal(map[string]any{"scopes": scopes, "grantTypes": []string{"client_credentials"}})
+	if err != nil {
 		return nil, err
+	}
+	if err := ch.admin(ctx, "/admin/v1/orgs/"+url.PathEscape(org)+"/clients", string(body), http.StatusCreated, &cl); err != nil {
+		return nil, err
+	}
+	full := make([]string, len(scopes))
+	for i, s := range scopes {
+		full[i] = scope.Full(s)
 	}
 	out := make([]string, 0, n)
 	for range n {
-		form := url.Values{"grant_type": {"client_credentials"}, "scope": {"service-api/content.read"}}
+		form := url.Values{"grant_type": {"client_credentials"}, "scope": {strings.Join(full, " ")}}
 		req, err := http.NewRequestWithContext(ctx, "POST", ch.idp+"/oauth2/token", strings.NewReader(form.Encode()))
 		if err != nil {
 			return nil, err
@@ -325,7 +342,7 @@ func (ch *child) tokens(ctx context.Context, n int) ([]string, error) {
 			AccessToken string `json:"access_token"`
 		}
 		if err := do(req, http.StatusOK, &tok); err != nil || tok.AccessToken == "" {
-			return nil, fmt.Errorf("(c) token: %v", err)
+			return nil, fmt.Errorf("child token of %s: %v", org, err)
 		}
 		out = append(out, tok.AccessToken)
 	}

@@ -6,9 +6,9 @@
 // It generates the full deterministic corpus (origin/corpus/gen, seed 1)
 // into a temporary directory, wires the origin stack in process as
 // origin/cmd/origin does (public API, identity provider, SQLite store and
-// meters in a temporary database), creates an organisation granted every
-// tier with no caps, and takes tokens from the identity provider. Every
-// request crosses a real loopback listener.
+// meters in a temporary database, a bundle store beside it), creates an
+// organisation granted every tier with no caps, and takes tokens from the
+// identity provider. Every request crosses a real loopback listener.
 //
 // Sections (-only selects some, comma-separated):
 //
@@ -19,15 +19,24 @@
 //	         allocations per request (process-wide MemStats delta, and the
 //	         origin handler alone, serially, for (b)); (i) a mint of 100
 //	         media ids, and its p50 with one client; (j) the inline export
-//	         of a 30-class subject, 200 and 304; (k) its zip_url export and
-//	         zip download against reading its lessons and transcripts one by
-//	         one, and the peak heap of 16 concurrent zip downloads; learner
-//	         progress (progress.go): (l) PUTs by N learners at once, p50 and
-//	         p99, (m) GET /v1/progress of a learner with 100 classes, 200
-//	         and 304, (n) N writers on one learner, saved writes per second
-//	         and the share answered 409
+//	         of a 30-class subject, 200 and 304; the export rows, as in
+//	         exports; learner progress (progress.go): (l) PUTs by N
+//	         learners at once, p50 and p99, (m) GET /v1/progress of a
+//	         learner with 100 classes, 200 and 304, (n) N writers on one
+//	         learner, saved writes per second and the share answered 409
 //	progress (a) and the learner progress rows (l)–(n) alone, the
 //	         content section's rounds without its other rows
+//	exports  the content section's export rows alone (exports.go,
+//	         downloads.go): (k) a zip_url export and its zip download,
+//	         the bundle store purged before each (a cold build), against
+//	         reading its lessons and transcripts one by one, and the peak
+//	         heap of 16 concurrent zip downloads; (k2) the origin's CPU
+//	         per download of one export's link by 16 clients (the 429s of
+//	         the per-organisation bound retried) against one cold build's,
+//	         from a child origin process's CPU clock, and another
+//	         organisation's lesson-read p50 during the downloads against
+//	         idle; (k3) a refused inline export's origin time against a
+//	         refused zip_url export's (exports quota 0)
 //	edge     (f) lesson 304s through the wazero host (worker/wazero, as
 //	         tools/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
@@ -54,7 +63,7 @@
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,progress,edge,leases,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,progress,exports,edge,leases,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -106,7 +115,7 @@ type options struct {
 	memLimit bool // set the memory limit in process as the origin does
 }
 
-var allSections = []string{"content", "progress", "edge", "leases", "worker", "module", "memory"}
+var allSections = []string{"content", "progress", "exports", "edge", "leases", "worker", "module", "memory"}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -207,7 +216,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		c       *corpus.Corpus
 		lesson  *corpus.Lesson
 		tgNote  string
-		needStk = o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["worker"]
+		exports = o.sections["content"] || o.sections["exports"]
+		needStk = exports || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["worker"]
 	)
 	if needStk || o.sections["memory"] {
 		cdir := o.corpus
@@ -287,9 +297,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		rows = append(rows, r...)
 	}
-	if o.sections["content"] {
+	if exports {
 		r, err := zipExport(ctx, o, st, progress)
 		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+		if r, err = bundleDownloads(ctx, o, root, dir, c, "/v1/lessons/"+lesson.ID, progress); err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+		if r, err = refusedExports(ctx, o, st, progress); err != nil {
 			return err
 		}
 		rows = append(rows, r...)

@@ -132,12 +132,14 @@ type child struct {
 	started       time.Duration
 	done          chan struct{} // closed when the process has exited
 	adminToken    string
+	access        accessLog // the access log's lines (k2 keeps some)
 }
 
-// startChild starts bin serving corpusDir, with its database in dir, and
-// waits until it has served and made its demo organisation (it prints its
-// addresses, then creates the organisation on a new database).
-func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error) {
+// startChild starts bin serving corpusDir, with its database in dir and
+// env's variables besides (NAME=value), and waits until it has served and
+// made its demo organisation (it prints its addresses, then creates the
+// organisation on a new database).
+func startChild(ctx context.Context, bin, dir, corpusDir string, env ...string) (*child, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -152,6 +154,7 @@ func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error)
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_DB="+filepath.Join(dir, "lectern.db"), "LECTERN_CORPUS="+corpusDir,
 		"LECTERN_SECRET="+childSecret, "LECTERN_ADMIN_TOKEN="+ch.adminToken)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -177,6 +180,8 @@ func startChild(ctx context.Context, bin, dir, corpusDir string) (*child, error)
 				ch.adm = f[2]
 			case strings.HasPrefix(sc.Text(), "Created the demo organisation"):
 				ready <- nil
+			default:
+				ch.access.add(sc.Bytes())
 			}
 		}
 		io.Copy(io.Discard, out)

@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/idp/idptest"
 	"github.com/lectern-api/lectern/origin/licence"
+	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/wiring"
@@ -36,15 +38,19 @@ const benchOrg = "bench"
 
 // stack is the origin wired in process by origin/wiring, as
 // origin/cmd/origin wires it, on loopback listeners, with a SQLite
-// database in a temporary directory: the public API, the identity
-// provider, meters.
+// database and a bundle store in a temporary directory: the public API,
+// the identity provider, meters.
 type stack struct {
 	OriginURL, IdPURL string
 	Secret            string // LECTERN_SECRET shared with the edge
 	API               *server.Server
 	Content           *server.Content
+	// Bundles is the API's store of built export bundles, the bench's
+	// own so that (k) can purge it before each run (exports.go).
+	Bundles *bundles.Store
 
 	store   store.Store
+	meters  meter.Store
 	closers []func() error
 	servers wiring.Servers
 }
@@ -78,7 +84,12 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 		return nil, fmt.Errorf("open stores: %w", err)
 	}
 	st.closers = append(st.closers, s.Close, m.Close)
-	st.store = s
+	st.store, st.meters = s, m
+	// The bench's own bundle store, under dir (removed with it): the
+	// server's default would be a temporary directory left behind.
+	if st.Bundles, err = bundles.Open(filepath.Join(dir, "bundles"), 0); err != nil {
+		return nil, err
+	}
 
 	d := wiring.Deployment{Secret: []byte(st.Secret), PublicURL: st.OriginURL, Issuer: st.IdPURL, Audience: audience,
 		LicenseURL: "https://lectern.example/licence"}
@@ -96,18 +107,30 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	leases := d.Leases(m, wiring.LeaseSettings{}, time.Now, log)
 	st.API = d.API(wiring.Parts{Store: s, Meters: m, Progress: progress,
 		Auth:    auth.New(auth.Config{Issuer: st.IdPURL, Audience: audience, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Now: time.Now}),
-		Content: func() *server.Content { return content }, Now: time.Now, Logger: log, Leases: leases})
+		Content: func() *server.Content { return content }, Now: time.Now, Logger: log, Leases: leases,
+		Bundles: st.Bundles})
 	st.servers = wiring.Servers{Logger: log}
 	st.servers.Serve(originLn, st.API)
 	st.servers.Serve(idpLn, provider.Handler())
 
-	now := time.Now()
-	o := licence.NewOrg(now)
-	o.ID, o.Name, o.Grants = benchOrg, "Bench Organisation", append([]string(nil), id.Tiers...)
-	if err := s.CreateOrg(ctx, o); err != nil {
-		return nil, fmt.Errorf("create org: %w", err)
+	if err := st.createOrg(ctx, benchOrg, "Bench Organisation", nil); err != nil {
+		return nil, err
 	}
 	return st, nil
+}
+
+// createOrg creates the organisation orgID, granted every tier, on
+// licence.NewOrg's plan changed by plan when not nil.
+func (st *stack) createOrg(ctx context.Context, orgID, name string, plan func(*store.Org)) error {
+	o := licence.NewOrg(time.Now())
+	o.ID, o.Name, o.Grants = orgID, name, append([]string(nil), id.Tiers...)
+	if plan != nil {
+		plan(o)
+	}
+	if err := st.store.CreateOrg(ctx, o); err != nil {
+		return fmt.Errorf("create org %s: %w", orgID, err)
+	}
+	return nil
 }
 
 // Close stops the servers, then the stores.
@@ -127,6 +150,11 @@ func (st *stack) Close() error {
 // Each is a distinct token, so requests bearing them spread over the edge
 // host's instances as distinct clients' would.
 func (st *stack) tokens(ctx context.Context, n int, scopes ...string) ([]string, error) {
+	return st.tokensOf(ctx, benchOrg, n, scopes...)
+}
+
+// tokensOf is tokens of a client of the organisation org.
+func (st *stack) tokensOf(ctx context.Context, org string, n int, scopes ...string) ([]string, error) {
 	if len(scopes) == 0 {
 		scopes = []string{scope.ContentRead}
 	}
@@ -135,7 +163,7 @@ func (st *stack) tokens(ctx context.Context, n int, scopes ...string) ([]string,
 		full[i] = scope.Full(s)
 	}
 	// Registered as the admin API registers clients.
-	clientID, secret, err := idp.CreateClient(ctx, st.store, time.Now(), benchOrg, scopes,
+	clientID, secret, err := idp.CreateClient(ctx, st.store, time.Now(), org, scopes,
 		[]string{"client_credentials"}, nil)
 	if err != nil {
 		return nil, err
