@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -231,6 +232,20 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		w.head.Write(p[:min(len(p), maxHead-w.head.Len())])
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// ReadFrom passes a copy from r on to the connection's writer, so that a
+// file (a download link's asset or bundle, served by http.ServeContent)
+// goes out by sendfile rather than through Write; an error answer is
+// copied through Write, whose head is read for its code.
+func (w *logWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok && w.status < 400 {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{w}, r)
 }
 
 // Flush passes a flush on (the export streams flush).

@@ -447,3 +447,33 @@ func TestTemplateNamesTheInternalEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// readFromWriter is a ResponseWriter whose ReadFrom is counted.
+type readFromWriter struct {
+	*httptest.ResponseRecorder
+	readFroms int
+}
+
+func (w *readFromWriter) ReadFrom(r io.Reader) (int64, error) {
+	w.readFroms++
+	return io.Copy(w.ResponseRecorder, r)
+}
+
+// A file served through the access log (io.CopyN, as http.ServeContent
+// copies) reaches the connection's ReadFrom
+// (sendfile), and is logged 200; an error answer goes through Write, so
+// its code is read.
+func TestLogWriterReadFrom(t *testing.T) {
+	rw := &readFromWriter{ResponseRecorder: httptest.NewRecorder()}
+	lw := &logWriter{ResponseWriter: rw}
+	if n, err := io.CopyN(lw, strings.NewReader("file bytes"), 10); n != 10 || err != nil || rw.readFroms != 1 || lw.status != 200 {
+		t.Errorf("copy: %d %v, %d ReadFrom calls, status %d", n, err, rw.readFroms, lw.status)
+	}
+	rw = &readFromWriter{ResponseRecorder: httptest.NewRecorder()}
+	lw = &logWriter{ResponseWriter: rw}
+	lw.WriteHeader(404)
+	io.CopyN(lw, strings.NewReader(`{"error":{"code":"NOT_FOUND"}}`), 30)
+	if rw.readFroms != 0 || errorCode(lw.head.Bytes()) != "NOT_FOUND" {
+		t.Errorf("an error answer: %d ReadFrom calls, head %q", rw.readFroms, lw.head.Bytes())
+	}
+}
