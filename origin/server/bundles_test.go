@@ -297,7 +297,7 @@ func TestDownloadsPerOrg(t *testing.T) {
 	}
 	var held []func()
 	for range DefaultDownloadsPerOrg {
-		release, err := h.srv.downloadSlot(o)
+		release, err := h.srv.downloadSlot(meter.Key(o))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,14 +324,48 @@ func downloadsEnded(t *testing.T, s *Server) {
 	t.Helper()
 	for i := 0; ; i++ {
 		s.downloads.mu.Lock()
-		n := len(s.downloads.active)
+		n := 0
+		for _, o := range s.downloads.orgs {
+			n += o.active
+		}
 		s.downloads.mu.Unlock()
 		if n == 0 {
 			return
 		}
 		if i == 100 {
-			t.Fatalf("%d organisations hold downloads after all ended", n)
+			t.Fatalf("%d downloads in progress after all ended", n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Downloads of one organisation start at most DownloadRate a second, in
+// bursts of twice that: one more is 429 RATE_LIMITED with Retry-After,
+// decided before the organisation is read; the bucket refills with time.
+func TestDownloadRate(t *testing.T) {
+	h := newExportHarness(t, 0)
+	h.srv.cfg.DownloadRate = 1 // bursts of 2
+	sub := multiClass(t, h.corpus())
+	rel := h.zipLink(h.exporter("org"), sub, 1)
+	wantStatus(t, h.get(rel, ""), 200)
+	wantStatus(t, h.do("HEAD", rel, "", nil), 200)
+	r := h.get(rel, "")
+	e := r.wantError(t, 429, "RATE_LIMITED")
+	if r.header.Get("Retry-After") != "1" || e.RetryAfter == nil || *e.RetryAfter != 1 {
+		t.Errorf("Retry-After %q, retryAfterSeconds %v", r.header.Get("Retry-After"), e.RetryAfter)
+	}
+	wantStatus(t, h.get(h.zipLink(h.exporter("other"), sub, 1), ""), 200) // another organisation's bucket
+	h.clock.Add(int64(time.Second))
+	wantStatus(t, h.get(rel, ""), 200)
+	h.get(rel, "").wantError(t, 429, "RATE_LIMITED")
+
+	// Refusals spend the bucket too: a flood of links of a suspended
+	// organisation reads the database at most the rate a second.
+	h.clock.Add(int64(10 * time.Second))
+	if _, err := h.store.UpdateOrg(context.Background(), "org", func(o *store.Org) error { o.Status = "suspended"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	h.get(rel, "").wantError(t, 403, "ORG_SUSPENDED")
+	h.get(rel, "").wantError(t, 403, "ORG_SUSPENDED")
+	h.get(rel, "").wantError(t, 429, "RATE_LIMITED")
 }

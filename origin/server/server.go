@@ -76,6 +76,9 @@ type Config struct {
 	// DownloadsPerOrg bounds the downloads of one organisation served at
 	// once (downloads.go); 0 is DefaultDownloadsPerOrg.
 	DownloadsPerOrg int
+	// DownloadRate bounds how many downloads of one organisation start a
+	// second (downloads.go); 0 is DefaultDownloadRate.
+	DownloadRate float64
 	// Progress keeps the learners' progress records (progress.go).
 	Progress progress.Store
 	// Leases grants the edge's leases and takes them back (lease.go;

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // errLinkGone is a download link the server no longer serves (expired,
@@ -22,6 +23,22 @@ var errLinkGone = errors.New("the download link is no longer served")
 // where the download starts and the validator of the bytes coming (to
 // keep for a resume) before any is written; onBytes every chunk written.
 func fetch(ctx context.Context, c *http.Client, url, part, etag string, onStart func(have, total int64, etag string) error, onBytes func(int)) (string, error) {
+	for attempt := 0; ; attempt++ {
+		tag, err := fetchOnce(ctx, c, url, part, etag, onStart, onBytes)
+		var e *apiError
+		if errors.As(err, &e) && e.Code == "RATE_LIMITED" && e.RetryAfter <= maxWait && attempt < 20 {
+			// The organisation's downloads at once, or their rate: wait.
+			if err := sleepCtx(ctx, max(e.RetryAfter, time.Second)); err != nil {
+				return "", err
+			}
+			continue
+		}
+		return tag, err
+	}
+}
+
+// fetchOnce is one request of fetch.
+func fetchOnce(ctx context.Context, c *http.Client, url, part, etag string, onStart func(have, total int64, etag string) error, onBytes func(int)) (string, error) {
 	f, err := os.OpenFile(part, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return "", err
