@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -368,4 +369,46 @@ func TestDownloadRate(t *testing.T) {
 	h.get(rel, "").wantError(t, 403, "ORG_SUSPENDED")
 	h.get(rel, "").wantError(t, 403, "ORG_SUSPENDED")
 	h.get(rel, "").wantError(t, 429, "RATE_LIMITED")
+}
+
+// usageReads counts the meters' Usage reads.
+type usageReads struct {
+	meter.Store
+	n atomic.Int32
+}
+
+func (u *usageReads) Usage(ctx context.Context, org string, now time.Time) (meter.Usage, error) {
+	u.n.Add(1)
+	return u.Store.Usage(ctx, org, now)
+}
+
+// A refused inline export reads the meters once: the counts the refusal
+// left show the next one certain, and it goes straight to the export's
+// op, as a zip_url export's refusal does. A raised allowance is read
+// again.
+func TestExportRefusalRemembered(t *testing.T) {
+	reads := &usageReads{}
+	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{meters: func(m meter.Store) meter.Store { reads.Store = m; return reads }})
+	sub := multiClass(t, h.corpus())
+	tok := h.scopedOrg("org", nil, scope.ContentExport)
+	zero := int64(0)
+	if _, err := h.store.UpdateOrg(context.Background(), "org", func(o *store.Org) error { o.Quota.Exports = &zero; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/exports/subjects/" + sub.Slug + "?tier=" + sub.Tier + "&format=inline"
+	before := h.usage("org")
+	for range 3 {
+		h.get(path, tok).wantError(t, 429, "EXPORT_LIMIT")
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("three refusals read the meters %d times, want 1", n)
+	}
+	after := h.usage("org")
+	if got := after.Get(meter.MonthCalls) - before.Get(meter.MonthCalls); got != 3 || after.Get(meter.MonthExports) != 0 {
+		t.Errorf("billed %d calls, %d exports; want 3 and 0", got, after.Get(meter.MonthExports))
+	}
+	if _, err := h.store.UpdateOrg(context.Background(), "org", func(o *store.Org) error { o.Quota.Exports = nil; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, h.get(path, tok), 200)
 }

@@ -127,6 +127,7 @@ func (s *Server) exportLink(w http.ResponseWriter, r *http.Request, req *request
 	entry := ledgerEntry(req, t, "zip_url")
 	entry.Expires, entry.KeyID = expires, s.cfg.URLKeys.SigningID()
 	bill, err := s.biller.Export(r.Context(), req.org, req.now, t.target.Classes(), entry)
+	s.counters.note(meter.Key(req.org), req.now, bill.After)
 	if err != nil {
 		return err
 	}
@@ -201,6 +202,7 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 		return s.billCallAnd(r, req, tooLarge(ceiling))
 	}
 	bill, err := s.biller.Export(r.Context(), req.org, req.now, t.target.Classes(), ledgerEntry(req, t, "inline"))
+	s.counters.note(meter.Key(req.org), req.now, bill.After)
 	if err != nil {
 		return err
 	}
@@ -221,27 +223,34 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 }
 
 // exportRefused answers, before any bundle work, an export the meters are
-// sure to refuse: it reads the organisation's usage (nothing billed) and,
-// when the enumeration alarm is in force, answers ORG_SUSPENDED (billing
-// nothing, as the meters would), and when a quota or hourly cap the
-// export bills is spent, bills the export (Biller.Export), which then
-// refuses it and bills exactly what the spec says (the call, or nothing).
-// Counters only grow within their period and the limits are the
-// organisation's as the request read it, so a refusal read here is a
+// sure to refuse: when the organisation's counters (the last the origin
+// saw in these periods, else read from the meters, nothing billed) show a
+// quota or hourly cap the export bills spent (billing.ExportSpent), it
+// bills the export (Biller.Export), which then refuses it and bills
+// exactly what the spec says (the call, or nothing); when the enumeration
+// alarm is in force it answers ORG_SUSPENDED, billing nothing, as the
+// meters would. Counters only grow within their period and the limits are
+// the organisation's as the request read it, so a refusal read here is a
 // refusal there; an export it lets through is decided by the meters as
 // before.
 func (s *Server) exportRefused(r *http.Request, req *request, classes int, entry meter.Entry) error {
-	u, err := s.cfg.Meters.Usage(r.Context(), meter.Key(req.org), req.now)
-	if err != nil {
-		return err
+	key := meter.Key(req.org)
+	c, known := s.counters.get(key, req.now)
+	if !known || !billing.ExportSpent(req.org, c, classes) {
+		u, err := s.cfg.Meters.Usage(r.Context(), key, req.now)
+		if err != nil {
+			return err
+		}
+		s.counters.note(key, req.now, u.Counters)
+		if u.Alarm != nil {
+			return billing.Suspended()
+		}
+		if !billing.ExportSpent(req.org, u.Counters, classes) {
+			return nil
+		}
 	}
-	if u.Alarm != nil {
-		return billing.Suspended()
-	}
-	if !billing.ExportSpent(req.org, u.Counters, classes) {
-		return nil
-	}
-	_, err = s.biller.Export(r.Context(), req.org, req.now, classes, entry)
+	bill, err := s.biller.Export(r.Context(), req.org, req.now, classes, entry)
+	s.counters.note(key, req.now, bill.After)
 	if err == nil {
 		// Not reachable while counters only grow: the export is billed and
 		// its ledger row written, but no bundle ships.
@@ -249,6 +258,50 @@ func (s *Server) exportRefused(r *http.Request, req *request, classes int, entry
 		return errors.New("export: billed after its allowance was read as spent")
 	}
 	return err
+}
+
+// counters are the last meter counts the origin saw of each organisation
+// (by meter key), with the periods they count in: lower bounds of the
+// counts now while the periods are the same, so that an export refusal
+// they show certain is answered without reading the meters again.
+type counters struct {
+	mu sync.Mutex
+	m  map[string]seenCounters
+}
+
+type seenCounters struct {
+	c           meter.Counters
+	month, hour string
+}
+
+// maxCounters bounds the organisations counters keeps: past it, it
+// starts afresh.
+const maxCounters = 10000
+
+func (k *counters) get(key string, now time.Time) (meter.Counters, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	seen, ok := k.m[key]
+	if !ok || seen.month != meter.MonthCalls.Period(now) || seen.hour != meter.HourCalls.Period(now) {
+		return meter.Counters{}, false
+	}
+	return seen.c, true
+}
+
+// note keeps c, the counts of key in now's periods, where they are higher.
+func (k *counters) note(key string, now time.Time, c meter.Counters) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil || len(k.m) >= maxCounters {
+		k.m = map[string]seenCounters{}
+	}
+	seen := seenCounters{c: c, month: meter.MonthCalls.Period(now), hour: meter.HourCalls.Period(now)}
+	if old, ok := k.m[key]; ok && old.month == seen.month && old.hour == seen.hour {
+		for i := range seen.c {
+			seen.c[i] = max(seen.c[i], old.c[i])
+		}
+	}
+	k.m[key] = seen
 }
 
 func tooLarge(ceiling int64) *apierr.Error {

@@ -95,6 +95,7 @@ type Server struct {
 	endpoints map[route.ID]endpoint
 	exports   exporters // the bundle builder of the corpus served (exports.go)
 	downloads downloads // the downloads in progress per organisation (downloads.go)
+	counters  counters  // the last meter counts seen per organisation (exports.go)
 	// tmpBundles is the bundle store, Config.Bundles or one made on first
 	// use (exports.go, bundleStore).
 	tmpBundles struct {
