@@ -94,6 +94,7 @@
 //	tools/bench                   make bench: throughput as ratios measured in one run
 //	tools/corpusgen               the corpus generator's command
 //	tools/edge                    the local edge (the module under wazero)
+//	tools/lectern                 the first-party client: lectern sync mirrors a granted corpus
 //	tools/internal/pgschema       a temporary PostgreSQL schema for a tool's run
 //	tools/internal/stackbin       builds the stack's commands and module; free loopback addresses
 //	tools/meterbench              durable meter increments per second
