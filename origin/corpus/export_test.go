@@ -10,3 +10,9 @@ var (
 	KeyTerms      = keyTerms
 	StudyMinutes  = studyMinutes
 )
+
+// ContentDigest digests s as Load does.
+func ContentDigest(s *Subject) string {
+	var d digester
+	return d.contentDigest(s)
+}

@@ -12,8 +12,10 @@ import (
 	"github.com/lectern-api/lectern/shared/id"
 )
 
-// loadLessons decodes the lesson files in parallel; results and the first
-// fault (in subject order) do not depend on scheduling.
+// loadLessons decodes the lesson files in parallel, and digests each
+// subject once its classes are parsed (its references are resolved
+// already); results and the first fault (in subject order) do not depend
+// on scheduling.
 func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 	errs := make([]error, len(c.Subjects))
 	next := make(chan int)
@@ -22,6 +24,7 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var d digester
 			for i := range next {
 				errs[i] = func() (err error) {
 					defer func() {
@@ -35,8 +38,11 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 					if err != nil {
 						return err
 					}
-					s.Lessons, err = parseLessons(name, b, s)
-					return err
+					if s.Lessons, err = parseLessons(name, b, s); err != nil {
+						return err
+					}
+					s.ContentDigest = d.contentDigest(s)
+					return nil
 				}()
 			}
 		}()

@@ -4,7 +4,7 @@
 // slug, lessons by lessonId, media by mediaId, and test-prep tests,
 // sections and items in stable order. It also derives what the format does
 // not store: media ids, each lesson's key terms and estimated study time,
-// and per-subject coverage.
+// and per-subject coverage and content digest (digest.go).
 //
 // The format's JSON shapes are the types of format.go: Load decodes them,
 // and the generator, origin/corpus/gen, encodes them.

@@ -58,6 +58,12 @@ type Subject struct {
 	Related       []SubjectRef
 	Lessons       []*Lesson // by class number: Lessons[n-1] is class n
 	Coverage      Coverage
+	// ContentDigest is "sha256:" and the hex SHA-256 of everything an
+	// export bundle of the subject is made from (its fields, and each
+	// class at full detail with its media), not of the contentVersion:
+	// equal across corpus versions exactly while that content is
+	// (digest.go).
+	ContentDigest string
 }
 
 // Ref is the subject's "<tier>/<slug>" reference.

@@ -766,17 +766,24 @@ func oaSchemas(e oaEnums) oaObj {
 		},
 		"ContentVersion": oaObj{"type": "string", "pattern": `^[0-9]{4}-[0-9]{2}-[0-9]{2}\+[0-9A-Za-z]+$`,
 			"description": "The corpus version, <date>+<hash>; it moves only on a corpus rebuild."},
+		"ContentDigest": oaObj{"type": "string", "pattern": `^sha256:[0-9a-f]{64}$`,
+			"description": "A subject's content digest: sha256: and the lowercase hex SHA-256 of everything an export bundle of the subject is made from " +
+				"(the subject's own fields; each class's lesson at full detail with every include section, its transcript and quiz; " +
+				"each media asset's id, type, MIME type, bytes, duration and location), and of nothing else: not the contentVersion, the organization, its grants or the caller. " +
+				"It is the same at every detail level and on the single subject. After contentVersion moves, every ETag moves; " +
+				"compare each subject's contentDigest with the one recorded at its last export, and export again only the subjects whose digest differs."},
 		"LicenseEnvelope": oaStrict([]string{"lic", "tag"}, oaObj{"lic": oaString, "tag": oaObj{"type": "string", "description": "Forensic marker of organization and scope."}}),
 		"OpenAPIDocument": oaOpen("This document.", []string{"openapi", "info", "paths"}, oaObj{"openapi": oaObj{"const": "3.1.0"}}),
 
 		"TierList": oaList("Tiers the organization holds grants in, in canonical order; an absent tier is not licensed.", "TierRow", true),
 		"TierRow":  oaStrict([]string{"tier", "label", "count"}, oaObj{"tier": tierEnum, "label": oaString, "count": oaObj{"type": "integer", "minimum": 0, "description": "Granted subjects in the tier."}}),
-		"Subject": oaStrict([]string{"slug", "tier", "name", "description", "classCount", "mediaCoverage", "difficulty", "tags", "prerequisites", "related", "classesUrl", "contentVersion", "_license"}, oaObj{
+		"Subject": oaStrict([]string{"slug", "tier", "name", "description", "classCount", "mediaCoverage", "difficulty", "tags", "prerequisites", "related", "classesUrl", "contentDigest", "contentVersion", "_license"}, oaObj{
 			"slug": oaString, "tier": tierEnum, "name": oaString, "description": oaString, "classCount": oaCount,
 			"mediaCoverage": oaRef("schemas", "MediaCoverage"),
 			"difficulty":    oaRef("schemas", "Difficulty"),
 			"tags":          oaStrings, "prerequisites": oaStrings, "related": oaStrings,
 			"classesUrl":     oaString,
+			"contentDigest":  oaRef("schemas", "ContentDigest"),
 			"contentVersion": oaRef("schemas", "ContentVersion"), "_license": oaRef("schemas", "LicenseEnvelope"),
 		}),
 		"SubjectList": oaList("Page of granted subjects, ordered tier then name.", "SubjectRow", false),
@@ -785,7 +792,8 @@ func oaSchemas(e oaEnums) oaObj {
 			"mediaCoverage": oaRef("schemas", "MediaCoverage"),
 			"difficulty":    oaRef("schemas", "Difficulty"),
 			"tags":          oaNullStrings, "prerequisites": oaNullStrings, "related": oaNullStrings,
-			"classesUrl": oaString,
+			"classesUrl":    oaString,
+			"contentDigest": oaRef("schemas", "ContentDigest"),
 		}),
 		"ClassList": oaList("Page of class entries, in class order.", "ClassEntry", false),
 		"ClassEntry": oaShaped("A class entry with a ready-made lessonId and availability flags.", oaObj{

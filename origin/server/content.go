@@ -100,6 +100,10 @@ type subjectRow struct {
 	Prerequisites []string `json:"prerequisites"`
 	Related       []string `json:"related"`
 	ClassesURL    string   `json:"classesUrl"`
+	// ContentDigest is the same at every detail level: a sync client
+	// compares it after contentVersion moves to tell which subjects to
+	// export again (docs/decisions.md).
+	ContentDigest string `json:"contentDigest"`
 }
 
 // newSubjectRow renders sub in full; the class list is never inlined,
@@ -112,7 +116,7 @@ func newSubjectRow(sub *corpus.Subject) subjectRow {
 			Transcript: sub.Coverage.Transcript, Media: sub.Coverage.Media},
 		Difficulty: sub.Difficulty, Tags: nonNil(sub.Tags),
 		Prerequisites: refs(sub.Prerequisites), Related: refs(sub.Related),
-		ClassesURL: classesURL(sub),
+		ClassesURL: classesURL(sub), ContentDigest: sub.ContentDigest,
 	}
 }
 

@@ -102,7 +102,7 @@ func (h *harness) walk(path, tok string, limit int) []json.RawMessage {
 
 // subjectKeys are the members of every subject row, at every level.
 var subjectKeys = []string{"slug", "tier", "name", "description", "classCount", "mediaCoverage", "difficulty",
-	"tags", "prerequisites", "related", "classesUrl"}
+	"tags", "prerequisites", "related", "classesUrl", "contentDigest"}
 
 type subjectRowT struct {
 	Slug          string
@@ -264,6 +264,85 @@ func TestSubjectListDetail(t *testing.T) {
 	rw, _ := json.Marshal(row)
 	if !bytes.Equal(d, rw) {
 		t.Errorf("detail %s\nrow    %s", d, rw)
+	}
+}
+
+// contentDigestOf decodes a subject row or detail's contentDigest.
+func contentDigestOf(t *testing.T, raw []byte) string {
+	t.Helper()
+	var v struct {
+		ContentDigest *string `json:"contentDigest"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil || v.ContentDigest == nil {
+		t.Fatalf("no contentDigest in %s (%v)", raw, err)
+	}
+	return *v.ContentDigest
+}
+
+// contentDigest is the subject's corpus digest at every detail level of
+// the list and on the single subject, to every organisation whatever its
+// grants (docs/decisions.md, Lists).
+func TestSubjectContentDigest(t *testing.T) {
+	h := newHarness(t)
+	c := h.content.Load().Corpus
+	all := h.org("all", "topics", "college", "high", "middle", "primary")
+	narrow := h.org("narrow", "high")
+	seen := map[string]string{}
+	for _, level := range []string{"", "brief", "standard", "full"} {
+		path := "/v1/subjects?limit=100"
+		if level != "" {
+			path += "&detail=" + level
+		}
+		items := h.get(path, all).page(t).Items
+		if len(items) != len(c.Subjects) {
+			t.Fatalf("detail=%s: %d rows, want %d", level, len(items), len(c.Subjects))
+		}
+		for i, sub := range c.Subjects {
+			got := contentDigestOf(t, items[i])
+			if !strings.HasPrefix(got, corpus.DigestPrefix) || got != sub.ContentDigest {
+				t.Errorf("detail=%q %s: contentDigest %q, want the corpus's %q", level, sub.Ref(), got, sub.ContentDigest)
+			}
+		}
+	}
+	for _, sub := range c.Subjects {
+		if prev, dup := seen[sub.ContentDigest]; dup {
+			t.Errorf("%s and %s share the digest %s", prev, sub.Ref(), sub.ContentDigest)
+		}
+		seen[sub.ContentDigest] = sub.Ref()
+		path := "/v1/subjects/" + sub.Slug + "?tier=" + sub.Tier
+		for _, level := range []string{"brief", "standard", "full"} {
+			if got := contentDigestOf(t, h.get(path+"&detail="+level, all).body); got != sub.ContentDigest {
+				t.Errorf("GET %s&detail=%s: contentDigest %q, want %q", path, level, got, sub.ContentDigest)
+			}
+		}
+		if sub.Tier == "high" {
+			if got := contentDigestOf(t, h.get(path, narrow).body); got != sub.ContentDigest {
+				t.Errorf("GET %s as an organisation granted only high: %q, want %q", path, got, sub.ContentDigest)
+			}
+		}
+	}
+}
+
+// After a corpus rebuild that changes nothing of a subject, its ETag
+// moves with contentVersion but its contentDigest does not: what a sync
+// client compares to skip the export.
+func TestSubjectContentDigestAcrossVersions(t *testing.T) {
+	a := newHarnessWith(t, smallContent(t, ""))
+	b := newHarnessWith(t, smallContent(t, "2027-03-04"))
+	ta := a.org("org", "topics", "college", "high", "middle", "primary")
+	tb := b.org("org", "topics", "college", "high", "middle", "primary")
+	for _, sub := range a.content.Load().Corpus.Subjects {
+		path := "/v1/subjects/" + sub.Slug + "?tier=" + sub.Tier
+		ra, rb := a.get(path, ta), b.get(path, tb)
+		if ra.status != 200 || rb.status != 200 {
+			t.Fatalf("GET %s: %d and %d", path, ra.status, rb.status)
+		}
+		if ra.header.Get("ETag") == rb.header.Get("ETag") {
+			t.Errorf("%s: one ETag %s under two contentVersions", path, ra.header.Get("ETag"))
+		}
+		if da, db := contentDigestOf(t, ra.body), contentDigestOf(t, rb.body); da != db {
+			t.Errorf("%s: contentDigest %s, then %s after a rebuild of the same content", path, da, db)
+		}
 	}
 }
 
