@@ -976,7 +976,7 @@ func oaDownloads(paths oaObj, e oaEnums) {
 				"or an organisation that no longer exists (deleted, or deleted and created again): mint or export again."),
 			"429": oaError(429, []apierr.Code{apierr.RateLimited}, oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id"),
 				"Cache-Control": oaRef("headers", "Cache-Control"), "Retry-After": oaRef("headers", "Retry-After")},
-				"The organisation has the most downloads in progress that are served at once (8 per origin); retry after Retry-After seconds."),
+				"The organisation has the most downloads in progress served at once (8 per origin), or started more than 50 a second (in bursts of 100): retry after Retry-After seconds."),
 			"500": oaError(500, []apierr.Code{apierr.Internal}, oaObj{"X-Request-Id": oaRef("headers", "X-Request-Id")}, ""),
 		}
 	}
