@@ -105,6 +105,10 @@ bench: ## benchmarks as ratios measured in one run: content API, edge, worker CP
 corpus: ## generate the full deterministic corpus into $(CORPUS)
 	$(GO) run ./tools/corpusgen -out $(CORPUS)
 
+.PHONY: client
+client: ## regenerate the lectern command's API client (tools/lectern/api) from the served OpenAPI description
+	$(GO) generate ./tools/lectern/api
+
 fuzz: ## run every fuzz target for FUZZTIME (default 30s)
 	@set -e; for t in $(FUZZ); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
