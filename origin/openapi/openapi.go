@@ -773,7 +773,7 @@ func oaSchemas(e oaEnums) oaObj {
 				"It is the same at every detail level and on the single subject. After contentVersion moves, every ETag moves; " +
 				"compare each subject's contentDigest with the one recorded at its last export, and export again only the subjects whose digest differs."},
 		"LicenseEnvelope": oaStrict([]string{"lic", "tag"}, oaObj{"lic": oaString, "tag": oaObj{"type": "string", "description": "Forensic marker of organization and scope."}}),
-		"OpenAPIDocument": oaOpen("This document.", []string{"openapi", "info", "paths"}, oaObj{"openapi": oaObj{"const": "3.1.0"}}),
+		"OpenAPIDocument": oaOpen("This document.", []string{"openapi", "info", "paths"}, oaObj{"openapi": oaObj{"type": "string", "const": "3.1.0"}}),
 
 		"TierList": oaList("Tiers the organization holds grants in, in canonical order; an absent tier is not licensed.", "TierRow", true),
 		"TierRow":  oaStrict([]string{"tier", "label", "count"}, oaObj{"tier": tierEnum, "label": oaString, "count": oaObj{"type": "integer", "minimum": 0, "description": "Granted subjects in the tier."}}),

@@ -249,6 +249,21 @@ func (e MediaAssetType) Valid() bool {
 	}
 }
 
+// Defines values for OpenAPIDocumentOpenapi.
+const (
+	N310 OpenAPIDocumentOpenapi = "3.1.0"
+)
+
+// Valid indicates whether the value is a known member of the OpenAPIDocumentOpenapi enum.
+func (e OpenAPIDocumentOpenapi) Valid() bool {
+	switch e {
+	case N310:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProgressClassTier.
 const (
 	ProgressClassTierCollege ProgressClassTier = "college"
@@ -1379,9 +1394,12 @@ type MintResult struct {
 
 // OpenAPIDocument This document.
 type OpenAPIDocument struct {
-	Openapi              interface{}            `json:"openapi"`
+	Openapi              OpenAPIDocumentOpenapi `json:"openapi"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
+
+// OpenAPIDocumentOpenapi defines model for OpenAPIDocument.Openapi.
+type OpenAPIDocumentOpenapi string
 
 // Progress The signed-in learner's recorded classes of subjects granted now, ordered by tier (canonical order), subjectSlug and classNum; a class absent from items is not started. A saved write during a walk may shift the pages after it.
 type Progress struct {
