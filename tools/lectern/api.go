@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	lapi "github.com/lectern-api/lectern/tools/lectern/api"
 )
 
 // license is what the sync reads of GET /v1/license (unmetered).
@@ -51,18 +50,21 @@ type minted struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-// api is the API at base, called with the organisation's token.
-type api struct {
-	base string
-	c    *http.Client
-	// sleep waits out a short Retry-After (a test shortens it).
+// apiClient is the API at base, called through the typed client generated
+// from its OpenAPI description (tools/lectern/api) with the organisation's
+// token.
+type apiClient struct {
+	c *lapi.ClientWithResponses
+	// sleep waits out a short Retry-After.
 	sleep func(context.Context, time.Duration) error
-	// calls counts the requests made, by route.
-	calls map[string]int
 }
 
-func newAPI(base string, c *http.Client) *api {
-	return &api{base: strings.TrimSuffix(base, "/"), c: c, sleep: sleepCtx, calls: map[string]int{}}
+func newAPI(base string, hc *http.Client) (*apiClient, error) {
+	c, err := lapi.NewClientWithResponses(strings.TrimSuffix(base, "/"), lapi.WithHTTPClient(hc))
+	if err != nil {
+		return nil, err
+	}
+	return &apiClient{c: c, sleep: sleepCtx}, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -76,38 +78,21 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// call sends method path (with body, JSON) and decodes a 200 into out. An
-// hourly cap whose Retry-After is at most maxWait is waited out and the
-// call sent again; a 5xx is sent again once after a second. Other refusals
-// are *apiError. It returns the answer's header.
-func (a *api) call(ctx context.Context, route, method, path string, body []byte, out any) (http.Header, error) {
+// call sends one operation (send: its answer and raw body) until it is
+// answered other than by a short wait: an hourly cap whose Retry-After is
+// at most maxWait is waited out and the call sent again; a 5xx is sent
+// again once after a second. A 200 returns its header; any other answer
+// is an *apiError read from the API's error body.
+func (a *apiClient) call(ctx context.Context, send func() (*http.Response, []byte, error)) (http.Header, error) {
 	for attempt := 0; ; attempt++ {
-		var rd io.Reader
-		if body != nil {
-			rd = strings.NewReader(string(body))
-		}
-		req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
-		if err != nil {
-			return nil, err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		a.calls[route]++
-		resp, err := a.c.Do(req)
+		resp, body, err := send()
 		if err != nil {
 			return nil, err
 		}
 		if resp.StatusCode == http.StatusOK {
-			err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out)
-			resp.Body.Close()
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", method, path, err)
-			}
 			return resp.Header, nil
 		}
-		e := readAPIError(resp)
-		resp.Body.Close()
+		e := apiErrorOf(resp.StatusCode, resp.Header, body)
 		switch {
 		case e.Code == "RATE_LIMITED" && e.RetryAfter <= maxWait && attempt < 5:
 			if err := a.sleep(ctx, max(e.RetryAfter, time.Second)); err != nil {
@@ -125,65 +110,133 @@ func (a *api) call(ctx context.Context, route, method, path string, body []byte,
 }
 
 // license reads the licence status: unmetered.
-func (a *api) license(ctx context.Context) (license, error) {
-	var l license
-	_, err := a.call(ctx, "license", "GET", "/v1/license", nil, &l)
-	return l, err
+func (a *apiClient) license(ctx context.Context) (license, error) {
+	var st *lapi.LicenseStatus
+	_, err := a.call(ctx, func() (*http.Response, []byte, error) {
+		r, err := a.c.GetLicenseWithResponse(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		st = r.JSON200
+		return r.HTTPResponse, r.Body, nil
+	})
+	if err != nil {
+		return license{}, err
+	}
+	if st == nil {
+		return license{}, errors.New("GET /v1/license answered no licence status")
+	}
+	q := func(used int, limit *int) quotaUse {
+		u := quotaUse{Used: int64(used)}
+		if limit != nil {
+			l := int64(*limit)
+			u.Limit = &l
+		}
+		return u
+	}
+	l := license{OrgID: st.OrgId, Status: st.Status, ContentGrants: st.ContentGrants, ContentVersion: st.ContentVersion,
+		Quota: map[string]quotaUse{
+			"calls":         q(st.Quota.Calls.Used, st.Quota.Calls.Limit),
+			"downloads":     q(st.Quota.Downloads.Used, st.Quota.Downloads.Limit),
+			"exports":       q(st.Quota.Exports.Used, st.Quota.Exports.Limit),
+			"testprepitems": q(st.Quota.Testprepitems.Used, st.Quota.Testprepitems.Limit),
+		},
+		RateLimits: map[string]*int64{}}
+	for k, v := range map[string]*int{"callsPerHour": st.RateLimits.CallsPerHour, "lessonReadsPerHour": st.RateLimits.LessonReadsPerHour,
+		"urlMintsPerHour": st.RateLimits.UrlMintsPerHour} {
+		if v != nil {
+			n := int64(*v)
+			l.RateLimits[k] = &n
+		}
+	}
+	return l, nil
 }
 
 // subjects lists the granted subjects (of tier when not ""), a page of 100
 // a call.
-func (a *api) subjects(ctx context.Context, tier string) ([]subject, error) {
+func (a *apiClient) subjects(ctx context.Context, tier string) ([]subject, error) {
 	var out []subject
-	q := url.Values{"limit": {"100"}}
+	limit := 100
+	params := &lapi.ListSubjectsParams{Limit: &limit}
 	if tier != "" {
-		q.Set("tier", tier)
+		t := lapi.ListSubjectsParamsTier(tier)
+		params.Tier = &t
 	}
 	for {
-		var page struct {
-			Items      []subject `json:"items"`
-			HasMore    bool      `json:"hasMore"`
-			NextCursor *string   `json:"nextCursor"`
-		}
-		if _, err := a.call(ctx, "subjects", "GET", "/v1/subjects?"+q.Encode(), nil, &page); err != nil {
+		var page *lapi.SubjectList
+		if _, err := a.call(ctx, func() (*http.Response, []byte, error) {
+			r, err := a.c.ListSubjectsWithResponse(ctx, params)
+			if err != nil {
+				return nil, nil, err
+			}
+			page = r.JSON200
+			return r.HTTPResponse, r.Body, nil
+		}); err != nil {
 			return nil, err
 		}
-		out = append(out, page.Items...)
+		if page == nil {
+			return nil, errors.New("GET /v1/subjects answered no page")
+		}
+		for _, row := range page.Items {
+			out = append(out, subject{Slug: row.Slug, Tier: string(row.Tier), ClassCount: row.ClassCount, ContentDigest: row.ContentDigest})
+		}
 		if !page.HasMore || page.NextCursor == nil {
 			return out, nil
 		}
-		q.Set("cursor", *page.NextCursor)
+		params.Cursor = page.NextCursor
 	}
 }
 
 // export exports sub as a zip link: one call, one export, a download per
 // class.
-func (a *api) export(ctx context.Context, sub subject) (exportLink, error) {
-	var x exportLink
-	_, err := a.call(ctx, "export", "GET", "/v1/exports/subjects/"+url.PathEscape(sub.Slug)+"?format=zip_url&tier="+url.QueryEscape(sub.Tier), nil, &x)
-	if err == nil && x.URL == "" {
-		err = errors.New("the export answered no url")
+func (a *apiClient) export(ctx context.Context, sub subject) (exportLink, error) {
+	format, tier := lapi.ExportSubjectParamsFormat("zip_url"), lapi.ExportSubjectParamsTier(sub.Tier)
+	var res *lapi.ExportResult
+	if _, err := a.call(ctx, func() (*http.Response, []byte, error) {
+		r, err := a.c.ExportSubjectWithResponse(ctx, sub.Slug, &lapi.ExportSubjectParams{Format: &format, Tier: &tier})
+		if err != nil {
+			return nil, nil, err
+		}
+		res = r.JSON200
+		return r.HTTPResponse, r.Body, nil
+	}); err != nil {
+		return exportLink{}, err
 	}
-	return x, err
+	if res == nil {
+		return exportLink{}, errors.New("the export answered no result")
+	}
+	x, err := res.AsExportResult0()
+	if err != nil || x.Url == "" {
+		return exportLink{}, fmt.Errorf("the export answered no url (%v)", err)
+	}
+	return exportLink{URL: x.Url, ExpiresAt: x.ExpiresAt, Classes: x.Classes}, nil
 }
 
 // mint mints ids (at most 100): one call, a download and an hourly mint
 // each. It returns the mints-hour remaining of the RateLimit field, or -1.
-func (a *api) mint(ctx context.Context, ids []string) ([]minted, int64, error) {
-	body, err := json.Marshal(map[string]any{"mediaIds": ids})
-	if err != nil {
-		return nil, 0, err
-	}
-	var res struct {
-		Items []minted `json:"items"`
-	}
-	h, err := a.call(ctx, "mint", "POST", "/v1/media/urls", body, &res)
+func (a *apiClient) mint(ctx context.Context, ids []string) ([]minted, int64, error) {
+	var res *lapi.MintResult
+	h, err := a.call(ctx, func() (*http.Response, []byte, error) {
+		r, err := a.c.MintMediaURLsWithResponse(ctx, lapi.MintMediaURLsJSONRequestBody{MediaIds: ids})
+		if err != nil {
+			return nil, nil, err
+		}
+		res = r.JSON200
+		return r.HTTPResponse, r.Body, nil
+	})
 	left := int64(-1)
 	if r, ok := rateLimit(h, "mints-hour"); ok {
 		left = r
 	}
-	if err == nil && len(res.Items) != len(ids) {
-		err = fmt.Errorf("a mint of %d ids answered %d urls", len(ids), len(res.Items))
+	if err != nil {
+		return nil, left, err
 	}
-	return res.Items, left, err
+	if res == nil || len(res.Items) != len(ids) {
+		return nil, left, fmt.Errorf("a mint of %d ids answered no or other urls", len(ids))
+	}
+	out := make([]minted, len(res.Items))
+	for i, it := range res.Items {
+		out[i] = minted{MediaID: it.MediaId, URL: it.Url, ExpiresAt: it.ExpiresAt}
+	}
+	return out, left, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	lapi "github.com/lectern-api/lectern/tools/lectern/api"
 )
 
 // apiError is an answer in the API's error body.
@@ -27,18 +29,19 @@ func (e *apiError) Error() string {
 
 // readAPIError reads resp's error body (the body is consumed).
 func readAPIError(resp *http.Response) *apiError {
-	e := &apiError{Status: resp.StatusCode}
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return apiErrorOf(resp.StatusCode, resp.Header, b)
+}
+
+// apiErrorOf is the refusal of an answer of status, header h and body b
+// (the API's error body; the typed client's Error).
+func apiErrorOf(status int, h http.Header, b []byte) *apiError {
+	e := &apiError{Status: status}
+	var body lapi.Error
 	if json.Unmarshal(b, &body) == nil {
-		e.Code, e.Message = body.Error.Code, body.Error.Message
+		e.Code, e.Message = string(body.Error.Code), body.Error.Message
 	}
-	if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s >= 0 {
+	if s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && s >= 0 {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
 	return e

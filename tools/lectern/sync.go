@@ -80,7 +80,7 @@ func writeSummary(w io.Writer, s summary) {
 type syncer struct {
 	o     syncOptions
 	m     *mirror
-	api   *api
+	api   *apiClient
 	plain *http.Client
 	sum   summary
 	ver   string  // the contentVersion of this run
@@ -121,7 +121,9 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	if err != nil {
 		return err
 	}
-	s.api = newAPI(cfg.URL, tc)
+	if s.api, err = newAPI(cfg.URL, tc); err != nil {
+		return err
+	}
 	before, err := s.api.license(ctx)
 	if err != nil {
 		return fmt.Errorf("read the licence status: %w", err)
