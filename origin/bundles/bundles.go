@@ -30,6 +30,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"github.com/lectern-api/lectern/origin/internal/filelock"
 )
 
 // DefaultMaxBytes is a store's bound when none is given: 2 GiB.
@@ -64,6 +66,7 @@ type Store struct {
 	dir    string
 	max    int64
 	builds chan struct{} // a token per build running: at most GOMAXPROCS at once
+	lock   *os.File      // the directory's lock, held while the store is open
 
 	mu      sync.Mutex
 	files   map[string]*list.Element // of *entry, most recently used at the front
@@ -78,11 +81,23 @@ type entry struct {
 }
 
 // flight is one build of a key, which every Get of the key during it
-// waits for.
+// waits for. A build that has not started when its last waiter leaves is
+// dropped (abandoned closed): nobody wants it.
 type flight struct {
-	done chan struct{}
-	err  error
+	done      chan struct{}
+	err       error
+	waiters   int
+	started   bool
+	abandoned chan struct{}
 }
+
+// errAbandoned ends a flight whose waiters all left before it started; a
+// Get that joined it after them builds anew.
+var errAbandoned = errors.New("bundle store: the build was abandoned")
+
+// lockName is the lock file in a store's directory: one store (one
+// origin) a directory.
+const lockName = ".lock"
 
 // Open opens the store in dir (created when
 // missing, and made private to its owner) bounded to max bytes (DefaultMaxBytes when max <= 0). The
@@ -99,10 +114,15 @@ func Open(dir string, max int64) (*Store, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("bundle store: %w", err)
 	}
-	s := &Store{dir: dir, max: max, builds: make(chan struct{}, runtime.GOMAXPROCS(0)),
+	lock, err := filelock.Lock(filepath.Join(dir, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("bundle store %s: another store has it (one directory an origin): %w", dir, err)
+	}
+	s := &Store{dir: dir, max: max, lock: lock, builds: make(chan struct{}, runtime.GOMAXPROCS(0)),
 		files: map[string]*list.Element{}, flights: map[string]*flight{}}
 	des, err := os.ReadDir(dir)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("bundle store: %w", err)
 	}
 	type found struct {
@@ -112,8 +132,8 @@ func Open(dir string, max int64) (*Store, error) {
 	var kept []found
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasSuffix(name, tmpSuffix) {
-			os.Remove(filepath.Join(dir, name))
+		if key, _, ok := strings.Cut(name, "."); ok && validKey(key) && strings.HasSuffix(name, tmpSuffix) {
+			os.Remove(filepath.Join(dir, name)) // a build the last process did not finish
 			continue
 		}
 		info, err := de.Info()
@@ -149,6 +169,9 @@ func validKey(name string) bool {
 	return err == nil && strings.ToLower(name) == name
 }
 
+// Close releases the store's directory for another store.
+func (s *Store) Close() error { return s.lock.Close() }
+
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
@@ -164,7 +187,8 @@ func (s *Store) Stats() Stats {
 // is Get's (nothing is stored then). One build of a key runs at a time,
 // and every Get of the key waits for it; a Get whose ctx ends while it
 // waits returns ctx's error, and the build goes on for the others. The
-// caller closes the file.
+// caller closes the file. A build that has not started when every Get
+// waiting for it has left is dropped.
 func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error) (*os.File, error) {
 	if !validKey(key) {
 		return nil, errors.New("bundle store: malformed key")
@@ -192,17 +216,24 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 		}
 		fl, ok := s.flights[key]
 		if !ok {
-			fl = &flight{done: make(chan struct{})}
+			fl = &flight{done: make(chan struct{}), abandoned: make(chan struct{})}
 			s.flights[key] = fl
-			s.mu.Unlock()
 			go s.fly(key, fl, build)
-		} else {
-			s.mu.Unlock()
 		}
+		fl.waiters++
+		s.mu.Unlock()
 		select {
 		case <-fl.done:
 		case <-ctx.Done():
+			s.mu.Lock()
+			if fl.waiters--; fl.waiters == 0 && !fl.started {
+				close(fl.abandoned)
+			}
+			s.mu.Unlock()
 			return nil, ctx.Err()
+		}
+		if errors.Is(fl.err, errAbandoned) {
+			continue // joined as the last waiter left: build anew
 		}
 		if fl.err != nil {
 			return nil, fl.err
@@ -212,9 +243,19 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 
 // fly builds key's bundle into the store and ends fl with the outcome.
 func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
-	s.builds <- struct{}{}
-	size, err := s.write(key, build)
-	<-s.builds
+	var size int64
+	err := errAbandoned
+	select {
+	case s.builds <- struct{}{}:
+		s.mu.Lock()
+		fl.started = fl.waiters > 0
+		s.mu.Unlock()
+		if fl.started {
+			size, err = s.write(key, build)
+		}
+		<-s.builds
+	case <-fl.abandoned:
+	}
 	s.mu.Lock()
 	if err == nil {
 		e := &entry{key, size}

@@ -109,7 +109,7 @@ func TestBuildFails(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Get = %v, want the build's error", err)
 	}
-	if des, _ := os.ReadDir(dir); len(des) != 0 {
+	if des, _ := os.ReadDir(dir); len(des) != 1 || des[0].Name() != lockName {
 		t.Errorf("a failed build left %v", des)
 	}
 	f, err := s.Get(context.Background(), key, writing("whole"))
@@ -185,7 +185,15 @@ func TestReopen(t *testing.T) {
 	get(t, s, key, writing("kept"))
 	os.WriteFile(filepath.Join(dir, Key("half")+".123"+tmpSuffix), []byte("half"), 0o600)
 	os.WriteFile(filepath.Join(dir, "README"), []byte("not a bundle"), 0o600)
+	os.WriteFile(filepath.Join(dir, "notes.tmp"), []byte("not ours"), 0o600)
+	if _, err := Open(dir, 0); err == nil {
+		t.Fatal("a second store opened a directory another holds")
+	}
+	s.Close()
 	s2 := open(t, dir, 0)
+	if _, err := os.Stat(filepath.Join(dir, "notes.tmp")); err != nil {
+		t.Error("Open removed a temporary file that is not a bundle's")
+	}
 	f, err := s2.Get(context.Background(), key, func(io.Writer) error { t.Error("built again"); return nil })
 	if g := read(t, f, err); g != "kept" {
 		t.Errorf("read %q", g)
@@ -285,5 +293,38 @@ func TestPurge(t *testing.T) {
 	}
 	if st := s.Stats(); st.Builds != 4 || st.Files != 2 || st.Bytes != int64(len("ccccc")+len("again")) {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// A build that has not started when every Get waiting for it has left is
+// dropped: nobody pays for bundle work nobody waits for.
+func TestAbandonedBuildDropped(t *testing.T) {
+	s := open(t, t.TempDir(), 0)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range cap(s.builds) { // every build token taken by a slow build
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			get(t, s, Key("slow", string(rune('a'+i))), func(w io.Writer) error { <-release; return writing("x")(w) })
+		}()
+	}
+	for len(s.builds) < cap(s.builds) {
+		time.Sleep(time.Millisecond)
+	}
+	var built atomic.Bool
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.Get(ctx, Key("queued"), func(w io.Writer) error { built.Store(true); return writing("q")(w) }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get = %v", err)
+	}
+	close(release)
+	wg.Wait()
+	time.Sleep(20 * time.Millisecond)
+	if built.Load() {
+		t.Error("an abandoned build ran")
+	}
+	if g := get(t, s, Key("queued"), writing("again")); g != "again" {
+		t.Errorf("read %q after an abandoned build", g)
 	}
 }

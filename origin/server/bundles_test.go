@@ -412,3 +412,25 @@ func TestExportRefusalRemembered(t *testing.T) {
 	}
 	wantStatus(t, h.get(path, tok), 200)
 }
+
+// An inline export counts among the organisation's downloads: past their
+// rate it is 429 RATE_LIMITED before any bundle work, billing nothing.
+func TestExportInlineBounded(t *testing.T) {
+	h := newExportHarness(t, 0)
+	h.srv.cfg.DownloadRate = 1 // bursts of 2
+	sub := multiClass(t, h.corpus())
+	tok := h.exporter("org")
+	path := "/v1/exports/classes/" + sub.Ref() + "/1?format=inline"
+	wantStatus(t, h.get(path, tok), 200)
+	wantStatus(t, h.get(path, tok), 200)
+	before := h.usage("org")
+	r := h.get(path, tok)
+	r.wantError(t, 429, "RATE_LIMITED")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("no Retry-After")
+	}
+	h.cost("bounded", "org", before, 0, 0, 0)
+	if n := h.builds(); n != 1 {
+		t.Errorf("%d builds", n)
+	}
+}

@@ -182,6 +182,13 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 	if limit <= 0 {
 		return s.billCallAnd(r, req, tooLarge(ceiling))
 	}
+	// An inline export is one of the organisation's downloads (its bounds,
+	// downloads.go): the bundle work it may cause is bounded as theirs is.
+	release, err := s.downloadSlot(meter.Key(req.org))
+	if err != nil {
+		return err
+	}
+	defer release()
 	bundle := s.bundle(req.org, req.claims.Scope, t.target)
 	f, err := s.storedBundle(r.Context(), req.corpus, "inline", req.org, bundle, func(w io.Writer) error {
 		_, err := s.exporter(req.corpus).WriteInline(w, bundle, inlineStoreLimit)
@@ -385,8 +392,9 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 
 // storedBundle opens the stored bundle of format ("zip" or "inline") made
 // from b for org under ct, built with build when the store lacks it. Its key is
-// everything that makes its bytes: the format, the corpus version, the
-// organisation (id, generation, name), the envelope (licence id and tag,
+// everything that makes its bytes: the format, the corpus version and the
+// subject's content digest (a corpus edited under one version moves it),
+// the organisation (id, generation, name), the envelope (licence id and tag,
 // which encode the agreement and the scope set), the target, and the
 // deployment's canary key and licence terms.
 func (s *Server) storedBundle(ctx context.Context, ct *Content, format string, org *store.Org, b export.Request,
@@ -395,7 +403,7 @@ func (s *Server) storedBundle(ctx context.Context, ct *Content, format string, o
 	if err != nil {
 		return nil, err
 	}
-	key := bundles.Key("lectern-bundle-v1", format, ct.ContentVersion, org.ID, org.Generation, b.Stamp.OrgName,
+	key := bundles.Key("lectern-bundle-v1", format, ct.ContentVersion, b.Target.Subject.ContentDigest, org.ID, org.Generation, b.Stamp.OrgName,
 		b.License.Lic, b.License.Tag, b.Target.Subject.Tier, b.Target.Subject.Slug, strconv.Itoa(b.Target.Class),
 		string(s.cfg.CanaryKey), s.cfg.LicenseURL)
 	return st.Get(ctx, key, build)

@@ -285,8 +285,8 @@ func TestExportResumeWithCurl(t *testing.T) {
 		t.Fatalf("the resumed file is %d bytes, the whole zip %d (%v)", len(got), len(whole.body), err)
 	}
 	des, err := os.ReadDir(bundleDir)
-	if err != nil || len(des) != 1 {
-		t.Fatalf("LECTERN_BUNDLE_DIR holds %v (%v), want the one bundle", des, err)
+	if err != nil || len(des) != 2 || des[0].Name() != ".lock" || len(des[1].Name()) != 64 {
+		t.Fatalf("LECTERN_BUNDLE_DIR holds %v (%v), want its lock and the one bundle", des, err)
 	}
 	if info, err := os.Stat(bundleDir); err != nil || info.Mode().Perm() != 0o700 {
 		t.Errorf("LECTERN_BUNDLE_DIR mode %v (%v), want 0700", info.Mode(), err)

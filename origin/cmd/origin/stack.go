@@ -39,6 +39,7 @@ type stack struct {
 	clock     *clock.Clock
 	store     store.Store
 	meters    meter.Store
+	bundles   *bundles.Store // the export bundles built (LECTERN_BUNDLE_DIR)
 	leases    *lease.Manager // nil when the meters keep no leases
 	servers   wiring.Servers // every listener, under config.Limits
 	log       *slog.Logger
@@ -134,6 +135,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err != nil {
 		return nil, err
 	}
+	st.bundles = kept
 	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
 		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log, Leases: st.leases, Bundles: kept})
 	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
@@ -259,6 +261,9 @@ func (st *stack) Close() error {
 	}
 	if st.store != nil {
 		errs = append(errs, st.store.Close())
+	}
+	if st.bundles != nil {
+		errs = append(errs, st.bundles.Close())
 	}
 	return errors.Join(errs...)
 }
