@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +64,7 @@ type config struct {
 
 	// The export bundles built (origin/bundles): kept in BundleDir, at
 	// most BundleMaxMB mebibytes (parsed by check into bundleMax).
-	BundleDir   string // LECTERN_BUNDLE_DIR: default var/bundles
+	BundleDir   string // LECTERN_BUNDLE_DIR: default bundles beside the SQLite database, else var/bundles
 	BundleMaxMB string // LECTERN_BUNDLE_MAX_MB: default 2048
 	bundleMax   int64
 
@@ -105,7 +106,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
 	fs.OnOff(&c.Leases, "LECTERN_LEASES", "leases", true, "grant the edge leases of licence state and calls")
 	fs.Env(&c.LeaseTTL, "LECTERN_LEASE_TTL", "lease-ttl", wire.DefaultTTL.String(), "a lease's longest validity, a Go duration from 100ms to 60s")
-	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", bundleDir, "directory of the export bundles built, private to the origin")
+	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", "", "directory of the export bundles built, private to the origin (default: bundles beside the SQLite database, else "+bundleDir+")")
 	fs.Env(&c.BundleMaxMB, "LECTERN_BUNDLE_MAX_MB", "bundle-max-mb", strconv.Itoa(bundles.DefaultMaxBytes>>20),
 		"most mebibytes of bundles kept; the least recently used go first")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
@@ -170,7 +171,10 @@ func (c *config) check() error {
 	}
 	c.bundleMax = mb << 20
 	if c.BundleDir == "" {
-		errs = append(errs, errors.New("LECTERN_BUNDLE_DIR is empty: name the directory the export bundles are kept in"))
+		c.BundleDir = bundleDir
+		if !wiring.IsPostgres(c.DB) {
+			c.BundleDir = filepath.Join(filepath.Dir(c.DB), "bundles")
+		}
 	}
 	if c.URLKeys != "" {
 		keys, err := link.ParseKeys(c.URLKeys)
