@@ -89,11 +89,14 @@ func unpack(path, dir, subject string) (files int, bytes int64, err error) {
 		return nil
 	}
 	for _, mfile := range m.Files {
+		if !validSHA256(mfile.SHA256) {
+			return 0, 0, fmt.Errorf("the manifest lists %q without a sha256", mfile.Name)
+		}
 		f := entries[mfile.Name]
 		if f == nil || mfile.Name == "manifest.json" {
 			return 0, 0, fmt.Errorf("the manifest lists %q, which the bundle does not hold", mfile.Name)
 		}
-		if err := write(mfile.Name, f, mfile.Bytes, strings.ToLower(mfile.SHA256)); err != nil {
+		if err := write(mfile.Name, f, mfile.Bytes, mfile.SHA256); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -118,4 +121,17 @@ func readEntry(f *zip.File, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is over %d bytes", f.Name, max)
 	}
 	return b, nil
+}
+
+// validSHA256 reports whether s is a SHA-256 in lower-case hex.
+func validSHA256(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -52,8 +53,13 @@ func tokenClient(ctx context.Context, cfg clientConfig, plain *http.Client, scop
 	return oauth2.NewClient(ctx, ts), nil
 }
 
-// discoverTokenURL finds the token endpoint of the API at base.
+// discoverTokenURL finds the token endpoint of the API at base. Every
+// URL on the way must be https, or http on a loopback host: the client
+// secret goes to the endpoint found.
 func discoverTokenURL(ctx context.Context, c *http.Client, base string) (string, error) {
+	if err := secureURL(base); err != nil {
+		return "", err
+	}
 	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/license", nil)
 	if err != nil {
 		return "", err
@@ -71,6 +77,9 @@ func discoverTokenURL(ctx context.Context, c *http.Client, base string) (string,
 	if rm == "" {
 		return "", fmt.Errorf("the 401 challenge %q names no resource_metadata", resp.Header.Get("WWW-Authenticate"))
 	}
+	if err := secureURL(rm); err != nil {
+		return "", err
+	}
 	var meta struct {
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
@@ -81,6 +90,9 @@ func discoverTokenURL(ctx context.Context, c *http.Client, base string) (string,
 		return "", fmt.Errorf("%s names no authorization server", rm)
 	}
 	as := meta.AuthorizationServers[0]
+	if err := secureURL(as); err != nil {
+		return "", err
+	}
 	var asMeta struct {
 		Issuer        string `json:"issuer"`
 		TokenEndpoint string `json:"token_endpoint"`
@@ -91,7 +103,26 @@ func discoverTokenURL(ctx context.Context, c *http.Client, base string) (string,
 	if asMeta.TokenEndpoint == "" || strings.TrimSuffix(asMeta.Issuer, "/") != strings.TrimSuffix(as, "/") {
 		return "", fmt.Errorf("the metadata of %s names issuer %q and token endpoint %q", as, asMeta.Issuer, asMeta.TokenEndpoint)
 	}
+	if err := secureURL(asMeta.TokenEndpoint); err != nil {
+		return "", err
+	}
 	return asMeta.TokenEndpoint, nil
+}
+
+// secureURL refuses a URL the client secret or its discovery should not
+// go through: anything but https, or http to a loopback host.
+func secureURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute URL", raw)
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && (u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("%s: the token's discovery and endpoint must be https (http only on a loopback host)", raw)
 }
 
 // wellKnown is the RFC 8414 metadata URL of the issuer iss: the well-known

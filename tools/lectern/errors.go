@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,6 +71,18 @@ func stopFor(e *apiError) *stoppedError {
 		}
 	}
 	return nil
+}
+
+// stopOr is err as a clean stop when it is a refusal that calls for one
+// (stopFor), else err wrapped with what was being done.
+func stopOr(err error, doing string) error {
+	var e *apiError
+	if errors.As(err, &e) {
+		if stop := stopFor(e); stop != nil {
+			return stop
+		}
+	}
+	return fmt.Errorf("%s: %w", doing, err)
 }
 
 // rateLimit reads one item of a RateLimit field ("name";r=remaining;t=seconds):

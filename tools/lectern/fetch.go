@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// errRestart is a resume the server could not satisfy: part was emptied,
+// and the download starts again.
+var errRestart = errors.New("the range is not satisfiable: starting again")
+
 // errLinkGone is a download link the server no longer serves (expired,
 // or its organisation may no longer read it): export or mint again.
 var errLinkGone = errors.New("the download link is no longer served")
@@ -25,6 +29,10 @@ var errLinkGone = errors.New("the download link is no longer served")
 func fetch(ctx context.Context, c *http.Client, url, part, etag string, onStart func(have, total int64, etag string) error, onBytes func(int)) (string, error) {
 	for attempt := 0; ; attempt++ {
 		tag, err := fetchOnce(ctx, c, url, part, etag, onStart, onBytes)
+		if errors.Is(err, errRestart) && attempt == 0 {
+			etag = ""
+			continue
+		}
 		var e *apiError
 		if errors.As(err, &e) && e.Code == "RATE_LIMITED" && e.RetryAfter <= maxWait && attempt < 20 {
 			// The organisation's downloads at once, or their rate: wait.
@@ -79,8 +87,11 @@ func fetchOnce(ctx context.Context, c *http.Client, url, part, etag string, onSt
 		if cr := resp.Header.Get("Content-Range"); cr == "bytes */"+strconv.FormatInt(have, 10) {
 			return etag, f.Sync()
 		}
-		f.Truncate(0)
-		return "", fmt.Errorf("GET %s: the range from %d is not satisfiable; starting again", redact(url), have)
+		// part holds more than the file, or other bytes: start again.
+		if err := f.Truncate(0); err != nil {
+			return "", err
+		}
+		return "", errRestart
 	case http.StatusNotFound, http.StatusForbidden:
 		e := readAPIError(resp)
 		return "", fmt.Errorf("%w: %v", errLinkGone, e)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,8 +50,8 @@ func (s *syncer) media(ctx context.Context) error {
 			return fmt.Errorf("%s media-manifest.json: %w", ref, err)
 		}
 		for _, it := range mm.Items {
-			if !filepath.IsLocal(it.Location) || strings.Contains(it.Location, `\`) {
-				return fmt.Errorf("%s: media location %q is not a relative path", ref, it.Location)
+			if !validLocation(it.Location) {
+				return fmt.Errorf("%s: media location %q is not a path under media/", ref, it.Location)
 			}
 			if st, err := os.Stat(filepath.Join(s.o.Dir, filepath.FromSlash(it.Location))); err == nil && st.Size() == it.Bytes {
 				s.sum.Media.Held++
@@ -77,13 +78,7 @@ func (s *syncer) media(ctx context.Context) error {
 		}
 		urls, left, err := s.api.mint(ctx, ids)
 		if err != nil {
-			var e *apiError
-			if errors.As(err, &e) {
-				if stop := stopFor(e); stop != nil {
-					return stop
-				}
-			}
-			return fmt.Errorf("mint: %w", err)
+			return stopOr(err, "mint")
 		}
 		if err := s.downloadMedia(ctx, want[:n], urls); err != nil {
 			return err
@@ -161,4 +156,27 @@ func (s *syncer) oneMedia(ctx context.Context, it mediaItem, url string) error {
 		return err
 	}
 	return os.Rename(part, dst)
+}
+
+// validLocation reports whether loc is a media location the sync may
+// write: a clean relative path under media/, of safe segments (nothing a
+// subject's link, the .lectern directory or another place could be
+// reached by).
+func validLocation(loc string) bool {
+	rest, ok := strings.CutPrefix(loc, "media/")
+	if !ok || !filepath.IsLocal(loc) || path.Clean(loc) != loc {
+		return false
+	}
+	for _, seg := range strings.Split(rest, "/") {
+		if seg == "" || seg[0] == '.' {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -179,6 +179,23 @@ func (s *testStack) exports() int {
 	return n
 }
 
+// exportsBySubject counts the organisation's exports by subject.
+func (s *testStack) exportsBySubject() map[string]int {
+	s.t.Helper()
+	o, _ := s.store.GetOrg(context.Background(), testOrg)
+	rows, err := s.meters.Ledger(context.Background(), meter.Key(o), 0, 1000)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range rows {
+		if r.Kind == meter.KindExport {
+			out[r.Target]++
+		}
+	}
+	return out
+}
+
 // update changes the organisation.
 func (s *testStack) update(mod func(*store.Org)) {
 	s.t.Helper()

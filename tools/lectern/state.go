@@ -56,6 +56,11 @@ type pendingExport struct {
 	ETag           string    `json:"etag"` // of the bytes downloaded so far, for If-Range
 	Digest         string    `json:"contentDigest"`
 	ContentVersion string    `json:"contentVersion"`
+	// Object is set once the bundle is verified and unpacked, before the
+	// subject's link moves to it, with its files and bytes.
+	Object string `json:"object,omitempty"`
+	Files  int    `json:"files,omitempty"`
+	Bytes  int64  `json:"bytes,omitempty"`
 }
 
 // mirror is an open mirror directory: its state and its lock.

@@ -186,6 +186,7 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	if err := m.save(); err != nil {
 		return err
 	}
+	s.sweep()
 	if s.o.Media {
 		if err := s.media(ctx); err != nil {
 			m.save()
@@ -222,10 +223,13 @@ func (s *syncer) listSubjects(ctx context.Context) ([]subject, error) {
 	}
 	all, err := s.api.subjects(ctx, tier)
 	if err != nil {
-		return nil, fmt.Errorf("list the subjects: %w", err)
+		return nil, stopOr(err, "list the subjects")
 	}
 	var out []subject
 	for _, sub := range all {
+		if !slices.Contains(tiers, sub.Tier) || !validSlug(sub.Slug) {
+			return nil, fmt.Errorf("the subject list names %q/%q, not a tier and slug this client will make a path of", sub.Tier, sub.Slug)
+		}
 		if len(s.o.Tiers) > 0 && !slices.Contains(s.o.Tiers, sub.Tier) ||
 			len(s.o.Subjects) > 0 && !slices.Contains(s.o.Subjects, sub.ref()) {
 			continue
@@ -253,6 +257,13 @@ func (s *syncer) subject(ctx context.Context, sub subject) error {
 		s.sum.Subjects.Unchanged++
 		return nil
 	}
+	if p := st.Pending[ref]; p != nil && p.Object != "" && p.Digest == sub.ContentDigest && p.ContentVersion == s.ver {
+		if _, err := os.Stat(filepath.Join(s.m.path("objects", p.Object), "manifest.json")); err == nil {
+			// Verified and unpacked by a run killed before its swap.
+			s.sum.Subjects.Verified++
+			return s.swap(sub, p.Object, p.Files, p.Bytes)
+		}
+	}
 	part := s.m.path("tmp", sub.Tier+"-"+sub.Slug+".zip")
 	for attempt := 0; ; attempt++ {
 		p := st.Pending[ref]
@@ -260,13 +271,7 @@ func (s *syncer) subject(ctx context.Context, sub subject) error {
 			os.Remove(part)
 			x, err := s.api.export(ctx, sub)
 			if err != nil {
-				var e *apiError
-				if errors.As(err, &e) {
-					if stop := stopFor(e); stop != nil {
-						return stop
-					}
-				}
-				return fmt.Errorf("export %s: %w", ref, err)
+				return stopOr(err, "export "+ref)
 			}
 			p = &pendingExport{URL: x.URL, ExpiresAt: x.ExpiresAt, Digest: sub.ContentDigest, ContentVersion: s.ver}
 			st.Pending[ref] = p
@@ -323,6 +328,26 @@ func (s *syncer) install(sub subject, part string) error {
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
+	// The verified object is named in the state before the link moves to
+	// it, so a kill between the two is finished by the next run (adopt),
+	// not downloaded again.
+	if p := st.Pending[ref]; p != nil {
+		p.Object, p.Files, p.Bytes = object, files, bytes
+		if err := s.m.save(); err != nil {
+			return err
+		}
+	}
+	os.Remove(part)
+	s.sum.Subjects.Verified++
+	s.sum.Files.Fetched += files
+	s.sum.Files.Verified += files
+	return s.swap(sub, object, files, bytes)
+}
+
+// swap points the subject's link at object, verified, and records it.
+func (s *syncer) swap(sub subject, object string, files int, bytes int64) error {
+	st := &s.m.st
+	ref := sub.ref()
 	if err := s.link(ref, object); err != nil {
 		return err
 	}
@@ -332,14 +357,39 @@ func (s *syncer) install(sub subject, part string) error {
 	if err := s.m.save(); err != nil {
 		return err
 	}
-	os.Remove(part)
 	if old != nil && old.Object != object {
 		os.RemoveAll(s.m.path("objects", old.Object))
 	}
-	s.sum.Subjects.Verified++
-	s.sum.Files.Fetched += files
-	s.sum.Files.Verified += files
 	return nil
+}
+
+// sweep removes what no subject or pending export names: objects left by
+// a kill mid-unpack or mid-swap, and downloads of subjects no longer
+// pending.
+func (s *syncer) sweep() {
+	named := map[string]bool{}
+	for _, h := range s.m.st.Subjects {
+		named[h.Object] = true
+	}
+	for _, p := range s.m.st.Pending {
+		if p.Object != "" {
+			named[p.Object] = true
+		}
+	}
+	if des, err := os.ReadDir(s.m.path("objects")); err == nil {
+		for _, de := range des {
+			if !named[de.Name()] {
+				os.RemoveAll(s.m.path("objects", de.Name()))
+			}
+		}
+	}
+	if len(s.m.st.Pending) == 0 {
+		if des, err := os.ReadDir(s.m.path("tmp")); err == nil {
+			for _, de := range des {
+				os.RemoveAll(s.m.path("tmp", de.Name()))
+			}
+		}
+	}
 }
 
 // link points DIR/<tier>/<slug> at object in one rename.
@@ -417,4 +467,22 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// tiers are the API's tier values (spec: Conventions).
+var tiers = []string{"topics", "college", "high", "middle", "primary"}
+
+// validSlug reports whether slug is safe as a path segment: lower-case
+// letters, digits and inner hyphens, as the corpus writes slugs.
+func validSlug(slug string) bool {
+	if slug == "" || len(slug) > 100 || slug[0] == '-' || slug[len(slug)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(slug); i++ {
+		c := slug[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -231,6 +231,12 @@ func TestChallengeParam(t *testing.T) {
 	if got := wellKnown("https://idp.example/tenant/"); got != "https://idp.example/.well-known/oauth-authorization-server/tenant" {
 		t.Errorf("wellKnown = %s", got)
 	}
+	for u, ok := range map[string]bool{"https://api.example": true, "http://127.0.0.1:8787": true, "http://localhost:9090/x": true,
+		"http://[::1]:1": true, "http://api.example": false, "ftp://api.example": false, "/v1": false} {
+		if err := secureURL(u); (err == nil) != ok {
+			t.Errorf("secureURL(%q) = %v", u, err)
+		}
+	}
 }
 
 func TestHelp(t *testing.T) {
@@ -248,9 +254,10 @@ func TestHelp(t *testing.T) {
 }
 
 // A sync killed with SIGKILL at any moment and run again completes: a
-// subject it verified is never exported again, a download in progress is
-// resumed from its pending link, and no reader of DIR ever sees a subject
-// that is not whole.
+// subject it verified (in the state when it was killed) is never exported
+// again, at most one export a kill is made twice (a kill between the
+// export's answer and the state's write), and no reader of DIR ever sees
+// a subject that is not whole.
 func TestSyncKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command and kills it repeatedly")
@@ -263,6 +270,7 @@ func TestSyncKilled(t *testing.T) {
 	dir := t.TempDir()
 	env := append(os.Environ(), "LECTERN_URL="+s.url, "LECTERN_CLIENT_ID="+s.clientID, "LECTERN_CLIENT_SECRET="+s.secret)
 	kills := 0
+	verifiedAt := map[string]int{} // a subject verified when killed: its exports then
 	for round := 0; ; round++ {
 		if round == 40 {
 			t.Fatal("40 rounds without completing")
@@ -283,6 +291,12 @@ func TestSyncKilled(t *testing.T) {
 			if got, n := s.exports(), len(s.subjects()); got > n+kills {
 				t.Errorf("%d exports for %d subjects and %d kills", got, n, kills)
 			}
+			per := s.exportsBySubject()
+			for ref, then := range verifiedAt {
+				if per[ref] != then {
+					t.Errorf("%s was verified with %d exports, and exported again (%d)", ref, then, per[ref])
+				}
+			}
 			t.Logf("complete after %d kills; %d exports for %d subjects", kills, s.exports(), len(s.subjects()))
 			return
 		case <-time.After(time.Duration(40+rand.IntN(200)) * time.Millisecond):
@@ -293,8 +307,12 @@ func TestSyncKilled(t *testing.T) {
 		// Whatever the kill interrupted, every subject in DIR is whole.
 		st := loadStateFileOrZero(t, dir)
 		var held []string
+		per := s.exportsBySubject()
 		for ref := range st.Subjects {
 			held = append(held, ref)
+			if _, ok := verifiedAt[ref]; !ok {
+				verifiedAt[ref] = per[ref]
+			}
 		}
 		checkMirrorLinks(t, dir, held)
 	}
