@@ -338,3 +338,18 @@ func loadStateFileOrZero(t *testing.T, dir string) state {
 	}
 	return loadStateFile(t, dir)
 }
+
+// A calls quota spent before the listing stops cleanly too (exit 3,
+// naming the quota), with nothing billed.
+func TestSyncCallsSpent(t *testing.T) {
+	zero := int64(0)
+	s := newTestStack(t, func(o *store.Org) { o.Quota.Calls = &zero })
+	code, sum := runSyncCmd(t, s, t.TempDir())
+	if code != exitStopped || !strings.Contains(sum.Stopped, "QUOTA_EXCEEDED") || sum.Subjects.Held != 0 {
+		t.Fatalf("exit %d, %+v", code, sum)
+	}
+	u := s.usage()
+	if got := u.Get(meter.MonthCalls); got != 0 {
+		t.Errorf("billed %d calls", got)
+	}
+}
