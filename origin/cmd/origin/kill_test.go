@@ -76,7 +76,8 @@ func killEnv(dir, db string, over ...string) []string {
 	return append(append(os.Environ(), "LECTERN_KILL_CHILD=1",
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+db,
-		"LECTERN_CORPUS="+filepath.Join(dir, "corpus"), "LECTERN_SECRET=a-test-secret-of-at-least-32-characters"), over...)
+		"LECTERN_CORPUS="+filepath.Join(dir, "corpus"), "LECTERN_SECRET=a-test-secret-of-at-least-32-characters",
+		"LECTERN_BUNDLE_DIR="+filepath.Join(dir, "bundles")), over...)
 }
 
 // killChild returns a function that starts a child origin on env (each

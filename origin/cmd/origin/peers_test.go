@@ -72,7 +72,8 @@ func startPeer(t *testing.T, db *peerDB, name, corpusDir string) (*peer, error) 
 	cmd, urls, err := startChild(append(os.Environ(), "LECTERN_KILL_CHILD=1",
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+u.String(), "LECTERN_CORPUS="+corpusDir,
-		"LECTERN_SECRET=a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER=https://idp.lectern.test"), stderr)
+		"LECTERN_SECRET=a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER=https://idp.lectern.test",
+		"LECTERN_BUNDLE_DIR="+t.TempDir()), stderr) // one bundle directory an origin
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %s", name, err, stderr.String())
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,7 @@ func TestOriginsSharePostgres(t *testing.T) {
 				errs[i] = err
 				return
 			}
+			cfg.BundleDir = filepath.Join(dir, "bundles-"+strconv.Itoa(i)) // one bundle directory an origin
 			out := new(logbuf.Buffer)
 			<-gate
 			st, err := start(context.Background(), cfg, out)
