@@ -81,14 +81,16 @@ type entry struct {
 }
 
 // flight is one build of a key, which every Get of the key during it
-// waits for. A build that has not started when its last waiter leaves is
-// dropped (abandoned closed): nobody wants it.
+// waits for. A build whose last waiter leaves is dropped: before it
+// starts (abandoned closed), or as it writes (stop closed): nobody wants
+// it, and nobody pays for it.
 type flight struct {
 	done      chan struct{}
 	err       error
 	waiters   int
 	started   bool
 	abandoned chan struct{}
+	stop      chan struct{}
 }
 
 // errAbandoned ends a flight whose waiters all left before it started; a
@@ -187,8 +189,8 @@ func (s *Store) Stats() Stats {
 // is Get's (nothing is stored then). One build of a key runs at a time,
 // and every Get of the key waits for it; a Get whose ctx ends while it
 // waits returns ctx's error, and the build goes on for the others. The
-// caller closes the file. A build that has not started when every Get
-// waiting for it has left is dropped.
+// caller closes the file. A build is dropped when every Get waiting for
+// it has left: before it starts, or at its next write.
 func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error) (*os.File, error) {
 	if !validKey(key) {
 		return nil, errors.New("bundle store: malformed key")
@@ -216,7 +218,7 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 		}
 		fl, ok := s.flights[key]
 		if !ok {
-			fl = &flight{done: make(chan struct{}), abandoned: make(chan struct{})}
+			fl = &flight{done: make(chan struct{}), abandoned: make(chan struct{}), stop: make(chan struct{})}
 			s.flights[key] = fl
 			go s.fly(key, fl, build)
 		}
@@ -226,8 +228,12 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 		case <-fl.done:
 		case <-ctx.Done():
 			s.mu.Lock()
-			if fl.waiters--; fl.waiters == 0 && !fl.started {
-				close(fl.abandoned)
+			if fl.waiters--; fl.waiters == 0 {
+				if fl.started {
+					close(fl.stop)
+				} else {
+					close(fl.abandoned)
+				}
 			}
 			s.mu.Unlock()
 			return nil, ctx.Err()
@@ -251,7 +257,14 @@ func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
 		fl.started = fl.waiters > 0
 		s.mu.Unlock()
 		if fl.started {
-			size, err = s.write(key, build)
+			size, err = s.write(key, fl.stop, build)
+			select {
+			case <-fl.stop:
+				if err != nil {
+					err = errAbandoned // however the build reported the failed write
+				}
+			default:
+			}
 		}
 		<-s.builds
 	case <-fl.abandoned:
@@ -273,7 +286,7 @@ func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
 
 // write builds key's bundle into a temporary file, syncs it and renames
 // it into place; it returns the bundle's size.
-func (s *Store) write(key string, build func(io.Writer) error) (n int64, err error) {
+func (s *Store) write(key string, stop <-chan struct{}, build func(io.Writer) error) (n int64, err error) {
 	f, err := os.CreateTemp(s.dir, key+".*"+tmpSuffix)
 	if err != nil {
 		return 0, fmt.Errorf("bundle store: %w", err)
@@ -284,7 +297,7 @@ func (s *Store) write(key string, build func(io.Writer) error) (n int64, err err
 			os.Remove(f.Name())
 		}
 	}()
-	bw := bufio.NewWriterSize(f, 64<<10)
+	bw := bufio.NewWriterSize(stoppable{f, stop}, 64<<10)
 	if err := build(bw); err != nil {
 		return 0, err
 	}
@@ -356,4 +369,20 @@ func (s *Store) forgetLocked(el *list.Element) {
 	delete(s.files, e.key)
 	s.stats.Bytes -= e.size
 	s.stats.Files--
+}
+
+// stoppable is a writer whose writes fail once stop is closed: a build
+// nobody waits for any more ends at its next write.
+type stoppable struct {
+	w    io.Writer
+	stop <-chan struct{}
+}
+
+func (s stoppable) Write(p []byte) (int, error) {
+	select {
+	case <-s.stop:
+		return 0, errAbandoned
+	default:
+		return s.w.Write(p)
+	}
 }

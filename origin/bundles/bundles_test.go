@@ -3,6 +3,7 @@ package bundles
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -210,16 +211,23 @@ func TestReopen(t *testing.T) {
 	}
 }
 
-// A Get whose context ends while it waits returns; the build goes on.
+// A Get whose context ends while it waits returns; the build goes on for
+// the Gets still waiting.
 func TestWaitCancelled(t *testing.T) {
 	s := open(t, t.TempDir(), 0)
 	key := Key("slow")
 	goOn := make(chan struct{})
+	build := func(w io.Writer) error { <-goOn; return writing("slow")(w) }
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
+	stays := make(chan string)
 	go func() {
-		_, err := s.Get(ctx, key, func(w io.Writer) error { <-goOn; return writing("slow")(w) })
+		_, err := s.Get(ctx, key, build)
 		errc <- err
+	}()
+	go func() {
+		f, err := s.Get(context.Background(), key, build)
+		stays <- read(t, f, err)
 	}()
 	time.Sleep(10 * time.Millisecond)
 	cancel()
@@ -227,9 +235,11 @@ func TestWaitCancelled(t *testing.T) {
 		t.Fatalf("Get = %v, want context.Canceled", err)
 	}
 	close(goOn)
-	f, err := s.Get(context.Background(), key, writing("other"))
-	if g := read(t, f, err); g != "slow" {
-		t.Errorf("read %q, want the first build's bytes", g)
+	if g := <-stays; g != "slow" {
+		t.Errorf("read %q, want the build's bytes", g)
+	}
+	if st := s.Stats(); st.Builds != 1 {
+		t.Errorf("%d builds, want 1", st.Builds)
 	}
 }
 
@@ -326,5 +336,48 @@ func TestAbandonedBuildDropped(t *testing.T) {
 	}
 	if g := get(t, s, Key("queued"), writing("again")); g != "again" {
 		t.Errorf("read %q after an abandoned build", g)
+	}
+}
+
+// A build whose waiters all leave while it writes ends at its next write,
+// and stores nothing.
+func TestAbandonedBuildStopped(t *testing.T) {
+	s := open(t, t.TempDir(), 0)
+	started, goOn := make(chan struct{}), make(chan struct{})
+	var writeErr atomic.Value
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() {
+		_, err := s.Get(ctx, Key("big"), func(w io.Writer) error {
+			io.WriteString(w, strings.Repeat("a", 100<<10))
+			close(started)
+			<-goOn
+			_, err := io.WriteString(w, strings.Repeat("b", 100<<10))
+			writeErr.Store(fmt.Sprint(err))
+			return err
+		})
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get = %v", err)
+	}
+	close(goOn)
+	for i := 0; writeErr.Load() == nil; i++ {
+		if i == 200 {
+			t.Fatal("the build did not end")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(writeErr.Load().(string), "abandoned") {
+		t.Errorf("the build's write after its waiters left: %v", writeErr.Load())
+	}
+	time.Sleep(20 * time.Millisecond)
+	if st := s.Stats(); st.Builds != 0 || st.Files != 0 {
+		t.Errorf("stats %+v after an abandoned build", st)
+	}
+	if g := get(t, s, Key("big"), writing("small")); g != "small" {
+		t.Errorf("read %q", g)
 	}
 }
