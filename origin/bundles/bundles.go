@@ -171,6 +171,15 @@ func validKey(name string) bool {
 	return err == nil && strings.ToLower(name) == name
 }
 
+// Has reports whether the store holds the bundle of key now (a Get of it
+// would read its file, unless it is evicted in between).
+func (s *Store) Has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.files[key]
+	return ok
+}
+
 // Close releases the store's directory for another store.
 func (s *Store) Close() error { return s.lock.Close() }
 

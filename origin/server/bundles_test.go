@@ -410,16 +410,23 @@ func TestExportRefusalRemembered(t *testing.T) {
 	wantStatus(t, h.get(path, tok), 200)
 }
 
-// An inline export counts among the organisation's downloads: past their
-// rate it is 429 RATE_LIMITED before any bundle work, billing nothing.
+// An inline export whose bundle must be built counts among the
+// organisation's downloads: past their rate it is 429 RATE_LIMITED before
+// any bundle work, billing nothing. One whose bundle is stored is read.
 func TestExportInlineBounded(t *testing.T) {
 	h := newExportHarness(t, 0)
 	h.srv.cfg.DownloadRate = 1 // bursts of 2
 	sub := multiClass(t, h.corpus())
 	tok := h.exporter("org")
-	path := "/v1/exports/classes/" + sub.Ref() + "/1?format=inline"
-	wantStatus(t, h.get(path, tok), 200)
-	wantStatus(t, h.get(path, tok), 200)
+	class := func(n int) string {
+		return "/v1/exports/classes/" + sub.Ref() + "/" + strconv.Itoa(n) + "?format=inline"
+	}
+	wantStatus(t, h.get(class(1), tok), 200)
+	wantStatus(t, h.get(class(2), tok), 200)
+	for range 3 {
+		wantStatus(t, h.get(class(1), tok), 200) // stored: read
+	}
+	path := class(3)
 	before := h.usage("org")
 	r := h.get(path, tok)
 	r.wantError(t, 429, "RATE_LIMITED")
@@ -427,7 +434,7 @@ func TestExportInlineBounded(t *testing.T) {
 		t.Error("no Retry-After")
 	}
 	h.cost("bounded", "org", before, 0, 0, 0)
-	if n := h.builds(); n != 1 {
-		t.Errorf("%d builds", n)
+	if n := h.builds(); n != 2 {
+		t.Errorf("%d builds, want 2", n)
 	}
 }

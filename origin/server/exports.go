@@ -182,15 +182,23 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 	if limit <= 0 {
 		return s.billCallAnd(r, req, tooLarge(ceiling))
 	}
-	// An inline export is one of the organisation's downloads (its bounds,
-	// downloads.go): the bundle work it may cause is bounded as theirs is.
-	release, err := s.downloadSlot(meter.Key(req.org))
+	bundle := s.bundle(req.org, req.claims.Scope, t.target)
+	key := s.bundleKey(req.corpus, "inline", req.org, bundle)
+	kept, err := s.bundleStore()
 	if err != nil {
 		return err
 	}
-	defer release()
-	bundle := s.bundle(req.org, req.claims.Scope, t.target)
-	f, err := s.storedBundle(r.Context(), req.corpus, "inline", req.org, bundle, func(w io.Writer) error {
+	if !kept.Has(key) {
+		// A build is one of the organisation's downloads (their bounds,
+		// downloads.go): the bundle work its inline exports may cause is
+		// bounded as theirs is. A stored bundle is read, billed, as it is.
+		release, err := s.downloadSlot(meter.Key(req.org))
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	f, err := kept.Get(r.Context(), key, func(w io.Writer) error {
 		_, err := s.exporter(req.corpus).WriteInline(w, bundle, inlineStoreLimit)
 		return err
 	})
@@ -403,10 +411,15 @@ func (s *Server) storedBundle(ctx context.Context, ct *Content, format string, o
 	if err != nil {
 		return nil, err
 	}
-	key := bundles.Key("lectern-bundle-v1", format, ct.ContentVersion, b.Target.Subject.ContentDigest, org.ID, org.Generation, b.Stamp.OrgName,
+	return st.Get(ctx, s.bundleKey(ct, format, org, b), build)
+}
+
+// bundleKey is the store's key of the bundle of format made from b for
+// org under ct (storedBundle).
+func (s *Server) bundleKey(ct *Content, format string, org *store.Org, b export.Request) string {
+	return bundles.Key("lectern-bundle-v1", format, ct.ContentVersion, b.Target.Subject.ContentDigest, org.ID, org.Generation, b.Stamp.OrgName,
 		b.License.Lic, b.License.Tag, b.Target.Subject.Tier, b.Target.Subject.Slug, strconv.Itoa(b.Target.Class),
 		string(s.cfg.CanaryKey), s.cfg.LicenseURL)
-	return st.Get(ctx, key, build)
 }
 
 // bundleStore is the store of built bundles: Config.Bundles, or one in a
