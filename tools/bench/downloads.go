@@ -478,8 +478,8 @@ func removeBundles(dir string) (int, error) {
 	}
 	n := 0
 	for _, de := range des {
-		if strings.HasSuffix(de.Name(), ".tmp") || !de.Type().IsRegular() {
-			continue
+		if strings.HasSuffix(de.Name(), ".tmp") || strings.HasPrefix(de.Name(), ".") || !de.Type().IsRegular() {
+			continue // a build in progress, the store's lock
 		}
 		if err := os.Remove(filepath.Join(dir, de.Name())); err != nil {
 			return n, err
@@ -489,13 +489,14 @@ func removeBundles(dir string) (int, error) {
 	return n, nil
 }
 
-// countBundles is the number of bundles in dir, temporary files left out.
+// countBundles is the number of bundles in dir, temporary files and the
+// lock left out.
 func countBundles(dir string) (int, error) {
 	des, err := os.ReadDir(dir)
 	n := 0
 	for _, de := range des {
-		if !strings.HasSuffix(de.Name(), ".tmp") && de.Type().IsRegular() {
-			n++
+		if !strings.HasSuffix(de.Name(), ".tmp") && !strings.HasPrefix(de.Name(), ".") && de.Type().IsRegular() {
+			n++ // not a build in progress, nor the store's lock
 		}
 	}
 	return n, err
