@@ -32,7 +32,7 @@ run: worker ## start the stack in the foreground (edge, origin, identity provide
 	build/stack -origin build/origin -edge build/edge
 
 # The edge module (docs/edge.md). TinyGo's build is the deployed one
-# (DESIGN.md: the edge worker); standard Go's is the fallback.
+# (docs/edge.md: instantiated in a few ms in workerd); standard Go's is the fallback.
 WORKER_PKG   := ./worker/wasm
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2  # worker/wazero.TinyGoFlags says the same (TestMakefileAgrees)
 .PHONY: worker worker-go worker-tinygo

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestRecreatedOrg (issue #13; DESIGN.md, admin API): once an organisation
+// TestRecreatedOrg (issue #13; docs/operations.md, the admin API): once an organisation
 // is deleted and created again under its id, the old client's token gets
 // 403 NO_ORGANIZATION through the edge as directly, on a forward and on
 // the gate path (the edge still holds the organisation's ETag inputs, so

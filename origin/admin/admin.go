@@ -1,4 +1,4 @@
-// Package admin is the operator's admin API (DESIGN.md: operator contract),
+// Package admin is the operator's admin API (docs/operations.md, "The admin API"),
 // served on its own listener (LECTERN_ADMIN_ADDR, loopback by default):
 // organisations and their plans, OAuth clients, the export ledger, leak
 // forensics, corpus reload, health, the Prometheus metrics (GET /metrics)

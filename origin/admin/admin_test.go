@@ -396,7 +396,7 @@ func (f orgs) OrgExtras(ctx context.Context, o *store.Org) (string, map[string]a
 
 func (f orgs) Reinstate(ctx context.Context, o *store.Org) error { return f.reinstate(ctx, o) }
 
-// DESIGN.md: PATCH status "active" reinstates a suspended org: the
+// docs/operations.md, "The admin API": PATCH status "active" reinstates a suspended org: the
 // origin's enumeration alarm is lifted before the status is stored, and
 // only by that PATCH; every PATCH answers the effective status.
 func TestPatchReinstates(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 )
 
 // orgJSON is an organisation as the admin API reads and writes it; its
-// members are DESIGN.md's (operator contract).
+// members are the admin API's (docs/operations.md, "The admin API").
 type orgJSON struct {
 	OrgID               string                 `json:"orgId"`
 	OrgName             string                 `json:"orgName"`
@@ -165,8 +165,8 @@ func applyOrg(o *store.Org, body []byte, creating bool) *apierr.Error {
 var members = []string{"orgId", "orgName", "tier", "status", "contentGrants", "quota", "rateLimits",
 	"eclaVersion", "requiredEclaVersion", "renewsAt", "longUrls"}
 
-// statuses are the plan statuses an operator may set (DESIGN.md: "active,
-// suspended, and others you may add"; docs/decisions.md, Hardening). Any
+// statuses are the plan statuses an operator may set (docs/operations.md,
+// "The admin API"; docs/decisions.md, Hardening). Any
 // but active answers ORG_SUSPENDED on content routes.
 var statuses = []string{licence.StatusActive, licence.StatusSuspended}
 

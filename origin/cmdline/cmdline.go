@@ -1,5 +1,5 @@
 // Package cmdline is what Lectern's commands share on their command line
-// (DESIGN.md: operator contract): settings read from an environment
+// (README, Environment): settings read from an environment
 // variable with a flag mirroring it, switches that are booleans, -h that
 // prints the flags and exits 0, and -version.
 package cmdline

@@ -9,7 +9,7 @@ import (
 
 // Issued reports whether a token with claims c was issued for o, the
 // organisation of its id as it is now, and not for an earlier one of the
-// same id that was deleted (DESIGN.md, admin API: a deleted
+// same id that was deleted (docs/operations.md, the admin API: a deleted
 // organisation's tokens get 403 NO_ORGANIZATION, also after an
 // organisation with the same id is created again). client is the
 // token's registered client when o was found through it (the token has

@@ -18,7 +18,7 @@ type RateLimitsJSON struct {
 // to the second.
 func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// Plan defaults for omitted fields (DESIGN.md: operator contract).
+// Plan defaults for omitted fields (docs/operations.md, the admin API).
 const (
 	DefaultTier = "standard"
 	renewAfter  = 365 * 24 * time.Hour

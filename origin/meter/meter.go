@@ -220,8 +220,8 @@ func (c *Counters) Get(m Meter) int64 { return c[m] }
 
 // Key is what o's meters and enumeration record are kept under: its id and
 // its generation, so that an organisation created again under a deleted
-// one's id starts with no meter or count of the old one (DESIGN.md, admin
-// API: a new org starts with no meters), and a request of the old one
+// one's id starts with no meter or count of the old one (docs/operations.md,
+// the admin API: a new org starts with no meters), and a request of the old one
 // still in flight, or a batched commit of its meters, cannot add to the
 // new one's. An organisation created before generations existed keeps
 // its bare id, and so its meters. Org ids never hold '/'.

@@ -416,7 +416,7 @@ func oaBodySchema(p *route.Param) oaObj {
 }
 
 // ErrorCodes are the codes each status of rt can answer with, by the
-// pipeline's order (DESIGN.md) and the route's own refusals.
+// pipeline's order (docs/edge.md) and the route's own refusals.
 func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 	has := func(name string, in route.In) bool {
 		p := rt.Param(name)

@@ -10,7 +10,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
-// OrgExtras is what the admin API adds to an organisation (DESIGN.md:
+// OrgExtras is what the admin API adds to an organisation (docs/operations.md:
 // GET /admin/v1/orgs/{orgId}): its effective status (Status), and as
 // members its meters in the current month and hour and today's
 // enumeration count against its granted lessons, with the alarm in force

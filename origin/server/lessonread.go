@@ -12,7 +12,7 @@ import (
 )
 
 // The steps every lesson route (spec: Route table 6–9) runs up to its
-// 304 decision, the pipeline after the gate in DESIGN.md's order: resolve
+// 304 decision, the request pipeline after the gate (docs/edge.md): resolve
 // the target (400 BAD_LESSON_ID, bills the call) → entitlement (403, free)
 // → the media page's cursor (400, bills the call) → existence (404
 // LESSON_NOT_FOUND, bills a call and a lesson read) → ETag. The handlers

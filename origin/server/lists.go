@@ -124,7 +124,7 @@ type classesTarget struct {
 	page page
 }
 
-// classesStep runs the refusals in DESIGN.md's order: an ambiguous slug
+// classesStep runs the refusals in the request pipeline's order (docs/edge.md): an ambiguous slug
 // or a bad cursor (each billing the call), then the entitlement (free),
 // then an unknown subject (billing the call).
 func (s *Server) classesStep(r *http.Request, req *request) (classesTarget, error) {

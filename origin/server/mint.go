@@ -25,8 +25,8 @@ import (
 // POST /v1/media/urls (spec: Route rules §4, Media URL mint): signed links
 // to media assets, all or nothing. The body is checked before the
 // organisation gate (withBody: free 400s, BATCH_TOO_LARGE). Then, over the
-// whole batch in request order, the pipeline after the gate in DESIGN.md's
-// order: every id parsed (400 BAD_LESSON_ID, bills the call), every id's
+// whole batch in request order, the pipeline after the gate in the request
+// pipeline's order (docs/edge.md): every id parsed (400 BAD_LESSON_ID, bills the call), every id's
 // subject entitled (403, free), every asset found (404 UNKNOWN_MEDIA,
 // bills the call), and only then the units (billing.Biller.Mint: the
 // hourly mints, the monthly downloads and one ledger row per URL, in one

@@ -301,7 +301,7 @@ func TestMintDuplicates(t *testing.T) {
 	}
 }
 
-// The refusals over the whole batch, in DESIGN.md's order, and what each
+// The refusals over the whole batch, in the request pipeline's order, and what each
 // bills (spec: Route rules §4, Limits: Effects of refusals). None mints
 // anything or writes a ledger row.
 func TestMintRefusals(t *testing.T) {
@@ -386,7 +386,7 @@ func TestMintRefusals(t *testing.T) {
 // The body is checked before the organisation gate: its 400s are free,
 // and a suspended organisation's oversized batch is still
 // BATCH_TOO_LARGE (spec: Limits, meters: a 400 on a parameter is not
-// billed; DESIGN.md's pipeline order).
+// billed; the request pipeline's order, docs/edge.md).
 func TestMintBody(t *testing.T) {
 	h, _ := newMintHarness(t)
 	tok := h.mintOrg("body", slices.Clone(shid.Tiers), nil)

@@ -28,7 +28,7 @@ import (
 //
 // PUT /v1/progress/{tier}/{subjectSlug}/{classNum}: the body is checked
 // before the organisation gate (progressBody: free 400s, a learnerId
-// other than the token's included). Then, in DESIGN.md's order:
+// other than the token's included). Then, in the request pipeline's order:
 // BAD_LESSON_ID (bills the call), the entitlement (403, free),
 // LESSON_NOT_FOUND (bills the call), the call (429s), and a compare and
 // swap on the record's version: read, progress.Record.Apply, SaveProgress.

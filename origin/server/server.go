@@ -1,5 +1,5 @@
 // Package server is the origin's public API: the request pipeline of
-// DESIGN.md in its fixed order — route (404/405), authenticate (401),
+// docs/edge.md (The request pipeline) in its fixed order — route (404/405), authenticate (401),
 // scope (403), syntactic validation (400), organisation gate (403) — and
 // then the route's own handler. Every response carries X-Request-Id, and
 // every error is the spec's error body.
@@ -135,7 +135,7 @@ type endpoint struct {
 	// its error, billed as the route bills it.
 	validate func(r *http.Request, req *request) (tag string, err error)
 	// body is set on the routes that take a request body: it reads and
-	// checks the body before the organisation gate (DESIGN.md: syntactic
+	// checks the body before the organisation gate (the pipeline: syntactic
 	// validation, a free 400) and returns the handler that serves with
 	// it, in place of serve (mint.go, withBody). req holds the front's
 	// results (the token's claims), not yet the organisation.
@@ -219,7 +219,7 @@ func commonHeaders(h http.Header) {
 	h.Set("Vary", "Authorization, Accept-Encoding")
 }
 
-// serve runs the pipeline in DESIGN.md's order.
+// serve runs the request pipeline in its order (docs/edge.md).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) error {
 	e, err := s.runFront(r, req)
 	if err != nil {

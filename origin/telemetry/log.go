@@ -1,5 +1,5 @@
 // Package telemetry is what an operator sees of a running origin or edge
-// host (DESIGN.md: operator contract): the structured access log (one
+// host (README, Environment): the structured access log (one
 // line per request, log/slog, JSON or text by LECTERN_LOG_FORMAT, level
 // by LECTERN_LOG_LEVEL), the Prometheus metrics the admin listener serves
 // at GET /metrics (named after the OpenTelemetry HTTP semantic

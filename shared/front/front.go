@@ -1,5 +1,5 @@
 // Package front is the front of the request pipeline that both tiers run
-// identically, in DESIGN.md's order: route (404 NOT_FOUND, 405), then for
+// identically, in the request pipeline's order (docs/edge.md): route (404 NOT_FOUND, 405), then for
 // routes with a scope authenticate (401 invalid_token), scope (403
 // insufficient_scope) and the learner check (403 LEARNER_REQUIRED), then
 // syntactic validation of the query (400). What follows (the organisation

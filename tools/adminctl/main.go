@@ -1,5 +1,5 @@
 // Command adminctl is the operator's client for Lectern's admin API
-// (DESIGN.md: operator contract). It prints each answer's JSON
+// (docs/operations.md, the admin API). It prints each answer's JSON
 // pretty-printed and exits 1 with the error body's code and message when
 // the API refuses.
 //
@@ -64,7 +64,7 @@ func main() {
 var commands = []struct{ synopsis, about string }{
 	{"health", "Check that the admin API answers."},
 	{"org create [-id ID] [-name N] [-grants high,college/calculus] [-json BODY]",
-		"Create an organisation; -json is the admin API's body (DESIGN.md), which -id, -name and -grants override."},
+		"Create an organisation; -json is the admin API's body (docs/operations.md), which -id, -name and -grants override."},
 	{"org get ID", "Show an organisation, its plan and this month's meters."},
 	{"org patch ID -json BODY", "Change an organisation: the members of BODY replace its own."},
 	{"org suspend ID", "Suspend an organisation: its next call is refused."},

@@ -53,7 +53,7 @@ import (
 
 func main() { cmdline.Main("edge", run) }
 
-// config is the edge's share of DESIGN.md's operator contract.
+// config is the edge's settings (README, Environment).
 type config struct {
 	Addr      string   // LECTERN_EDGE_ADDR
 	Origins   []string // LECTERN_ORIGIN_URL, a comma-separated list: default http://<LECTERN_ORIGIN_ADDR>

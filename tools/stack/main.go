@@ -4,8 +4,8 @@
 //
 //	stack -origin build/origin -edge build/edge
 //
-// Both children get this process's environment (DESIGN.md's operator
-// contract), plus two settings they must agree on when unset: the admin
+// Both children get this process's environment (the README's
+// settings), plus two settings they must agree on when unset: the admin
 // token (the stack polls the origin's health with it and the edge reads
 // the test clock with it), which is then the one the origin keeps in
 // var/admin-token, made on its first start and the same at every start

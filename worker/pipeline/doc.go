@@ -1,5 +1,5 @@
-// Package pipeline is the edge's request pipeline, sans I/O (DESIGN.md,
-// "The edge worker"; the contract is docs/edge.md). Given a request it
+// Package pipeline is the edge's request pipeline, sans I/O (the
+// contract is docs/edge.md). Given a request it
 // returns either a final response or a subrequest for the host to perform
 // — fetch the JWKS, call the origin's gate, forward to the origin — and
 // it is called again with that subrequest's response. State is kept per

@@ -23,7 +23,8 @@ func guest(t *testing.T) bool {
 
 // The pipeline is compiled into the TinyGo reactor: like shared/, it may
 // not reach encoding/json, net/http, database/sql or syscall/js, nor
-// import reflect itself (DESIGN.md; STYLE.md, Avoid).
+// import reflect itself (the module is built by TinyGo with
+// -scheduler=none: docs/edge.md).
 func TestNoForbiddenDeps(t *testing.T) {
 	if guest(t) {
 		return

@@ -7,7 +7,7 @@ import (
 )
 
 // spec: States and transitions (the enumeration alarm, reinstatement) and
-// DESIGN.md's operator contract, through the whole stack: the read that
+// the admin API (docs/operations.md), through the whole stack: the read that
 // takes an organisation past 40% of its granted lessons in a UTC day is
 // served and suspends it, which /v1/license and the admin API report
 // while the stored status is untouched; PATCH status "active" reinstates

@@ -19,8 +19,8 @@ import (
 	"github.com/lectern-api/lectern/shared/link"
 )
 
-// config is the operator contract of DESIGN.md: environment variables,
-// mirrored by flags.
+// config is the origin's settings (README, Environment): environment
+// variables, mirrored by flags.
 type config struct {
 	OriginAddr string // LECTERN_ORIGIN_ADDR
 	IdPAddr    string // LECTERN_IDP_ADDR; "off": no identity provider on this origin

@@ -1,6 +1,6 @@
 // Command origin runs Lectern's origin stack in the foreground: the public
 // API (direct mode), the dev identity provider and the admin API, on the
-// addresses of DESIGN.md's operator contract; either of the last two may
+// addresses of the README's settings; either of the last two may
 // be off. `make run` starts it. Several origins share one PostgreSQL
 // database, LECTERN_SECRET and LECTERN_ISSUER (config.check).
 package main

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// TestRecreatedOrg (issue #13; DESIGN.md, admin API: DELETE removes the
+// TestRecreatedOrg (issue #13; docs/operations.md, the admin API: DELETE removes the
 // organisation and its clients, whose tokens then get 403 NO_ORGANIZATION,
 // also after an organisation with the same id is created again, and a new
 // organisation starts with no meters): over the real listeners, an

@@ -1,5 +1,5 @@
-// Package gen writes Lectern's deterministic synthetic corpus (DESIGN.md,
-// "Corpus"): at full scale exactly 5 tiers, 125 subjects, 3,680 classes and
+// Package gen writes Lectern's deterministic synthetic corpus (docs/corpus-format.md,
+// the format): at full scale exactly 5 tiers, 125 subjects, 3,680 classes and
 // 113,844 media assets, plus original test-prep items for the spec's four
 // tests. The format is documented in docs/corpus-format.md; every file is
 // encoded from origin/corpus's format types (format.go), the ones
