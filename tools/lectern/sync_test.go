@@ -268,7 +268,7 @@ func TestSyncKilled(t *testing.T) {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
 	dir := t.TempDir()
-	env := append(os.Environ(), "LECTERN_URL="+s.url, "LECTERN_CLIENT_ID="+s.clientID, "LECTERN_CLIENT_SECRET="+s.secret)
+	env := append(os.Environ(), "LECTERN_URL="+s.URL, "LECTERN_CLIENT_ID="+s.ClientID, "LECTERN_CLIENT_SECRET="+s.Secret)
 	kills := 0
 	verifiedAt := map[string]int{} // a subject verified when killed: its exports then
 	for round := 0; ; round++ {

@@ -2,24 +2,12 @@ package api_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/lectern-api/lectern/origin/auth"
-	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/origin/idp"
-	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/server"
-	"github.com/lectern-api/lectern/origin/wiring"
-	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/lectern-api/lectern/tools/lectern/api"
+	"github.com/lectern-api/lectern/tools/lectern/internal/lecterntest"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
@@ -81,73 +69,20 @@ func TestClient(t *testing.T) {
 	}
 }
 
-// origin is an origin serving the small generated corpus, and a token of
-// an organisation it licenses every tier to.
+// origin is the test kit's origin, and a content.read token of its
+// organisation (licensed every tier).
 type origin struct {
 	url, token, version string
 }
 
-// startOrigin wires an origin and its identity provider in process as
-// origin/wiring wires them (tools/bench/stack.go does the same), each on
-// an httptest server, with a SQLite database in a temporary directory.
 func startOrigin(t *testing.T) origin {
 	t.Helper()
-	ctx := t.Context()
-	dir := t.TempDir()
-	if _, err := gen.Write(filepath.Join(dir, "corpus"), gen.Options{Seed: 1, Small: true}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := corpus.Load(filepath.Join(dir, "corpus"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	content, err := server.Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, m, err := wiring.OpenStores(ctx, filepath.Join(dir, "lectern.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(); m.Close() })
-	progress, err := wiring.ProgressOf(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// The servers' URLs are the deployment's: listen first, serve once wired.
-	apiSrv, idpSrv := httptest.NewUnstartedServer(nil), httptest.NewUnstartedServer(nil)
-	apiURL, issuerURL := "http://"+apiSrv.Listener.Addr().String(), "http://"+idpSrv.Listener.Addr().String()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := wiring.Deployment{Secret: []byte("api-client-test-secret-0123456789abcdef"), PublicURL: apiURL,
-		Issuer: issuerURL, Audience: "lectern-api"}
-	provider, err := idp.New(ctx, d.IdP(s, time.Now, log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	apiSrv.Config.Handler = d.API(wiring.Parts{Store: s, Meters: m, Progress: progress,
-		Auth:    auth.New(auth.Config{Issuer: issuerURL, Audience: d.Audience, JWKSURL: issuerURL + "/.well-known/jwks.json", Now: time.Now}),
-		Content: func() *server.Content { return content }, Now: time.Now, Logger: log})
-	idpSrv.Config.Handler = provider.Handler()
-	apiSrv.Start()
-	idpSrv.Start()
-	t.Cleanup(apiSrv.Close)
-	t.Cleanup(idpSrv.Close)
-
-	org := licence.NewOrg(time.Now())
-	org.ID, org.Name, org.Grants = "acme", "Acme Learning", append([]string(nil), id.Tiers...)
-	if err := s.CreateOrg(ctx, org); err != nil {
-		t.Fatal(err)
-	}
-	clientID, secret, err := idp.CreateClient(ctx, s, time.Now(), org.ID, []string{scope.ContentRead}, []string{"client_credentials"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := clientcredentials.Config{ClientID: clientID, ClientSecret: secret, TokenURL: issuerURL + "/oauth2/token",
+	s := lecterntest.Start(t, nil)
+	cc := clientcredentials.Config{ClientID: s.ClientID, ClientSecret: s.Secret, TokenURL: s.Issuer + "/oauth2/token",
 		Scopes: []string{scope.Full(scope.ContentRead)}}
-	tok, err := cc.Token(ctx)
+	tok, err := cc.Token(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return origin{url: apiURL, token: tok.AccessToken, version: c.ContentVersion}
+	return origin{url: s.URL, token: tok.AccessToken, version: s.Content.Load().ContentVersion}
 }
