@@ -225,11 +225,15 @@ func (c *Counters) Get(m Meter) int64 { return c[m] }
 // still in flight, or a batched commit of its meters, cannot add to the
 // new one's. An organisation created before generations existed keeps
 // its bare id, and so its meters. Org ids never hold '/'.
-func Key(o *store.Org) string {
-	if o.Generation == "" {
-		return o.ID
+func Key(o *store.Org) string { return KeyOf(o.ID, o.Generation) }
+
+// KeyOf is Key of the organisation id of generation gen, as a signed link
+// names it.
+func KeyOf(id, gen string) string {
+	if gen == "" {
+		return id
 	}
-	return o.ID + "/" + o.Generation
+	return id + "/" + gen
 }
 
 // Store applies ops durably: an op's effects are committed before Apply

@@ -76,11 +76,7 @@ func (s *Server) linkAccess(ctx context.Context, l link.Link, tier, slug string)
 // decided from the link alone, before anything is read), then the
 // organisation checked (linkAccess). release gives the download back.
 func (s *Server) startDownload(ctx context.Context, l link.Link, tier, slug string) (org *store.Org, release func(), err error) {
-	key := l.Org // the organisation's meter key (meter.Key), as the link names it
-	if l.Gen != "" {
-		key += "/" + l.Gen
-	}
-	if release, err = s.downloadSlot(key); err != nil {
+	if release, err = s.downloadSlot(meter.KeyOf(l.Org, l.Gen)); err != nil {
 		return nil, nil, err
 	}
 	if org, err = s.linkAccess(ctx, l, tier, slug); err != nil {
