@@ -204,10 +204,7 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 // held reports whether every subject of the state is in the mirror.
 func (s *syncer) held() bool {
 	for ref, h := range s.m.st.Subjects {
-		if _, err := os.Stat(filepath.Join(s.m.path("objects", h.Object), "manifest.json")); err != nil {
-			return false
-		}
-		if t, err := os.Readlink(filepath.Join(s.o.Dir, filepath.FromSlash(ref))); err != nil || filepath.Base(t) != h.Object {
+		if !s.present(ref, h) {
 			return false
 		}
 	}
