@@ -79,7 +79,7 @@ func (s *Store) SaveProgress(ctx context.Context, r progress.Record) (v int64, e
 	if err != nil {
 		return 0, fmt.Errorf("save progress of %s/%s: %w", r.OrgID, r.Learner, err)
 	}
-	drops := s.progress.begin()
+	mark := s.progress.begin()
 	defer func() {
 		if err != nil {
 			s.progress.drop(r.OrgID, r.Learner)
@@ -90,7 +90,7 @@ func (s *Store) SaveProgress(ctx context.Context, r progress.Record) (v int64, e
 			s.progress.drop(r.OrgID, r.Learner) // cannot happen: doc is Encode's
 			return
 		}
-		s.progress.saved(&c, drops)
+		s.progress.saved(&c, mark)
 	}()
 	var res sql.Result
 	if r.Version == 0 {

@@ -20,8 +20,11 @@ import (
 // Ordering. Saves run one at a time on the write connection, but what
 // each does after its commit (updating the cache) races with the others
 // and with reads:
-//   - a save's entry never replaces one of a higher version, so two saves
-//     that update the cache out of commit order leave the newer record;
+//   - a save stores its record only if no other write updated the cache
+//     since the save began (gen): two saves may update the cache out of
+//     commit order, and the newer one's entry may have been evicted by
+//     then, so a late save must not bring its older record back; it only
+//     drops a cached record older than its own;
 //   - a read that missed stores what it loaded only if no write of any
 //     record (save, conflict, DeleteOrg) updated the cache since the read
 //     began (gen): what it loaded may predate that write, and the write's
@@ -87,24 +90,33 @@ func (c *progressCache) fill(r *progress.Record, gen uint64) {
 	c.put(r)
 }
 
-// begin returns the count of drops to pass to saved, taken before a save
-// runs.
-func (c *progressCache) begin() uint64 {
+// saveMark is the cache's state when a save began.
+type saveMark struct{ gen, drops uint64 }
+
+// begin returns the mark to pass to saved, taken before a save runs.
+func (c *progressCache) begin() saveMark {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drops
+	return saveMark{c.gen, c.drops}
 }
 
-// saved caches r, just committed at r.Version, unless a DeleteOrg dropped
-// entries since begin returned drops. The cache owns r.
-func (c *progressCache) saved(r *progress.Record, drops uint64) {
+// saved caches r, just committed at r.Version, if no other write updated
+// the cache since begin returned m. Otherwise it only drops a cached
+// record of the learner older than r (unless a DeleteOrg ran since: it
+// dropped them all). The cache owns r.
+func (c *progressCache) saved(r *progress.Record, m saveMark) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	if c.drops != drops {
-		return
+	switch {
+	case c.drops != m.drops:
+	case c.gen != m.gen+1:
+		if e := c.m[progressKey{r.OrgID, r.Learner}]; e != nil && e.rec.Version < r.Version {
+			c.remove(e)
+		}
+	default:
+		c.put(r)
 	}
-	c.put(r)
 }
 
 // drop forgets the record of learner in org (a save refused as a

@@ -293,6 +293,28 @@ func TestProgressCacheOrder(t *testing.T) {
 			t.Fatalf("cached version %d, want 6", v)
 		}
 	})
+	t.Run("SavesOutOfOrderEvicted", func(t *testing.T) {
+		c := progressCache{budget: 2}
+		d5, d6 := c.begin(), c.begin()
+		c.saved(rec(6), d6)
+		r := record("acme", "bob", 1, 1) // evicts ada's version 6
+		c.saved(&r, c.begin())
+		c.saved(rec(5), d5)
+		if v := version(&c); v != -1 {
+			t.Fatalf("cached version %d, want none", v)
+		}
+	})
+	t.Run("LateSaveDropsOlder", func(t *testing.T) {
+		var c progressCache
+		c.saved(rec(4), c.begin())
+		d5 := c.begin()
+		r := record("acme", "bob", 1, 1) // another write since the save began
+		c.saved(&r, c.begin())
+		c.saved(rec(5), d5)
+		if v := version(&c); v != -1 {
+			t.Fatalf("cached version %d, want none", v)
+		}
+	})
 	t.Run("SaveAcrossDeleteOrg", func(t *testing.T) {
 		var c progressCache
 		d := c.begin()
