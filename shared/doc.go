@@ -20,7 +20,7 @@
 //	shared                        this contract; its guard tests keep it TinyGo-safe
 //	shared/apierr                 the spec's error codes, their statuses, the one error body
 //	shared/cursor                 the sealed, opaque pagination cursor
-//	shared/edgesig                the edge's signature on forwards and gate calls
+//	shared/edgesig                the one signature rule of every internal call, both ways, and the replay cache
 //	shared/encoding               Accept-Encoding negotiation
 //	shared/etag                   ETag derivation and If-None-Match
 //	shared/front                  the pipeline front both tiers run: route, authenticate, scope, validate
@@ -83,6 +83,7 @@
 //	origin/store/storetest        the conformance suite for store.Store
 //	origin/telemetry              the access log, the Prometheus metrics, /healthz and /readyz, the traceparent
 //	origin/telemetry/telemetrytest for tests: a request's access log line, waited for
+//	internal/httpsig              the edge signature rule on net/http requests: origin, wazero host, tests
 //	origin/wiring                 the origin assembled from its parts, for cmd/origin and tools/bench
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's

@@ -25,6 +25,8 @@ import (
 func leasedEdge(t *testing.T, b *build, o *origin) (*edge, string) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
+	srv.Listener.Close()
+	srv.Listener = o.edgeListener(t) // an address o lists in LECTERN_EDGE_URLS
 	base := "http://" + srv.Listener.Addr().String()
 	log := filepath.Join(t.TempDir(), "usage.log")
 	cfg := edgeConfig(o)

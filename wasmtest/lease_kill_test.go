@@ -46,9 +46,15 @@ type edgeProc struct {
 }
 
 // startEdgeProc starts the edge serving b in front of o on addr
-// ("127.0.0.1:0": any port) with leases on and usageLog.
+// ("127.0.0.1:0": a port o lists in LECTERN_EDGE_URLS) with leases on and
+// usageLog.
 func startEdgeProc(t *testing.T, b *build, o *origin, addr, usageLog string) *edgeProc {
 	t.Helper()
+	if addr == "127.0.0.1:0" {
+		ln := o.edgeListener(t)
+		addr = ln.Addr().String()
+		ln.Close() // the edge process listens there
+	}
 	cmd := exec.Command(edgeCommand(t))
 	cmd.Dir = t.TempDir()
 	for _, kv := range os.Environ() {

@@ -34,7 +34,7 @@ func TestLeaseOriginRestart(t *testing.T) {
 		served++
 		addr := func(base string) string { return strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/") }
 		o2, err := launch(dir, nil, append(env, "LECTERN_ORIGIN_ADDR="+addr(o.api), "LECTERN_IDP_ADDR="+addr(o.idp),
-			"LECTERN_ADMIN_ADDR="+addr(o.admin))...)
+			"LECTERN_ADMIN_ADDR="+addr(o.admin), "LECTERN_EDGE_URLS="+o.edgeURLs)...)
 		if err != nil {
 			t.Fatal(err)
 		}

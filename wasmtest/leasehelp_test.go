@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -124,10 +123,7 @@ type leaseEdge struct {
 // a fact the test can rely on); adjust may change the configuration.
 func newLeaseEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)) *leaseEdge {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := o.edgeListener(t) // an address o lists in LECTERN_EDGE_URLS
 	p := newProbe()
 	cfg := edgeConfig(o)
 	cfg.Instances = 1

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,6 +189,67 @@ type origin struct {
 	offset          atomic.Int64
 	cmd             *exec.Cmd
 	stderr          *logbuf.Buffer
+	// edgeURLs is the origin's LECTERN_EDGE_URLS, the edge hosts it
+	// pushes revokes to: the listeners of edges, reserved before it
+	// starts, that the suite's edges take (edgeListener). Nil edges: the
+	// test set LECTERN_EDGE_URLS itself.
+	edgeURLs string
+	edges    chan net.Listener
+}
+
+// edgePool is how many edge listeners an origin of the suite reserves
+// and lists in LECTERN_EDGE_URLS: more than the edges with a revoke URL
+// that any one origin serves (the shared origin's, across the builds).
+const edgePool = 32
+
+// reserveEdges opens o's edge listeners and sets o.edgeURLs.
+func (o *origin) reserveEdges() error {
+	o.edges = make(chan net.Listener, edgePool)
+	urls := make([]string, 0, edgePool)
+	for range edgePool {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			o.closeEdges()
+			return err
+		}
+		o.edges <- ln
+		urls = append(urls, "http://"+ln.Addr().String())
+	}
+	o.edgeURLs = strings.Join(urls, ",")
+	return nil
+}
+
+// edgeListener is a listener for an edge in front of o whose revoke URL
+// o accepts and pushes to: one of those o lists, or, where the test set
+// LECTERN_EDGE_URLS itself, any loopback port.
+func (o *origin) edgeListener(t testing.TB) net.Listener {
+	t.Helper()
+	if o.edges == nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
+	select {
+	case ln := <-o.edges:
+		return ln
+	default:
+		t.Fatalf("the origin's %d edge listeners (LECTERN_EDGE_URLS) are all taken: raise edgePool", edgePool)
+		return nil
+	}
+}
+
+// closeEdges closes the edge listeners no edge took.
+func (o *origin) closeEdges() {
+	for {
+		select {
+		case ln := <-o.edges:
+			ln.Close()
+		default:
+			return
+		}
+	}
 }
 
 // shared returns the origin most tests share. Tests that move its clock
@@ -242,18 +305,26 @@ func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 	cmd.Env = append(cmd.Env, "LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_ADDR=127.0.0.1:0", "LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
 		"LECTERN_CORPUS="+corpusDir, "LECTERN_SECRET="+secret, "LECTERN_TEST_CLOCK=1")
+	o := &origin{cmd: cmd, stderr: new(logbuf.Buffer)}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "LECTERN_EDGE_URLS=") }) {
+		if err := o.reserveEdges(); err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, "LECTERN_EDGE_URLS="+o.edgeURLs)
+	}
 	cmd.Env = append(cmd.Env, env...)
 	if log == nil {
 		log = io.Discard
 		cmd.Env = append(cmd.Env, "LECTERN_LOG_LEVEL=warn")
 	}
-	o := &origin{cmd: cmd, stderr: new(logbuf.Buffer)}
 	cmd.Stderr = o.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		o.closeEdges()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		o.closeEdges()
 		return nil, err
 	}
 	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
@@ -282,6 +353,7 @@ func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 func (o *origin) stop() {
 	o.cmd.Process.Kill()
 	o.cmd.Wait()
+	o.closeEdges()
 }
 
 // now is the origin's test clock as the edge sees it: the test moves both.

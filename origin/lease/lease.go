@@ -32,6 +32,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/edgesig"
 	wire "github.com/lectern-api/lectern/shared/lease"
 )
 
@@ -90,9 +91,9 @@ const (
 // Config is what a Manager needs.
 type Config struct {
 	Store meter.LeaseStore
-	// EdgeKey signs the revoke pushes (the secret's subkey.Edge, the key
-	// the edge's own signatures are checked with).
-	EdgeKey []byte
+	// EdgeKeys sign the revoke pushes (edgesig.KeysOf the secret, the
+	// keys the edge's own signatures are checked with).
+	EdgeKeys edgesig.Keys
 	// Off is LECTERN_LEASES=off: no lease is granted, and the edge gates
 	// every 304 as without leases. Reports are still applied and leases
 	// granted before still revoked.
@@ -105,6 +106,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Client makes the pushes (nil: NewClient()).
 	Client *http.Client
+	// Edges are the base URLs of the edge hosts that take revoke pushes
+	// (LECTERN_EDGE_URLS, ParseEdges; edges.go): a lease's revoke URL
+	// must be the revoke endpoint of one of them (AllowsRevokeURL), when
+	// the lease is asked for and again when a push is made. None: no
+	// push is made, and a lease request naming a revoke URL is refused.
+	Edges []string
 }
 
 // Manager grants, revokes, recalls and settles leases. It is safe for
@@ -112,7 +119,8 @@ type Config struct {
 type Manager struct {
 	cfg     Config
 	client  *http.Client
-	recalls flights // one recall of an organisation at a time
+	edges   map[string]bool // the canonical base URLs of cfg.Edges
+	recalls flights         // one recall of an organisation at a time
 }
 
 // New returns a Manager.
@@ -127,6 +135,7 @@ func New(cfg Config) *Manager {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{cfg: cfg, client: cfg.Client}
+	m.edges = m.edgeSet(cfg.Edges)
 	if m.client == nil {
 		m.client = NewClient()
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/shared/edgesig"
 	wire "github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
-var edgeKey = subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
+var edgeKeys = edgesig.KeysOf([]byte("a-test-secret-of-at-least-32-characters"))
 
 // day is a time well inside an hour and a month.
 var day = time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
@@ -63,7 +63,7 @@ func calls(t *testing.T, s meter.Store, org string, at time.Time) int64 {
 func TestGrant(t *testing.T) { eachBackend(t, testGrant) }
 
 func testGrant(t *testing.T, s leaseStore) {
-	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 5 * time.Second})
+	m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, TTL: 5 * time.Second})
 	for _, c := range []struct {
 		name  string
 		org   *store.Org
@@ -173,8 +173,8 @@ func TestRevokePushes(t *testing.T) { eachBackend(t, testRevokePushes) }
 
 func testRevokePushes(t *testing.T, s leaseStore) {
 	clk := func() time.Time { return day }
-	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, Now: clk})
-	e := leasetest.NewEdge(t, edgeKey, clk)
+	e := leasetest.NewEdge(t, edgeKeys, clk)
+	m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, Now: clk, Edges: []string{e.Base()}})
 	o := acme(nil)
 	held := grant(t, m, o, 16, e.URL(), day)
 	gone := grant(t, m, o, 16, e.URL(), day)
@@ -224,8 +224,9 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s leaseStore) {
-				m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
-				e := leasetest.NewEdge(t, edgeKey, time.Now)
+				e := leasetest.NewEdge(t, edgeKeys, time.Now)
+				m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, TTL: 200 * time.Millisecond,
+					Edges: []string{e.Base(), redirect.URL}})
 				g := grant(t, m, acme(nil), 8, c.url(e), time.Now())
 				l := recorded(t, s, "acme", g.ID)
 				if err := m.Revoke(context.Background(), "acme"); err != nil {
@@ -248,8 +249,8 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 func TestSettleAndRecall(t *testing.T) { eachBackend(t, testSettleAndRecall) }
 
 func testSettleAndRecall(t *testing.T, s leaseStore) {
-	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey, TTL: 200 * time.Millisecond})
-	e := leasetest.NewEdge(t, edgeKey, time.Now)
+	e := leasetest.NewEdge(t, edgeKeys, time.Now)
+	m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, TTL: 200 * time.Millisecond, Edges: []string{e.Base()}})
 	now := time.Now()
 	g := grant(t, m, acme(nil), 16, e.URL(), now)
 	e.Set(g.ID, 4)
@@ -280,8 +281,8 @@ func testSettleAndRecall(t *testing.T, s leaseStore) {
 func TestRevokeWaitsForThePush(t *testing.T) { eachBackend(t, testRevokeWaitsForThePush) }
 
 func testRevokeWaitsForThePush(t *testing.T, s leaseStore) {
-	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
-	e := leasetest.NewEdge(t, edgeKey, time.Now)
+	e := leasetest.NewEdge(t, edgeKeys, time.Now)
+	m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, Edges: []string{e.Base()}})
 	arrived := e.Hold()
 	g := grant(t, m, acme(nil), 8, e.URL(), time.Now())
 	e.Set(g.ID, 1)
@@ -307,8 +308,8 @@ func testRevokeWaitsForThePush(t *testing.T, s leaseStore) {
 func TestRecallsShareOneRound(t *testing.T) { eachBackend(t, testRecallsShareOneRound) }
 
 func testRecallsShareOneRound(t *testing.T, s leaseStore) {
-	m := lease.New(lease.Config{Store: s, EdgeKey: edgeKey})
-	e := leasetest.NewEdge(t, edgeKey, time.Now)
+	e := leasetest.NewEdge(t, edgeKeys, time.Now)
+	m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, Edges: []string{e.Base()}})
 	arrived := e.Hold()
 	g := grant(t, m, acme(nil), 8, e.URL(), time.Now())
 	e.Set(g.ID, 3)

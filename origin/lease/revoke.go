@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	wire "github.com/lectern-api/lectern/shared/lease"
@@ -86,7 +87,8 @@ func (m *Manager) Recall(ctx context.Context, org string) {
 		}
 		var until time.Time
 		for _, l := range left {
-			// A lease whose push failed keeps its reservation until
+			// A lease whose push failed, or whose revoke URL is no
+			// longer a listed edge host's, keeps its reservation until
 			// its host reports it (settle): waiting would not free it.
 			if l.RevokeURL == "" && l.Settle.After(until) {
 				until = l.Settle
@@ -120,13 +122,24 @@ func (m *Manager) Settle(ctx context.Context, org string) {
 // hosts, concurrently, at most wire.MaxReports leases a push, and
 // applies what they answer. A lease a host answered no report for is not
 // held there: it is closed at what was reported before. It returns the
-// leases no push reached: those without a revoke URL and those whose
-// push failed. An error is the store's.
+// leases no push reached: those without a revoke URL, those whose revoke
+// URL the edge hosts listed now do not allow (stored under another
+// LECTERN_EDGE_URLS, before a restart: never called, edges.go), and those
+// whose push failed. An error is the store's.
 func (m *Manager) takeBack(ctx context.Context, leases []meter.Lease, keep bool) ([]meter.Lease, error) {
 	var left []meter.Lease
 	batches := map[string][][]meter.Lease{}
+	var unlisted map[string]int // revoke URL: leases not pushed to
 	for _, l := range leases {
 		if l.RevokeURL == "" {
+			left = append(left, l)
+			continue
+		}
+		if !m.AllowsRevokeURL(l.RevokeURL) {
+			if unlisted == nil {
+				unlisted = map[string]int{}
+			}
+			unlisted[l.RevokeURL]++
 			left = append(left, l)
 			continue
 		}
@@ -136,6 +149,10 @@ func (m *Manager) takeBack(ctx context.Context, leases []meter.Lease, keep bool)
 		}
 		bs[len(bs)-1] = append(bs[len(bs)-1], l)
 		batches[l.RevokeURL] = bs
+	}
+	for u, n := range unlisted {
+		m.cfg.Logger.Warn("lease: a revoke URL that is no listed edge host's ("+EdgesSetting+") is not pushed to; its leases are waited for until they expire",
+			"url", u, "leases", n, "keep", keep)
 	}
 	type answer struct {
 		batch   []meter.Lease
@@ -180,27 +197,27 @@ func (m *Manager) push(ctx context.Context, url string, batch []meter.Lease, kee
 	for _, l := range batch {
 		rv.Leases = append(rv.Leases, l.ID)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(wire.AppendRevoke(nil, &rv)))
+	body := wire.AppendRevoke(nil, &rv)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	id := newRequestID()
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", id)
-	req.Header.Set(edgesig.Header, edgesig.Sign(m.cfg.EdgeKey, edgesig.Revoke, http.MethodPost, wire.RevokePath, id, m.cfg.Now().Unix()))
+	req.Header.Set("X-Request-Id", newRequestID())
+	httpsig.Sign(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now())
 	res, err := m.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, wire.MaxBody+1))
+	answer, err := io.ReadAll(io.LimitReader(res.Body, wire.MaxBody+1))
 	if err != nil {
 		return nil, err
 	}
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("the edge host answered %d", res.StatusCode)
 	}
-	got, err := wire.ParseReports(body)
+	got, err := wire.ParseReports(answer)
 	if err != nil {
 		return nil, fmt.Errorf("the edge host's answer: %w", err)
 	}

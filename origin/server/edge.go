@@ -1,14 +1,18 @@
 package server
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
+	"github.com/lectern-api/lectern/shared/param"
 )
 
 // The origin's side of the edge protocol (docs/edge.md): requests the edge
@@ -16,10 +20,63 @@ import (
 // and grants digest its ETag candidates need; the gate endpoint decides
 // whether a conditional request is a 304 without rendering anything.
 
-// fromEdge reports whether r carries a valid forward signature.
+// fromEdge reports whether r carries a valid forward signature, not seen
+// before. The signature covers the body's hash: a body is read first (at
+// most param.MaxBody+1 bytes, all the edge forwards) and r.Body replaced
+// by what was read; a longer one cannot be the edge's, and is left to be
+// read on as it came.
 func (s *Server) fromEdge(r *http.Request, id string) bool {
 	v := r.Header.Get(edgesig.Header)
-	return v != "" && edgesig.Verify(s.cfg.EdgeKey, v, edgesig.Forward, r.Method, r.URL.RequestURI(), id, s.cfg.Now().Unix())
+	if v == "" {
+		return false
+	}
+	body := ""
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		b, err := io.ReadAll(io.LimitReader(r.Body, param.MaxBody+2))
+		if err != nil || len(b) > param.MaxBody+1 {
+			r.Body = readAgain{io.MultiReader(bytes.NewReader(b), errReader{err}, r.Body), r.Body}
+			return false
+		}
+		r.Body = readAgain{bytes.NewReader(b), r.Body}
+		body = edgesig.BodyHash(b)
+	}
+	return s.acceptEdge(r, edgesig.Forward, body, id)
+}
+
+// acceptEdge checks r's signature for purpose (body: the body's hash),
+// and logs a refusal: a replay, or a call signed for another host, is
+// worth an operator's look.
+func (s *Server) acceptEdge(r *http.Request, purpose, body, id string) bool {
+	v := r.Header.Get(edgesig.Header)
+	if v == "" {
+		return false
+	}
+	m := httpsig.Message(purpose, r, body)
+	m.RequestID = id
+	if err := s.edge.Accept(v, &m, s.cfg.Now().UnixMilli()); err != nil {
+		s.cfg.Logger.Warn("edge: signature refused", "requestId", id, "purpose", purpose, "host", r.Host, "err", err)
+		return false
+	}
+	return true
+}
+
+// readAgain is a body read into memory, or partly, closed as the
+// original.
+type readAgain struct {
+	io.Reader
+	orig io.Closer
+}
+
+func (b readAgain) Close() error { return b.orig.Close() }
+
+// errReader returns err, or nothing (io.EOF) when err is nil.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
 }
 
 // edgeHeaders adds, for the edge only, what its ETag candidates need.
@@ -38,9 +95,7 @@ func edgeHeaders(w http.ResponseWriter, req *request) {
 // (nothing billed), or the error the request would get.
 func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 	target := r.Header.Get(edgesig.TargetHeader)
-	sig := r.Header.Get(edgesig.Header)
-	if r.Method != http.MethodPost || sig == "" ||
-		!edgesig.Verify(s.cfg.EdgeKey, sig, edgesig.Gate, r.Method, target, id, s.cfg.Now().Unix()) {
+	if !s.signedInternal(r, id, edgesig.Gate) {
 		s.writeError(w, r, id, apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json."))
 		return
 	}

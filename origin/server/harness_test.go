@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2/clientcredentials"
+
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
@@ -30,11 +33,10 @@ import (
 	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/edgesig"
 	shid "github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/scope"
-	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/oauth2/clientcredentials"
 )
 
 // harness is the origin wired as origin/cmd/origin wires it (SQLite store
@@ -62,7 +64,7 @@ type harness struct {
 
 // testEdgeKey is the edge key of every harness: tests sign the edge's
 // calls with it.
-var testEdgeKey = []byte("test-harness-edge-key-0123456789abcd")
+var testEdgeKeys = edgesig.KeysOf([]byte("test-harness-edge-key-0123456789abcd"))
 
 // buildContent generates the corpus of o into dir and builds it.
 func buildContent(t testing.TB, dir string, o gen.Options) *Content {
@@ -138,8 +140,10 @@ type harnessOptions struct {
 	// progress, when set, wraps the progress store the server uses.
 	progress func(progress.Store) progress.Store
 	// leases, when set, has the server grant leases on the meters' own
-	// lease store (its Store, EdgeKey and Now are the harness's).
+	// lease store (its Store, EdgeKeys and Now are the harness's).
 	leases *lease.Config
+	// originHosts are the server's names for the edge's signatures.
+	originHosts []string
 }
 
 func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
@@ -177,7 +181,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 	if opts.leases != nil {
 		h.leaseStore = ms
 		cfg := *opts.leases
-		cfg.Store, cfg.EdgeKey, cfg.Now = ms, testEdgeKey, h.now
+		cfg.Store, cfg.EdgeKeys, cfg.Now = ms, testEdgeKeys, h.now
 		h.leases = lease.New(cfg)
 	}
 	if opts.meters != nil {
@@ -204,7 +208,8 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		CanaryKey:            opts.canaryKey,
 		InlineCeiling:        opts.inlineCeiling,
 		Progress:             progressStore,
-		EdgeKey:              testEdgeKey,
+		EdgeKeys:             testEdgeKeys,
+		OriginHosts:          opts.originHosts,
 		Leases:               h.leases,
 	})
 	apiSrv.Config.Handler = h.srv

@@ -1,11 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,12 +31,19 @@ import (
 // cumulative usage reports. The grants, revocations and reports are
 // origin/lease's; this file is their wire.
 
-// signedInternal reports whether r is a POST of the edge's, signed for
-// purpose over its own request target: the lease and usage calls.
+// signedInternal reads the body of r, the edge's gate, lease or usage
+// call, and reports whether r is a POST signed for purpose over it; the body is
+// then r's body again. A body over wire.MaxBody is refused as unsigned.
 func (s *Server) signedInternal(r *http.Request, id, purpose string) bool {
-	sig := r.Header.Get(edgesig.Header)
-	return r.Method == http.MethodPost && sig != "" &&
-		edgesig.Verify(s.cfg.EdgeKey, sig, purpose, r.Method, r.URL.RequestURI(), id, s.cfg.Now().Unix())
+	if r.Method != http.MethodPost || r.Header.Get(edgesig.Header) == "" {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxBody+1))
+	if err != nil || len(b) > wire.MaxBody {
+		return false
+	}
+	r.Body = readAgain{bytes.NewReader(b), r.Body}
+	return s.acceptEdge(r, purpose, edgesig.BodyHash(b), id)
 }
 
 // noRoute is the answer to an internal call without a valid signature:
@@ -131,9 +138,10 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) (wire.Answer, err
 	if err := s.cfg.Leases.Report(ctx, ask.Reports); err != nil {
 		return wire.Answer{}, err
 	}
-	if !validRevokeURL(ask.Revoke) {
+	if !s.validRevokeURL(ask.Revoke) {
 		return wire.Answer{}, &apierr.Error{Code: apierr.BadRequest, Parameter: "revoke",
-			Message: "revoke must be an absolute http or https URL without credentials or fragment, or empty."}
+			Message: "revoke must be empty or the revoke endpoint (<base URL>" + wire.RevokePath + ") of an edge host listed in the origin's " +
+				lease.EdgesSetting + "; this origin pushes revokes to no other address."}
 	}
 	if n := len(r.Header.Values("Authorization")); n > 1 {
 		return wire.Answer{}, apierr.New(apierr.BadRequest, "Send one Authorization field.")
@@ -227,15 +235,12 @@ func leaseHeaders(version string, bill billing.Bill) [][2]string {
 }
 
 // validRevokeURL reports whether u can be an edge host's revoke URL: ""
-// (no push), or an absolute http or https URL with a host and no
-// credentials or fragment. The origin posts signed pushes to it, so it
-// must name a host and nothing a redirect or a userinfo could bend.
-func validRevokeURL(u string) bool {
-	if u == "" {
-		return true
-	}
-	p, err := url.Parse(u)
-	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" && p.User == nil && p.Fragment == "" && p.Opaque == ""
+// (no push), or exactly the revoke endpoint of an edge host listed in
+// LECTERN_EDGE_URLS (lease.Manager.AllowsRevokeURL). The origin posts
+// signed pushes to it, so it must be an address the operator named, not
+// one of the requester's choosing (the admin API, a private service).
+func (s *Server) validRevokeURL(u string) bool {
+	return s.cfg.Leases.AllowsRevokeURL(u)
 }
 
 // applyUsage applies the reports of r's X-Lectern-Usage, an edge-signed

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/origin/lease"
-	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -39,7 +39,7 @@ func leaseHarness(t *testing.T, cfg lease.Config) *harness {
 var edgeCalls atomic.Int64
 
 // edgeCall posts body to path as the edge does, signed for purpose (no
-// signature when purpose is ""), with header pairs.
+// signature when purpose is "", nor when hdr sets one), with header pairs.
 func (h *harness) edgeCall(path, purpose string, body []byte, hdr ...string) resp {
 	h.t.Helper()
 	id := fmt.Sprintf("edge-call-%06d", edgeCalls.Add(1))
@@ -49,11 +49,11 @@ func (h *harness) edgeCall(path, purpose string, body []byte, hdr ...string) res
 	}
 	req.Header.Set("X-Request-Id", id)
 	req.Header.Set("Content-Type", "application/json")
-	if purpose != "" {
-		req.Header.Set(edgesig.Header, edgesig.Sign(testEdgeKey, purpose, "POST", path, id, h.now().Unix()))
-	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	if purpose != "" && req.Header.Get(edgesig.Header) == "" {
+		httpsig.Sign(testEdgeKeys, purpose, req, body, h.now())
 	}
 	return h.send(req)
 }
@@ -100,7 +100,8 @@ func TestLeaseRefusals(t *testing.T) {
 	for _, body := range []string{``, `nope`, `{"want":1}`, `{"want":16,"extra":1}`, `{"want":16,"reports":[{"lease":"a b","used":1}]}`} {
 		h.edgeCall(wire.Path, edgesig.Lease, []byte(body), auth...).wantError(t, 400, "BAD_REQUEST")
 	}
-	h.edgeCall(wire.Path, edgesig.Lease, bytes.Repeat([]byte(" "), wire.MaxBody+1), auth...).wantError(t, 413, "PAYLOAD_TOO_LARGE")
+	// Over wire.MaxBody the body is not read whole: not what was signed.
+	h.edgeCall(wire.Path, edgesig.Lease, bytes.Repeat([]byte(" "), wire.MaxBody+1), auth...).wantError(t, 404, "NOT_FOUND")
 	for _, u := range []string{"ftp://edge/internal/revoke", "/internal/revoke", "http://user:pw@edge/x", "http://edge/x#f"} {
 		h.edgeCall(wire.Path, edgesig.Lease, wire.AppendRequest(nil, &wire.Request{Want: 16, Revoke: u}), auth...).wantError(t, 400, "BAD_REQUEST")
 	}
@@ -179,6 +180,13 @@ func TestLeaseAnswerIsTheGated304(t *testing.T) {
 
 func n64(v int64) *int64 { return &v }
 
+// forwardSig is the edge's signature of a GET of target forwarded with
+// token tok, request id and X-Lectern-Usage usage.
+func (h *harness) forwardSig(target, tok, id, usage string) string {
+	return edgesig.NewSigner(testEdgeKeys, 1).Sign(&edgesig.Message{Purpose: edgesig.Forward, Method: "GET",
+		Host: strings.TrimPrefix(h.api, "http://"), Target: target, Auth: "Bearer " + tok, Usage: usage, RequestID: id}, h.now().UnixMilli())
+}
+
 // gateCall makes the edge's gate call for a conditional GET of target.
 func (h *harness) gateCall(target, tok, inm string, hdr ...string) resp {
 	h.t.Helper()
@@ -188,10 +196,10 @@ func (h *harness) gateCall(target, tok, inm string, hdr ...string) resp {
 	req.Header.Set("If-None-Match", inm)
 	req.Header.Set("X-Request-Id", id)
 	req.Header.Set(edgesig.TargetHeader, target)
-	req.Header.Set(edgesig.Header, edgesig.Sign(testEdgeKey, edgesig.Gate, "POST", target, id, h.now().Unix()))
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	httpsig.Sign(testEdgeKeys, edgesig.Gate, req, nil, h.now())
 	return h.send(req)
 }
 
@@ -243,14 +251,14 @@ func TestUsageReports(t *testing.T) {
 	// A forward signed by the edge: its field is applied, and the
 	// request is billed as ever (one call).
 	id := "edge-fwd-000001"
-	sig := edgesig.Sign(testEdgeKey, edgesig.Forward, "GET", "/v1/tiers", id, h.now().Unix())
+	sig := h.forwardSig("/v1/tiers", tok, id, a.Lease+"=9")
 	wantStatus(t, h.get("/v1/tiers", tok, "X-Request-Id", id, edgesig.Header, sig, wire.UsageHeader, a.Lease+"=9"), 200)
 	if got := h.calls("acme") - base; got != 9+1 {
 		t.Errorf("after a forward reporting 9: billed %d, want 10", got)
 	}
 	// A malformed field is ignored: the request is served.
 	id = "edge-fwd-000002"
-	sig = edgesig.Sign(testEdgeKey, edgesig.Forward, "GET", "/v1/tiers", id, h.now().Unix())
+	sig = h.forwardSig("/v1/tiers", tok, id, a.Lease+"=many")
 	wantStatus(t, h.get("/v1/tiers", tok, "X-Request-Id", id, edgesig.Header, sig, wire.UsageHeader, a.Lease+"=many"), 200)
 	wantStatus(t, h.get("/v1/tiers", tok, wire.UsageHeader, a.Lease+"=30"), 200)
 	if got := h.calls("acme") - base; got != 12 {
@@ -285,8 +293,7 @@ func (h *harness) openLeases(orgID string) []meter.Lease {
 // reservations recalls them (a push, the edge's usage applied) and is
 // served: no false 429.
 func TestRecallAvoidsFalse429(t *testing.T) {
-	h := leaseHarness(t, lease.Config{})
-	e := leasetest.NewEdge(t, testEdgeKey, h.now)
+	h, e := leaseEdgeHarness(t, lease.Config{})
 	tok := h.org("acme", "topics")
 	h.updateOrg("acme", func(o *store.Org) { o.Quota.Calls = n64(40) })
 	a := h.askLease(tok, wire.Request{Want: 64, Revoke: e.URL()})
@@ -314,8 +321,7 @@ func TestRecallAvoidsFalse429(t *testing.T) {
 // GET /v1/license settles the organisation's leases first: the usage an
 // edge holds unreported is in its calls, and the lease stays the edge's.
 func TestLicenseSettles(t *testing.T) {
-	h := leaseHarness(t, lease.Config{})
-	e := leasetest.NewEdge(t, testEdgeKey, h.now)
+	h, e := leaseEdgeHarness(t, lease.Config{})
 	tok := h.org("acme", "topics")
 	a := h.askLease(tok, wire.Request{Want: 64, Revoke: e.URL()})
 	e.Set(a.Lease, 5)
@@ -345,8 +351,7 @@ func TestLicenseSettles(t *testing.T) {
 // The lesson read that trips the enumeration alarm is answered only
 // after the organisation's leases are revoked.
 func TestAlarmTripRevokes(t *testing.T) {
-	h := leaseHarness(t, lease.Config{})
-	e := leasetest.NewEdge(t, testEdgeKey, h.now)
+	h, e := leaseEdgeHarness(t, lease.Config{})
 	tok, path, crossing := alarmOrg(t, h, "alarm")
 	a := h.askLease(tok, wire.Request{Want: 16, Revoke: e.URL()})
 	e.Set(a.Lease, 1)
@@ -372,5 +377,29 @@ func TestAlarmTripRevokes(t *testing.T) {
 	}
 	if a := h.askLease(tok, wire.Request{Want: 16}); a.Calls != 0 {
 		t.Errorf("a lease for a suspended organisation: %+v", a)
+	}
+}
+
+// TestSignedForAnotherOrigin: an origin that knows its names
+// (LECTERN_ORIGIN_HOSTS) refuses a call signed for a peer, though the
+// call names that peer in its Host field; the same call signed for one
+// of its names is taken, once.
+func TestSignedForAnotherOrigin(t *testing.T) {
+	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{leases: &lease.Config{}, now: midHour(),
+		originHosts: []string{"origin-1.internal:8080"}})
+	tok := h.org("acme", "topics")
+	ask := wire.AppendRequest(nil, &wire.Request{Want: 16})
+	call := func(host string) resp {
+		req, _ := http.NewRequest("POST", h.api+wire.Path, bytes.NewReader(ask))
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("X-Request-Id", fmt.Sprintf("edge-call-%06d", edgeCalls.Add(1)))
+		httpsig.Sign(testEdgeKeys, edgesig.Lease, req, ask, h.now())
+		return h.send(req)
+	}
+	call("origin-2.internal:8080").wantError(t, 404, "NOT_FOUND")
+	call(strings.TrimPrefix(h.api, "http://")).wantError(t, 404, "NOT_FOUND")
+	if r := call("Origin-1.internal:8080"); r.status != 200 {
+		t.Errorf("signed for the origin's own name: %d %s", r.status, r.body)
 	}
 }

@@ -59,8 +59,13 @@ type Config struct {
 	TagKey []byte
 	// CursorKey seals pagination cursors.
 	CursorKey []byte
-	// EdgeKey checks the edge's signatures (the secret's subkey.Edge).
-	EdgeKey []byte
+	// EdgeKeys check the edge's signatures (edgesig.KeysOf the secret).
+	EdgeKeys edgesig.Keys
+	// OriginHosts are the names (host[:port]) the edges reach this origin
+	// by (LECTERN_ORIGIN_HOSTS): a call signed for another is refused, so
+	// one captured on its way to a peer origin cannot be replayed here.
+	// Empty: a call's own Host field is taken as this origin's.
+	OriginHosts []string
 	// URLKeys check the signed download links under link.Prefix
 	// (files.go); the zero Keys refuses every link.
 	URLKeys link.Keys
@@ -91,6 +96,7 @@ type Config struct {
 // download links.
 type Server struct {
 	cfg       Config
+	edge      edgesig.Receiver // the edge's signatures, each accepted once
 	biller    billing.Biller
 	endpoints map[route.ID]endpoint
 	exports   exporters // the bundle builder of the corpus served (exports.go)
@@ -147,7 +153,8 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters}}
+	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters},
+		edge: edgesig.Receiver{Keys: cfg.EdgeKeys, Hosts: cfg.OriginHosts}}
 	if cfg.Leases != nil {
 		s.biller.Leases = cfg.Leases
 	}

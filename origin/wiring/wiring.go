@@ -31,6 +31,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
+	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/subkey"
 )
@@ -92,6 +93,10 @@ type Deployment struct {
 	Issuer     string
 	Audience   string
 	LicenseURL string
+	// OriginHosts are the names the edges reach this origin by
+	// (LECTERN_ORIGIN_HOSTS): an edge's call signed for another host is
+	// refused. None: a call's own Host is taken as this origin's.
+	OriginHosts []string
 }
 
 // Parts are what one origin's public API serves from.
@@ -116,18 +121,28 @@ type Parts struct {
 type LeaseSettings struct {
 	Off bool          // LECTERN_LEASES=off
 	TTL time.Duration // LECTERN_LEASE_TTL (zero: shared/lease.DefaultTTL)
+	// Edges are the base URLs of the edge hosts that take revoke pushes
+	// (LECTERN_EDGE_URLS, lease.ParseEdges); none: no push is made, and
+	// a lease request naming a revoke URL is refused.
+	Edges []string
 }
 
 // Leases is the lease manager of an origin whose meters are m: nil when
 // m keeps no leases (meter.LeaseStore). Its revoke pushes are signed with
-// the edge key, the one the edge's own signatures are checked with.
+// the edge key, the one the edge's own signatures are checked with, and
+// go only to the edge hosts of set.Edges. With leases on and no edge host
+// listed, it logs once that revoke pushes are off.
 func (d Deployment) Leases(m meter.Store, set LeaseSettings, now func() time.Time, log *slog.Logger) *lease.Manager {
 	ls, ok := m.(meter.LeaseStore)
 	if !ok {
 		return nil
 	}
-	return lease.New(lease.Config{Store: ls, EdgeKey: subkey.Derive(d.Secret, subkey.Edge), Off: set.Off, TTL: set.TTL,
-		Now: now, Logger: log})
+	if log != nil && !set.Off && len(set.Edges) == 0 {
+		log.Info("lease: revoke pushes are off until " + lease.EdgesSetting + " lists the edge hosts: " +
+			"an edge naming a revoke URL is refused its leases (400) and serves without them; edges naming none (Cloudflare) are unaffected")
+	}
+	return lease.New(lease.Config{Store: ls, EdgeKeys: edgesig.KeysOf(d.Secret), Off: set.Off, TTL: set.TTL,
+		Edges: set.Edges, Now: now, Logger: log})
 }
 
 // API is the public API of d served from p.
@@ -145,7 +160,8 @@ func (d Deployment) API(p Parts) *server.Server {
 		Meters:               p.Meters,
 		TagKey:               d.Forensic().Tag,
 		CursorKey:            subkey.Derive(d.Secret, subkey.Cursor),
-		EdgeKey:              subkey.Derive(d.Secret, subkey.Edge),
+		EdgeKeys:             edgesig.KeysOf(d.Secret),
+		OriginHosts:          d.OriginHosts,
 		URLKeys:              d.Links(),
 		CanaryKey:            d.Forensic().Canary,
 		Progress:             p.Progress,

@@ -1,21 +1,29 @@
-// Package edgesig authenticates the edge to the origin: every request the
-// edge forwards, and its gate calls, carry
+// Package edgesig authenticates the calls between the edge and the origin,
+// in both directions: every request the edge forwards, its gate, lease and
+// usage calls, and the origin's revoke pushes to an edge host carry
 //
-//	X-Lectern-Edge: v1=<unix seconds>.<hex HMAC-SHA256>
+//	X-Lectern-Edge: v2=<unix milliseconds>.<nonce: 16 hex>.<HMAC-SHA256: 64 hex>
 //
-// over the purpose, the method, the request target (path and query), the
-// request id and the time, keyed with a key both tiers derive from the
-// deployment secret. The origin never trusts the edge beyond this: it
-// re-verifies tokens and re-reads entitlements itself.
+// over one rule (Message): the purpose, the method, the receiving host, the
+// request target, the SHA-256 of the body, the Authorization and
+// X-Lectern-Usage fields, the request id, the nonce and the time, keyed
+// with the purpose's own key (Keys), derived from the deployment secret.
+// A receiver (Receiver) checks the host is its own, the time is within
+// Window of its clock, the MAC, and that it has not accepted the same
+// signature before (Seen). The origin never trusts the edge beyond this:
+// it re-verifies tokens and re-reads entitlements itself.
 package edgesig
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"hash"
 	"strconv"
 	"strings"
+
+	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 // The edge protocol's header fields (docs/edge.md). Every one begins with
@@ -27,16 +35,23 @@ const (
 	TargetHeader = "X-Lectern-Target" // a gate call's: the conditional GET's request target
 	OrgHeader    = "X-Lectern-Org"    // on answers to the edge: the organisation
 	GrantsHeader = "X-Lectern-Grants" // on answers to the edge: its grants digest (etag.GrantsDigest)
+	UsageHeader  = "X-Lectern-Usage"  // usage reports on a forward or gate call (shared/lease)
 )
 
-// MaxSkew bounds the difference between the signing and checking clocks.
-const MaxSkew = 300 // seconds
+// Window bounds the difference between the signing and the checking clock,
+// either way, in milliseconds. Both tiers' hosts keep UTC by NTP (a few
+// milliseconds apart); what the window must cover is the time a signed
+// call may take to be sent: a failover tries up to three origins, each
+// bounded at 3 s to connect (docs/edge.md, Several origins). 30 s covers
+// that with room for a host clock a few seconds off, and bounds what the
+// replay cache must hold.
+const Window = 30_000
 
 // GatePath is the origin's gate endpoint, outside /v1: the edge asks it
 // whether a conditional request is a 304 (docs/edge.md, Origin protocol).
 const GatePath = "/internal/gate"
 
-// The purposes a signature is made for.
+// The purposes a signature is made for, each under a key of its own.
 const (
 	Forward = "forward" // a client request forwarded unchanged
 	Gate    = "gate"    // POST /internal/gate: may this conditional request be a 304?
@@ -45,59 +60,156 @@ const (
 	Revoke  = "revoke"  // POST /internal/revoke, origin to edge host: drop or settle leases
 )
 
-// mac is what Verify checks.
-func mac(key []byte, purpose, method, target, requestID string, unix int64) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write(signed(nil, purpose, method, target, requestID, unix))
-	return m.Sum(nil)
+var purposes = [...]string{Forward, Gate, Lease, Usage, Revoke}
+
+// EmptyBody is the hex SHA-256 of no bytes: a Message's Body when the
+// request has none.
+const EmptyBody = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// BodyHash returns the hex SHA-256 of b, a Message's Body.
+func BodyHash(b []byte) string {
+	if len(b) == 0 {
+		return EmptyBody
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
 
-// Sign returns the header value for a request at unix seconds.
-func Sign(key []byte, purpose, method, target, requestID string, unix int64) string {
-	return NewSigner(key).Sign(purpose, method, target, requestID, unix)
+// Message is what a signature covers.
+type Message struct {
+	Purpose string
+	Method  string
+	// Host is the receiver's host and port as the sender's URL names it
+	// (the request's Host field); compared without regard to case.
+	Host   string
+	Target string // the request target: path, and ?query when there is one
+	// Body is BodyHash of the body as sent; "" is taken as EmptyBody.
+	Body      string
+	Auth      string // the Authorization field; "" when there is none
+	Usage     string // the X-Lectern-Usage field; "" when there is none
+	RequestID string
 }
 
-// Signer signs with one key and reuses its HMAC state and buffers, so a
-// signature costs no allocation but its string (under TinyGo too:
-// TestGate304Allocations). It is not safe for concurrent use: the edge's
+// Keys are the purposes' keys.
+type Keys struct{ k [len(purposes)][]byte }
+
+// KeysOf derives the purposes' keys from the deployment secret
+// (subkey.Edge, then the purpose). An empty secret gives no keys: nothing
+// verifies.
+func KeysOf(secret []byte) Keys {
+	var k Keys
+	if len(secret) == 0 {
+		return k
+	}
+	for i, p := range purposes {
+		k.k[i] = subkey.Derive(secret, subkey.Edge+"/"+p)
+	}
+	return k
+}
+
+// key returns purpose's key, nil for an unknown purpose or no keys.
+func (k Keys) key(purpose string) []byte {
+	for i, p := range purposes {
+		if p == purpose {
+			return k.k[i]
+		}
+	}
+	return nil
+}
+
+// Signer signs with one set of keys and reuses its HMAC states and
+// buffers, so a signature costs no allocation but its string (under
+// TinyGo too: TestGate304Allocations). Its nonces are a counter from a
+// random start, so that two signatures of the same message in the same
+// millisecond differ. It is not safe for concurrent use: the edge's
 // pipeline, which signs every request it passes on, is single-threaded.
 type Signer struct {
-	mac hash.Hash
-	buf []byte
-	sum [sha256.Size]byte
+	macs  [len(purposes)]hash.Hash
+	nonce uint64
+	buf   []byte
+	sum   [sha256.Size]byte
 }
 
-// NewSigner returns a Signer of key (subkey.Derive(secret, subkey.Edge)).
-func NewSigner(key []byte) *Signer {
-	return &Signer{mac: hmac.New(sha256.New, key)}
+// NewSigner returns a Signer of keys whose nonces start at seed (random).
+func NewSigner(keys Keys, seed uint64) *Signer {
+	s := &Signer{nonce: seed}
+	for i, k := range keys.k {
+		if k != nil {
+			s.macs[i] = hmac.New(sha256.New, k)
+		}
+	}
+	return s
 }
 
-// Sign returns the header value for a request at unix seconds.
-func (s *Signer) Sign(purpose, method, target, requestID string, unix int64) string {
-	b := s.Append(s.buf[:0], purpose, method, target, requestID, unix)
-	s.buf = b
-	return string(b)
+// Sign returns the header value for m at unix milliseconds.
+func (s *Signer) Sign(m *Message, unixMilli int64) string {
+	return string(s.Append(nil, m, unixMilli))
 }
 
-// Append appends Sign's header value to dst.
-func (s *Signer) Append(dst []byte, purpose, method, target, requestID string, unix int64) []byte {
-	s.buf = signed(s.buf[:0], purpose, method, target, requestID, unix)
-	s.mac.Reset()
-	s.mac.Write(s.buf)
-	dst = append(dst, "v1="...)
-	dst = strconv.AppendInt(dst, unix, 10)
+// Append appends Sign's header value to dst. A purpose without a key
+// appends a value that never verifies.
+func (s *Signer) Append(dst []byte, m *Message, unixMilli int64) []byte {
+	s.nonce++
+	dst = append(dst, "v2="...)
+	dst = strconv.AppendInt(dst, unixMilli, 10)
 	dst = append(dst, '.')
-	return hex.AppendEncode(dst, s.mac.Sum(s.sum[:0]))
+	dst = appendNonce(dst, s.nonce)
+	dst = append(dst, '.')
+	mac := s.mac(m.Purpose)
+	if mac == nil {
+		return append(dst, zeroMAC...)
+	}
+	s.buf = signed(s.buf[:0], m, s.nonce, unixMilli)
+	mac.Reset()
+	mac.Write(s.buf)
+	return hex.AppendEncode(dst, mac.Sum(s.sum[:0]))
+}
+
+const zeroMAC = "0000000000000000000000000000000000000000000000000000000000000000"
+
+func (s *Signer) mac(purpose string) hash.Hash {
+	for i, p := range purposes {
+		if p == purpose {
+			return s.macs[i]
+		}
+	}
+	return nil
+}
+
+func appendNonce(b []byte, n uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[n>>uint(shift)&0xf])
+	}
+	return b
 }
 
 // signed appends to b what is signed: the length-prefixed fields.
-func signed(b []byte, purpose, method, target, requestID string, unix int64) []byte {
-	for _, f := range [...]string{"v1", purpose, method, target, requestID} {
+func signed(b []byte, m *Message, nonce uint64, unixMilli int64) []byte {
+	body := m.Body
+	if body == "" {
+		body = EmptyBody
+	}
+	b = field(b, "v2")
+	b = field(b, m.Purpose)
+	b = field(b, m.Method)
+	b = strconv.AppendInt(b, int64(len(m.Host)), 10)
+	b = append(b, ':')
+	for i := 0; i < len(m.Host); i++ {
+		c := m.Host[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	for _, f := range [...]string{m.Target, body, m.Auth, m.Usage, m.RequestID} {
 		b = field(b, f)
 	}
-	b = strconv.AppendInt(b, int64(digits(unix)), 10)
+	b = append(b, "16:"...)
+	b = appendNonce(b, nonce)
+	b = strconv.AppendInt(b, int64(digits(unixMilli)), 10)
 	b = append(b, ':')
-	return strconv.AppendInt(b, unix, 10)
+	return strconv.AppendInt(b, unixMilli, 10)
 }
 
 // digits is the length of n in decimal.
@@ -119,27 +231,126 @@ func field(b []byte, f string) []byte {
 	return append(b, f...)
 }
 
-// Verify checks a header value made by Sign at most MaxSkew seconds from
-// now. An empty key never verifies.
-func Verify(key []byte, value, purpose, method, target, requestID string, now int64) bool {
-	if len(key) == 0 {
-		return false
+// Signature is a parsed header value.
+type Signature struct {
+	Time  int64 // unix milliseconds
+	Nonce uint64
+	MAC   [sha256.Size]byte
+}
+
+// ErrMalformed, ErrStale, ErrInvalid and ErrReplayed say why a signature
+// was refused (Receiver.Accept); a receiver answers all of them alike.
+var (
+	ErrMalformed = errors.New("edgesig: malformed signature")
+	ErrStale     = errors.New("edgesig: signature outside the time window")
+	ErrInvalid   = errors.New("edgesig: signature does not match")
+	ErrHost      = errors.New("edgesig: signed for another host")
+	ErrReplayed  = errors.New("edgesig: signature already accepted")
+)
+
+// Parse reads a header value: "v2=", the time (decimal, at most 15
+// digits, no leading zero), '.', the nonce (16 lower-case hex digits), '.', the MAC (64
+// lower-case hex digits), nothing else.
+func Parse(value string) (Signature, error) {
+	var sig Signature
+	rest, ok := strings.CutPrefix(value, "v2=")
+	if !ok || len(rest) < 1+1+16+1+64 {
+		return sig, ErrMalformed
 	}
-	rest, ok := strings.CutPrefix(value, "v1=")
-	if !ok {
-		return false
+	ts, rest, _ := strings.Cut(rest, ".")
+	if len(ts) == 0 || len(ts) > 15 || ts[0] == '0' || len(rest) != 16+1+64 || rest[16] != '.' {
+		return sig, ErrMalformed
 	}
-	ts, sig, ok := strings.Cut(rest, ".")
-	if !ok {
-		return false
+	for i := 0; i < len(ts); i++ {
+		if ts[i] < '0' || ts[i] > '9' {
+			return sig, ErrMalformed
+		}
+		sig.Time = sig.Time*10 + int64(ts[i]-'0')
 	}
-	unix, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || unix < now-MaxSkew || unix > now+MaxSkew {
-		return false
+	for i := 0; i < 16; i++ {
+		d, ok := lowerHex(rest[i])
+		if !ok {
+			return sig, ErrMalformed
+		}
+		sig.Nonce = sig.Nonce<<4 | uint64(d)
 	}
-	got, err := hex.DecodeString(sig)
+	mac := rest[17:]
+	for i := range sig.MAC {
+		hi, ok1 := lowerHex(mac[2*i])
+		lo, ok2 := lowerHex(mac[2*i+1])
+		if !ok1 || !ok2 {
+			return sig, ErrMalformed
+		}
+		sig.MAC[i] = hi<<4 | lo
+	}
+	return sig, nil
+}
+
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+// Verify checks a header value against m at nowMilli: well formed, made
+// within Window of now, and by m's purpose key over m. It does not
+// remember it: Receiver.Accept does.
+func Verify(keys *Keys, value string, m *Message, nowMilli int64) (Signature, error) {
+	sig, err := Parse(value)
 	if err != nil {
-		return false
+		return sig, err
 	}
-	return hmac.Equal(got, mac(key, purpose, method, target, requestID, unix))
+	if sig.Time < nowMilli-Window || sig.Time > nowMilli+Window {
+		return sig, ErrStale
+	}
+	key := keys.key(m.Purpose)
+	if key == nil {
+		return sig, ErrInvalid
+	}
+	h := hmac.New(sha256.New, key)
+	h.Write(signed(nil, m, sig.Nonce, sig.Time))
+	if !hmac.Equal(h.Sum(nil), sig.MAC[:]) {
+		return sig, ErrInvalid
+	}
+	return sig, nil
+}
+
+// Receiver checks the signatures a host receives.
+type Receiver struct {
+	Keys Keys
+	// Hosts are the names (host[:port], as the senders' URLs write them)
+	// this receiver answers to; a signature made for another host is
+	// refused, so one captured on its way to a peer cannot be replayed
+	// here. Empty: the request's own Host field is taken as it is.
+	Hosts []string
+	Seen  Seen
+}
+
+// Accept checks value against m (m.Host is the request's Host field) at
+// nowMilli and remembers it: a signature is accepted once.
+func (r *Receiver) Accept(value string, m *Message, nowMilli int64) error {
+	if len(r.Hosts) > 0 && !r.ownHost(m.Host) {
+		return ErrHost
+	}
+	sig, err := Verify(&r.Keys, value, m, nowMilli)
+	if err != nil {
+		return err
+	}
+	if !r.Seen.Add(sig, nowMilli) {
+		return ErrReplayed
+	}
+	return nil
+}
+
+func (r *Receiver) ownHost(host string) bool {
+	for _, h := range r.Hosts {
+		if strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,53 +4,124 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
-
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
-func TestSignVerify(t *testing.T) {
-	key := subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
-	const now = 1_790_000_000
-	sig := Sign(key, Forward, "GET", "/v1/tiers?x=1", "req-1", now)
-	if !Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now+10) {
-		t.Fatal("a fresh signature does not verify")
+const secret = "a-test-secret-of-at-least-32-characters"
+
+func message() Message {
+	return Message{Purpose: Forward, Method: "POST", Host: "origin-1.internal:8080", Target: "/v1/media/urls?x=1",
+		Body: BodyHash([]byte(`{"ids":["a"]}`)), Auth: "Bearer abc", Usage: "L1=3", RequestID: "req-1"}
+}
+
+// TestVerify: a signature verifies for the message it was made for, and
+// for no message that differs in any covered part, under no other key,
+// outside the window.
+func TestVerify(t *testing.T) {
+	keys := KeysOf([]byte(secret))
+	const now = 1_790_000_000_000
+	m := message()
+	sig := NewSigner(keys, 7).Sign(&m, now)
+	if _, err := Verify(&keys, sig, &m, now+Window); err != nil {
+		t.Fatalf("a fresh signature: %v", err)
 	}
-	for name, ok := range map[string]bool{
-		"other purpose": Verify(key, sig, Gate, "GET", "/v1/tiers?x=1", "req-1", now),
-		"other method":  Verify(key, sig, Forward, "POST", "/v1/tiers?x=1", "req-1", now),
-		"other target":  Verify(key, sig, Forward, "GET", "/v1/tiers?x=2", "req-1", now),
-		"other request": Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-2", now),
-		"too old":       Verify(key, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now+MaxSkew+1),
-		"other key":     Verify(subkey.Derive([]byte("another secret of at least 32 chars!!"), subkey.Edge), sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now),
-		"no key":        Verify(nil, sig, Forward, "GET", "/v1/tiers?x=1", "req-1", now),
-		"garbage":       Verify(key, "v1=zz", Forward, "GET", "/v1/tiers?x=1", "req-1", now),
-		"tampered":      Verify(key, sig[:len(sig)-1]+"0", Forward, "GET", "/v1/tiers?x=1", "req-1", now),
+	upper := m
+	upper.Host = "ORIGIN-1.internal:8080"
+	if _, err := Verify(&keys, sig, &upper, now); err != nil {
+		t.Errorf("host in another case: %v", err)
+	}
+	other := KeysOf([]byte("another secret of at least 32 chars!!"))
+	for name, c := range map[string]struct {
+		keys  *Keys
+		value string
+		edit  func(*Message)
+		now   int64
+		want  error
+	}{
+		"purpose":   {edit: func(m *Message) { m.Purpose = Gate }},
+		"method":    {edit: func(m *Message) { m.Method = "PUT" }},
+		"host":      {edit: func(m *Message) { m.Host = "origin-2.internal:8080" }},
+		"target":    {edit: func(m *Message) { m.Target = "/v1/media/urls?x=2" }},
+		"body":      {edit: func(m *Message) { m.Body = BodyHash([]byte(`{"ids":["b"]}`)) }},
+		"no body":   {edit: func(m *Message) { m.Body = "" }},
+		"auth":      {edit: func(m *Message) { m.Auth = "Bearer abd" }},
+		"no auth":   {edit: func(m *Message) { m.Auth = "" }},
+		"usage":     {edit: func(m *Message) { m.Usage = "L1=4" }},
+		"request":   {edit: func(m *Message) { m.RequestID = "req-2" }},
+		"too old":   {now: now + Window + 1, want: ErrStale},
+		"too new":   {now: now - Window - 1, want: ErrStale},
+		"other key": {keys: &other},
+		"no keys":   {keys: &Keys{}},
+		"nonce":     {value: strings.Replace(sig, ".", ".1", 1)[:len(sig)], want: ErrMalformed},
+		"tampered":  {value: sig[:len(sig)-1] + "0"},
+		"v1":        {value: "v1" + sig[2:], want: ErrMalformed},
 	} {
-		if ok {
-			t.Errorf("%s verifies", name)
+		k, v, mm, at := &keys, sig, m, int64(now)
+		if c.keys != nil {
+			k = c.keys
+		}
+		if c.value != "" {
+			v = c.value
+		}
+		if c.edit != nil {
+			c.edit(&mm)
+		}
+		if c.now != 0 {
+			at = c.now
+		}
+		want := c.want
+		if want == nil {
+			want = ErrInvalid
+		}
+		if _, err := Verify(k, v, &mm, at); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", name, err, want)
 		}
 	}
 }
 
-// The signed string is the length-prefixed fields, as the package doc
-// says; a reused Signer signs each request as a fresh one would.
+// TestPurposeKeys: each purpose signs under a key of its own, derived
+// from the secret, so no signature made for one purpose is another's.
+func TestPurposeKeys(t *testing.T) {
+	keys := KeysOf([]byte(secret))
+	seen := map[string]bool{}
+	for _, p := range purposes {
+		k := hex.EncodeToString(keys.key(p))
+		if len(k) != 64 || seen[k] {
+			t.Errorf("purpose %s: key %q", p, k)
+		}
+		seen[k] = true
+	}
+	if keys.key("other") != nil || KeysOf(nil).key(Forward) != nil {
+		t.Error("a key for an unknown purpose or an empty secret")
+	}
+	m := message()
+	m.Purpose = "other"
+	if _, err := Verify(&keys, NewSigner(keys, 0).Sign(&m, 1), &m, 1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an unknown purpose: %v", err)
+	}
+}
+
+// TestSignerFormat: the signed string is the length-prefixed fields, in
+// the order the package doc gives, the host in lower case; the nonce
+// counts up from the seed; a reused Signer signs as a fresh one would.
 func TestSignerFormat(t *testing.T) {
-	key := subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("2:v14:gate4:POST13:/v1/tiers?x=15:req-110:1790000000"))
-	want := "v1=1790000000." + hex.EncodeToString(m.Sum(nil))
-	s := NewSigner(key)
-	s.Sign(Forward, "GET", "/v1/a-much-longer-target?with=a&query=string", "req-other-id", 1)
-	if got := s.Sign(Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000); got != want {
-		t.Errorf("got %s, want %s", got, want)
+	keys := KeysOf([]byte(secret))
+	m := message()
+	m.Host = "Origin-1.Internal:8080"
+	mac := hmac.New(sha256.New, keys.key(Forward))
+	mac.Write([]byte("2:v27:forward4:POST22:origin-1.internal:808018:/v1/media/urls?x=164:" + m.Body +
+		"10:Bearer abc4:L1=35:req-116:00000000000000ff13:1790000000000"))
+	want := "v2=1790000000000.00000000000000ff." + hex.EncodeToString(mac.Sum(nil))
+	s := NewSigner(keys, 0xfd)
+	s.Sign(&Message{Purpose: Gate, Method: "GET", Target: "/v1/a-much-longer-target?with=a&query=string"}, 1)
+	if got := s.Sign(&m, 1_790_000_000_000); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got := Sign(key, Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000); got != want {
-		t.Errorf("Sign: got %s, want %s", got, want)
-	}
-	if got := string(s.Append([]byte("x"), Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000)); got != "x"+want {
-		t.Errorf("Append: got %s, want x%s", got, want)
+	if got := string(s.Append([]byte("x"), &m, 1_790_000_000_000)); !strings.HasPrefix(got, "xv2=1790000000000.0000000000000100.") {
+		t.Errorf("Append: got %s", got)
 	}
 }
 
@@ -65,12 +136,98 @@ func TestDigits(t *testing.T) {
 // TestSignerAllocations: a signature appended to room the caller has
 // costs nothing (the edge makes one for every request it passes on).
 func TestSignerAllocations(t *testing.T) {
-	s := NewSigner(subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge))
+	s := NewSigner(KeysOf([]byte(secret)), 1)
 	dst := make([]byte, 0, 128)
-	s.Append(dst, Gate, "POST", "/v1/tiers?x=1", "req-1", 1_790_000_000)
-	if n := testing.AllocsPerRun(100, func() {
-		s.Append(dst, Gate, "POST", "/v1/lessons/high/algebra-1/3?detail=full", "req_0123456789abcdef01234567", 1_790_000_000)
-	}); n != 0 {
+	m := Message{Purpose: Gate, Method: "POST", Host: "127.0.0.1:8080", Target: "/v1/lessons/high/algebra-1/3?detail=full",
+		Auth: "Bearer " + strings.Repeat("x", 600), RequestID: "req_0123456789abcdef01234567"}
+	s.Append(dst, &m, 1_790_000_000_000)
+	if n := testing.AllocsPerRun(100, func() { s.Append(dst, &m, 1_790_000_000_000) }); n != 0 {
 		t.Errorf("%.1f allocations per signature, want 0", n)
 	}
+}
+
+// TestReceiver: a signature is accepted once, by the host it was made
+// for; a replay, to it or to a peer, is refused.
+func TestReceiver(t *testing.T) {
+	keys := KeysOf([]byte(secret))
+	s := NewSigner(keys, 1)
+	m := message()
+	const now = 1_790_000_000_000
+	sig := s.Sign(&m, now)
+	r := &Receiver{Keys: keys, Hosts: []string{"origin-1.internal:8080"}}
+	if err := r.Accept(sig, &m, now+5); err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	if err := r.Accept(sig, &m, now+6); !errors.Is(err, ErrReplayed) {
+		t.Errorf("replayed: %v", err)
+	}
+	if err := r.Accept(s.Sign(&m, now), &m, now+7); err != nil {
+		t.Errorf("the same message signed again (a retry): %v", err)
+	}
+	peer := &Receiver{Keys: keys, Hosts: []string{"origin-2.internal:8080"}}
+	if err := peer.Accept(sig, &m, now+8); !errors.Is(err, ErrHost) {
+		t.Errorf("replayed to a peer naming the first host: %v", err)
+	}
+	anyHost := &Receiver{Keys: keys}
+	m2 := m
+	m2.Host = "origin-2.internal:8080"
+	if err := anyHost.Accept(sig, &m2, now+9); !errors.Is(err, ErrInvalid) {
+		t.Errorf("replayed to a peer under its own host: %v", err)
+	}
+}
+
+// TestSeenBound: a full Seen forgets its oldest entry and refuses what
+// was made at or before it from then on; entries that left the window
+// are dropped as new ones come.
+func TestSeenBound(t *testing.T) {
+	sig := func(i int, at int64) Signature {
+		var s Signature
+		s.Time = at
+		s.MAC[0], s.MAC[1] = byte(i), byte(i>>8)
+		return s
+	}
+	s := Seen{Max: 4}
+	for i := range 4 {
+		if !s.Add(sig(i, int64(100+i)), 200) {
+			t.Fatalf("entry %d refused", i)
+		}
+	}
+	if !s.Add(sig(4, 104), 200) { // forgets entry 0 (time 100)
+		t.Fatal("entry 4 refused")
+	}
+	if s.Add(sig(0, 100), 200) || s.Add(sig(9, 100), 200) {
+		t.Error("a signature made at the forgotten entry's time accepted")
+	}
+	if s.Add(sig(2, 102), 200) {
+		t.Error("a held entry accepted again")
+	}
+	if !s.Add(sig(5, 104+Window), 104+Window) { // 101, 102 and 103 left the window
+		t.Fatal("entry 5 refused")
+	}
+	if n := s.Len(); n != 2 {
+		t.Errorf("%d held, want 2 (104 and the new one)", n)
+	}
+}
+
+// FuzzParse: the parser never panics, and what it accepts is exactly
+// what a Signer writes.
+func FuzzParse(f *testing.F) {
+	keys := KeysOf([]byte(secret))
+	m := message()
+	f.Add(NewSigner(keys, 3).Sign(&m, 1_790_000_000_000))
+	f.Add("v2=1.0000000000000000." + strings.Repeat("0", 64))
+	f.Add("v2=..")
+	f.Add("v1=1790000000.abc")
+	f.Add("v2=-1.0000000000000000." + strings.Repeat("A", 64))
+	f.Fuzz(func(t *testing.T, v string) {
+		sig, err := Parse(v)
+		if err != nil {
+			return
+		}
+		again := "v2=" + strconv.FormatInt(sig.Time, 10) + "." + string(appendNonce(nil, sig.Nonce)) + "." + hex.EncodeToString(sig.MAC[:])
+		if again != v {
+			t.Errorf("Parse(%q) accepted a value it would write as %q", v, again)
+		}
+		Verify(&keys, v, &m, sig.Time)
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,53 @@ const leaseDelay = 30 * time.Millisecond
 // edgeOrigin is the origin an edge of this section is configured for.
 type edgeOrigin struct {
 	url, idp, secret string
+}
+
+// leasedEdges are the listeners of the section's edges with leases on,
+// opened before any origin of the bench starts: an origin pushes revokes
+// only to the edge hosts its LECTERN_EDGE_URLS lists (lease.Config.Edges)
+// and refuses a lease to an edge naming another revoke URL, so every
+// origin of the bench lists them all (edgeURLs) and startEdge takes one
+// for each leased edge. More than the section starts: (f), (l) and (c).
+var leasedEdges = struct {
+	once sync.Once
+	urls []string
+	free chan net.Listener
+	err  error
+}{}
+
+const leasedEdgePool = 8
+
+// edgeURLs are the base URLs of the leased edges' listeners, for the
+// origins' LECTERN_EDGE_URLS.
+func edgeURLs() ([]string, error) {
+	p := &leasedEdges
+	p.once.Do(func() {
+		p.free = make(chan net.Listener, leasedEdgePool)
+		for range leasedEdgePool {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				p.err = fmt.Errorf("listen for a leased edge: %w", err)
+				return
+			}
+			p.free <- ln
+			p.urls = append(p.urls, "http://"+ln.Addr().String())
+		}
+	})
+	return p.urls, p.err
+}
+
+// leasedEdgeListener is the listener of a new edge with leases on.
+func leasedEdgeListener() (net.Listener, error) {
+	if _, err := edgeURLs(); err != nil {
+		return nil, err
+	}
+	select {
+	case ln := <-leasedEdges.free:
+		return ln, nil
+	default:
+		return nil, fmt.Errorf("all %d leased edge listeners are taken (leasedEdgePool)", leasedEdgePool)
+	}
 }
 
 // stackOrigin is the in-process origin of the throughput rows.
@@ -118,7 +166,12 @@ func (tb *throughputBench) startEdge(b build, origin edgeOrigin, leased bool, de
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var ln net.Listener
+	if leased { // an address the origins list in LECTERN_EDGE_URLS
+		ln, err = leasedEdgeListener()
+	} else {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		mod.Close(context.Background())
 		return nil, err

@@ -54,7 +54,11 @@ func originCPU(ctx context.Context, o options, b build, root, dir, corpusDir, le
 	if err != nil {
 		return nil, err
 	}
-	ch, err := startChild(ctx, bin, filepath.Join(dir, "lease-cpu"), corpusDir)
+	edges, err := edgeURLs()
+	if err != nil {
+		return nil, err
+	}
+	ch, err := startChild(ctx, bin, filepath.Join(dir, "lease-cpu"), corpusDir, "LECTERN_EDGE_URLS="+strings.Join(edges, ","))
 	if err != nil {
 		return nil, err
 	}

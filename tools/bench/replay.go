@@ -66,6 +66,7 @@ func (g *replayGate) record(r *http.Request) (http.Header, error) {
 		return nil, err
 	}
 	req.Header = r.Header.Clone()
+	req.Host = r.Host // the edge signed the call for this host (docs/edge.md, The signature rule)
 	resp, err := g.client.Do(req)
 	if err != nil {
 		return nil, err

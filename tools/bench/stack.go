@@ -103,8 +103,13 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	}
 	content := st.Content
 	// Leases on, at their defaults, as origin/cmd/origin wires them: an
-	// edge asks for them only when its own leases are on (lease.go).
-	leases := d.Leases(m, wiring.LeaseSettings{}, time.Now, log)
+	// edge asks for them only when its own leases are on (lease.go). The
+	// leased edges' addresses are listed (LECTERN_EDGE_URLS).
+	edges, err := edgeURLs()
+	if err != nil {
+		return nil, err
+	}
+	leases := d.Leases(m, wiring.LeaseSettings{Edges: edges}, time.Now, log)
 	st.API = d.API(wiring.Parts{Store: s, Meters: m, Progress: progress,
 		Auth:    auth.New(auth.Config{Issuer: st.IdPURL, Audience: audience, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Now: time.Now}),
 		Content: func() *server.Content { return content }, Now: time.Now, Logger: log, Leases: leases,

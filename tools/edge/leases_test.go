@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"os"
@@ -9,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 // TestEdgeRevokeEndpoint: the edge serves the origin's revoke push on its
@@ -24,12 +25,13 @@ func TestEdgeRevokeEndpoint(t *testing.T) {
 	if fi, err := os.Stat(log); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("usage log %s: %v %v, want mode 0600", log, fi, err)
 	}
-	key := subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
-	post := func(base string, key []byte) (int, string) {
+	key := edgesig.KeysOf([]byte("a-test-secret-of-at-least-32-characters"))
+	post := func(base string, key edgesig.Keys) (int, string) {
 		const id = "req_edge_revoke_test"
-		req, _ := http.NewRequest("POST", base+lease.RevokePath, strings.NewReader(`{"leases":["L1"]}`))
+		body := []byte(`{"leases":["L1"]}`)
+		req, _ := http.NewRequest("POST", base+lease.RevokePath, bytes.NewReader(body))
 		req.Header.Set("X-Request-Id", id)
-		req.Header.Set(edgesig.Header, edgesig.Sign(key, edgesig.Revoke, "POST", lease.RevokePath, id, time.Now().Unix()))
+		httpsig.Sign(key, edgesig.Revoke, req, body, time.Now())
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -41,7 +43,7 @@ func TestEdgeRevokeEndpoint(t *testing.T) {
 	if status, body := post(base, key); status != 200 || body != `{"reports":[]}` {
 		t.Errorf("signed revoke: %d %s", status, body)
 	}
-	if status, body := post(base, subkey.Derive([]byte("another-secret-of-at-least-32-characters"), subkey.Edge)); status != 404 || !strings.Contains(body, "NOT_FOUND") {
+	if status, body := post(base, edgesig.KeysOf([]byte("another-secret-of-at-least-32-characters"))); status != 404 || !strings.Contains(body, "NOT_FOUND") {
 		t.Errorf("revoke signed with another key: %d %s", status, body)
 	}
 	off := startEdge(t, "http://127.0.0.1:1", func(c *config) { c.Leases = false })

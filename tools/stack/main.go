@@ -16,7 +16,9 @@
 // (docs/edge.md, "Leases"): the origin pushes revocations to it at
 // http://<LECTERN_EDGE_ADDR>/internal/revoke, and it logs its leased 304s
 // to var/edge-usage-<port>.log, which a restarted edge, on the same
-// port, reports to the origin as it starts.
+// port, reports to the origin as it starts. The origin pushes only to the
+// edge hosts its LECTERN_EDGE_URLS lists: when it is unset, the stack
+// sets it, for the origin, to the edge it starts (edgeURLs).
 //
 // Stopping. Ctrl-C or SIGTERM stops the edge first, waiting for it to
 // drain (its forwards need the origin), report its leases' usage and
@@ -44,6 +46,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -51,6 +54,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/shared/lease"
 )
 
 func main() { cmdline.Main("stack", run) }
@@ -104,8 +108,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		env = append(env, "LECTERN_PUBLIC_URL=http://"+edgeAddr)
 	}
 
+	originEnv := env
+	if getenv("LECTERN_EDGE_URLS") == "" {
+		if urls := edgeURLs(getenv, edgeAddr); urls != "" {
+			originEnv = append(env[:len(env):len(env)], "LECTERN_EDGE_URLS="+urls)
+		}
+	}
+
 	health := "http://" + or("LECTERN_ADMIN_ADDR", "127.0.0.1:8081") + "/admin/v1/health"
-	origin := &proc{name: "origin", bin: *originBin, env: env, out: stdout, pol: pol,
+	origin := &proc{name: "origin", bin: *originBin, env: originEnv, out: stdout, pol: pol,
 		ready: func(ctx context.Context) bool { return healthy(ctx, health, token) }}
 	edge := &proc{name: "edge", bin: *edgeBin, env: env, out: stdout, pol: pol,
 		ready: func(ctx context.Context) bool { return accepts(ctx, edgeAddr) }}
@@ -334,4 +345,42 @@ func accepts(ctx context.Context, addr string) bool {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// edgeURLs is the origin's LECTERN_EDGE_URLS when it is unset: the edge
+// this stack starts, named as the edge names itself in its revoke URL
+// (tools/edge: LECTERN_EDGE_REVOKE_URL, else http://<the address it
+// listens on>/internal/revoke), so that the origin pushes revocations to
+// it. A wildcard address is listed as the edge's listener reports it
+// (0.0.0.0 or ::), a host name with its addresses (the edge listens on
+// one of them). "" when there is nothing to list: a revoke URL that is
+// not <scheme>://<host[:port]>/internal/revoke can be no listed edge's,
+// and the origin then refuses the edge's leases (it serves without them).
+func edgeURLs(getenv func(string) string, edgeAddr string) string {
+	if u := getenv("LECTERN_EDGE_REVOKE_URL"); u != "" {
+		base, ok := strings.CutSuffix(u, lease.RevokePath)
+		if p, err := url.Parse(base); !ok || err != nil || p.Host == "" || p.Path != "" || p.User != nil {
+			return ""
+		}
+		return base
+	}
+	host, port, err := net.SplitHostPort(edgeAddr)
+	if err != nil {
+		return ""
+	}
+	var hosts []string
+	switch ip := net.ParseIP(host); {
+	case host == "" || ip != nil && ip.IsUnspecified():
+		hosts = []string{"0.0.0.0", "::"}
+	case ip != nil:
+		hosts = []string{host}
+	default:
+		addrs, _ := net.LookupHost(host)
+		hosts = append([]string{host}, addrs...)
+	}
+	urls := make([]string, len(hosts))
+	for i, h := range hosts {
+		urls[i] = "http://" + net.JoinHostPort(h, port)
+	}
+	return strings.Join(urls, ",")
 }

@@ -134,7 +134,9 @@ const statuses = (rs) => rs.map((r) => `${r.status}${r.origin ? ":" + r.origin :
 
 // After sending: an origin that reads the request and resets the
 // connection. A POST it received is not sent to the other origin; a GET
-// and a PUT (its small body kept) are, and succeed.
+// and a PUT (its body, read before the module saw the request, sent
+// again) are, and succeed. Each origin's own signature on each attempt is
+// signatures_check.mjs's.
 for (const [method, body, retried] of [["POST", '{"mediaIds":["m1"]}', false], ["POST", null, false], ["GET", null, true], ["PUT", '{"score":80}', true]]) {
 	const a = await resetOrigin(), b = await liveOrigin("b");
 	const send = await edge(`${a.url},${b.url}`);

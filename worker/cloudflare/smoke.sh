@@ -236,11 +236,27 @@ req -H "$AUTH" "$ORIGIN/v1/tiers"
 if [ "$status" = 200 ] && cmp -s "$TMP/b" "$TMP/edge-tiers"; then pass "edge and direct bodies are identical"
 else fail "edge/direct parity" "direct status $status, bodies differ"; fi
 
+# edge_signed ID: the origin logged request ID (its X-Request-Id, which
+# the edge keeps) as an edge forward whose signature it accepted; a
+# refused one is served as a direct request, without "edge". Waits up to
+# 10 s for the line.
+edge_signed() {
+	local line=
+	for _ in $(seq 100); do
+		line=$(grep -F "\"requestId\":\"$1\"" "$TMP/origin.log" | head -1) && [ -n "$line" ] && break
+		sleep 0.1
+	done
+	case "$line" in *'"edge":"forward"'*) return 0 ;; *) return 1 ;; esac
+}
+
 # A forward carries the client's body: the origin's refusal names a member
-# only the body holds, the same through the edge as direct.
+# only the body holds, the same through the edge as direct. The body is
+# read before the module sees the request and the forward's signature
+# covers its SHA-256 (the start message's bodySha256), which the origin
+# checks against the bytes it received: it takes the POST as the edge's.
 body='{"mediaIds":["smoke-media"],"smokeMember":1}'
 norm() { sed 's/"requestId":"[^"]*"//' "$TMP/b"; }
-req -X POST -H "$AUTH" -H 'Content-Type: application/json' --data "$body" "$EDGE/v1/media/urls"
+req -X POST -H "$AUTH" -H 'Content-Type: application/json' -H 'X-Request-Id: smoke-post-body' --data "$body" "$EDGE/v1/media/urls"
 estatus=$status
 norm >"$TMP/edge-post"
 req -X POST -H "$AUTH" -H 'Content-Type: application/json' --data "$body" "$ORIGIN/v1/media/urls"
@@ -250,6 +266,25 @@ if [ "$estatus" = "$status" ] && cmp -s "$TMP/edge-post" "$TMP/direct-post" && g
 elif [ "$estatus" = "$status" ] && cmp -s "$TMP/edge-post" "$TMP/direct-post" && grep -q 'does not serve' "$TMP/direct-post"; then
 	say "SKIP POST /v1/media/urls body forwarding: the origin does not serve the route yet (edge and direct agree: $status)"
 else fail "POST /v1/media/urls" "edge $estatus $(head -c 200 "$TMP/edge-post"); direct $status $(head -c 200 "$TMP/direct-post")"; fi
+if edge_signed smoke-post-body; then pass "the POST's signature, over its body's SHA-256, accepted by the origin"
+else fail "POST signature" "the origin did not take the POST as the edge's: $(grep -F smoke-post-body "$TMP/origin.log" | head -1; grep 'signature refused' "$TMP/origin.log" | tail -1)"; fi
+
+# A body over the largest any route takes (param.MaxBody, 64 KiB): the
+# edge forwards its first 65,537 bytes, signed over them, and the origin
+# refuses it as too large, as it does the whole body direct. The rest of
+# the body, unread, holds up no later request (worker.mjs, readBody).
+head -c 102400 /dev/zero | tr '\0' 'x' >"$TMP/big-body"
+req -X POST -H "$AUTH" -H 'Content-Type: application/json' -H 'X-Request-Id: smoke-big-body' --data-binary "@$TMP/big-body" "$EDGE/v1/media/urls"
+estatus=$status
+norm >"$TMP/edge-big"
+after=$(curl -s -m 5 -o /dev/null -w '%{http_code} %{time_total}' "$EDGE/v1/teachers" || true)
+if [ "${after%% *}" = 404 ]; then pass "the request after it answered at once (${after#* }s)"
+else fail "the request after the 100 KB POST" "status ${after%% *} after ${after#* }s (5 s limit)"; fi
+req -X POST -H "$AUTH" -H 'Content-Type: application/json' --data-binary "@$TMP/big-body" "$ORIGIN/v1/media/urls"
+norm >"$TMP/direct-big"
+if [ "$estatus" = "$status" ] && [ "$status" = 400 ] && cmp -s "$TMP/edge-big" "$TMP/direct-big" && edge_signed smoke-big-body; then
+	pass "POST of 100 KB: cut to 65,537 bytes, signed over them, the origin's 400 as direct"
+else fail "POST of 100 KB" "edge $estatus $(head -c 200 "$TMP/edge-big"); direct $status $(head -c 200 "$TMP/direct-big"); origin log: $(grep -F smoke-big-body "$TMP/origin.log" | head -1 | cut -c1-300)"; fi
 
 # Content codings: the origin negotiates on the client's Accept-Encoding
 # (the host puts back the one Cloudflare replaces), and the encoded body
@@ -327,6 +362,16 @@ if out=$(node worker/cloudflare/files_check.mjs worker/cloudflare/worker.mjs "$W
 	pass "download links (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of LECTERN_URL_KEYS and the edge's refusals"
 else fail "download links" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
 
+# The signature's host and body (docs/edge.md, "Module ABI", "Several
+# origins"): bodySha256 in start, the body forwarded cut to 65,537 bytes
+# with its Content-Length, "origins" in configure, and each origin's own
+# entry of "signatures" on every attempt, for forwards, gate and
+# background calls; with a scripted module, then the real one behind
+# origins that verify each signature (signatures_check.mjs).
+if out=$(node worker/cloudflare/signatures_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
+	pass "signatures per origin and the body's hash (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks"
+else fail "signatures per origin and the body's hash" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
+
 # The LEASES var: on, off or unset configure the module, anything else is
 # refused (leases_check.mjs).
 if out=$(node worker/cloudflare/leases_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
@@ -336,10 +381,12 @@ else fail "LEASES" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; 
 # Several origins in workerd: a second edge in front of a dead origin and
 # the real one (docs/edge.md, "Several origins"). Every GET is answered by
 # the real origin, one of the first two after trying the dead one (round
-# robin); origins_check.mjs counts the backoff.
+# robin); origins_check.mjs counts the backoff. The real origin checks
+# that the signature names its own host: the one the worker sends it is
+# its entry of the module's signatures, the failover attempt's included.
 wrangler_dev "$EDGE2_PORT" "http://127.0.0.1:$DEAD_PORT,$ORIGIN/" wrangler2
 EDGE2=http://127.0.0.1:$EDGE2_PORT
-codes=$(for _ in $(seq 10); do curl -s -m 30 -o /dev/null -w '%{http_code} ' -H "$AUTH" "$EDGE2/v1/tiers"; done)
+codes=$(for i in $(seq 10); do curl -s -m 30 -o /dev/null -w '%{http_code} ' -H "$AUTH" -H "X-Request-Id: smoke-edge2-$i" "$EDGE2/v1/tiers"; done)
 # wrangler writes the worker's log lines as they come, but not at once:
 # wait up to 10 s for the failover's.
 tried=0
@@ -351,6 +398,10 @@ done
 if [ "$codes" = "$(printf '200 %.0s' $(seq 10))" ] && [ "$tried" -ge 1 ]; then
 	pass "ORIGIN_URL listing a dead origin: 10 GETs -> 200 through the live one ($tried failed over)"
 else fail "ORIGIN_URL with a dead origin" "statuses $codes; the dead origin tried $tried time(s)"; fi
+unsigned=
+for i in $(seq 10); do edge_signed "smoke-edge2-$i" || unsigned="$unsigned $i"; done
+if [ -z "$unsigned" ]; then pass "ORIGIN_URL with a dead origin: each GET's signature, the live origin's entry of the module's signatures, accepted by it"
+else fail "ORIGIN_URL with a dead origin" "the origin refused the signature of GET(s)$unsigned: $(grep 'signature refused' "$TMP/origin.log" | tail -1)"; fi
 
 # --- timings -----------------------------------------------------------------
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) printf "%.2f", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2) * 1000}'; }

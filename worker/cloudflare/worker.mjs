@@ -15,10 +15,19 @@
 // Each call into the module is synchronous, so calls from requests that
 // interleave at awaits never overlap, which is what the ABI needs.
 //
+// The client's body is read before the module sees the request, at most
+// MAX_FORWARD_BODY bytes: the start message carries its SHA-256
+// (bodySha256), which the signature of the forward covers, and a forward
+// sends exactly those bytes (readBody below).
+//
 // ORIGIN_URL may list several origins, comma-separated (docs/edge.md,
-// "Several origins"): the module is configured with the first, and every
-// subrequest under it goes to one of them, round robin, trying the next
-// when fetch() throws and the request can be sent again (Origins below).
+// "Several origins"): the module is configured with the first ("origin")
+// and the whole list ("origins"), and every subrequest under the first
+// goes to one of them, round robin, trying the next when fetch() throws
+// and the request can be sent again (Origins below). The signature
+// (X-Lectern-Edge) names the receiving host, so the module signs each
+// call to the origin once per origin ("signatures", in the list's order)
+// and each attempt carries the one of the origin it is sent to.
 
 import wasmModule from "../../build/worker.wasm";
 
@@ -51,10 +60,17 @@ const MAX_STEPS = 32;
 // few seconds, not every other one.
 const ORIGIN_BACKOFF_MS = 5_000;
 
-// An idempotent forward's body up to this size is kept in memory, so that
-// it can be sent again to another origin; a larger or unsized one is
-// streamed and never sent twice.
-const MAX_KEPT_BODY = 64 * 1024;
+// The most of a client's body the host reads and forwards: param.MaxBody
+// (64 KiB, more than any route takes) and one byte more, which the origin
+// answers as too large exactly as it would a larger body. The rest of the
+// stream is never read. Being in memory, the body of an idempotent
+// forward can always be sent again to another origin.
+const MAX_FORWARD_BODY = 64 * 1024 + 1;
+
+// The signature header (shared/edgesig.Header): the module's outputs
+// carry the value for the first origin in their headers, and, with
+// several origins, one per origin in "signatures".
+const SIGNATURE_HEADER = "x-lectern-edge";
 
 // RFC 9110 §9.2.2. A request that may have reached an origin is sent to
 // another only when its method is idempotent: workerd's fetch() throws the
@@ -92,7 +108,8 @@ function parseOrigins(value) {
 class Origins {
 	constructor(list) {
 		this.base = list[0]; // the module's: every forward and gate URL is under it
-		this.list = list.map((base) => ({ base, downUntil: 0 }));
+		// index: the origin's place in ORIGIN_URL, and in an output's signatures
+		this.list = list.map((base, index) => ({ base, index, downUntil: 0 }));
 		// Isolates start at different origins, so that they do not all
 		// send their first requests to the first.
 		this.next = Math.floor(Math.random() * list.length);
@@ -130,15 +147,18 @@ class Origins {
 /**
  * fetchOrigin is fetch(url, init) for a URL that may be under the origin
  * base: origin after origin while fetch() throws, if repeatable (the
- * method idempotent and the body absent or kept); never once init.signal
- * has aborted (the subrequest timeout bounds all attempts together).
+ * method idempotent: the body, if any, is in memory and sent again);
+ * never once init.signal has aborted (the subrequest timeout bounds all
+ * attempts together). With signatures (an output's, several origins),
+ * each attempt carries as X-Lectern-Edge the entry of the origin it goes
+ * to; without, init.headers as they are.
  */
-async function fetchOrigin(origins, url, init, repeatable) {
+async function fetchOrigin(origins, url, init, repeatable, signatures) {
 	const targets = origins.route(url);
 	for (let i = 0; ; i++) {
 		const { url: target, origin } = targets[i];
 		try {
-			return await fetch(target, init);
+			return await fetch(target, { ...init, headers: signedFor(init.headers, origin, signatures) });
 		} catch (err) {
 			if (init.signal?.aborted) throw err;
 			origins.failed(origin);
@@ -146,6 +166,18 @@ async function fetchOrigin(origins, url, init, repeatable) {
 			console.warn(`[edge host] ${init.method} ${target} failed (${errorText(err)}); trying the next origin`);
 		}
 	}
+}
+
+/**
+ * signedFor is headers (pairs) for an attempt to origin (null: a URL not
+ * under the origin base, or one origin): X-Lectern-Edge replaced with
+ * signatures[origin.index] when the output has that entry.
+ */
+function signedFor(headers, origin, signatures) {
+	if (!origin || !Array.isArray(signatures) || typeof signatures[origin.index] !== "string") return headers;
+	const out = headers.filter(([name]) => name.toLowerCase() !== SIGNATURE_HEADER);
+	out.push(["X-Lectern-Edge", signatures[origin.index]]);
+	return out;
 }
 
 /** alloc refused a message (over the module's limit, 1 MiB). */
@@ -317,9 +349,8 @@ async function instantiate(env) {
 	const t1 = performance.now();
 	const d1 = Date.now();
 	const guest = new Guest(instance);
-	const config = configFrom(env);
-	guest.origins = new Origins(config.origins);
-	delete config.origins;
+	const { config, origins } = configFrom(env);
+	guest.origins = new Origins(origins);
 	const out = guest.call("configure", config);
 	if (!out || out.kind !== "configured") {
 		throw new Error(`edge module refused its configuration: ${out?.error ?? JSON.stringify(out)}`);
@@ -340,8 +371,7 @@ function configFrom(env) {
 	);
 	if (missing.length) throw new Error(`worker is missing configuration: ${missing.join(", ")} (see wrangler.toml)`);
 	const origins = parseOrigins(env.ORIGIN_URL);
-	return {
-		origins, // the host's (Origins); the module is configured with the first
+	const config = {
 		origin: origins[0],
 		jwksUrl: env.JWKS_URL,
 		issuer: env.ISSUER,
@@ -362,6 +392,11 @@ function configFrom(env) {
 		// unreported uses or 1 s. With no usage log, that is what bounds
 		// the 304s an isolate that dies takes unbilled with it.
 	};
+	// With several origins the module signs each call to the origin for
+	// each of them (the signature names the receiving host): the list, in
+	// the host's order, origin first. One origin: no member, as before.
+	if (origins.length > 1) config.origins = origins.join(",");
+	return { config, origins }; // origins: the host's (Origins)
 }
 
 /** The LEASES var: "on" (or unset) or "off". */
@@ -468,15 +503,84 @@ class Guest {
 
 const NULL_BODY_STATUS = new Set([101, 204, 205, 304]);
 
-function startMessage(request) {
+/** The start message; bodySha256 when the request has a body (readBody's), which the forward's signature covers. */
+async function startMessage(request, body) {
 	const url = new URL(request.url);
-	return {
+	const msg = {
 		method: request.method,
 		path: url.pathname, // escaped, as the URL parser leaves it
 		query: url.search.length > 1 ? url.search.slice(1) : "",
 		headers: clientHeaders(request),
 		now: Date.now(),
 	};
+	if (body) msg.bodySha256 = hex(await crypto.subtle.digest("SHA-256", body));
+	return msg;
+}
+
+function hex(buffer) {
+	return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The client's body stream failed (the client went away, a malformed chunked body). */
+class ClientBodyError extends Error {}
+
+/**
+ * readBody reads the client's body before the module sees the request:
+ * at most MAX_FORWARD_BODY bytes, the rest of the stream left unread. It
+ * returns those bytes, which a forward sends, or null when there are none
+ * (GET, HEAD, an empty body). A failed stream throws ClientBodyError.
+ *
+ * It reads a clone's body (a tee), leaving the request's own untouched:
+ * workerd does not drain a request body the worker read in part and then
+ * cancelled or released, and under wrangler dev (4.86.0) the next request
+ * on that connection then waited 30 s and more; nor can the worker drain
+ * it itself once the response is sent ("Can't read from request stream
+ * after response has been sent."). An untouched body workerd disposes of
+ * after the response, as it always did when the module answered a request
+ * with a body itself. The tee holds for the untouched side what the clone
+ * read, at most MAX_FORWARD_BODY bytes and a chunk.
+ */
+async function readBody(request) {
+	if (request.method === "GET" || request.method === "HEAD" || request.body === null) return null;
+	const reader = request.clone().body.getReader();
+	const chunks = [];
+	let n = 0;
+	try {
+		while (n < MAX_FORWARD_BODY) {
+			const { done, value } = await reader.read();
+			if (done) break;
+			const chunk = value.byteLength > MAX_FORWARD_BODY - n ? value.subarray(0, MAX_FORWARD_BODY - n) : value;
+			chunks.push(chunk);
+			n += chunk.byteLength;
+		}
+	} catch (err) {
+		throw new ClientBodyError(errorText(err));
+	}
+	if (n >= MAX_FORWARD_BODY) reader.cancel().catch(() => {});
+	else reader.releaseLock();
+	if (n === 0) return null;
+	if (chunks.length === 1) return chunks[0];
+	const body = new Uint8Array(n);
+	let off = 0;
+	for (const c of chunks) {
+		body.set(c, off);
+		off += c.byteLength;
+	}
+	return body;
+}
+
+/**
+ * The headers of a forward: the module's, but the framing is the host's
+ * (the body it read, whose length fetch() sends as Content-Length), so
+ * the client's Content-Length and Transfer-Encoding are left out. The
+ * module sends no Host: fetch() sets it from the URL, the origin's, which
+ * is the host the signature names.
+ */
+function forwardHeaders(headers) {
+	return headers.filter(([name]) => {
+		const n = name.toLowerCase();
+		return n !== "content-length" && n !== "transfer-encoding";
+	});
 }
 
 /**
@@ -513,15 +617,17 @@ function hostError(status, message, code = "INTERNAL") {
 
 /**
  * fetchForGuest performs a subrequest the guest reads the body of (the
- * JWKS, the gate), bounded by SUBREQUEST_TIMEOUT_MS, and returns the
- * resume message for it: status 0 with the error when it failed.
+ * JWKS, the gate, a background lease or usage call), bounded by
+ * SUBREQUEST_TIMEOUT_MS, each attempt signed for its origin (signatures,
+ * fetchOrigin), and returns the resume message for it: status 0 with the
+ * error when it failed.
  */
-async function fetchForGuest(origins, handle, method, url, headers, body) {
+async function fetchForGuest(origins, handle, method, url, headers, body, signatures) {
 	const msg = { handle };
 	try {
 		const init = { method, headers, redirect: "manual", signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS) };
 		if (body) init.body = body; // a background POST's (lease, usage)
-		const resp = await fetchOrigin(origins, url, init, IDEMPOTENT.has(method));
+		const resp = await fetchOrigin(origins, url, init, IDEMPOTENT.has(method), signatures);
 		msg.status = resp.status;
 		msg.headers = headerPairs(resp.headers);
 		msg.body = await resp.text();
@@ -577,14 +683,15 @@ function refreshInBackground(guest, refresh, ctx) {
 
 /**
  * Performs an output's `background` subrequest (a lease request, a usage
- * report), outliving the response (ctx.waitUntil), and resumes its handle
- * with the answer; no request waits for it. The `done` it answers may ask
- * for more background work. An isolate that dies first loses it: the
- * module's reports are cumulative, so the next one carries what it held.
+ * report), outliving the response (ctx.waitUntil), signed for the origin
+ * it goes to (its `signatures`), and resumes its handle with the answer;
+ * no request waits for it. The `done` it answers may ask for more
+ * background work. An isolate that dies first loses it: the module's
+ * reports are cumulative, so the next one carries what it held.
  */
 function backgroundInBackground(guest, bg, ctx) {
 	const task = (async () => {
-		const msg = await fetchForGuest(guest.origins, bg.handle, bg.method, bg.url, bg.headers ?? [], bg.body);
+		const msg = await fetchForGuest(guest.origins, bg.handle, bg.method, bg.url, bg.headers ?? [], bg.body, bg.signatures);
 		const out = resumeWith((name, m) => guest.call(name, m), msg, "background");
 		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
 		inBackground(guest, out, ctx);
@@ -604,18 +711,6 @@ function inBackground(guest, out, ctx) {
 	if (out.background) backgroundInBackground(guest, out.background, ctx);
 }
 
-/**
- * The client's body for a forward: none for GET and HEAD; kept in memory
- * when it may be sent to a second origin (several origins, an idempotent
- * method, a Content-Length up to MAX_KEPT_BODY); else the stream.
- */
-async function forwardBody(request, method, origins) {
-	if (request.method === "GET" || request.method === "HEAD" || request.body === null) return null;
-	const length = request.headers.get("content-length");
-	const small = length !== null && /^[0-9]+$/.test(length) && Number(length) <= MAX_KEPT_BODY;
-	return origins.list.length > 1 && IDEMPOTENT.has(method) && small ? await request.arrayBuffer() : request.body;
-}
-
 async function drive(guest, request, ctx) {
 	// Every call into the module, with the background work its output
 	// may ask for.
@@ -624,9 +719,18 @@ async function drive(guest, request, ctx) {
 		inBackground(guest, out, ctx);
 		return out;
 	};
+	// The body first: the start message carries its hash.
+	let body;
+	try {
+		body = await readBody(request);
+	} catch (err) {
+		if (!(err instanceof ClientBodyError)) throw err;
+		return hostError(400, "The request body could not be read; nothing was done. Send the request again.", "BAD_REQUEST");
+	}
+	const start = await startMessage(request, body);
 	let out;
 	try {
-		out = call("start", startMessage(request));
+		out = call("start", start);
 	} catch (err) {
 		if (!(err instanceof TooLarge)) throw err;
 		return hostError(400, "The request's headers are too large.", "BAD_REQUEST");
@@ -652,10 +756,16 @@ async function drive(guest, request, ctx) {
 				if (out.forward) {
 					msg = { handle: out.handle };
 					try {
-						const body = await forwardBody(request, out.method, guest.origins);
-						const init = { method: out.method, headers: out.headers ?? [], body, redirect: "manual" };
-						const repeatable = IDEMPOTENT.has(out.method) && (body === null || body instanceof ArrayBuffer);
-						const resp = await fetchOrigin(guest.origins, out.url, init, repeatable);
+						// The body read before start, whose hash the
+						// signatures cover; in memory, so an idempotent
+						// forward may be sent again to another origin.
+						const init = {
+							method: out.method,
+							headers: forwardHeaders(out.headers ?? []),
+							body: out.method === "GET" || out.method === "HEAD" ? null : body,
+							redirect: "manual",
+						};
+						const resp = await fetchOrigin(guest.origins, out.url, init, IDEMPOTENT.has(out.method), out.signatures);
 						forwarded = resp;
 						msg.status = resp.status;
 						msg.headers = headerPairs(resp.headers);
@@ -666,7 +776,7 @@ async function drive(guest, request, ctx) {
 					}
 					msg.now = Date.now();
 				} else {
-					msg = await fetchForGuest(guest.origins, out.handle, out.method, out.url, out.headers ?? [], out.body);
+					msg = await fetchForGuest(guest.origins, out.handle, out.method, out.url, out.headers ?? [], out.body, out.signatures);
 				}
 				// A response too large for the guest still answers the
 				// subrequest, so the guest (and anyone parked on it) moves on.

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/lectern-api/lectern/shared/jsonenc"
 	"github.com/lectern-api/lectern/shared/lease"
@@ -29,10 +31,13 @@ var (
 //
 //	{"origin": "...", "jwksUrl": "...", "issuer": "...", "audience": "...",
 //	 "secret": "...", "resourceMetadata": "...", "urlKeys": "...",
-//	 "leases": true, "revoke": "http://.../internal/revoke", "reportEvery": 0}
+//	 "leases": true, "revoke": "http://.../internal/revoke", "reportEvery": 0,
+//	 "origins": "http://10.0.0.1:8080,http://10.0.0.2:8080"}
 //
-// Every member but resourceMetadata, urlKeys, leases, revoke and
-// reportEvery is required. urlKeys is LECTERN_URL_KEYS
+// Every member but resourceMetadata, urlKeys, leases, revoke, reportEvery
+// and origins is required. origins, with several origins, lists them all
+// (origin first, comma-separated): each call to the origin is then signed
+// for each (Output.Signatures). urlKeys is LECTERN_URL_KEYS
 // (shared/link.ParseKeys); without it the link key is the one derived
 // from the secret. leases (absent: false) turns the edge's leases on;
 // revoke is where the host takes the origin's revoke push ("" or absent:
@@ -42,9 +47,10 @@ var (
 func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
 	var urlKeys string
-	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "leases", "reportEvery"}
-	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys, &cfg.Revoke}
-	var v [10]raw
+	var origins string
+	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "origins", "leases", "reportEvery"}
+	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys, &cfg.Revoke, &origins}
+	var v [11]raw
 	a, err := open(b, names, v[:], false, nil)
 	if err != nil {
 		return cfg, err
@@ -55,25 +61,48 @@ func ParseConfig(b []byte) (Config, error) {
 		if !ok {
 			return cfg, errors.New("pipeline: config member " + name + " is not a string")
 		}
-		if s == "" && name != "resourceMetadata" && name != "urlKeys" && name != "revoke" {
+		if s == "" && name != "resourceMetadata" && name != "urlKeys" && name != "revoke" && name != "origins" {
 			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
 		*dst = s
 	}
 	var ok bool
-	if cfg.Leases, ok = boolean(v[8]); !ok {
+	if cfg.Leases, ok = boolean(v[9]); !ok {
 		return cfg, errors.New("pipeline: config member leases is not a boolean")
 	}
 	if len(cfg.Revoke) > 2048 {
 		return cfg, errors.New("pipeline: config member revoke is too long")
 	}
-	if cfg.ReportEvery, err = reportEvery(b, v[9]); err != nil {
+	if cfg.ReportEvery, err = reportEvery(b, v[10]); err != nil {
+		return cfg, err
+	}
+	if cfg.Origins, err = parseOrigins(origins, cfg.Origin); err != nil {
 		return cfg, err
 	}
 	if cfg.URLKeys, err = link.Configured(urlKeys, []byte(cfg.Secret)); err != nil {
 		return cfg, errors.New("pipeline: config member urlKeys: " + err.Error())
 	}
 	return cfg, nil
+}
+
+// parseOrigins reads configure's origins: "" (the one origin), or the
+// comma-separated base URLs of every origin, origin's first.
+func parseOrigins(s, origin string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var list []string
+	for _, o := range strings.Split(s, ",") {
+		o = strings.TrimRight(strings.TrimSpace(o), "/")
+		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") || hostOf(o) == "" {
+			return nil, errors.New("pipeline: config member origins: " + strconv.Quote(o) + " is not an http or https base URL")
+		}
+		list = append(list, o)
+	}
+	if list[0] != strings.TrimRight(origin, "/") {
+		return nil, errors.New("pipeline: config member origins does not begin with origin")
+	}
+	return list, nil
 }
 
 // reportEvery reads configure's reportEvery as Config.ReportEvery: absent
@@ -204,7 +233,7 @@ func (p *Pipeline) HandleControl(b []byte) []byte {
 // The members of the start, resume and control messages, in the order of
 // their raw values in members' vals.
 var (
-	requestMembers = []string{"method", "path", "query", "headers", "now"}
+	requestMembers = []string{"method", "path", "query", "headers", "now", "bodySha256"}
 	resumeMembers  = []string{"handle", "now", "wake", "status", "headers", "body", "error"}
 	controlMembers = []string{"op", "now", "body"}
 )
@@ -214,7 +243,7 @@ var (
 // kept for reuse), or new ones when st is nil.
 func decodeRequest(b []byte, st *pending) (Request, error) {
 	var r Request
-	var v [5]raw
+	var v [6]raw
 	var buf []byte
 	var fields []Header
 	if st != nil {
@@ -224,7 +253,7 @@ func decodeRequest(b []byte, st *pending) (Request, error) {
 	if err != nil {
 		return r, err
 	}
-	var ok [5]bool
+	var ok [6]bool
 	r.Method, ok[0] = a.str(b, v[0])
 	r.Path, ok[1] = a.str(b, v[1])
 	r.Query, ok[2] = a.str(b, v[2])
@@ -233,13 +262,29 @@ func decodeRequest(b []byte, st *pending) (Request, error) {
 		st.arena, st.fields = a.b, r.Headers
 	}
 	r.Now, ok[4] = integer(b, v[4])
+	if r.BodySHA256, ok[5] = a.str(b, v[5]); ok[5] && r.BodySHA256 != "" {
+		ok[5] = isSHA256(r.BodySHA256)
+	}
 	// An empty path is read, not refused: it is "/" (RFC 9110 §4.2.3), a
 	// path no route has, and the front answers 404 NOT_FOUND as the
 	// origin does (a CONNECT's authority-form target has no path).
-	if ok != [5]bool{true, true, true, true, true} || r.Method == "" {
+	if ok != [6]bool{true, true, true, true, true, true} || r.Method == "" {
 		return Request{}, errMalformed
 	}
 	return r, nil
+}
+
+// isSHA256 reports whether s is a hex SHA-256: 64 lower-case hex digits.
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // open checks message b (its size and syntax), finds the values of names
@@ -381,6 +426,7 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = appendHeaders(dst, o.Headers)
 		dst = jsonenc.Key(dst, "forward")
 		dst = jsonenc.Bool(dst, o.Forward)
+		dst = appendSignatures(dst, o.Signatures)
 		if o.Body != nil && !o.Forward {
 			dst = jsonenc.Key(dst, "body")
 			dst = jsonenc.String(dst, string(o.Body))
@@ -396,6 +442,7 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = jsonenc.Key(dst, "url")
 		dst = jsonenc.String(dst, bg.URL)
 		dst = appendHeaders(dst, bg.Headers)
+		dst = appendSignatures(dst, bg.Signatures)
 		dst = jsonenc.Key(dst, "body")
 		dst = jsonenc.String(dst, string(bg.Body))
 		dst = append(dst, '}')
@@ -421,6 +468,23 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = append(dst, ']')
 	}
 	return append(dst, '}')
+}
+
+// appendSignatures appends "signatures": the values of X-Lectern-Edge
+// for each origin, when there are several.
+func appendSignatures(dst []byte, sigs []string) []byte {
+	if len(sigs) == 0 {
+		return dst
+	}
+	dst = jsonenc.Key(dst, "signatures")
+	dst = append(dst, '[')
+	for i, s := range sigs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonenc.String(dst, s)
+	}
+	return append(dst, ']')
 }
 
 func appendHeaders(dst []byte, h []Header) []byte {

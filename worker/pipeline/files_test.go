@@ -8,7 +8,6 @@ import (
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/link"
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 const testURLKeys = "new=edge-test-url-key-new-0123456789abcdef,old=edge-test-url-key-old-0123456789abcdef"
@@ -51,8 +50,9 @@ func TestDownloadForwarded(t *testing.T) {
 			t.Fatalf("%s: got %s %s forward=%v", method, out.Method, out.URL, out.Forward)
 		}
 		h := headerMap(t, out.Headers)
-		if h["Range"] != "bytes=0-9" || !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h[edgesig.Header],
-			edgesig.Forward, method, path+"?"+query, h["X-Request-Id"], t0.Unix()) {
+		keys := edgesig.KeysOf([]byte(testCfg.Secret))
+		m := edgesig.Message{Purpose: edgesig.Forward, Method: method, Host: "origin.test", Target: path + "?" + query, RequestID: h["X-Request-Id"]}
+		if _, err := edgesig.Verify(&keys, h[edgesig.Header], &m, t0ms); h["Range"] != "bytes=0-9" || err != nil {
 			t.Errorf("%s: forwarded headers %v", method, h)
 		}
 		out = p.Resume(ResumeMsg{Handle: out.Handle, Status: 206, Now: t0ms + 5,

@@ -168,6 +168,9 @@ type Background struct {
 	URL     string
 	Headers []Header
 	Body    []byte
+	// Signatures, with several origins, are the call's X-Lectern-Edge
+	// values, one per origin in Config.Origins' order (docs/edge.md).
+	Signatures []string
 }
 
 // leased answers st, a request whose candidate tag matched, with its
@@ -257,11 +260,15 @@ func (p *Pipeline) askLease(st *pending, now int64) Background {
 	id := p.requestID("", nil)
 	p.ls.bg[h] = &bgCall{kind: bgLease, key: ol.key, sentAt: now, carried: carried}
 	ol.asking = h
-	return Background{Handle: h, Method: "POST", URL: p.ls.leaseURL, Body: body, Headers: []Header{
-		{"Authorization", headerValue(st.req.Headers, "Authorization")},
+	auth := headerValue(st.req.Headers, "Authorization")
+	m := edgesig.Message{Purpose: edgesig.Lease, Method: "POST", Target: lease.Path,
+		Body: edgesig.BodyHash(body), Auth: auth, RequestID: id}
+	sig, all := p.signAll(&m, now)
+	return Background{Handle: h, Method: "POST", URL: p.ls.leaseURL, Body: body, Signatures: all, Headers: []Header{
+		{"Authorization", auth},
 		{"Content-Type", "application/json"},
 		{"X-Request-Id", id},
-		{edgesig.Header, p.signer.Sign(edgesig.Lease, "POST", lease.Path, id, now/1000)},
+		{edgesig.Header, sig},
 	}}
 }
 
@@ -383,10 +390,13 @@ func (p *Pipeline) usageCall(now int64) (Background, bool) {
 	id := p.requestID("", nil)
 	p.ls.bg[h] = &bgCall{kind: bgUsage, sentAt: now, carried: carried}
 	p.ls.usageN++
-	return Background{Handle: h, Method: "POST", URL: p.ls.usageURL, Body: lease.AppendReports(nil, carried), Headers: []Header{
+	body := lease.AppendReports(nil, carried)
+	m := edgesig.Message{Purpose: edgesig.Usage, Method: "POST", Target: lease.UsagePath, Body: edgesig.BodyHash(body), RequestID: id}
+	sig, all := p.signAll(&m, now)
+	return Background{Handle: h, Method: "POST", URL: p.ls.usageURL, Body: body, Signatures: all, Headers: []Header{
 		{"Content-Type", "application/json"},
 		{"X-Request-Id", id},
-		{edgesig.Header, p.signer.Sign(edgesig.Usage, "POST", lease.UsagePath, id, now/1000)},
+		{edgesig.Header, sig},
 	}}, true
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 // The module's side of leases (docs/edge.md, "Leases"), driven by messages
@@ -82,7 +81,10 @@ func (w *leaseWorld) leaseRequest(bg Background, tok string) lease.Request {
 	if h["Authorization"] != tok || h["Content-Type"] != "application/json" {
 		w.t.Errorf("lease request headers %v", h)
 	}
-	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h[edgesig.Header], edgesig.Lease, "POST", lease.Path, h["X-Request-Id"], w.now/1000) {
+	keys := edgesig.KeysOf([]byte(testCfg.Secret))
+	m := edgesig.Message{Purpose: edgesig.Lease, Method: "POST", Host: "origin.test", Target: lease.Path,
+		Body: edgesig.BodyHash(bg.Body), Auth: tok, RequestID: h["X-Request-Id"]}
+	if _, err := edgesig.Verify(&keys, h[edgesig.Header], &m, w.now); err != nil {
 		w.t.Errorf("lease request signature %q does not verify", h[edgesig.Header])
 	}
 	r, err := lease.ParseRequest(bg.Body)
@@ -107,7 +109,10 @@ func (w *leaseWorld) usageCall(bg Background) []lease.Report {
 	if _, ok := h["Authorization"]; ok {
 		w.t.Error("a usage call carries Authorization")
 	}
-	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h[edgesig.Header], edgesig.Usage, "POST", lease.UsagePath, h["X-Request-Id"], w.now/1000) {
+	keys := edgesig.KeysOf([]byte(testCfg.Secret))
+	m := edgesig.Message{Purpose: edgesig.Usage, Method: "POST", Host: "origin.test", Target: lease.UsagePath,
+		Body: edgesig.BodyHash(bg.Body), RequestID: h["X-Request-Id"]}
+	if _, err := edgesig.Verify(&keys, h[edgesig.Header], &m, w.now); err != nil {
 		w.t.Errorf("usage call signature %q does not verify", h[edgesig.Header])
 	}
 	rs, err := lease.ParseReports(bg.Body)

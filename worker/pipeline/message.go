@@ -29,6 +29,9 @@ type Request struct {
 	Query   string // raw, without '?'
 	Headers []Header
 	Now     int64 // unix milliseconds
+	// BodySHA256 is the hex SHA-256 of the body the host will forward
+	// (edgesig.BodyHash); "" when the request has none.
+	BodySHA256 string
 }
 
 // bounded reports whether the request's header fields are within
@@ -107,6 +110,10 @@ type Output struct {
 	Method  string
 	URL     string
 	Forward bool
+	// Signatures, with several origins, are a subrequest to the origin's
+	// X-Lectern-Edge values, one per origin in Config.Origins' order: the
+	// host sends the one of the origin it sends to.
+	Signatures []string
 	// Wake lists parked requests to resume with Wake set. Any output may
 	// carry it.
 	Wake []Handle

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"io"
 	"strings"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/reqid"
 	"github.com/lectern-api/lectern/shared/route"
-	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -34,7 +34,11 @@ const protectedResource = "/.well-known/oauth-protected-resource"
 
 // Config configures a Pipeline (docs/edge.md, configure).
 type Config struct {
-	Origin           string // the origin's base URL, e.g. http://127.0.0.1:8080
+	Origin string // the origin's base URL, e.g. http://127.0.0.1:8080
+	// Origins are every origin's base URL, Origin first, when the host
+	// spreads subrequests over several (docs/edge.md, Several origins):
+	// each call to the origin is then signed once for each of them.
+	Origins          []string
 	JWKSURL          string // the identity provider's JWKS
 	Issuer           string // iss every token must carry
 	Audience         string // aud every token must hold
@@ -73,6 +77,7 @@ type Pipeline struct {
 	jwksURL          string
 	resourceMetadata string
 	signer           *edgesig.Signer
+	hosts            []string // each origin's host[:port], the first Origin's
 	urlKeys          link.Keys
 	verifier         token.Verifier
 	random           io.Reader
@@ -109,6 +114,12 @@ func New(cfg Config) *Pipeline {
 		r = rand.Reader
 	}
 	origin := strings.TrimRight(cfg.Origin, "/")
+	hosts := []string{hostOf(origin)}
+	for _, o := range cfg.Origins[min(1, len(cfg.Origins)):] {
+		hosts = append(hosts, hostOf(o))
+	}
+	var seed [8]byte
+	io.ReadFull(r, seed[:]) // nonces need only differ: the zero bytes would do
 	keys := cfg.URLKeys
 	if keys.IsZero() {
 		keys = link.Derived([]byte(cfg.Secret))
@@ -119,7 +130,8 @@ func New(cfg Config) *Pipeline {
 		gateURL:          origin + edgesig.GatePath,
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
-		signer:           edgesig.NewSigner(subkey.Derive([]byte(cfg.Secret), subkey.Edge)),
+		signer:           edgesig.NewSigner(edgesig.KeysOf([]byte(cfg.Secret)), binary.LittleEndian.Uint64(seed[:])),
+		hosts:            hosts,
 		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: token.DefaultLeeway},
 		random:           r,
 		tokens:           newTokenCache(MaxTokens),
@@ -403,24 +415,65 @@ func (st *pending) target() string {
 	return st.text.keep(append(b, st.req.Query...))
 }
 
+// hostOf is the host[:port] of base URL u (scheme://authority[/...]).
+func hostOf(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		u = u[i+3:]
+	}
+	if i := strings.IndexAny(u, "/?#"); i >= 0 {
+		u = u[:i]
+	}
+	return u
+}
+
+// signAll signs m (its Host aside) for the first origin and, with
+// several, for each of them (all, in Config.Origins' order; the first's
+// header value is all[0] then). With one origin it allocates nothing but
+// the signature's string.
+func (p *Pipeline) signAll(m *edgesig.Message, now int64) (first string, all []string) {
+	if len(p.hosts) == 1 {
+		m.Host = p.hosts[0]
+		return p.signer.Sign(m, now), nil
+	}
+	all = make([]string, len(p.hosts))
+	for i, h := range p.hosts {
+		m.Host = h
+		all[i] = p.signer.Sign(m, now)
+	}
+	return all[0], all
+}
+
+// signText is signAll with the first signature in st's text (no
+// allocation with one origin).
+func (p *Pipeline) signText(st *pending, m *edgesig.Message, now int64) (first string, all []string) {
+	if len(p.hosts) > 1 {
+		return p.signAll(m, now)
+	}
+	m.Host = p.hosts[0]
+	return st.text.keep(p.signer.Append(st.text.free(), m, now)), nil
+}
+
 // gate asks the origin whether the conditional request is a 304.
 func (p *Pipeline) gate(st *pending, now int64) Output {
 	target := st.target()
-	sig := st.text.keep(p.signer.Append(st.text.free(), edgesig.Gate, "POST", target, st.id, now/1000))
+	auth := headerValue(st.req.Headers, "Authorization")
+	usage := p.usageHeader()
+	m := edgesig.Message{Purpose: edgesig.Gate, Method: "POST", Target: target, Auth: auth, Usage: usage, RequestID: st.id}
+	sig, all := p.signText(st, &m, now)
 	h := append(st.sub[:0],
-		Header{"Authorization", headerValue(st.req.Headers, "Authorization")},
+		Header{"Authorization", auth},
 		Header{"If-None-Match", st.inm},
 		Header{"X-Request-Id", st.id},
 		Header{edgesig.TargetHeader, target},
 		Header{edgesig.Header, sig},
 	)
-	if u := p.usageHeader(); u != "" {
-		h = append(h, Header{lease.UsageHeader, u})
+	if usage != "" {
+		h = append(h, Header{lease.UsageHeader, usage})
 	}
 	if !p.keep(st, stageGate, now) {
 		return p.busy(st)
 	}
-	return Output{Kind: Subrequest, Handle: st.handle, Method: "POST", URL: p.gateURL, Headers: h}
+	return Output{Kind: Subrequest, Handle: st.handle, Method: "POST", URL: p.gateURL, Headers: h, Signatures: all}
 }
 
 // gateDone reads the gate's answer: 204 is a 304, 412 a forward, any other
@@ -450,13 +503,21 @@ func (p *Pipeline) gateDone(st *pending, in ResumeMsg) Output {
 // forward sends the client's request to the origin, signed.
 func (p *Pipeline) forward(st *pending, now int64) Output {
 	target := st.target()
-	sig := st.text.keep(p.signer.Append(st.text.free(), edgesig.Forward, st.req.Method, target, st.id, now/1000))
+	usage := p.usageHeader()
+	m := edgesig.Message{Purpose: edgesig.Forward, Method: st.req.Method, Target: target, Body: st.req.BodySHA256,
+		Auth: headerValue(st.req.Headers, "Authorization"), Usage: usage, RequestID: st.id}
+	sig, all := p.signText(st, &m, now)
 	// A copy: the client's fields are the caller's (Start).
 	h := append(make([]Header, 0, len(st.req.Headers)+2), st.req.Headers...)
-	h = filterHeaders(h, func(name string) bool { return internal(name) || equalFold(name, "X-Request-Id") })
+	// Host is the origin's, from the URL: the signature names it. The
+	// host has read the body already: Expect (100-continue) was the
+	// client's business with the edge, not the origin's.
+	h = filterHeaders(h, func(name string) bool {
+		return internal(name) || equalFold(name, "X-Request-Id") || equalFold(name, "Host") || equalFold(name, "Expect")
+	})
 	h = append(h, Header{"X-Request-Id", st.id}, Header{edgesig.Header, sig})
-	if u := p.usageHeader(); u != "" {
-		h = append(h, Header{lease.UsageHeader, u})
+	if usage != "" {
+		h = append(h, Header{lease.UsageHeader, usage})
 	}
 	url := st.text.keep(append(append(st.text.free(), p.origin...), target...))
 	method := st.req.Method
@@ -464,7 +525,7 @@ func (p *Pipeline) forward(st *pending, now int64) Output {
 	if !p.keep(st, stageForward, now) {
 		return p.busy(st)
 	}
-	return Output{Kind: Subrequest, Handle: st.handle, Method: method, URL: url, Headers: h, Forward: true}
+	return Output{Kind: Subrequest, Handle: st.handle, Method: method, URL: url, Headers: h, Forward: true, Signatures: all}
 }
 
 // forwardDone answers the client with the origin's response.

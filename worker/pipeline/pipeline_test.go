@@ -11,7 +11,6 @@ import (
 
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
-	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
@@ -417,8 +416,8 @@ func TestForwardPassthrough(t *testing.T) {
 		{"Connection", "keep-alive, X-Custom"}, {"X-Custom", "hop"}, {"Keep-Alive", "timeout=5"},
 		{"Proxy-Authorization", "x"}, {"Host", "edge.test"}, {"TE", "trailers"}, {"Upgrade", "h2c"},
 		{"X-Lectern-Edge", "forged"}, {"x-lectern-org", "forged"}, {"X-Request-Id", "bad id"},
-		{"Accept-Encoding", "gzip"},
-	}}
+		{"Accept-Encoding", "gzip"}, {"Expect", "100-continue"},
+	}, BodySHA256: edgesig.BodyHash([]byte(`{"assetIds":["a"]}`))}
 	sent := slices.Clone(req.Headers)
 	out := p.Start(req)
 	wantKind(t, out, Subrequest)
@@ -433,9 +432,8 @@ func TestForwardPassthrough(t *testing.T) {
 	if !regexp.MustCompile(`^req_[0-9a-f]{24}$`).MatchString(id) {
 		t.Errorf("X-Request-Id %q", id)
 	}
-	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Forward, "POST", "/v1/media/urls", id, t0.Unix()) {
-		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
-	}
+	verifySig(t, h["X-Lectern-Edge"], edgesig.Message{Purpose: edgesig.Forward, Method: "POST", Host: "origin.test", Target: "/v1/media/urls",
+		Body: req.BodySHA256, Auth: tok, RequestID: id}, t0ms)
 	delete(h, "X-Lectern-Edge")
 	delete(h, "X-Request-Id")
 	want := map[string]string{"Authorization": tok, "Content-Type": "application/json", "Content-Length": "40", "Accept-Encoding": "gzip"}
@@ -519,9 +517,8 @@ func gateSetup(t *testing.T) (*Pipeline, string, Output) {
 	}
 	h := headerMap(t, out.Headers)
 	target := "/v1/subjects/algebra?tier=high&detail=full"
-	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Gate, "POST", target, rid, t0.Unix()+1) {
-		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
-	}
+	verifySig(t, h["X-Lectern-Edge"], edgesig.Message{Purpose: edgesig.Gate, Method: "POST", Host: "origin.test", Target: target,
+		Auth: tok, RequestID: rid}, t0ms+1000)
 	delete(h, "X-Lectern-Edge")
 	want := map[string]string{"Authorization": tok, "If-None-Match": inm, "X-Request-Id": rid, "X-Lectern-Target": target}
 	if want, got := want, h; !reflect.DeepEqual(want, got) {
@@ -564,8 +561,16 @@ func TestGate412Forwards(t *testing.T) {
 	if h["Authorization"] != tok || h["Accept-Encoding"] != "br" || h["X-Request-Id"] != rid {
 		t.Errorf("forward headers %v", h)
 	}
-	if !edgesig.Verify(subkey.Derive([]byte(testCfg.Secret), subkey.Edge), h["X-Lectern-Edge"], edgesig.Forward, "GET", "/v1/subjects/algebra?tier=high&detail=full", rid, t0.Unix()+1) {
-		t.Errorf("X-Lectern-Edge %q does not verify", h["X-Lectern-Edge"])
+	verifySig(t, h["X-Lectern-Edge"], edgesig.Message{Purpose: edgesig.Forward, Method: "GET", Host: "origin.test",
+		Target: "/v1/subjects/algebra?tier=high&detail=full", Auth: tok, RequestID: rid}, t0ms+1010)
+}
+
+// verifySig checks sig is the module's signature of m at now (ms).
+func verifySig(t *testing.T, sig string, m edgesig.Message, now int64) {
+	t.Helper()
+	keys := edgesig.KeysOf([]byte(testCfg.Secret))
+	if _, err := edgesig.Verify(&keys, sig, &m, now); err != nil {
+		t.Errorf("X-Lectern-Edge %q does not verify for %+v: %v", sig, m, err)
 	}
 }
 

@@ -3,8 +3,9 @@ package wazero
 import (
 	"fmt"
 
-	"github.com/lectern-api/lectern/shared/jsonenc"
 	"github.com/valyala/fastjson"
+
+	"github.com/lectern-api/lectern/shared/jsonenc"
 )
 
 // The JSON of the messages of docs/edge.md, written and read without
@@ -27,6 +28,10 @@ func (m StartMessage) AppendJSON(b []byte) []byte {
 	b = appendHeaders(b, m.Headers)
 	b = jsonenc.Key(b, "now")
 	b = jsonenc.Int(b, m.Now)
+	if m.BodySHA256 != "" {
+		b = jsonenc.Key(b, "bodySha256")
+		b = jsonenc.String(b, m.BodySHA256)
+	}
 	return append(b, '}')
 }
 
@@ -115,6 +120,8 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*Output, error) {
 			out.URL, err = str(m)
 		case "forward":
 			out.Forward, err = m.Bool()
+		case "signatures":
+			out.Signatures, err = strs(m)
 		case "refresh":
 			var rf *fastjson.Object
 			if rf, err = m.Object(); err != nil {
@@ -152,6 +159,20 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*Output, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+func strs(v *fastjson.Value) ([]string, error) {
+	arr, err := v.Array()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(arr))
+	for i, e := range arr {
+		if out[i], err = str(e); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -205,6 +226,8 @@ func background(v *fastjson.Value) (*Background, error) {
 			bg.Headers, err = headers(v)
 		case "body":
 			bg.Body, err = str(v)
+		case "signatures":
+			bg.Signatures, err = strs(v)
 		}
 	})
 	if err == nil && (bg.Handle <= 0 || bg.Method == "" || bg.URL == "") {

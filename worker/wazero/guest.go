@@ -143,6 +143,9 @@ type ConfigMessage struct {
 	// ReportEvery is configure's reportEvery: nil (absent) is the module's
 	// default (lease.ReportEvery), 0 reports by lease.ReportInterval only.
 	ReportEvery *int64 `json:"reportEvery,omitempty"`
+	// Origins lists every origin, Origin first, comma-separated, when
+	// there are several: the module then signs each call for each.
+	Origins string `json:"origins,omitempty"`
 }
 
 // configure sends c through call (Guest.Call, or a Host's instance's,
@@ -174,6 +177,9 @@ type StartMessage struct {
 	Query   string
 	Headers [][2]string
 	Now     int64
+	// BodySHA256 is edgesig.BodyHash of the body the host will forward;
+	// "" when the request has none.
+	BodySHA256 string
 }
 
 // ResumeMessage is the message of resume that answers a subrequest.
@@ -212,12 +218,17 @@ type Output struct {
 	Method      string
 	URL         string
 	Forward     bool
+	Signatures  []string // X-Lectern-Edge for each origin, with several
 	Wake        []int64
 	Refresh     *Refresh    // a background JWKS fetch to perform
 	Background  *Background // a background subrequest to perform (leases, usage)
 	Lease       *LeaseUse   // a leased 304: log it before answering
 
 	parked chan struct{} // for kind "park", in a Host: closed when woken
+	body   []byte        // a forward's: the client's body, read by the host
+	// sign, for the host's own calls to the origin, signs the call for
+	// the origin's host (Signatures are the module's).
+	sign func(host string) string
 }
 
 // Refresh is an output's "refresh": GET URL in the background, then
@@ -230,11 +241,12 @@ type Refresh struct {
 // Background is an output's "background": perform the request without
 // holding up any client's, then resume Handle with its answer.
 type Background struct {
-	Handle  int64
-	Method  string
-	URL     string
-	Headers [][2]string
-	Body    string
+	Handle     int64
+	Method     string
+	URL        string
+	Headers    [][2]string
+	Body       string
+	Signatures []string // X-Lectern-Edge for each origin, with several
 }
 
 // LeaseUse is a leased 304's "lease": lease ID has answered Used 304s.

@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -45,8 +46,9 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/subkey"
+	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -140,8 +142,9 @@ type Host struct {
 		moduleCPU                                                                                    atomic.Int64 // ns
 	}
 
-	edgeKey []byte    // signs the host's own calls, checks the origin's revoke pushes
-	usage   *usageLog // with Config.Leases
+	keys   edgesig.Keys     // sign the host's own calls (usage replay)
+	revoke edgesig.Receiver // checks the origin's revoke pushes
+	usage  *usageLog        // with Config.Leases
 	// replaying holds the earlier runs' usage while its replay is on its
 	// way (each lease's highest count; nil once answered): a revoke push
 	// naming one of those leases is answered with it (serveRevoke), so
@@ -237,7 +240,12 @@ func newHost(cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, origins: origins, edgeKey: subkey.Derive([]byte(cfg.Secret), subkey.Edge)}
+	keys := edgesig.KeysOf([]byte(cfg.Secret))
+	h := &Host{cfg: cfg, origins: origins, keys: keys, revoke: edgesig.Receiver{Keys: keys}}
+	if u, err := url.Parse(cfg.Revoke); err == nil && u.Host != "" {
+		// A push signed for another edge host is refused here.
+		h.revoke.Hosts = []string{u.Host}
+	}
 	h.bgCtx, h.bgCancel = context.WithCancel(context.Background())
 	return h, nil
 }
@@ -336,6 +344,13 @@ func (h *Host) configMessage() ConfigMessage {
 	c := ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
 		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys,
 		Leases: h.cfg.Leases, Revoke: h.cfg.Revoke}
+	if h.origins != nil && len(h.origins.list) > 1 {
+		bases := make([]string, len(h.origins.list))
+		for i, o := range h.origins.list {
+			bases[i] = o.base
+		}
+		c.Origins = strings.Join(bases, ",")
+	}
 	if h.cfg.Leases {
 		c.ReportEvery = new(int64)
 	}
@@ -516,8 +531,27 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hdrs = append(hdrs, [2]string{name, v})
 		}
 	}
+	// The body is read before the module sees the request: the signature
+	// of its forward covers the body's hash. At most param.MaxBody+1
+	// bytes are read and forwarded: no route takes more, and the origin
+	// answers that many as too large, as it would the whole.
+	var body []byte
+	var bodyHash string
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		b, err := io.ReadAll(io.LimitReader(r.Body, param.MaxBody+1))
+		if err != nil {
+			h.cfg.Logger.Info("edge: the client's body could not be read", "err", err)
+			w.Header().Set("Connection", "close")
+			writeErrorStatus(w, http.StatusRequestTimeout, newRequestID(), &apierr.Error{Code: apierr.BadRequest, Parameter: "body",
+				Message: "The request body did not arrive in time (the server's read limit); nothing was done. Send the request again, its body at once."})
+			return
+		}
+		if len(b) > 0 {
+			body, bodyHash = b, edgesig.BodyHash(b)
+		}
+	}
 	out, err := h.do(in, Start, StartMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-		Headers: hdrs, Now: h.now()})
+		Headers: hdrs, Now: h.now(), BodySHA256: bodyHash})
 	var fwd *http.Response // the origin's answer to the last forward, body unread
 	defer func() {
 		if fwd != nil {
@@ -571,6 +605,9 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.stats.subrequests.Add(1)
 			}
 			var msg ResumeMessage
+			if out.Forward {
+				out.body = body
+			}
 			msg, fwd = h.subrequest(r.Context(), r, out)
 			msg.Handle, msg.Now = out.Handle, h.now()
 			out, err = h.do(in, Resume, msg)
@@ -640,13 +677,14 @@ func (h *Host) refresh(in *instance, rf Refresh) {
 // For a forward it returns the origin's response too, its body unread: it
 // streams to the client on passthrough and never enters the guest.
 //
-// A URL under the origin base goes to one of the origins (origins.go):
-// when an attempt fails without an answer, the next origin is tried if
-// the request cannot have been sent (it got no connection) or is
-// idempotent, and the client's body, if any, has not been read (or was
-// small enough to keep); never after the forward timeout or the client
-// going away. Otherwise the guest gets the failure (status 0), as with
-// one origin.
+// A URL under the origin base goes to one of the origins (origins.go),
+// with the X-Lectern-Edge signed for that origin (the module's
+// Signatures, or the host's own sign): when an attempt fails without an
+// answer, the next origin is tried if the request cannot have been sent
+// (it got no connection) or is idempotent (the client's body, read
+// before the module saw the request, is sent again); never after the
+// forward timeout or the client going away. Otherwise the guest gets the
+// failure (status 0), as with one origin.
 func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) (ResumeMessage, *http.Response) {
 	failed := func(err error) (ResumeMessage, *http.Response) {
 		return ResumeMessage{Status: 0, Error: err.Error()}, nil
@@ -660,23 +698,13 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 	} else {
 		ctx, cancel = context.WithTimeout(parent, h.cfg.SubrequestTimeout)
 	}
-	var body *clientBody
-	if out.Forward && r != nil && r.Body != nil && r.ContentLength != 0 {
-		body = &clientBody{r: r.Body, st: st}
-	}
 	targets := h.origins.route(out.URL)
-	if body != nil && len(targets) > 1 && idempotent(out.Method) && r.ContentLength > 0 && r.ContentLength <= maxKeptBody {
-		if err := body.keep(r.ContentLength); err != nil {
-			cancel()
-			return failed(err)
-		}
-	}
 	var resp *http.Response
 	for i, t := range targets {
 		var rd io.Reader
 		switch {
-		case body != nil:
-			rd = body.view(i)
+		case out.Forward && out.body != nil:
+			rd = bytes.NewReader(out.body)
 		case !out.Forward && out.Body != "":
 			rd = strings.NewReader(out.Body) // a background POST's (lease, usage)
 		}
@@ -690,13 +718,18 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 			cancel()
 			return failed(err)
 		}
-		if out.Forward && r != nil {
-			req.ContentLength = r.ContentLength
-			if body == nil {
-				req.ContentLength = 0
-			}
+		if out.Forward {
+			req.ContentLength = int64(len(out.body))
 		}
 		out.SetHeader(req)
+		if or := t.origin; or != nil {
+			switch {
+			case or.index < len(out.Signatures):
+				req.Header.Set(edgesig.Header, out.Signatures[or.index])
+			case out.sign != nil:
+				req.Header.Set(edgesig.Header, out.sign(or.host))
+			}
+		}
 		if r != nil && !out.Forward && req.Header.Get("Traceparent") == "" {
 			// The module copies the client's fields to a forward, the
 			// W3C traceparent among them, but builds a gate call's (and a
@@ -719,7 +752,7 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 		if unsent && parent.Err() == nil {
 			h.origins.failed(t.origin)
 		}
-		if i+1 < len(targets) && ctx.Err() == nil && (unsent || idempotent(out.Method)) && body.handOn(i+1) {
+		if i+1 < len(targets) && ctx.Err() == nil && (unsent || idempotent(out.Method)) {
 			h.stats.failovers.Add(1)
 			h.cfg.Logger.Warn("edge: origin failed; trying the next", "url", t.url, "err", err)
 			continue
@@ -757,13 +790,12 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 // limit bounds that). Every change of state starts it afresh. A nil
 // stall does nothing.
 type stall struct {
-	mu     sync.Mutex
-	d      time.Duration
-	t      *time.Timer
-	fired  bool
-	head   bool // waiting for the answer's head
-	client bool // reading the client's body
-	body   bool // reading the answer's body
+	mu    sync.Mutex
+	d     time.Duration
+	t     *time.Timer
+	fired bool
+	head  bool // waiting for the answer's head
+	body  bool // reading the answer's body
 }
 
 func newStall(d time.Duration, cancel context.CancelFunc) *stall {
@@ -786,7 +818,7 @@ func (s *stall) set(change func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	change()
-	if s.head && !s.client || s.body {
+	if s.head || s.body {
 		s.t.Reset(s.d)
 	} else {
 		s.t.Stop()
@@ -801,85 +833,6 @@ func (s *stall) stalled() bool {
 	defer s.mu.Unlock()
 	return s.fired
 }
-
-// clientBody is the client's body on its way to the origin. It stays the
-// server's to close (the server closes it when the handler returns), so a
-// forward that failed before reading any of it can hand it to the next
-// origin: each attempt reads through its own view, and once the body is
-// handed on, a failed attempt's transport can no longer read from it.
-type clientBody struct {
-	r       io.Reader
-	st      *stall
-	buf     []byte // the whole body, when kept (keep)
-	mu      sync.Mutex
-	attempt int  // the attempt whose view may read
-	read    bool // a view has read from the body: it can go nowhere else
-}
-
-// maxKeptBody is the largest client body kept in memory so that an
-// idempotent forward (a PUT) can be sent again, to another origin, after
-// a connection failure that may have followed its sending. A larger or
-// unsized body is streamed, and never sent twice.
-const maxKeptBody = 64 << 10
-
-// keep reads the whole body, of n bytes, into memory. The forward timer
-// does not run meanwhile: the client's time is the server's limits'.
-func (b *clientBody) keep(n int64) error {
-	buf := make([]byte, n)
-	b.st.set(func() { b.st.client = true })
-	_, err := io.ReadFull(b.r, buf)
-	b.st.set(func() { b.st.client = false })
-	if err != nil {
-		return fmt.Errorf("read the client's body: %w", err)
-	}
-	b.buf = buf
-	return nil
-}
-
-// view is attempt's reader of b.
-func (b *clientBody) view(attempt int) io.ReadCloser {
-	if b.buf != nil {
-		return io.NopCloser(bytes.NewReader(b.buf))
-	}
-	return bodyView{b, attempt}
-}
-
-// handOn gives the body to attempt, unless any of it has been read from
-// the client and not kept.
-func (b *clientBody) handOn(attempt int) bool {
-	if b == nil || b.buf != nil {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.read {
-		return false
-	}
-	b.attempt = attempt
-	return true
-}
-
-type bodyView struct {
-	b       *clientBody
-	attempt int
-}
-
-func (v bodyView) Read(p []byte) (int, error) {
-	b := v.b
-	b.mu.Lock()
-	if b.attempt != v.attempt {
-		b.mu.Unlock()
-		return 0, errHandedOn
-	}
-	b.read = true
-	b.mu.Unlock()
-	b.st.set(func() { b.st.client = true })
-	n, err := b.r.Read(p)
-	b.st.set(func() { b.st.client = false })
-	return n, err
-}
-
-func (bodyView) Close() error { return nil }
 
 // originBody is the origin's answer to a forward, on its way to the
 // client.

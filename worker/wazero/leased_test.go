@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
 
@@ -46,11 +46,13 @@ type leaseOrigin struct {
 }
 
 func (o *leaseOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := subkey.Derive([]byte(testSecret), subkey.Edge)
-	signed := func(purpose string) bool {
-		return edgesig.Verify(key, r.Header.Get(edgesig.Header), purpose, r.Method, r.URL.RequestURI(), r.Header.Get("X-Request-Id"), leaseNow.Unix())
-	}
 	body, _ := io.ReadAll(r.Body)
+	keys := edgesig.KeysOf([]byte(testSecret))
+	signed := func(purpose string) bool {
+		m := httpsig.Message(purpose, r, edgesig.BodyHash(body))
+		_, err := edgesig.Verify(&keys, r.Header.Get(edgesig.Header), &m, leaseNow.UnixMilli())
+		return err == nil
+	}
 	switch r.URL.Path {
 	case "/.well-known/jwks.json":
 		w.Write(tokentest.JWKS("k1"))
@@ -243,8 +245,8 @@ func TestLeasedRevalidations(t *testing.T) {
 		t.Errorf("after Flush the origin has L1 at %d (final %v), want 3, not final", used, final)
 	}
 
-	key := subkey.Derive([]byte(testSecret), subkey.Edge)
-	status, _, body := revoke(t, base, "POST", edgesig.Revoke, key, leaseNow, `{"leases":["L1","L9"],"keep":false}`)
+	key := edgesig.KeysOf([]byte(testSecret))
+	status, _, body := revoke(t, base, "POST", edgesig.Revoke, &key, leaseNow, `{"leases":["L1","L9"],"keep":false}`)
 	rs, err := lease.ParseReports([]byte(body))
 	if status != 200 || err != nil || len(rs) != 1 || rs[0] != (lease.Report{Lease: "L1", Used: 3, Final: true}) {
 		t.Errorf("revoke: %d %s (%v), want L1 at 3, final, alone", status, body, err)

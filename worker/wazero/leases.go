@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
@@ -154,7 +155,7 @@ func (h *Host) background(in *instance, bg Background) {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
-		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body})
+		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body, Signatures: bg.Signatures})
 		h.acknowledged(bg.URL, bg.Body, msg.Status)
 		msg.Handle, msg.Now = bg.Handle, h.now()
 		out, err := h.do(in, Resume, msg)
@@ -209,19 +210,22 @@ func (h *Host) logUse(u *LeaseUse) error {
 func (h *Host) serveRevoke(w http.ResponseWriter, r *http.Request) bool {
 	id := r.Header.Get("X-Request-Id")
 	sig := r.Header.Get(edgesig.Header)
-	if sig == "" || !edgesig.Verify(h.edgeKey, sig, edgesig.Revoke, r.Method, r.URL.RequestURI(), id, h.cfg.Now().Unix()) {
+	if sig == "" || r.Method != http.MethodPost {
 		return false
-	}
-	if !reqid.Valid(id) {
-		var rnd [reqid.RandomBytes]byte
-		rand.Read(rnd[:])
-		id = string(reqid.Append(nil, &rnd))
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, lease.MaxBody+1))
 	if err != nil {
 		h.cfg.Logger.Warn("edge: revoke: read the body", "err", err)
-		writeError(w, id, apierr.New(apierr.BadRequest, "The body could not be read."))
-		return true
+		return false
+	}
+	m := httpsig.Message(edgesig.Revoke, r, edgesig.BodyHash(body))
+	if err := h.revoke.Accept(sig, &m, h.now()); err != nil {
+		h.cfg.Logger.Warn("edge: revoke push refused", "requestId", id, "err", err)
+		r.Body = http.NoBody
+		return false
+	}
+	if !reqid.Valid(id) {
+		id = newRequestID()
 	}
 	revoke, err := lease.ParseRevoke(body)
 	if err != nil {
@@ -291,14 +295,26 @@ func (h *Host) replayed(ids []string, reports []lease.Report) []lease.Report {
 
 // writeError answers e in the API's error body.
 func writeError(w http.ResponseWriter, id string, e *apierr.Error) {
+	writeErrorStatus(w, apierr.Status(e.Code), id, e)
+}
+
+// writeErrorStatus is writeError with another status than e's code's.
+func writeErrorStatus(w http.ResponseWriter, status int, id string, e *apierr.Error) {
 	body := e.AppendJSON(nil, id)
 	wh := w.Header()
 	wh.Set("Content-Type", "application/json")
 	wh.Set("Content-Length", strconv.Itoa(len(body)))
 	wh.Set("X-Request-Id", id)
 	wh.Set("Cache-Control", "no-store")
-	w.WriteHeader(apierr.Status(e.Code))
+	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// newRequestID mints a request id for an answer of the host's own.
+func newRequestID() string {
+	var rnd [reqid.RandomBytes]byte
+	rand.Read(rnd[:])
+	return string(reqid.Append(nil, &rnd))
 }
 
 // writeOutput answers a module's response output.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 var module struct {
@@ -85,16 +84,33 @@ func leasedHost(t *testing.T, origin string, adjust func(*Config)) (*Host, strin
 	return h, base
 }
 
-// revoke posts body to base's revoke endpoint signed with key for purpose
-// and method.
-func revoke(t *testing.T, base, method, purpose string, key []byte, now time.Time, body string) (int, string, string) {
+// revoke posts body to base's revoke endpoint signed with keys (none when
+// nil) for purpose, POST and body.
+func revoke(t *testing.T, base, method, purpose string, keys *edgesig.Keys, now time.Time, body string) (int, string, string) {
 	t.Helper()
-	const id = "req_revoke_test_0001"
-	req, _ := http.NewRequest(method, base+lease.RevokePath, strings.NewReader(body))
-	if key != nil {
-		req.Header.Set(edgesig.Header, edgesig.Sign(key, purpose, "POST", lease.RevokePath, id, now.Unix()))
+	sig := ""
+	if keys != nil {
+		sig = revokeSig(*keys, purpose, base, body, now)
 	}
-	req.Header.Set("X-Request-Id", id)
+	return postRevoke(t, base, method, sig, body)
+}
+
+const revokeID = "req_revoke_test_0001"
+
+// revokeSig signs a revoke push of body to base for purpose.
+func revokeSig(keys edgesig.Keys, purpose, base, body string, now time.Time) string {
+	return edgesig.NewSigner(keys, uint64(now.UnixNano())).Sign(&edgesig.Message{Purpose: purpose, Method: "POST",
+		Host: strings.TrimPrefix(base, "http://"), Target: lease.RevokePath, Body: edgesig.BodyHash([]byte(body)), RequestID: revokeID}, now.UnixMilli())
+}
+
+// postRevoke posts body to base's revoke endpoint with signature sig.
+func postRevoke(t *testing.T, base, method, sig, body string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+lease.RevokePath, strings.NewReader(body))
+	if sig != "" {
+		req.Header.Set(edgesig.Header, sig)
+	}
+	req.Header.Set("X-Request-Id", revokeID)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -113,26 +129,27 @@ func revoke(t *testing.T, base, method, purpose string, key []byte, now time.Tim
 // held (none here).
 func TestRevokeEndpoint(t *testing.T) {
 	_, base := leasedHost(t, "http://127.0.0.1:1", nil)
-	key := subkey.Derive([]byte(testSecret), subkey.Edge)
-	other := subkey.Derive([]byte("another-secret-of-at-least-32-characters"), subkey.Edge)
+	key := edgesig.KeysOf([]byte(testSecret))
+	other := edgesig.KeysOf([]byte("another-secret-of-at-least-32-characters"))
 	good := `{"leases":["L1","L2"],"keep":false}`
 	for _, tc := range []struct {
 		name, method, purpose string
-		key                   []byte
+		key                   *edgesig.Keys
 		body                  string
 		status                int
 		code                  string
 	}{
 		{"unsigned", "POST", edgesig.Revoke, nil, good, 404, "NOT_FOUND"},
-		{"another key", "POST", edgesig.Revoke, other, good, 404, "NOT_FOUND"},
-		{"another purpose", "POST", edgesig.Gate, key, good, 404, "NOT_FOUND"},
-		{"another method", "PUT", edgesig.Revoke, key, good, 404, "NOT_FOUND"},
-		{"not JSON", "POST", edgesig.Revoke, key, `{"leases":`, 400, "BAD_REQUEST"},
-		{"not lease ids", "POST", edgesig.Revoke, key, `{"leases":["a b"]}`, 400, "BAD_REQUEST"},
-		{"no leases", "POST", edgesig.Revoke, key, `{"keep":true}`, 400, "BAD_REQUEST"},
-		{"too large", "POST", edgesig.Revoke, key, `{"leases":["L1"],"keep":false` + strings.Repeat(" ", lease.MaxBody) + `}`, 400, "BAD_REQUEST"},
-		{"good", "POST", edgesig.Revoke, key, good, 200, ""},
-		{"keep", "POST", edgesig.Revoke, key, `{"leases":["L1"],"keep":true}`, 200, ""},
+		{"another key", "POST", edgesig.Revoke, &other, good, 404, "NOT_FOUND"},
+		{"another purpose", "POST", edgesig.Gate, &key, good, 404, "NOT_FOUND"},
+		{"another method", "PUT", edgesig.Revoke, &key, good, 404, "NOT_FOUND"},
+		{"not JSON", "POST", edgesig.Revoke, &key, `{"leases":`, 400, "BAD_REQUEST"},
+		{"not lease ids", "POST", edgesig.Revoke, &key, `{"leases":["a b"]}`, 400, "BAD_REQUEST"},
+		{"no leases", "POST", edgesig.Revoke, &key, `{"keep":true}`, 400, "BAD_REQUEST"},
+		// Over lease.MaxBody: not read whole, so not what was signed.
+		{"too large", "POST", edgesig.Revoke, &key, `{"leases":["L1"],"keep":false` + strings.Repeat(" ", lease.MaxBody) + `}`, 404, "NOT_FOUND"},
+		{"good", "POST", edgesig.Revoke, &key, good, 200, ""},
+		{"keep", "POST", edgesig.Revoke, &key, `{"leases":["L1"],"keep":true}`, 200, ""},
 	} {
 		status, code, body := revoke(t, base, tc.method, tc.purpose, tc.key, time.Now(), tc.body)
 		if status != tc.status || code != tc.code {
@@ -145,13 +162,29 @@ func TestRevokeEndpoint(t *testing.T) {
 		}
 	}
 
-	if status, code, _ := revoke(t, base, "POST", edgesig.Revoke, key, time.Now().Add(-(edgesig.MaxSkew+60)*time.Second), good); status != 404 || code != "NOT_FOUND" {
+	if status, code, _ := revoke(t, base, "POST", edgesig.Revoke, &key, time.Now().Add(-(edgesig.Window+1000)*time.Millisecond), good); status != 404 || code != "NOT_FOUND" {
 		t.Errorf("a stale signature: %d %s, want 404 NOT_FOUND", status, code)
+	}
+
+	// A signature is taken once, for its body, by the host it names.
+	sig := revokeSig(key, edgesig.Revoke, base, good, time.Now())
+	if status, code, body := postRevoke(t, base, "POST", sig, `{"leases":["L3"],"keep":false}`); status != 404 || code != "NOT_FOUND" {
+		t.Errorf("another body: %d %s %s", status, code, body)
+	}
+	if status, _, body := postRevoke(t, base, "POST", sig, good); status != 200 {
+		t.Errorf("the signed push: %d %s", status, body)
+	}
+	if status, code, body := postRevoke(t, base, "POST", sig, good); status != 404 || code != "NOT_FOUND" {
+		t.Errorf("the same push replayed: %d %s %s", status, code, body)
+	}
+	_, peer := leasedHost(t, "http://127.0.0.1:1", nil)
+	if status, code, body := postRevoke(t, peer, "POST", revokeSig(key, edgesig.Revoke, base, good, time.Now()), good); status != 404 || code != "NOT_FOUND" {
+		t.Errorf("a push for one edge host sent to another: %d %s %s", status, code, body)
 	}
 
 	// Without leases the host has no revoke endpoint.
 	_, base = leasedHost(t, "http://127.0.0.1:1", func(c *Config) { c.Leases, c.Revoke = false, "" })
-	if status, code, body := revoke(t, base, "POST", edgesig.Revoke, key, time.Now(), good); status != 404 || code != "NOT_FOUND" {
+	if status, code, body := revoke(t, base, "POST", edgesig.Revoke, &key, time.Now(), good); status != 404 || code != "NOT_FOUND" {
 		t.Errorf("leases off: %d %s\n%s", status, code, body)
 	}
 }
@@ -213,8 +246,8 @@ func TestRevokeAnswersTheReplay(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "usage.log")
 	os.WriteFile(log, []byte("L1 4\nL1 5\n"), 0o600)
 	_, base := leasedHost(t, srv.URL, func(c *Config) { c.UsageLog = log })
-	key := subkey.Derive([]byte(testSecret), subkey.Edge)
-	status, code, body := revoke(t, base, "POST", edgesig.Revoke, key, time.Now(), `{"leases":["L1","L3"],"keep":false}`)
+	key := edgesig.KeysOf([]byte(testSecret))
+	status, code, body := revoke(t, base, "POST", edgesig.Revoke, &key, time.Now(), `{"leases":["L1","L3"],"keep":false}`)
 	if status != 200 {
 		t.Fatalf("revoke: %d %s\n%s", status, code, body)
 	}

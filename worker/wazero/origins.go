@@ -68,9 +68,11 @@ type origins struct {
 }
 
 type origin struct {
-	base string
-	mu   sync.Mutex
-	down time.Time // tried after the others until then
+	base  string
+	index int    // in the list: the module's signatures are in its order
+	host  string // the base's host[:port]: what the host's own signatures name
+	mu    sync.Mutex
+	down  time.Time // tried after the others until then
 }
 
 // newOrigins: base is the module's origin base, list the origins (nil:
@@ -91,8 +93,13 @@ func newOrigins(base string, list []string, backoff time.Duration) (*origins, er
 		}
 		list = parsed
 	}
-	for _, b := range list {
-		o.list = append(o.list, &origin{base: strings.TrimRight(b, "/")})
+	for i, b := range list {
+		b = strings.TrimRight(b, "/")
+		u, err := url.Parse(b)
+		if err != nil {
+			return nil, fmt.Errorf("origin %q: %w", b, err)
+		}
+		o.list = append(o.list, &origin{base: b, index: i, host: u.Host})
 	}
 	return o, nil
 }
@@ -110,8 +117,11 @@ type target struct {
 // once.
 func (o *origins) route(u string) []target {
 	rest, under := strings.CutPrefix(u, o.base)
-	if len(o.list) < 2 || !under || rest != "" && rest[0] != '/' && rest[0] != '?' {
+	if !under || rest != "" && rest[0] != '/' && rest[0] != '?' {
 		return []target{{url: u}}
+	}
+	if len(o.list) < 2 {
+		return []target{{url: u, origin: o.list[0]}}
 	}
 	n := uint64(len(o.list))
 	first := (o.next.Add(1) - 1) % n

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/reqid"
 )
 
 // The usage log (docs/edge.md, "Leases"). Each 304 the module answers on
@@ -299,12 +299,17 @@ func (h *Host) sendReports(ctx context.Context, rs []lease.Report) error {
 }
 
 func (h *Host) postUsage(ctx context.Context, rs []lease.Report) error {
-	var rnd [reqid.RandomBytes]byte
-	rand.Read(rnd[:])
-	id := string(reqid.Append(nil, &rnd))
-	sig := edgesig.Sign(h.edgeKey, edgesig.Usage, "POST", lease.UsagePath, id, h.cfg.Now().Unix())
-	out := &Output{Method: "POST", URL: h.cfg.Origin + lease.UsagePath, Body: string(lease.AppendReports(nil, rs)),
-		Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Request-Id", id}, {edgesig.Header, sig}}}
+	id := newRequestID()
+	body := lease.AppendReports(nil, rs)
+	var seed [8]byte
+	rand.Read(seed[:])
+	signer := edgesig.NewSigner(h.keys, binary.LittleEndian.Uint64(seed[:]))
+	out := &Output{Method: "POST", URL: h.cfg.Origin + lease.UsagePath, Body: string(body),
+		Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Request-Id", id}},
+		sign: func(host string) string {
+			return signer.Sign(&edgesig.Message{Purpose: edgesig.Usage, Method: "POST", Host: host, Target: lease.UsagePath,
+				Body: edgesig.BodyHash(body), RequestID: id}, h.now())
+		}}
 	msg, _ := h.subrequest(ctx, nil, out)
 	switch {
 	case msg.Status == 0:

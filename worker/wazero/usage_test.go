@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
 const testSecret = "a-wazero-test-secret-of-at-least-32-chars"
@@ -182,14 +182,15 @@ type usageOrigin struct {
 }
 
 func (o *usageOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := subkey.Derive([]byte(testSecret), subkey.Edge)
-	if r.URL.Path != lease.UsagePath || r.Method != "POST" || r.Header.Get("Content-Type") != "application/json" ||
-		!edgesig.Verify(key, r.Header.Get(edgesig.Header), edgesig.Usage, r.Method, r.URL.RequestURI(), r.Header.Get("X-Request-Id"), time.Now().Unix()) {
-		o.t.Errorf("%s %s %v: not a signed usage report", r.Method, r.URL, r.Header)
+	keys := edgesig.KeysOf([]byte(testSecret))
+	b, _ := io.ReadAll(r.Body)
+	m := httpsig.Message(edgesig.Usage, r, edgesig.BodyHash(b))
+	if _, err := edgesig.Verify(&keys, r.Header.Get(edgesig.Header), &m, time.Now().UnixMilli()); r.URL.Path != lease.UsagePath ||
+		r.Method != "POST" || r.Header.Get("Content-Type") != "application/json" || err != nil {
+		o.t.Errorf("%s %s %v: not a signed usage report (%v)", r.Method, r.URL, r.Header, err)
 		w.WriteHeader(404)
 		return
 	}
-	b, _ := io.ReadAll(r.Body)
 	rs, err := lease.ParseReports(b)
 	if err != nil || len(rs) > lease.MaxReports {
 		o.t.Errorf("body %q: %v", b, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,6 +62,19 @@ type config struct {
 	Leases   bool   // LECTERN_LEASES: on (default) or off
 	LeaseTTL string // LECTERN_LEASE_TTL: default 5s
 	leaseTTL time.Duration
+	// EdgeURLs lists the edge hosts the origin pushes revokes to
+	// (lease.ParseEdges: comma-separated base URLs), parsed by check into
+	// edgeURLs. Unset: none, so no push is made and a lease request
+	// naming a revoke URL is refused (400).
+	EdgeURLs string // LECTERN_EDGE_URLS
+	edgeURLs []string
+	// OriginHosts are the names (host[:port]) the edges reach this
+	// origin by, comma-separated, parsed by check into originHosts: a
+	// call signed for another host is refused, so one captured on its
+	// way to a peer origin cannot be replayed here. Unset: a call's own
+	// Host is taken as this origin's.
+	OriginHosts string // LECTERN_ORIGIN_HOSTS
+	originHosts []string
 
 	// The export bundles built (origin/bundles): kept in BundleDir, at
 	// most BundleMaxMB mebibytes (parsed by check into bundleMax).
@@ -106,6 +120,10 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
 	fs.OnOff(&c.Leases, "LECTERN_LEASES", "leases", true, "grant the edge leases of licence state and calls")
 	fs.Env(&c.LeaseTTL, "LECTERN_LEASE_TTL", "lease-ttl", wire.DefaultTTL.String(), "a lease's longest validity, a Go duration from 100ms to 60s")
+	fs.Env(&c.EdgeURLs, lease.EdgesSetting, "edge-urls", "",
+		"comma-separated base URLs (http[s]://host[:port]) of the edge hosts that take revoke pushes at <url>"+wire.RevokePath+" (default: none, no push)")
+	fs.Env(&c.OriginHosts, "LECTERN_ORIGIN_HOSTS", "origin-hosts", "",
+		"comma-separated host[:port] names the edges reach this origin by, as their LECTERN_ORIGIN_URL writes them; signed calls for another host are refused (default: any)")
 	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", "", "directory of the export bundles built, private to the origin (default: bundles beside the SQLite database, else "+bundleDir+")")
 	fs.Env(&c.BundleMaxMB, "LECTERN_BUNDLE_MAX_MB", "bundle-max-mb", strconv.Itoa(bundles.DefaultMaxBytes>>20),
 		"most mebibytes of bundles kept; the least recently used go first")
@@ -165,6 +183,16 @@ func (c *config) check() error {
 		errs = append(errs, fmt.Errorf("LECTERN_LEASE_TTL=%q: want a Go duration from %v to %v, such as 5s", c.LeaseTTL, lease.MinTTL, lease.MaxTTL))
 	}
 	c.leaseTTL = ttl
+	edges, err := lease.ParseEdges(c.EdgeURLs)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s=%q: %w (want the base URLs of the edge hosts that take revoke pushes, comma-separated: http://10.0.0.5:8787,https://edge-2.internal)",
+			lease.EdgesSetting, c.EdgeURLs, err))
+	}
+	c.edgeURLs = edges
+	if c.originHosts, err = parseHosts(c.OriginHosts); err != nil {
+		errs = append(errs, fmt.Errorf("LECTERN_ORIGIN_HOSTS=%q: %w (want the host[:port] names the edges reach this origin by, comma-separated: 10.0.0.5:8080,origin-1.internal:8080)",
+			c.OriginHosts, err))
+	}
 	mb, err := strconv.ParseInt(c.BundleMaxMB, 10, 64)
 	if err != nil || mb < 1 || mb > 1<<30 {
 		errs = append(errs, fmt.Errorf("LECTERN_BUNDLE_MAX_MB=%q: want a whole number of mebibytes, at least 1", c.BundleMaxMB))
@@ -184,4 +212,23 @@ func (c *config) check() error {
 		c.urlKeys = keys
 	}
 	return errors.Join(errs...)
+}
+
+// parseHosts reads LECTERN_ORIGIN_HOSTS: "" (none), or comma-separated
+// host[:port] names, each what a URL's authority holds, without
+// userinfo.
+func parseHosts(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var out []string
+	for i, h := range strings.Split(list, ",") {
+		h = strings.TrimSpace(h)
+		u, err := url.Parse("http://" + h)
+		if h == "" || err != nil || u.Host != h || u.User != nil || u.Hostname() == "" {
+			return nil, fmt.Errorf("entry %d %q is not a host[:port]", i+1, h)
+		}
+		out = append(out, strings.ToLower(h))
+	}
+	return out, nil
 }

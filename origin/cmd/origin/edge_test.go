@@ -2,13 +2,14 @@ package main
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/shared/edgesig"
-	"github.com/lectern-api/lectern/shared/subkey"
 )
 
-var testEdgeKey = subkey.Derive([]byte("a-test-secret-of-at-least-32-characters"), subkey.Edge)
+var testEdgeKeys = edgesig.KeysOf([]byte("a-test-secret-of-at-least-32-characters"))
 
 // gate makes the edge's gate call for a conditional GET of target.
 func (s *testStack) gate(target, tok, inm, reqID string, sign bool) *http.Response {
@@ -19,7 +20,7 @@ func (s *testStack) gate(target, tok, inm, reqID string, sign bool) *http.Respon
 	req.Header.Set("X-Request-Id", reqID)
 	req.Header.Set("X-Lectern-Target", target)
 	if sign {
-		req.Header.Set(edgesig.Header, edgesig.Sign(testEdgeKey, edgesig.Gate, "POST", target, reqID, s.clock.Now().Unix()))
+		httpsig.Sign(testEdgeKeys, edgesig.Gate, req, nil, s.clock.Now())
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -83,7 +84,9 @@ func TestGate(t *testing.T) {
 
 	// A forward signed by the edge learns the org and grants digest; an
 	// unsigned request does not.
-	sig := edgesig.Sign(testEdgeKey, edgesig.Forward, "GET", "/v1/tiers", "edge-req-0007", s.clock.Now().Unix())
+	u, _ := url.Parse(s.OriginURL)
+	sig := edgesig.NewSigner(testEdgeKeys, 1).Sign(&edgesig.Message{Purpose: edgesig.Forward, Method: "GET", Host: u.Host,
+		Target: "/v1/tiers", Auth: "Bearer " + tok, RequestID: "edge-req-0007"}, s.clock.Now().UnixMilli())
 	fwd := s.get("GET", "/v1/tiers", tok, "X-Request-Id", "edge-req-0007", edgesig.Header, sig)
 	if fwd.header.Get("X-Lectern-Org") != "acme" || len(fwd.header.Get("X-Lectern-Grants")) != 16 {
 		t.Errorf("forward answer lacks the edge headers: %v", fwd.header)

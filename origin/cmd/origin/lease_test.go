@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
+	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -23,7 +26,7 @@ func (s *testStack) lease(tok, revoke string) (int, wire.Answer) {
 	req, _ := http.NewRequest("POST", s.OriginURL+wire.Path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("X-Request-Id", id)
-	req.Header.Set(edgesig.Header, edgesig.Sign(testEdgeKey, edgesig.Lease, "POST", wire.Path, id, s.clock.Now().Unix()))
+	httpsig.Sign(testEdgeKeys, edgesig.Lease, req, body, s.clock.Now())
 	r := s.send(req)
 	if r.status != 200 {
 		return r.status, wire.Answer{}
@@ -59,14 +62,21 @@ func (s *testStack) adminAsync(method, path, body string) chan int {
 // the change. A corpus reload revokes every lease, and the admin reading
 // of an organisation settles first. On SQLite and PostgreSQL.
 func TestLeasesRevokedByAdminChanges(t *testing.T) {
-	onBothStores(t, "leases revoked by admin changes", testLeasesRevokedByAdminChanges)
+	// The edge host is listed in LECTERN_EDGE_URLS: it must exist before
+	// the origin starts. It checks signatures on the stack's clock.
+	var stackClock atomic.Pointer[clock.Clock]
+	e := leasetest.NewEdge(t, testEdgeKeys, func() time.Time { return stackClock.Load().Now() })
+	onBothStoresWith(t, "leases revoked by admin changes", map[string]string{"LECTERN_EDGE_URLS": e.Base()},
+		func(t *testing.T, s *testStack) {
+			stackClock.Store(s.clock)
+			testLeasesRevokedByAdminChanges(t, s, e)
+		})
 }
 
-func testLeasesRevokedByAdminChanges(t *testing.T, s *testStack) {
+func testLeasesRevokedByAdminChanges(t *testing.T, s *testStack, e *leasetest.Edge) {
 	if s.leases == nil {
 		t.Fatal("the stack's meters keep no leases")
 	}
-	e := leasetest.NewEdge(t, testEdgeKey, s.clock.Now)
 	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
 	tok := s.token(id, secret, "content.read")
 

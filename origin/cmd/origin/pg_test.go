@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -61,11 +62,17 @@ func pgDSN(t *testing.T, what string) string {
 // once on SQLite and once on PostgreSQL (skipped without LECTERN_TEST_PG,
 // saying that what needs it).
 func onBothStores(t *testing.T, what string, f func(*testing.T, *testStack)) {
+	onBothStoresWith(t, what, nil, f)
+}
+
+// onBothStoresWith is onBothStores with more settings (NAME: value).
+func onBothStoresWith(t *testing.T, what string, more map[string]string, f func(*testing.T, *testStack)) {
 	for _, store := range []string{"sqlite", "postgres"} {
 		t.Run(store, func(t *testing.T) {
 			dir := t.TempDir()
 			writeCorpus(t, filepath.Join(dir, "corpus"))
 			env := map[string]string{"LECTERN_TEST_CLOCK": "1"}
+			maps.Copy(env, more)
 			if store == "postgres" {
 				env["LECTERN_DB"] = pgDSN(t, what+" on PostgreSQL")
 				env["LECTERN_ISSUER"] = "https://auth.lectern.test" // required with PostgreSQL; never fetched

@@ -130,7 +130,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
-	st.leases = d.Leases(st.meters, wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL}, st.clock.Now, st.log)
+	st.leases = d.Leases(st.meters, wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL, Edges: cfg.edgeURLs}, st.clock.Now, st.log)
 	kept, err := bundles.Open(cfg.BundleDir, cfg.bundleMax)
 	if err != nil {
 		return nil, err
@@ -204,7 +204,7 @@ func (st *stack) readiness() []telemetry.Check {
 // settings.
 func deployment(cfg config, secret []byte) wiring.Deployment {
 	return wiring.Deployment{Secret: secret, URLKeys: cfg.urlKeys, PublicURL: cfg.PublicURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
-		LicenseURL: cfg.LicenseURL}
+		LicenseURL: cfg.LicenseURL, OriginHosts: cfg.originHosts}
 }
 
 // clockSync is how often a test clock adopts the moves other origins on

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
 )
@@ -21,7 +22,7 @@ import (
 // Edge is a fake edge host serving lease.RevokePath on a real listener.
 type Edge struct {
 	t       testing.TB
-	key     []byte
+	recv    edgesig.Receiver
 	now     func() time.Time
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -32,17 +33,23 @@ type Edge struct {
 	release chan struct{} // when held: each push waits until it is closed
 }
 
-// NewEdge serves an Edge checking signatures with key (the edge subkey of
-// the deployment's secret) at the time now gives; closed when t ends.
-func NewEdge(t testing.TB, key []byte, now func() time.Time) *Edge {
-	e := &Edge{t: t, key: key, now: now, used: map[string]int64{}}
+// NewEdge serves an Edge checking signatures with keys (the deployment's
+// edge keys) at the time now gives, made for its own host and accepted
+// once, as an edge host does; closed when t ends.
+func NewEdge(t testing.TB, keys edgesig.Keys, now func() time.Time) *Edge {
+	e := &Edge{t: t, recv: edgesig.Receiver{Keys: keys}, now: now, used: map[string]int64{}}
 	e.srv = httptest.NewServer(http.HandlerFunc(e.serve))
+	e.recv.Hosts = []string{e.srv.Listener.Addr().String()}
 	t.Cleanup(e.srv.Close)
 	return e
 }
 
 // URL is the revoke URL an edge would send in its lease requests.
 func (e *Edge) URL() string { return e.srv.URL + lease.RevokePath }
+
+// Base is the edge host's base URL, as the origin lists it in
+// LECTERN_EDGE_URLS (lease.Config.Edges): URL is it plus the revoke path.
+func (e *Edge) Base() string { return e.srv.URL }
 
 // Set makes the edge hold lease id with used uses.
 func (e *Edge) Set(id string, used int64) {
@@ -94,13 +101,18 @@ func (e *Edge) Release() {
 
 func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("X-Request-Id")
-	if r.Method != http.MethodPost || r.URL.Path != lease.RevokePath || id == "" ||
-		!edgesig.Verify(e.key, r.Header.Get(edgesig.Header), edgesig.Revoke, r.Method, lease.RevokePath, id, e.now().Unix()) {
-		e.t.Errorf("a push without a valid signature: %s %s %v", r.Method, r.URL, r.Header)
+	b, _ := io.ReadAll(r.Body)
+	m := httpsig.Message(edgesig.Revoke, r, edgesig.BodyHash(b))
+	if r.Method != http.MethodPost || r.URL.Path != lease.RevokePath || id == "" {
+		e.t.Errorf("a push that is no revoke: %s %s %v", r.Method, r.URL, r.Header)
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
-	b, _ := io.ReadAll(r.Body)
+	if err := e.recv.Accept(r.Header.Get(edgesig.Header), &m, e.now().UnixMilli()); err != nil {
+		e.t.Errorf("a push without a valid signature (%v): %s %s %v", err, r.Method, r.URL, r.Header)
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
 	rv, err := lease.ParseRevoke(b)
 	if err != nil {
 		e.t.Errorf("a push's body: %v: %s", err, b)
