@@ -153,7 +153,7 @@ func startChild(ctx context.Context, bin, dir, corpusDir string, env ...string) 
 	cmd.Env = append(os.Environ(),
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
 		"LECTERN_DB="+filepath.Join(dir, "lectern.db"), "LECTERN_CORPUS="+corpusDir,
-		"LECTERN_SECRET="+childSecret, "LECTERN_ADMIN_TOKEN="+ch.adminToken)
+		"LECTERN_SECRET="+childSecret, "LECTERN_ADMIN_TOKEN="+ch.adminToken, "LECTERN_DEMO=1")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

@@ -108,10 +108,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		env = append(env, "LECTERN_PUBLIC_URL=http://"+edgeAddr)
 	}
 
-	originEnv := env
+	// make run's origin creates the demo organisation on a new database
+	// and prints its walk-through; a production start does neither.
+	originEnv := append(env[:len(env):len(env)], "LECTERN_DEMO=1")
 	if getenv("LECTERN_EDGE_URLS") == "" {
 		if urls := edgeURLs(getenv, edgeAddr); urls != "" {
-			originEnv = append(env[:len(env):len(env)], "LECTERN_EDGE_URLS="+urls)
+			originEnv = append(originEnv, "LECTERN_EDGE_URLS="+urls)
 		}
 	}
 

@@ -26,10 +26,16 @@ type config struct {
 	OriginAddr string // LECTERN_ORIGIN_ADDR
 	IdPAddr    string // LECTERN_IDP_ADDR; "off": no identity provider on this origin
 	AdminAddr  string // LECTERN_ADMIN_ADDR; "off": no admin API on this origin
-	AdminToken string // LECTERN_ADMIN_TOKEN; unset: kept in var/admin-token (start), and printed
+	AdminToken string // LECTERN_ADMIN_TOKEN; unset: kept in var/admin-token (start), printed with Demo
 	DB         string // LECTERN_DB: a SQLite path or a postgres:// URL
 	Corpus     string // LECTERN_CORPUS: generated when missing
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
+	// Demo is make run's walk-through (LECTERN_DEMO=1): on a new
+	// database the demo organisation, granted every tier, and a client
+	// with every scope are created and their secret printed, with the
+	// admin token. Without it an origin creates nothing and prints no
+	// secret.
+	Demo bool
 	LogFormat  string // LECTERN_LOG_FORMAT: json or text
 	LogLevel   string // LECTERN_LOG_LEVEL: debug, info, warn or error
 
@@ -128,6 +134,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.BundleMaxMB, "LECTERN_BUNDLE_MAX_MB", "bundle-max-mb", strconv.Itoa(bundles.DefaultMaxBytes>>20),
 		"most mebibytes of bundles kept; the least recently used go first")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
+	fs.Switch(&c.Demo, "LECTERN_DEMO", "demo", "make run's walk-through: create the demo organisation and a client on a new database and print their secret and the admin token; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
 	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
 	if err := fs.Parse(args, stdout); err != nil {

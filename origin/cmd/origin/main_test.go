@@ -49,7 +49,7 @@ func testEnv(dir string, over map[string]string) func(string) string {
 		"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
 		"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_DB": filepath.Join(dir, "lectern.db"),
 		"LECTERN_CORPUS": filepath.Join(dir, "corpus"), "LECTERN_SECRET": "a-test-secret-of-at-least-32-characters",
-		"LECTERN_BUNDLE_DIR": filepath.Join(dir, "bundles"),
+		"LECTERN_BUNDLE_DIR": filepath.Join(dir, "bundles"), "LECTERN_DEMO": "1",
 	}
 	for k, v := range over {
 		env[k] = v

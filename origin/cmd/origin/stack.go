@@ -271,15 +271,24 @@ func (st *stack) Close() error {
 // demoOrg is the organisation make run creates on a new database.
 const demoOrg = "demo"
 
-// demo creates the demo organisation and its client on a new database and
-// prints the credentials and a curl walk-through; on a database that has
-// it, the walk-through creates a client with adminctl first. Every shell
-// variable the walk-through uses, it sets (TestWalkThrough).
+// demo prints the addresses served and, under make run (cfg.Demo),
+// creates the demo organisation and its client on a new database and
+// prints the credentials, the admin token and a curl walk-through; on a
+// database that has it, the walk-through creates a client with adminctl
+// first. Every shell variable the walk-through uses, it sets
+// (TestWalkThrough). Without cfg.Demo nothing is created and no secret
+// printed: a generated admin token is named by its file.
 func (st *stack) demo(ctx context.Context, cfg config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "\nLectern origin stack\n  API (direct)       %s/v1\n  identity provider  %s\n  admin API          %s\n",
 		st.OriginURL, orOff(st.IdPURL), orOff(st.AdminURL))
-	if st.adminTokenFile != "" {
+	switch {
+	case st.adminTokenFile != "" && cfg.Demo:
 		fmt.Fprintf(stdout, "  admin token        %s   (kept in %s; set LECTERN_ADMIN_TOKEN to choose one)\n", st.AdminToken, st.adminTokenFile)
+	case st.adminTokenFile != "":
+		fmt.Fprintf(stdout, "  admin token        kept in %s (readable by this user only)\n", st.adminTokenFile)
+	}
+	if !cfg.Demo {
+		return nil
 	}
 	_, err := st.store.GetOrg(ctx, demoOrg)
 	if errors.Is(err, store.ErrNotFound) {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lectern-api/lectern/origin/store"
 )
 
 // TestWalkThrough (issue #18, point 2): with LECTERN_ADMIN_TOKEN unset,
@@ -100,4 +103,30 @@ func checkWalk(t *testing.T, when, out string) {
 func assignedBefore(line, name string) bool {
 	a, u := strings.Index(line, name+"="), strings.Index(line, "$"+name)
 	return a >= 0 && a < u
+}
+
+// TestProductionStartCreatesNothing (issue #28, point 5): without
+// LECTERN_DEMO (make run sets it), an origin on a new database creates no
+// organisation and no client, and prints no secret: the admin token it
+// generated is named by its file (0600), not shown.
+func TestProductionStartCreatesNothing(t *testing.T) {
+	corpusDir := filepath.Join(t.TempDir(), "corpus")
+	writeCorpus(t, corpusDir)
+	t.Chdir(t.TempDir())
+	st := bootStack(t, testEnv(t.TempDir(), map[string]string{"LECTERN_ADMIN_TOKEN": "", "LECTERN_DEMO": "",
+		"LECTERN_CORPUS": corpusDir, "LECTERN_DB": "var/lectern.db"}), nil)
+	defer st.Close()
+	out := st.out.String()
+	if strings.Contains(out, st.AdminToken) || strings.Contains(out, "client secret") || strings.Contains(out, "demo") {
+		t.Errorf("a production start printed a secret or the demo:\n%s", out)
+	}
+	if !strings.Contains(out, "admin token        kept in "+adminTokenFile) || !strings.Contains(out, "API (direct)") {
+		t.Errorf("a production start does not name its addresses and the admin token's file:\n%s", out)
+	}
+	if code, _ := st.admin("GET", "/admin/v1/orgs/"+demoOrg, ""); code != 404 {
+		t.Errorf("GET the demo organisation after a production start: %d, want 404", code)
+	}
+	if _, err := st.store.GetOrg(t.Context(), demoOrg); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the demo organisation: %v, want none", err)
+	}
 }
