@@ -21,7 +21,7 @@ func TestFileModes(t *testing.T) {
 	t.Chdir(t.TempDir())
 	env := map[string]string{
 		"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
-		"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_CORPUS": corpusDir,
+		"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_CORPUS": corpusDir, "LECTERN_DEMO": "1",
 	} // LECTERN_DB and LECTERN_SECRET unset: var/lectern.db and var/secret
 	startStack := func() (*testStack, *logbuf.Buffer) {
 		t.Helper()

@@ -74,37 +74,22 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 			st.Close()
 		}
 	}()
-	originLn, idpLn, adminLn, err := listenAll(cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil { // those not served yet; Close shut down the others
-			closeAll(originLn, idpLn, adminLn)
-		}
-	}()
-	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
 	st.autoMemLimit = cfg.autoMemLimit
-	if st.AdminURL != "" {
+	if cfg.AdminAddr != off {
 		if st.AdminToken, st.adminTokenFile, err = loadAdminToken(cfg.AdminToken, st.log); err != nil {
 			return nil, err
 		}
 	}
 	st.servers = wiring.Servers{Limits: cfg.Limits, Logger: st.log}
-	if cfg.Issuer == "" {
-		// SQLite and a provider of its own (parseConfig): tokens name
-		// the address it listens on.
-		cfg.Issuer = st.IdPURL
-	}
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = st.OriginURL
-	}
 
+	// The slow part of a start (the corpus: seconds on a large one) comes
+	// before the listeners are opened, so that no connection waits in
+	// the kernel's queue for an origin that cannot answer yet: until it
+	// listens, a client (an edge) is refused at once and tries another.
 	secret, err := loadSecret(cfg.Secret, !wiring.IsPostgres(cfg.DB), st.log)
 	if err != nil {
 		return nil, err
 	}
-	d := deployment(cfg, secret)
 	if !wiring.IsPostgres(cfg.DB) {
 		// Before the corpus, which may be generated into var/ too.
 		if err := secureDB(st.log, cfg.DB); err != nil {
@@ -121,6 +106,26 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	if err := st.openClock(ctx, cfg.TestClock); err != nil {
 		return nil, err
 	}
+
+	originLn, idpLn, adminLn, err := listenAll(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil { // those not served yet; Close shut down the others
+			closeAll(originLn, idpLn, adminLn)
+		}
+	}()
+	st.OriginURL, st.IdPURL, st.AdminURL = baseURL(originLn), baseURL(idpLn), baseURL(adminLn)
+	if cfg.Issuer == "" {
+		// SQLite and a provider of its own (parseConfig): tokens name
+		// the address it listens on.
+		cfg.Issuer = st.IdPURL
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = st.OriginURL
+	}
+	d := deployment(cfg, secret)
 	provider, verifier, err := st.identity(ctx, d, cfg)
 	if err != nil {
 		return nil, err
