@@ -14,6 +14,7 @@ import (
 	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
+	"github.com/lectern-api/lectern/origin/internal/pgmig"
 	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -69,6 +70,9 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	st := &stack{log: log, metrics: telemetry.NewMetrics()}
+	// A peer's migration or key rotation in progress is waited for, and
+	// the wait logged here (pgmig.Retry).
+	ctx = pgmig.WithLogger(ctx, log)
 	defer func() {
 		if err != nil {
 			st.Close()

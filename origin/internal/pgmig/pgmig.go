@@ -6,12 +6,69 @@ package pgmig
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// MaxWait bounds how long a start waits for locks a peer holds (its
+// migration, the signing-key table): a rolling deploy starts origins
+// beside one that migrates, and they wait for it rather than exit. Each
+// attempt waits at most LockSlice, so that the wait is logged.
+const (
+	MaxWait   = 10 * time.Minute
+	LockSlice = 2 * time.Second
+	LogEvery  = 5 * time.Second
+)
+
+type loggerKey struct{}
+
+// WithLogger returns ctx carrying log, where Apply and Retry say what they
+// wait for.
+func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, log)
+}
+
+func loggerOf(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok && l != nil {
+		return l
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Retry runs try again while it fails on a lock wait cut short by
+// lock_timeout (SQLSTATE 55P03), for at most MaxWait, logging what it
+// waits for every LogEvery; any other outcome is try's.
+func Retry(ctx context.Context, what string, try func() error) error {
+	start := time.Now()
+	logAt := start.Add(LogEvery)
+	for {
+		err := try()
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+			return err
+		}
+		waited := time.Since(start)
+		if waited >= MaxWait {
+			return fmt.Errorf("%s: a lock another session holds was not released in %s: %w", what, MaxWait, err)
+		}
+		if time.Now().After(logAt) {
+			loggerOf(ctx).Warn("waiting for a lock another origin holds", "what", what, "waited", waited.Round(time.Second).String(), "max", MaxWait.String())
+			logAt = logAt.Add(LogEvery)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
 
 // Beginner is what Apply needs of a connection: *pgx.Conn and
 // *pgxpool.Pool both begin transactions.
@@ -24,14 +81,17 @@ type Beginner interface {
 // record. Each transaction first takes the transaction-level advisory
 // lock lock, so origins starting together take turns and later ones find
 // the work done; the lock cannot outlive its transaction on a pooled
-// connection. table is a trusted identifier, never input.
+// connection. A lock a peer holds is waited for in slices of LockSlice,
+// logged, for at most MaxWait (Retry). table is a trusted identifier,
+// never input.
 func Apply(ctx context.Context, db Beginner, fsys fs.FS, dir, table string, lock int64) error {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.sql")) // sorted
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		if err := apply(ctx, db, fsys, name, table, lock); err != nil {
+		err := Retry(ctx, "migration "+name, func() error { return apply(ctx, db, fsys, name, table, lock) })
+		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -45,6 +105,9 @@ func apply(ctx context.Context, db Beginner, fsys fs.FS, name, table string, loc
 		return err
 	}
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+fmt.Sprint(LockSlice.Milliseconds())+`ms'`); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lock); err != nil {
 			return err
 		}

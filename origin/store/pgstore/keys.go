@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lectern-api/lectern/origin/internal/pgmig"
 	"github.com/lectern-api/lectern/origin/store"
 )
 
@@ -55,7 +57,22 @@ func (s *Store) ResealSigningKey(ctx context.Context, kid string, old, sealed []
 // one: it is confined to this schema's table, as the store is.
 func (s *Store) AddSigningKeyUnlessNewer(ctx context.Context, k store.SigningKey, since time.Time) (bool, error) {
 	added := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	// A peer holding the lock longer than lock_timeout (adding its own
+	// key, or stopped inside that transaction until
+	// idle_in_transaction_session_timeout ends it) is waited for, logged
+	// and bounded (pgmig.Retry), not an error.
+	err := pgmig.Retry(ctx, "the signing-key table", func() error {
+		added = false
+		return s.addKeyOnce(ctx, k, since, &added)
+	})
+	if err != nil {
+		return false, fmt.Errorf("add signing key %s: %w", k.KID, mapErr(err))
+	}
+	return added, nil
+}
+
+func (s *Store) addKeyOnce(ctx context.Context, k store.SigningKey, since time.Time, added *bool) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}
@@ -71,11 +88,7 @@ func (s *Store) AddSigningKeyUnlessNewer(ctx context.Context, k store.SigningKey
 			VALUES ($1, $2, $3, $4)`, k.KID, k.Alg, k.Private, k.CreatedAt); err != nil {
 			return err
 		}
-		added = true
+		*added = true
 		return nil
 	})
-	if err != nil {
-		return false, fmt.Errorf("add signing key %s: %w", k.KID, mapErr(err))
-	}
-	return added, nil
 }

@@ -1,12 +1,16 @@
 package pgstore_test
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
+	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 )
 
@@ -63,5 +67,57 @@ func TestSessionBounds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSigningKeyTableWait (issue #28, point 3): a peer holding the
+// signing-key table's lock longer than lock_timeout (2 s) delays an
+// origin's key rotation at start; it waits, and then adds its key.
+func TestSigningKeyTableWait(t *testing.T) {
+	dsn := os.Getenv("LECTERN_TEST_PG")
+	if dsn == "" {
+		t.Skip("LECTERN_TEST_PG not set: PostgreSQL lock waits skipped")
+	}
+	admin, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("LECTERN_TEST_PG: %v", err)
+	}
+	t.Cleanup(admin.Close)
+	schemaDSN := withSearchPath(dsn, newSchema(t, admin))
+	s, err := pgstore.New(t.Context(), schemaDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	peer, err := pgx.Connect(t.Context(), schemaDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close(context.Background())
+	tx, err := peer.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	const hold = 3 * time.Second
+	// The peer's transaction is not idle (idle_in_transaction would end
+	// it): it runs a statement for hold while it holds the lock.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tx.Exec(context.Background(), "SELECT pg_sleep($1)", hold.Seconds())
+		tx.Rollback(context.Background())
+	}()
+	defer func() { <-done }()
+	now := time.Now().UTC().Truncate(time.Second)
+	began := time.Now()
+	added, err := s.AddSigningKeyUnlessNewer(t.Context(), store.SigningKey{KID: "k-wait", Alg: "EdDSA", Private: []byte("sealed"), CreatedAt: now}, now.Add(-time.Hour))
+	if err != nil || !added {
+		t.Fatalf("add a key while a peer held the table for %s: added %v, %v", hold, added, err)
+	}
+	if took := time.Since(began); took < hold-500*time.Millisecond {
+		t.Errorf("added after %s, before the peer let go (%s)", took, hold)
 	}
 }
