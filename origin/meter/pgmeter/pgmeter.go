@@ -133,7 +133,7 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	// Migrations run on a connection of the DSN's own settings: origins
 	// starting together wait for each other's migration (its advisory
-	// lock) for as long as it takes, not LockTimeout.
+	// lock), logged and bounded by pgmig (MaxWait).
 	if err := migrate(ctx, cfg.Copy()); err != nil {
 		return nil, err
 	}
