@@ -101,6 +101,9 @@ type Config struct {
 	// TTL is a lease's longest validity (LECTERN_LEASE_TTL; zero:
 	// wire.DefaultTTL).
 	TTL time.Duration
+	// Retention is how long a lease is kept once it ended
+	// (LECTERN_LEASE_RETENTION; zero: DefaultRetention; prune.go).
+	Retention time.Duration
 	// Now is the origin's clock (the admin test clock when set).
 	Now    func() time.Time
 	Logger *slog.Logger

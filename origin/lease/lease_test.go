@@ -387,3 +387,37 @@ func testLoggedLeaseReserves(t *testing.T, s leaseStore) {
 		t.Errorf("with an unlogged lease past its grace: %d direct calls passed, want 40", got)
 	}
 }
+
+// TestPruneKeepsRetention: Prune deletes what ended more than the
+// retention ago on the manager's clock, and StartPruning prunes at once.
+func TestPruneKeepsRetention(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s leaseStore) {
+		t0 := day
+		now := t0
+		clk := func() time.Time { return now }
+		m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, Now: clk, Retention: 2 * time.Hour})
+		g, err := s.GrantLease(t.Context(), meter.LeaseGrant{Org: "acme", Now: t0, ID: "L1", Want: 16, Floor: 8, Share: 4,
+			Expires: t0.Add(5 * time.Second), Settle: t0.Add(7 * time.Second)})
+		if err != nil || g.Calls != 16 {
+			t.Fatalf("grant: %+v, %v", g, err)
+		}
+		now = t0.Add(2*time.Hour + 6*time.Second) // 2 h after its validity, not after its settle
+		if n, err := m.Prune(t.Context()); err != nil || n != 0 {
+			t.Errorf("prune before the retention passed: %d, %v; want 0", n, err)
+		}
+		if ls, _ := s.OpenLeases(t.Context(), "", t0); len(ls) != 1 {
+			t.Fatalf("leases held at t0: %+v, want L1", ls)
+		}
+		now = t0.Add(2*time.Hour + 8*time.Second)
+		stop := m.StartPruning()
+		defer stop()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if ls, _ := s.OpenLeases(t.Context(), "", t0); len(ls) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("StartPruning did not prune L1 within 10 s")
+			}
+		}
+	})
+}

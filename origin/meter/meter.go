@@ -356,4 +356,9 @@ type LeaseStore interface {
 	// OpenLeases lists the leases of org (every org's when org is "")
 	// not closed whose Settle is after now.
 	OpenLeases(ctx context.Context, org string, now time.Time) ([]Lease, error)
+	// PruneLeases deletes the leases that ended before before: closed
+	// ones whose validity (Expires) ended, and any whose reservation
+	// (Settle) ended. A report for one is ignored from then on, as for an
+	// unknown id. It returns how many it deleted.
+	PruneLeases(ctx context.Context, before time.Time) (int64, error)
 }

@@ -121,6 +121,9 @@ type Parts struct {
 type LeaseSettings struct {
 	Off bool          // LECTERN_LEASES=off
 	TTL time.Duration // LECTERN_LEASE_TTL (zero: shared/lease.DefaultTTL)
+	// Retention is how long an ended lease is kept
+	// (LECTERN_LEASE_RETENTION; zero: lease.DefaultRetention).
+	Retention time.Duration
 	// Edges are the base URLs of the edge hosts that take revoke pushes
 	// (LECTERN_EDGE_URLS, lease.ParseEdges); none: no push is made, and
 	// a lease request naming a revoke URL is refused.
@@ -142,7 +145,7 @@ func (d Deployment) Leases(m meter.Store, set LeaseSettings, now func() time.Tim
 			"an edge naming a revoke URL is refused its leases (400) and serves without them; edges naming none (Cloudflare) are unaffected")
 	}
 	return lease.New(lease.Config{Store: ls, EdgeKeys: edgesig.KeysOf(d.Secret), Off: set.Off, TTL: set.TTL,
-		Edges: set.Edges, Now: now, Logger: log})
+		Retention: set.Retention, Edges: set.Edges, Now: now, Logger: log})
 }
 
 // API is the public API of d served from p.

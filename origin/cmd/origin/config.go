@@ -35,9 +35,9 @@ type config struct {
 	// with every scope are created and their secret printed, with the
 	// admin token. Without it an origin creates nothing and prints no
 	// secret.
-	Demo bool
-	LogFormat  string // LECTERN_LOG_FORMAT: json or text
-	LogLevel   string // LECTERN_LOG_LEVEL: debug, info, warn or error
+	Demo      bool
+	LogFormat string // LECTERN_LOG_FORMAT: json or text
+	LogLevel  string // LECTERN_LOG_LEVEL: debug, info, warn or error
 
 	// Token verification. By default the dev identity provider's: its
 	// tokens carry Issuer and its keys are read from the database, which
@@ -68,6 +68,11 @@ type config struct {
 	Leases   bool   // LECTERN_LEASES: on (default) or off
 	LeaseTTL string // LECTERN_LEASE_TTL: default 5s
 	leaseTTL time.Duration
+	// LeaseRetention is how long an ended lease is kept before it is
+	// pruned (a Go duration, lease.MinRetention to lease.MaxRetention),
+	// parsed by check into leaseRetention.
+	LeaseRetention string // LECTERN_LEASE_RETENTION: default 24h
+	leaseRetention time.Duration
 	// EdgeURLs lists the edge hosts the origin pushes revokes to
 	// (lease.ParseEdges: comma-separated base URLs), parsed by check into
 	// edgeURLs. Unset: none, so no push is made and a lease request
@@ -126,6 +131,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
 	fs.OnOff(&c.Leases, "LECTERN_LEASES", "leases", true, "grant the edge leases of licence state and calls")
 	fs.Env(&c.LeaseTTL, "LECTERN_LEASE_TTL", "lease-ttl", wire.DefaultTTL.String(), "a lease's longest validity, a Go duration from 100ms to 60s")
+	fs.Env(&c.LeaseRetention, "LECTERN_LEASE_RETENTION", "lease-retention", "24h", "how long an ended lease is kept before it is pruned, a Go duration from 1h to 9600h")
 	fs.Env(&c.EdgeURLs, lease.EdgesSetting, "edge-urls", "",
 		"comma-separated base URLs (http[s]://host[:port]) of the edge hosts that take revoke pushes at <url>"+wire.RevokePath+" (default: none, no push)")
 	fs.Env(&c.OriginHosts, "LECTERN_ORIGIN_HOSTS", "origin-hosts", "",
@@ -190,6 +196,11 @@ func (c *config) check() error {
 		errs = append(errs, fmt.Errorf("LECTERN_LEASE_TTL=%q: want a Go duration from %v to %v, such as 5s", c.LeaseTTL, lease.MinTTL, lease.MaxTTL))
 	}
 	c.leaseTTL = ttl
+	keep, err := time.ParseDuration(c.LeaseRetention)
+	if err != nil || keep < lease.MinRetention || keep > lease.MaxRetention {
+		errs = append(errs, fmt.Errorf("LECTERN_LEASE_RETENTION=%q: want a Go duration from %v to %v, such as 24h", c.LeaseRetention, lease.MinRetention, lease.MaxRetention))
+	}
+	c.leaseRetention = keep
 	edges, err := lease.ParseEdges(c.EdgeURLs)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("%s=%q: %w (want the base URLs of the edge hosts that take revoke pushes, comma-separated: http://10.0.0.5:8787,https://edge-2.internal)",

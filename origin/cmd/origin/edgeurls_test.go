@@ -161,3 +161,21 @@ func TestOriginHostsSetting(t *testing.T) {
 		}
 	}
 }
+
+// LECTERN_LEASE_RETENTION: a Go duration from 1h to 9600h, 24h unset.
+func TestLeaseRetentionSetting(t *testing.T) {
+	parse := func(v string) (config, error) {
+		return parseConfig(nil, func(k string) string { return map[string]string{"LECTERN_LEASE_RETENTION": v}[k] })
+	}
+	if c, err := parse(""); err != nil || c.leaseRetention != 24*time.Hour {
+		t.Errorf("unset: %v, %v; want 24h", c.leaseRetention, err)
+	}
+	if c, err := parse("90m"); err != nil || c.leaseRetention != 90*time.Minute {
+		t.Errorf("90m: %v, %v", c.leaseRetention, err)
+	}
+	for _, bad := range []string{"59m", "401d", "9601h", "soon", "-1h"} {
+		if _, err := parse(bad); err == nil || !strings.Contains(err.Error(), "LECTERN_LEASE_RETENTION") {
+			t.Errorf("LECTERN_LEASE_RETENTION=%q: %v; want an error naming it", bad, err)
+		}
+	}
+}

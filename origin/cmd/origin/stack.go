@@ -57,6 +57,7 @@ type stack struct {
 	// the stop of the loop that reads the record.
 	failed     corpusFailure
 	stopFollow func()
+	stopPrune  func() // stops the pruning of ended leases
 
 	autoMemLimit bool        // config.autoMemLimit (memory.go)
 	resettle     *time.Timer // the settleMemory after a swap (held under reloading)
@@ -139,7 +140,11 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
-	st.leases = d.Leases(st.meters, wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL, Edges: cfg.edgeURLs}, st.clock.Now, st.log)
+	st.leases = d.Leases(st.meters, wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL,
+		Retention: cfg.leaseRetention, Edges: cfg.edgeURLs}, st.clock.Now, st.log)
+	if st.leases != nil {
+		st.stopPrune = st.leases.StartPruning()
+	}
 	kept, err := bundles.Open(cfg.BundleDir, cfg.bundleMax)
 	if err != nil {
 		return nil, err
@@ -259,6 +264,9 @@ func (st *stack) Close() error {
 	}
 	if st.stopFollow != nil {
 		st.stopFollow()
+	}
+	if st.stopPrune != nil {
+		st.stopPrune()
 	}
 	st.reloading.Lock()
 	if st.resettle != nil {

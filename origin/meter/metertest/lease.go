@@ -40,6 +40,7 @@ func RunLeases(t *testing.T, kind Kind, open func(t *testing.T) LeaseStore) {
 		{"InvalidLeases", testInvalidLeases},
 		{"LeasesReopen", testLeasesReopen},
 		{"BumpAfterGrants", testBumpAfterGrants},
+		{"PruneEnded", testPruneEnded},
 		{"LeasesConcurrentExact", func(t *testing.T, open func(t *testing.T) LeaseStore) {
 			s := open(t)
 			testLeasesConcurrent(t, []LeaseStore{s, s})
@@ -585,4 +586,33 @@ func testLeasesConcurrent(t *testing.T, stores []LeaseStore) {
 		t.Errorf("%d leases open after every final report, want none", len(ls))
 	}
 	t.Logf("billed %d of %d: %d applied, %d reported by %d leases asked for", billed, quota, applied.Load(), reported.Load(), ids.Load())
+}
+
+// PruneLeases deletes the leases that ended before its time (closed and
+// past their validity, or past their Settle), and only those; a report
+// for a deleted one is ignored.
+func testPruneEnded(t *testing.T, open func(t *testing.T) LeaseStore) {
+	s := open(t)
+	prune := func(before time.Time, want int64) {
+		t.Helper()
+		n, err := s.PruneLeases(t.Context(), before)
+		if err != nil || n != want {
+			t.Errorf("PruneLeases(%v): %d, %v; want %d", before.Sub(t0), n, err, want)
+		}
+	}
+	checkCalls(t, "L1", grant(t, s, grantAt(t, s, "L1", t0, 16, nil, nil)), 16)
+	report(t, s, t0, meter.Report{Lease: "L1", Used: 3, Final: true})           // closed; valid until t0+5s
+	checkCalls(t, "L2", grant(t, s, grantAt(t, s, "L2", t0, 16, nil, nil)), 16) // never reported: settles at t0+7s
+	later := t0.Add(time.Hour)
+	checkCalls(t, "L3", grant(t, s, grantAt(t, s, "L3", later, 16, nil, nil)), 16)
+
+	prune(t0.Add(validity), 0) // L1's validity ends at that instant, not before
+	prune(t0.Add(validity+grace), 1)
+	prune(t0.Add(validity+grace+time.Microsecond), 1)
+	prune(t0.Add(validity+grace+time.Second), 0)
+	if ls := openLeases(t, s, leaseOrg, later); len(ls) != 1 || ls[0].ID != "L3" {
+		t.Errorf("OpenLeases after the prune: %+v, want L3 alone", ls)
+	}
+	report(t, s, t0.Add(validity+grace+time.Second), meter.Report{Lease: "L2", Used: 10})
+	checkBilled(t, s, "a report for a pruned lease", t0, 3, 3)
 }

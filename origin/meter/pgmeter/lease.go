@@ -200,3 +200,19 @@ func (s *Store) OpenLeases(ctx context.Context, org string, now time.Time) ([]me
 	}
 	return out, nil
 }
+
+// PruneLeases deletes the leases that ended before before. A batch that
+// reads one of them waits for the delete or the delete for it (row
+// locks); either way a report after it is ignored.
+func (s *Store) PruneLeases(ctx context.Context, before time.Time) (int64, error) {
+	conn, err := s.pool.get(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("prune leases: %w", err)
+	}
+	defer s.pool.put(conn)
+	tag, err := conn.Exec(ctx, `DELETE FROM meter_leases WHERE (closed AND expires < $1) OR settle < $1`, before)
+	if err != nil {
+		return 0, fmt.Errorf("prune leases: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

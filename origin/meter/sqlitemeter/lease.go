@@ -173,3 +173,14 @@ func (s *Store) OpenLeases(ctx context.Context, org string, now time.Time) ([]me
 	}
 	return out, nil
 }
+
+// PruneLeases deletes the leases that ended before before. It runs on
+// the write connection, between two batches.
+func (s *Store) PruneLeases(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM meter_leases WHERE (closed = 1 AND expires < ?) OR settle < ?`,
+		before.UnixMicro(), before.UnixMicro())
+	if err != nil {
+		return 0, fmt.Errorf("prune leases: %w", err)
+	}
+	return res.RowsAffected()
+}

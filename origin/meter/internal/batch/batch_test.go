@@ -284,6 +284,19 @@ func (s *store) OpenLeases(ctx context.Context, org string, now time.Time) ([]me
 	return out, nil
 }
 
+func (s *store) PruneLeases(ctx context.Context, before time.Time) (int64, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var n int64
+	for id, l := range s.db.leases {
+		if l.Closed && l.Expires.Before(before) || l.Settle.Before(before) {
+			delete(s.db.leases, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (s *store) Reinstate(ctx context.Context, org string) (bool, error) {
 	return s.c.Reinstate(ctx, org)
 }
