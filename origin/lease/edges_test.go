@@ -134,7 +134,7 @@ func testUnlistedEdgeIsNeverPushed(t *testing.T, s leaseStore) {
 	if after.AllowsRevokeURL(dropped.URL()) || !after.AllowsRevokeURL(listed.URL()) {
 		t.Fatal("AllowsRevokeURL does not follow the list")
 	}
-	after.Settle(ctx, "acme")
+	after.Settle(ctx, "acme", 0)
 	if ps := listed.Pushes(); len(ps) != 1 || !ps[0].Keep || !slices.Equal(ps[0].Leases, []string{kept.ID}) {
 		t.Errorf("settle: the listed edge got %+v, want one keep push of its lease", ps)
 	}
@@ -163,7 +163,7 @@ func testUnlistedEdgeIsNeverPushed(t *testing.T, s leaseStore) {
 	g := grant(t, none, acme(nil), 8, listed.URL(), time.Now())
 	listed.Set(g.ID, 1)
 	pushed := len(listed.Pushes())
-	none.Settle(ctx, "acme")
+	none.Settle(ctx, "acme", 0)
 	if err := none.Revoke(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,11 @@ const SettleGrace = 2 * time.Second
 const (
 	PushTimeout   = 2 * time.Second
 	SettleTimeout = 2 * time.Second
+	// LicenseSettleTimeout bounds the settle of GET /v1/license, which
+	// must answer at once whatever an edge does: an edge that does not
+	// answer within it (frozen, far) has its uses counted when it reports
+	// them (docs/edge.md, Taking leases back).
+	LicenseSettleTimeout = 250 * time.Millisecond
 )
 
 // Config is what a Manager needs.
@@ -104,6 +109,10 @@ type Config struct {
 	// Retention is how long a lease is kept once it ended
 	// (LECTERN_LEASE_RETENTION; zero: DefaultRetention; prune.go).
 	Retention time.Duration
+	// OnRevoke, when set, is told of each revocation (an admin change, a
+	// reload, the alarm): how long it took, and whether it waited for
+	// leases no push reached to expire (the origin's metrics).
+	OnRevoke func(took time.Duration, waitedForExpiry bool)
 	// Now is the origin's clock (the admin test clock when set).
 	Now    func() time.Time
 	Logger *slog.Logger

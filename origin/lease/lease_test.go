@@ -225,8 +225,10 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s leaseStore) {
 				e := leasetest.NewEdge(t, edgeKeys, time.Now)
+				var revokes []bool // OnRevoke's waitedForExpiry, the metric's label
 				m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, TTL: 200 * time.Millisecond,
-					Edges: []string{e.Base(), redirect.URL}})
+					Edges:    []string{e.Base(), redirect.URL},
+					OnRevoke: func(_ time.Duration, expiry bool) { revokes = append(revokes, expiry) }})
 				g := grant(t, m, acme(nil), 8, c.url(e), time.Now())
 				l := recorded(t, s, "acme", g.ID)
 				if err := m.Revoke(context.Background(), "acme"); err != nil {
@@ -234,6 +236,9 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 				}
 				if now := time.Now(); now.Before(l.Expires) {
 					t.Errorf("Revoke returned at %v, before the lease's expiry %v", now, l.Expires)
+				}
+				if len(revokes) != 1 || !revokes[0] {
+					t.Errorf("OnRevoke told %v, want one revocation that waited for expiry", revokes)
 				}
 			})
 		})
@@ -254,7 +259,7 @@ func testSettleAndRecall(t *testing.T, s leaseStore) {
 	now := time.Now()
 	g := grant(t, m, acme(nil), 16, e.URL(), now)
 	e.Set(g.ID, 4)
-	m.Settle(context.Background(), "acme")
+	m.Settle(context.Background(), "acme", 0)
 	if got := calls(t, s, "acme", now); got != 4 {
 		t.Errorf("settle billed %d, want 4", got)
 	}
@@ -418,6 +423,46 @@ func TestPruneKeepsRetention(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatal("StartPruning did not prune L1 within 10 s")
 			}
+		}
+	})
+}
+
+// TestSettleWithinBound (issue #28, point 2): a frozen edge (its push
+// held, unanswered) does not hold up a settle beyond the bound it is
+// given: GET /v1/license settles within lease.LicenseSettleTimeout, and
+// its reading lacks only what that edge has not reported. A revocation
+// whose push reached every lease tells OnRevoke it did not wait for
+// expiry.
+func TestSettleWithinBound(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s leaseStore) {
+		e := leasetest.NewEdge(t, edgeKeys, time.Now)
+		var revokes []bool
+		m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, Edges: []string{e.Base()},
+			OnRevoke: func(_ time.Duration, expiry bool) { revokes = append(revokes, expiry) }})
+		g := grant(t, m, acme(nil), 8, e.URL(), time.Now())
+		e.Set(g.ID, 3)
+		arrived := e.Hold()
+		began := time.Now()
+		m.Settle(context.Background(), "acme", lease.LicenseSettleTimeout)
+		took := time.Since(began)
+		<-arrived
+		e.Release()
+		// The push was held throughout; the settle ended at its bound
+		// (250 ms), not at the push's (2 s).
+		if took > lease.SettleTimeout/2 {
+			t.Errorf("a settle bound at %s took %s with the edge frozen", lease.LicenseSettleTimeout, took)
+		}
+		if got := calls(t, s, "acme", time.Now()); got != 0 {
+			t.Errorf("billed %d after a settle the edge did not answer, want 0 (its 3 uses are reported later)", got)
+		}
+		if err := m.Revoke(context.Background(), "acme"); err != nil {
+			t.Fatal(err)
+		}
+		if got := calls(t, s, "acme", time.Now()); got != 3 {
+			t.Errorf("billed %d after the revoke's push, want 3", got)
+		}
+		if len(revokes) != 1 || revokes[0] {
+			t.Errorf("OnRevoke told %v, want one revocation that did not wait for expiry", revokes)
 		}
 	})
 }

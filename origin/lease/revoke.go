@@ -60,7 +60,11 @@ func (m *Manager) revoke(ctx context.Context, org string) error {
 	}
 	// Expires is at most the grant's time plus the TTL (Validity), so
 	// the bound only cuts a wait short when the clock moved backward.
+	expiry := until.After(m.cfg.Now()) // some lease no push reached is still valid
 	m.wait(ctx, until, m.cfg.TTL+time.Second-time.Since(start))
+	if m.cfg.OnRevoke != nil {
+		m.cfg.OnRevoke(time.Since(start), expiry)
+	}
 	return ctx.Err()
 }
 
@@ -101,12 +105,15 @@ func (m *Manager) Recall(ctx context.Context, org string) {
 // Settle collects the usage the edges hold of org's leases, where their
 // host takes a push, and applies it, so that the meters read next are
 // exact: a push with keep (the edge goes on using the lease) to each
-// open lease with a revoke URL, all within SettleTimeout. A push that
-// fails is skipped (the reading then lags by what that edge holds
-// unreported, at most lease.ReportEvery uses per lease or
-// lease.ReportInterval). Failures are logged.
-func (m *Manager) Settle(ctx context.Context, org string) {
-	ctx, cancel := context.WithTimeout(ctx, SettleTimeout)
+// open lease with a revoke URL, all within within (0: SettleTimeout). A
+// push that fails or does not answer in time is skipped (the reading then
+// lags by what that edge holds unreported, at most lease.ReportEvery uses
+// per lease or lease.ReportInterval). Failures are logged.
+func (m *Manager) Settle(ctx context.Context, org string, within time.Duration) {
+	if within <= 0 {
+		within = SettleTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	open, err := m.cfg.Store.OpenLeases(ctx, org, m.cfg.Now())
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/billing"
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
@@ -18,7 +19,7 @@ import (
 func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (string, map[string]any, error) {
 	now := s.cfg.Now()
 	c := s.cfg.Content().Corpus
-	s.settle(ctx, o)
+	s.settle(ctx, o, lease.SettleTimeout)
 	u, err := s.cfg.Meters.Usage(ctx, meter.Key(o), now)
 	if err != nil {
 		return "", nil, err

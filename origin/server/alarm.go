@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
@@ -66,10 +67,11 @@ func (s *Server) revokeTripped(ctx context.Context, req *request) {
 }
 
 // settle collects the usage of o's leases the edges hold unreported,
-// before its meters are read (lease.Manager.Settle).
-func (s *Server) settle(ctx context.Context, o *store.Org) {
+// before its meters are read, waiting at most within for the edges
+// (lease.Manager.Settle).
+func (s *Server) settle(ctx context.Context, o *store.Org, within time.Duration) {
 	if s.cfg.Leases != nil {
-		s.cfg.Leases.Settle(ctx, meter.Key(o))
+		s.cfg.Leases.Settle(ctx, meter.Key(o), within)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/shared/apierr"
@@ -37,7 +38,7 @@ type quotaValue struct {
 // §8); the pipeline lets it past the gate for that reason.
 func (s *Server) license(w http.ResponseWriter, r *http.Request, req *request) error {
 	o := req.org
-	s.settle(r.Context(), o)
+	s.settle(r.Context(), o, lease.LicenseSettleTimeout)
 	u, err := s.cfg.Meters.Usage(r.Context(), meter.Key(o), req.now)
 	if err != nil {
 		return err

@@ -155,6 +155,9 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters},
 		edge: edgesig.Receiver{Keys: cfg.EdgeKeys, Hosts: cfg.OriginHosts}}
+	if cfg.Now != nil {
+		s.edge.Seen.Begin(cfg.Now().UnixMilli()) // a signature of the last run may be replayed, not accepted
+	}
 	if cfg.Leases != nil {
 		s.biller.Leases = cfg.Leases
 	}

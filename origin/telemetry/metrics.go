@@ -27,6 +27,7 @@ type Metrics struct {
 	meterApply *prometheus.HistogramVec
 	batchSize  prometheus.Histogram
 	commit     *prometheus.HistogramVec
+	revoke     *prometheus.HistogramVec
 
 	corpus     *prometheus.Desc
 	corpusMu   sync.Mutex
@@ -71,10 +72,16 @@ func NewMetrics() *Metrics {
 			Help:    "Duration of one meter transaction, retries included, by result (ok, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"result"}),
+		revoke: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "lectern_lease_revoke_duration_seconds",
+			Help: "Time a change that revokes leases (an admin change, a reload, the alarm) waited before it was answered, by how it ended: " +
+				"waited=push (every lease taken back by a push) or expiry (waited for leases no push reached, such as a frozen edge's, to expire).",
+			Buckets: []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34, 61},
+		}, []string{"waited"}),
 		corpus: prometheus.NewDesc("lectern_corpus_content_version",
 			"The corpus contentVersion being served: 1 on the series of its version.", []string{"content_version"}, nil),
 	}
-	m.reg.MustRegister(m.duration, m.refusals, m.edgeCalls, m.jwks, m.meterApply, m.batchSize, m.commit, corpusCollector{m},
+	m.reg.MustRegister(m.duration, m.refusals, m.edgeCalls, m.jwks, m.meterApply, m.batchSize, m.commit, m.revoke, corpusCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -120,6 +127,20 @@ func (m *Metrics) MeterCommit(ops int, d time.Duration, err error) {
 	}
 	m.batchSize.Observe(float64(ops))
 	m.commit.WithLabelValues(result(err)).Observe(d.Seconds())
+}
+
+// LeaseRevoke records one revocation of leases that took d, and whether
+// it waited for leases no push reached to expire. It has the signature of
+// lease.Config.OnRevoke.
+func (m *Metrics) LeaseRevoke(d time.Duration, waitedForExpiry bool) {
+	if m == nil {
+		return
+	}
+	waited := "push"
+	if waitedForExpiry {
+		waited = "expiry"
+	}
+	m.revoke.WithLabelValues(waited).Observe(d.Seconds())
 }
 
 // CorpusVersion makes version the reader of the contentVersion served,

@@ -124,6 +124,8 @@ type LeaseSettings struct {
 	// Retention is how long an ended lease is kept
 	// (LECTERN_LEASE_RETENTION; zero: lease.DefaultRetention).
 	Retention time.Duration
+	// OnRevoke is told of each revocation (lease.Config.OnRevoke).
+	OnRevoke func(took time.Duration, waitedForExpiry bool)
 	// Edges are the base URLs of the edge hosts that take revoke pushes
 	// (LECTERN_EDGE_URLS, lease.ParseEdges); none: no push is made, and
 	// a lease request naming a revoke URL is refused.
@@ -145,7 +147,7 @@ func (d Deployment) Leases(m meter.Store, set LeaseSettings, now func() time.Tim
 			"an edge naming a revoke URL is refused its leases (400) and serves without them; edges naming none (Cloudflare) are unaffected")
 	}
 	return lease.New(lease.Config{Store: ls, EdgeKeys: edgesig.KeysOf(d.Secret), Off: set.Off, TTL: set.TTL,
-		Retention: set.Retention, Edges: set.Edges, Now: now, Logger: log})
+		Retention: set.Retention, OnRevoke: set.OnRevoke, Edges: set.Edges, Now: now, Logger: log})
 }
 
 // API is the public API of d served from p.

@@ -176,6 +176,19 @@ func TestReceiver(t *testing.T) {
 	}
 }
 
+// TestSeenBegin: a receiver that starts refuses what was signed before
+// it started (its last run may have accepted it), and takes what comes
+// after.
+func TestSeenBegin(t *testing.T) {
+	var s Seen
+	s.Begin(1000)
+	for at, want := range map[int64]bool{998: false, 999: false, 1000: true, 1001: true} {
+		if got := s.Add(Signature{Time: at, MAC: [32]byte{byte(at)}}, 1001); got != want {
+			t.Errorf("signed at %d after a start at 1000: accepted %v, want %v", at, got, want)
+		}
+	}
+}
+
 // TestSeenBound: a full Seen forgets its oldest entry and refuses what
 // was made at or before it from then on; entries that left the window
 // are dropped as new ones come.

@@ -77,6 +77,17 @@ func (s *Seen) pop() seenEntry {
 	return e
 }
 
+// Begin makes s refuse every signature made before nowMilli: a
+// receiver that starts (or restarts) does not know what it accepted in
+// its last run, and a signature captured then is still within the
+// Window. A call signed just before the start is refused once, as a
+// stale one.
+func (s *Seen) Begin(nowMilli int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.floor = max(s.floor, nowMilli-1)
+}
+
 // Len returns how many signatures are held.
 func (s *Seen) Len() int {
 	s.mu.Lock()

@@ -242,6 +242,7 @@ func newHost(cfg Config) (*Host, error) {
 	}
 	keys := edgesig.KeysOf([]byte(cfg.Secret))
 	h := &Host{cfg: cfg, origins: origins, keys: keys, revoke: edgesig.Receiver{Keys: keys}}
+	h.revoke.Seen.Begin(cfg.Now().UnixMilli()) // a push to the last run is not taken again
 	if u, err := url.Parse(cfg.Revoke); err == nil && u.Host != "" {
 		// A push signed for another edge host is refused here.
 		h.revoke.Hosts = []string{u.Host}

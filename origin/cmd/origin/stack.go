@@ -141,7 +141,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 	}
 	st.metrics.CorpusVersion(func() string { return st.content.Load().ContentVersion })
 	st.leases = d.Leases(st.meters, wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL,
-		Retention: cfg.leaseRetention, Edges: cfg.edgeURLs}, st.clock.Now, st.log)
+		Retention: cfg.leaseRetention, OnRevoke: st.metrics.LeaseRevoke, Edges: cfg.edgeURLs}, st.clock.Now, st.log)
 	if st.leases != nil {
 		st.stopPrune = st.leases.StartPruning()
 	}
