@@ -348,6 +348,29 @@ func TestLicenseSettles(t *testing.T) {
 	}
 }
 
+// TestLicenseDoesNotWaitForAFrozenEdge (issue #28, point 2): with the
+// edge holding the settle push unanswered, GET /v1/license answers at its
+// own bound (lease.LicenseSettleTimeout), not the push's (2 s), billed
+// calls only; the admin reading waits for the edge up to its bound.
+func TestLicenseDoesNotWaitForAFrozenEdge(t *testing.T) {
+	h, e := leaseEdgeHarness(t, lease.Config{})
+	tok := h.org("acme", "topics")
+	a := h.askLease(tok, wire.Request{Want: 64, Revoke: e.URL()})
+	e.Set(a.Lease, 5)
+	arrived := e.Hold()
+	defer e.Release()
+	began := time.Now()
+	body := h.ok("/v1/license", tok)
+	took := time.Since(began)
+	<-arrived
+	if took >= lease.SettleTimeout/2 {
+		t.Errorf("/v1/license took %s with the edge frozen, want about %s", took, lease.LicenseSettleTimeout)
+	}
+	if used := body["quota"].(map[string]any)["calls"].(map[string]any)["used"]; fmt.Sprint(used) != "0" {
+		t.Errorf("licence status calls used %v, want 0 (the frozen edge's 5 are not reported yet)", used)
+	}
+}
+
 // The lesson read that trips the enumeration alarm is answered only
 // after the organisation's leases are revoked.
 func TestAlarmTripRevokes(t *testing.T) {
