@@ -401,7 +401,7 @@ func TestPeersStalledPeer(t *testing.T) {
 	ps := startPeers(t, db, dir, dir)
 	id, secret := ps[0].org(`{"orgId":"acme","contentGrants":["high"]}`, "content.read")
 	tok := ps[0].token(id, secret, "content.read")
-	bound := pgsession.IdleInTransaction + pgsession.LockTimeout + 2*time.Second
+	bound := pgsession.MeterIdleInTransaction + pgsession.MeterLockTimeout + 2*time.Second
 
 	// Load on the peer to be stopped, so that it is often inside a
 	// meter transaction.

@@ -28,6 +28,32 @@ const (
 	StatementTimeout = 10 * time.Second
 )
 
+// The meters' connections are bounded tighter (pgmeter): a meter batch's
+// statements follow each other at once, so its transaction is idle only
+// while its own process is (a pause, SIGSTOP), and a peer's batches wait
+// on its row locks. PostgreSQL ends such a session MeterIdleInTransaction
+// after its last statement, releasing its locks; a batch waiting on them
+// gives up after MeterLockTimeout and is tried again (issue #28: a paused
+// origin costs its peers' meter writes well under a second, not 7 s).
+const (
+	MeterIdleInTransaction = 500 * time.Millisecond
+	MeterLockTimeout       = 250 * time.Millisecond
+)
+
+// ApplyMeter is Apply with the meters' tighter bounds, keeping any the
+// DSN set.
+func ApplyMeter(params map[string]string) {
+	for k, v := range map[string]string{
+		"lock_timeout":                        ms(MeterLockTimeout),
+		"idle_in_transaction_session_timeout": ms(MeterIdleInTransaction),
+	} {
+		if _, ok := params[k]; !ok {
+			params[k] = v
+		}
+	}
+	Apply(params)
+}
+
 // Params are LockTimeout, IdleInTransaction and StatementTimeout as
 // connection runtime parameters (pgconn.Config.RuntimeParams).
 func Params() map[string]string {

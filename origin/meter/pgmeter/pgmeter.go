@@ -34,14 +34,14 @@
 // reserve (a grant or a report holds its org's alarm row too), and, for a
 // batch with grants, the epochs, held FOR SHARE until it commits.
 //
-// Stalled peers: every connection runs with the bounds of pgsession. A
-// peer that stops inside its transaction (SIGSTOP, a partition) holds its
-// locks until PostgreSQL ends its session, IdleInTransaction after its
-// last statement; a batch waiting on them gives up after LockTimeout and
-// is tried again, as is a batch whose own connection the server ended
-// before COMMIT (nothing of it was applied). So a stalled peer costs a
-// batch at most IdleInTransaction + LockTimeout (7 s), well inside
-// batch.Timeout.
+// Stalled peers: every connection runs with the meters' bounds of
+// pgsession. A peer that stops inside its transaction (SIGSTOP, a
+// partition) holds its locks until PostgreSQL ends its session,
+// MeterIdleInTransaction (500 ms) after its last statement; a batch
+// waiting on them gives up after MeterLockTimeout (250 ms) and is tried
+// again, as is a batch whose own connection the server ended before
+// COMMIT (nothing of it was applied). So a stalled peer costs a batch
+// well under a second, inside batch.Timeout.
 //
 // A lost connection while COMMIT is in flight leaves its outcome unknown:
 // Apply then reports an error for ops that may have been applied. That is
@@ -137,7 +137,7 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := migrate(ctx, cfg.Copy()); err != nil {
 		return nil, err
 	}
-	pgsession.Apply(cfg.RuntimeParams)
+	pgsession.ApplyMeter(cfg.RuntimeParams)
 	p := newPool(cfg, opts.MaxConns)
 	s := &Store{pool: p}
 	if !opts.NoGroupCommit {

@@ -128,14 +128,14 @@ func TestHelperProcess(t *testing.T) {
 	metertest.Serve(s)
 }
 
-// Every connection of a Store runs with pgsession's bounds, and a DSN's
-// own setting is kept.
+// Every connection of a Store runs with pgsession's meter bounds, and a
+// DSN's own setting is kept.
 func TestSessionBounds(t *testing.T) {
 	dsn := newSchema(t, baseDSN(t))
 	s := openStore(t, dsn, pgmeter.Options{}).(*pgmeter.Store)
 	for name, want := range map[string]string{
-		"lock_timeout":                        "2s",
-		"idle_in_transaction_session_timeout": "5s",
+		"lock_timeout":                        "250ms",
+		"idle_in_transaction_session_timeout": "500ms",
 		"statement_timeout":                   "10s",
 	} {
 		if got, err := s.Setting(t.Context(), name); err != nil || got != want {
@@ -149,11 +149,12 @@ func TestSessionBounds(t *testing.T) {
 }
 
 // A peer that stops inside its transaction holding the meter rows' locks
-// (an origin SIGSTOPped mid-batch; its connection has pgsession's bounds,
-// as every origin's has) costs a batch of the same org at most
-// IdleInTransaction + LockTimeout: its lock waits give up after
-// LockTimeout and are tried again until PostgreSQL ends the peer's
-// session. The batch then succeeds, after the peer's locks are gone.
+// (an origin SIGSTOPped mid-batch; its connection has pgsession's meter
+// bounds, as every origin's meter connection has) costs a batch of the
+// same org at most MeterIdleInTransaction + MeterLockTimeout, well under
+// a second: its lock waits give up after MeterLockTimeout and are tried
+// again until PostgreSQL ends the peer's session. The batch then
+// succeeds, after the peer's locks are gone.
 func TestStalledPeer(t *testing.T) {
 	dsn := newSchema(t, baseDSN(t))
 	s := openStore(t, dsn, pgmeter.Options{})
@@ -166,7 +167,7 @@ func TestStalledPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgsession.Apply(cfg.RuntimeParams)
+	pgsession.ApplyMeter(cfg.RuntimeParams)
 	peer, err := pgx.ConnectConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestStalledPeer(t *testing.T) {
 	// The peer now sends nothing more.
 
 	start := time.Now()
-	bound := pgsession.IdleInTransaction + pgsession.LockTimeout + 2*time.Second
+	bound := pgsession.MeterIdleInTransaction + pgsession.MeterLockTimeout + time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), bound)
 	defer cancel()
 	res, err := s.Apply(ctx, op)
@@ -199,10 +200,10 @@ func TestStalledPeer(t *testing.T) {
 		t.Errorf("month calls after = %d, want 2", res.After.Get(meter.MonthCalls))
 	}
 	// It did not pass the peer's locks: it committed only once PostgreSQL
-	// had ended the peer's session, IdleInTransaction after the peer's
-	// last statement at the earliest.
-	if waited := end.Sub(sent); waited < pgsession.IdleInTransaction {
-		t.Errorf("Apply committed %v after the peer took the locks, before its session could have ended (%v)", waited, pgsession.IdleInTransaction)
+	// had ended the peer's session, MeterIdleInTransaction after the
+	// peer's last statement at the earliest.
+	if waited := end.Sub(sent); waited < pgsession.MeterIdleInTransaction {
+		t.Errorf("Apply committed %v after the peer took the locks, before its session could have ended (%v)", waited, pgsession.MeterIdleInTransaction)
 	}
 	if err := peer.Ping(t.Context()); err == nil {
 		t.Errorf("the stalled peer's session is still open")
