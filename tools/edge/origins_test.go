@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/param"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // forwarded is a path the edge forwards without a token, whatever the
@@ -29,6 +30,9 @@ type countingOrigin struct {
 }
 
 func (o *countingOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == wazero.ProbePath { // the edge's liveness probe: not a request of the test's
+		return
+	}
 	b, _ := io.ReadAll(r.Body)
 	o.got.Add(1)
 	w.Header().Set("Content-Type", "application/json")
@@ -370,5 +374,69 @@ func TestOriginSilent(t *testing.T) {
 		if status, from, code := send(t, base, "POST", `{}`); status != 200 || from != "b" {
 			t.Errorf("POST %d, one origin silent, the default dial timeout: %d %s %s, want 200 from b", i, status, from, code)
 		}
+	}
+}
+
+// frozenOrigin returns the URL of an origin that accepts connections and
+// reads requests but never answers, its liveness probe included: a
+// process stopped with SIGSTOP, whose sockets the kernel keeps. release
+// ends the requests it holds.
+func frozenOrigin(t *testing.T) (url string, got *atomic.Int64) {
+	hold := make(chan struct{})
+	got = new(atomic.Int64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != wazero.ProbePath {
+			got.Add(1)
+		}
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hold); srv.Close() })
+	return srv.URL, got
+}
+
+// TestOriginFrozen (issue #28, point 1): one of two origins stops
+// answering without closing its sockets. The liveness probes eject it
+// within about a second: a GET waiting on it goes on to the other origin,
+// a POST that may have reached it is answered 500 INTERNAL, neither after
+// more than a couple of seconds (not the 30 s forward timeout); once it
+// is ejected every request goes to the other origin.
+func TestOriginFrozen(t *testing.T) {
+	frozen, frozenGot := frozenOrigin(t)
+	b, sb := startOrigin(t, "b")
+	// The forward timeout as deployed (30 s), not the tests' 500 ms: the
+	// probes, not it, must cut the wait short.
+	base := startEdge(t, frozen+","+sb.URL, func(c *config) { c.ForwardTimeout = 30 * time.Second })
+	var slowest time.Duration
+	var failedPosts int
+	for i := range 12 {
+		method := []string{"GET", "POST"}[i%2]
+		began := time.Now()
+		status, from, code := send(t, base, method, `{}`)
+		slowest = max(slowest, time.Since(began))
+		switch {
+		case status == 200 && from == "b":
+		case method == "POST" && status == 500 && code == "INTERNAL":
+			failedPosts++
+		default:
+			t.Errorf("%s %d, one origin frozen: %d %s %s", method, i, status, from, code)
+		}
+	}
+	// Ejection takes ProbeFailures probes (250 ms apart, 500 ms each at
+	// most); an attempt waits that long at most, then fails over.
+	t.Logf("the slowest request took %s", slowest)
+	if bound := 3 * time.Second; slowest > bound {
+		t.Errorf("the slowest request took %s with an origin frozen, want under %s", slowest, bound)
+	}
+	if failedPosts > 1 {
+		t.Errorf("%d POSTs failed: only one sent before the ejection may", failedPosts)
+	}
+	if n := frozenGot.Load(); n > 2 {
+		t.Errorf("the frozen origin was sent %d requests, want at most the first one or two", n)
+	}
+	if b.got.Load() < 10 {
+		t.Errorf("b received %d of 12", b.got.Load())
 	}
 }

@@ -73,6 +73,9 @@ type Config struct {
 	// connection is tried only after the others (default
 	// DefaultOriginBackoff).
 	OriginBackoff time.Duration
+	// ProbeEvery is how often each origin's liveness is probed when there
+	// are several (probe.go; 0: DefaultProbeEvery; negative: never).
+	ProbeEvery time.Duration
 	// DialTimeout bounds each connection attempt of the default Client
 	// (default: net/http's 30 s with one origin, DefaultOriginDialTimeout
 	// with several, so that an origin that drops packets, rather than
@@ -186,6 +189,7 @@ func New(ctx context.Context, m *Module, cfg Config) (*Host, error) {
 			return nil, err
 		}
 	}
+	h.startProbes()
 	for range h.cfg.Instances {
 		in, err := h.instantiate(ctx)
 		if err != nil {
@@ -711,8 +715,24 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 		}
 		actx := ctx
 		var connected *atomic.Bool // with several origins: whether the attempt got a connection
+		var watched chan struct{}  // closed once the answer's head is in (or the attempt failed)
 		if len(targets) > 1 {
 			actx, connected = traceConnection(ctx)
+			if t.origin != nil && !t.origin.isEjected() {
+				// An origin the probes eject while this attempt waits
+				// for its answer is frozen: the attempt is cut short
+				// (probe.go), and goes on to the next origin if it may.
+				var stop context.CancelFunc
+				actx, stop = context.WithCancel(actx)
+				watched = make(chan struct{})
+				go func(gone <-chan struct{}) {
+					select {
+					case <-gone:
+						stop()
+					case <-watched:
+					}
+				}(t.origin.watch())
+			}
 		}
 		req, err := http.NewRequestWithContext(actx, out.Method, t.url, rd)
 		if err != nil {
@@ -742,6 +762,9 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 		st.set(func() { st.head = true })
 		resp, err = h.cfg.Client.Do(req)
 		st.set(func() { st.head = false })
+		if watched != nil {
+			close(watched)
+		}
 		if err == nil {
 			break
 		}
@@ -885,4 +908,26 @@ func (h *Host) fail(w http.ResponseWriter, err error) {
 	wh.Set("Cache-Control", "private")
 	w.WriteHeader(http.StatusInternalServerError)
 	w.Write(body)
+}
+
+// startProbes starts the origins' liveness probes (probe.go) when there
+// are several, as background work that Close stops.
+func (h *Host) startProbes() {
+	if len(h.origins.list) < 2 || h.cfg.ProbeEvery < 0 {
+		return
+	}
+	every := h.cfg.ProbeEvery
+	if every == 0 {
+		every = DefaultProbeEvery
+	}
+	h.bgMu.Lock()
+	defer h.bgMu.Unlock()
+	if h.bgClosed {
+		return
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		h.origins.probe(h.bgCtx, h.cfg.Client, every, h.cfg.Logger.Warn)
+	}()
 }

@@ -73,6 +73,8 @@ type origin struct {
 	host  string // the base's host[:port]: what the host's own signatures name
 	mu    sync.Mutex
 	down  time.Time // tried after the others until then
+	// probed is what the liveness probes found (probe.go).
+	probed ejection
 }
 
 // newOrigins: base is the module's origin base, list the origins (nil:
@@ -131,7 +133,7 @@ func (o *origins) route(u string) []target {
 	for i := range n {
 		or := o.list[(first+i)%n]
 		t := target{url: or.base + rest, origin: or}
-		if or.isDown(now) {
+		if or.isDown(now) || or.isEjected() {
 			later = append(later, t)
 		} else {
 			out = append(out, t)
