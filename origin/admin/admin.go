@@ -157,6 +157,8 @@ func Handler(cfg Config) http.Handler {
 	}
 	if cfg.Meters != nil {
 		a.handle("GET /admin/v1/orgs/{orgId}/ledger", a.ledger)
+		a.handle("GET /admin/v1/ledger/archive", a.archive)
+		a.handle("POST /admin/v1/ledger/trim", a.trim)
 	}
 	if cfg.Meters != nil && cfg.Forensics != nil {
 		a.handleBody("POST /admin/v1/forensics", MaxLeak, a.forensics)

@@ -1,12 +1,18 @@
 package admin
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
+	"github.com/lectern-api/lectern/origin/internal/jsonbody"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/param"
 	"github.com/lectern-api/lectern/shared/route"
 )
@@ -103,4 +109,137 @@ func (a *api) ledger(w http.ResponseWriter, r *http.Request) error {
 		page.Items = append(page.Items, toLedgerRow(row))
 	}
 	return writeJSON(w, http.StatusOK, page)
+}
+
+// The ledger's retention (docs/operations.md, "The export ledger's
+// retention"): rows are kept until trimmed. GET /admin/v1/ledger/archive
+// streams every row created before a time, POST /admin/v1/ledger/trim
+// deletes them.
+
+// TrimFloor is how far back before must be, at least, for an archive or
+// a trim: far beyond the longest life of a link (15 minutes, an hour
+// with the long-URL override), so no row of a link that may still work
+// is trimmed, and a trim never races the ops still committing rows
+// created before its time.
+const TrimFloor = 24 * time.Hour
+
+// ArchivePage is the rows the archive reads from the store at a time.
+const ArchivePage = 1000
+
+// archiveQuery is the archive route's query: before, required.
+var archiveQuery = &route.Route{Params: []route.Param{
+	{Name: "before", In: route.Query, Kind: route.Text, Required: true, MaxLen: 64},
+}}
+
+// noQuery is the query of a route that takes none.
+var noQuery = &route.Route{}
+
+// archiveRow is a row of the archive: a ledger row as the ledger route
+// shows it, and the organisation's id (its meter key's id, as forensics
+// names it).
+type archiveRow struct {
+	OrgID string `json:"orgId"`
+	ledgerRow
+}
+
+// before reads an archive's or trim's before: an RFC 3339 time at least
+// TrimFloor before now.
+func (a *api) before(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, &apierr.Error{Code: apierr.BadRequest, Parameter: "before", Received: s,
+			Message: "before must be an RFC 3339 timestamp, such as 2026-01-01T00:00:00Z."}
+	}
+	floor := a.clk.Now().Add(-TrimFloor)
+	if t.After(floor) {
+		return time.Time{}, &apierr.Error{Code: apierr.BadRequest, Parameter: "before", Received: s,
+			Message: "before must be at least 24 hours ago (at or before " + licence.Timestamp(floor) +
+				"): the ledger rows of links that may still work are never archived away or trimmed."}
+	}
+	return t, nil
+}
+
+// archive is GET /admin/v1/ledger/archive?before=: every ledger row of
+// every organisation created before before, in id order, as NDJSON (one
+// JSON object a line, application/x-ndjson), read from the store
+// ArchivePage rows at a time. A failure before the first page is the
+// API's error body; after it, the answer is cut short (the connection
+// is closed without the chunked body's end), so a client never takes a
+// partial archive for a whole one.
+func (a *api) archive(w http.ResponseWriter, r *http.Request) error {
+	q, e := param.Parse(archiveQuery, r.URL.RawQuery)
+	if e != nil {
+		return e
+	}
+	before, err := a.before(q.Get("before"))
+	if err != nil {
+		return err
+	}
+	rows, err := a.cfg.Meters.LedgerBefore(r.Context(), before, 0, ArchivePage)
+	if err != nil {
+		return fmt.Errorf("archive the ledger: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	out := bufio.NewWriter(w)
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	for {
+		for _, row := range rows {
+			org, _, _ := strings.Cut(row.Org, "/") // meter.Key: the id, then the generation
+			if err := enc.Encode(archiveRow{OrgID: org, ledgerRow: toLedgerRow(row)}); err != nil {
+				a.abort(r, fmt.Errorf("write the archive: %w", err))
+			}
+		}
+		if len(rows) < ArchivePage {
+			break
+		}
+		if rows, err = a.cfg.Meters.LedgerBefore(r.Context(), before, rows[len(rows)-1].ID, ArchivePage); err != nil {
+			a.abort(r, fmt.Errorf("archive the ledger: %w", err))
+		}
+	}
+	if err := out.Flush(); err != nil {
+		a.abort(r, fmt.Errorf("write the archive: %w", err))
+	}
+	return nil
+}
+
+// abort logs why an answer already begun cannot be finished, and cuts
+// it short.
+func (a *api) abort(r *http.Request, err error) {
+	a.log.Error("admin answer cut short", "requestId", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+	panic(http.ErrAbortHandler)
+}
+
+// trim is POST /admin/v1/ledger/trim with {before}: delete every ledger
+// row of every organisation created before before, and answer
+// {"deleted": N}. The store deletes meter.LedgerChunk rows a
+// transaction; an error after some chunks leaves them deleted, and
+// trimming again finishes the job.
+func (a *api) trim(w http.ResponseWriter, r *http.Request) error {
+	if _, e := param.Parse(noQuery, r.URL.RawQuery); e != nil {
+		return e
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var raw string
+	present, err := decodeObject(body, map[string]jsonbody.Field{"before": jsonbody.String(&raw)})
+	if err != nil {
+		return err
+	}
+	if !present["before"] {
+		return badRequest("before", "before is required: the RFC 3339 time before which ledger rows are deleted.")
+	}
+	before, err := a.before(raw)
+	if err != nil {
+		return err
+	}
+	n, err := a.cfg.Meters.TrimLedger(r.Context(), before)
+	if err != nil {
+		return fmt.Errorf("trim the ledger before %s (%d rows deleted): %w", before.Format(time.RFC3339Nano), n, err)
+	}
+	a.log.Info("ledger trimmed", "requestId", requestID(r.Context()), "before", before.Format(time.RFC3339Nano), "deleted", n)
+	return writeJSON(w, http.StatusOK, map[string]int64{"deleted": n})
 }

@@ -261,8 +261,27 @@ type Store interface {
 	// signed link carries its row's id; forensics names the org from it),
 	// and reports whether there is one.
 	LedgerRow(ctx context.Context, id int64) (Row, bool, error)
+	// LedgerBefore lists the ledger rows of every org created before
+	// before (Row.Created < before) with an ID above after, in ID order,
+	// at most limit of them (limit >= 1): the rows TrimLedger(before)
+	// deletes, a page at a time, to archive them first. Fewer than limit
+	// means there are no more.
+	LedgerBefore(ctx context.Context, before time.Time, after int64, limit int) ([]Row, error)
+	// TrimLedger deletes the ledger rows of every org created before
+	// before and returns how many it deleted. It works through the
+	// ledger in ID order, LedgerChunk rows at a time, each chunk in a
+	// transaction of its own, so that no transaction is long however
+	// large the ledger; an error leaves the chunks before it deleted
+	// (the count says how many rows): trimming again finishes the job.
+	// IDs are never reused: a row written later is numbered above every
+	// row ever written.
+	TrimLedger(ctx context.Context, before time.Time) (int64, error)
 	Close() error
 }
+
+// LedgerChunk bounds the ledger rows one statement of LedgerBefore or
+// TrimLedger reads, and so the rows a transaction of TrimLedger deletes.
+const LedgerChunk = 10_000
 
 // Leases (docs/edge.md, "Leases"): an edge instance holds, per
 // organisation, a short lease with a block of calls reserved against the

@@ -18,6 +18,8 @@
 //	org delete ID
 //	client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
 //	ledger ORG [-after ID] [-limit N]
+//	ledger archive -before RFC3339 [-o FILE]
+//	ledger trim -before RFC3339 [-yes]
 //	forensic FILE|LINK [-orgs ORG,...]
 //	corpus reload DIR
 //	clock get
@@ -75,7 +77,16 @@ var commands = []struct{ synopsis, about string }{
 			"Scopes are named short, by their suffix, or in full: content.read means " + scope.Prefix + "content.read.\n" +
 			"The scopes: " + strings.Join(scope.All, ", ") + ".\n" +
 			"Grant types: client_credentials (the default) and authorization_code, for learner apps (with -redirect-uris)."},
-	{"ledger ORG [-after ID] [-limit N]", "List ORG's export ledger (minted URLs and shipped exports) in commit order."},
+	{"ledger ORG [-after ID] [-limit N]", "List ORG's export ledger (minted URLs and shipped exports) in commit order.\n" +
+		"An organisation named archive or trim is listed with a flag first: ledger -limit 100 archive."},
+	{"ledger archive -before RFC3339 [-o FILE]",
+		"Write every organisation's export ledger rows created before the time (at least 24 hours ago) as NDJSON,\n" +
+			"one row a line (the ledger's fields and orgId), to FILE or stdout. FILE is created 0600, never overwritten,\n" +
+			"and complete or not at all: an answer cut short fails the command and leaves no FILE."},
+	{"ledger trim -before RFC3339 [-yes]",
+		"Delete every organisation's export ledger rows created before the time (at least 24 hours ago) and print\n" +
+			"how many. Archive them first with the same -before: a trimmed row no longer names who got a leaked link.\n" +
+			"Without -yes it only says what it would delete, and fails."},
 	{"forensic FILE|LINK [-orgs ORG,...]", "Name the organisation a leaked lesson, bundle, bundle file or link came from."},
 	{"corpus reload DIR", "Load the corpus in DIR and serve it (every origin on the database follows)."},
 	{"clock get", "Show the test clock (LECTERN_TEST_CLOCK=1)."},
@@ -178,10 +189,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return nil
 		}
 	}
-	c, err := parse(cmd)
+	rc, isRetention, err := parseRetention(cmd)
+	var c call
+	if !isRetention && err == nil {
+		c, err = parse(cmd)
+	}
 	if err != nil {
 		fmt.Fprint(stderr, usage())
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if isRetention {
+		if err := rc.refused(); err != nil {
+			return err
+		}
 	}
 	if *token == "" {
 		return errors.New("no admin token: set LECTERN_ADMIN_TOKEN or pass -token")
@@ -190,7 +210,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return do(ctx, strings.TrimSuffix(base, "/"), *token, c, stdout)
+	base = strings.TrimSuffix(base, "/")
+	if isRetention {
+		return rc.run(ctx, base, *token, stdout, stderr)
+	}
+	return do(ctx, base, *token, c, stdout)
 }
 
 func or(s, def string) string {

@@ -104,6 +104,8 @@ func Run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store) {
 		{"LedgerSameBatch", testLedgerSameBatch},
 		{"LedgerConcurrent", testLedgerConcurrent},
 		{"LedgerReopen", testLedgerReopen},
+		{"LedgerTrim", testLedgerTrim},
+		{"LedgerTrimWindows", testLedgerTrimWindows},
 	}
 	if kind == Shared {
 		tests = append(tests, []struct {

@@ -226,10 +226,37 @@ func (s *store) Ledger(ctx context.Context, org string, after int64, limit int) 
 func (s *store) LedgerRow(ctx context.Context, id int64) (meter.Row, bool, error) {
 	s.db.mu.Lock()
 	defer s.db.mu.Unlock()
-	if id < 1 || id > int64(len(s.db.ledger)) {
+	if id < 1 || id > int64(len(s.db.ledger)) || s.db.ledger[id-1].ID == 0 {
 		return meter.Row{}, false, nil
 	}
 	return s.db.ledger[id-1], true, nil
+}
+
+func (s *store) LedgerBefore(ctx context.Context, before time.Time, after int64, limit int) ([]meter.Row, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var out []meter.Row
+	for _, r := range s.db.ledger {
+		if r.ID > after && r.Created.Before(before) && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// TrimLedger zeroes the rows it deletes (ID 0: none), so that ids stay
+// their index + 1 and are never reused.
+func (s *store) TrimLedger(ctx context.Context, before time.Time) (int64, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var n int64
+	for i, r := range s.db.ledger {
+		if r.ID != 0 && r.Created.Before(before) {
+			s.db.ledger[i] = meter.Row{}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // ApplyBatch applies ops in one transaction (metertest.Batcher).
