@@ -57,9 +57,9 @@ func main() { cmdline.Main("edge", run) }
 type config struct {
 	Addr      string   // LECTERN_EDGE_ADDR
 	Origins   []string // LECTERN_ORIGIN_URL, a comma-separated list: default http://<LECTERN_ORIGIN_ADDR>
-	IdPAddr   string   // LECTERN_IDP_ADDR: for the issuer's default, as at the origin
+	IdPAddr   string   // LECTERN_IDP_ADDR: only for the issuer's default (one dev origin), as at the origin
 	Issuer    string   // LECTERN_ISSUER: default http://<IdPAddr>
-	JWKSURL   string   // LECTERN_JWKS_URL: default <issuer>/.well-known/jwks.json
+	JWKSURL   string   // LECTERN_JWKS_URL: default <issuer>/.well-known/jwks.json (every origin's provider serves it)
 	Audience  string   // LECTERN_AUDIENCE
 	Secret    string   // LECTERN_SECRET: default the contents of var/secret
 	URLKeys   string   // LECTERN_URL_KEYS: the origin's; default one key derived from the secret
@@ -99,9 +99,12 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.Addr, "LECTERN_EDGE_ADDR", "addr", "127.0.0.1:8787", "edge address")
 	fs.Env(&originAddr, "LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (the default of -origin-url)")
 	fs.Env(&originURL, "LECTERN_ORIGIN_URL", "origin-url", "", "origin base URL, or several, comma-separated (default: http://<origin-addr>, i.e. http://127.0.0.1:8080)")
-	fs.Env(&c.IdPAddr, "LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address (the default issuer)")
-	fs.Env(&c.Issuer, "LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>)")
-	fs.Env(&c.JWKSURL, "LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of the issuer (default: <issuer>/.well-known/jwks.json)")
+	fs.Env(&c.IdPAddr, "LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090",
+		"identity provider of a single dev origin: only the default issuer, http://<idp-addr> (unused once the issuer is set)")
+	fs.Env(&c.Issuer, "LECTERN_ISSUER", "issuer", "",
+		"token issuer: the origins' LECTERN_ISSUER, the URL in front of their identity providers (default: http://<idp-addr>)")
+	fs.Env(&c.JWKSURL, "LECTERN_JWKS_URL", "jwks-url", "",
+		"JWKS URL (default: <issuer>/.well-known/jwks.json, which every origin's identity provider serves; set it only for another OAuth2 server)")
 	fs.Env(&c.Audience, "LECTERN_AUDIENCE", "audience", "lectern-api", "token audience")
 	fs.Env(&c.Secret, "LECTERN_SECRET", "secret", "", "deployment secret shared with the origin (default: the contents of "+secretFile+")")
 	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links, the origin's (default: one derived from the secret)")
@@ -129,11 +132,17 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	if c.Origins, err = wazero.ParseOrigins(originURL); err != nil {
 		return c, fmt.Errorf("LECTERN_ORIGIN_URL: %w", err)
 	}
+	// The keys are found from the issuer alone: LECTERN_IDP_ADDR only
+	// names the issuer of make run's one origin. Without LECTERN_JWKS_URL
+	// the issuer is the origins' dev provider, whose tokens name it
+	// without a trailing slash (the origin trims it the same way), and
+	// which serves its JWKS under it on every origin.
 	if c.Issuer == "" {
 		c.Issuer = "http://" + c.IdPAddr
 	}
 	if c.JWKSURL == "" {
-		c.JWKSURL = strings.TrimSuffix(c.Issuer, "/") + "/.well-known/jwks.json"
+		c.Issuer = strings.TrimSuffix(c.Issuer, "/")
+		c.JWKSURL = c.Issuer + "/.well-known/jwks.json"
 	}
 	c.Instances = min(runtime.GOMAXPROCS(0), 4)
 	if instances != "" {
