@@ -331,7 +331,9 @@ func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 	defer timer.Stop()
 	// The origin prints its bound URLs once it serves (stack.go: demo).
 	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && (o.api == "" || o.idp == "" || o.admin == "") {
+	// The address lines may be the last it prints (no demo): the
+	// condition is checked before waiting for another line.
+	for (o.api == "" || o.idp == "" || o.admin == "") && sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		for _, f := range []struct {
 			label string

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
@@ -407,26 +408,7 @@ func TestPeersStalledPeer(t *testing.T) {
 	// meter transaction.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	busy := &http.Client{Timeout: 30 * time.Second}
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				req, _ := http.NewRequest("GET", ps[0].OriginURL+"/v1/tiers", nil)
-				req.Header.Set("Authorization", "Bearer "+tok)
-				if resp, err := busy.Do(req); err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}
-		}()
-	}
+	readLoops(&wg, stop, 16, ps[0].OriginURL+"/v1/tiers", tok, nil)
 	defer func() { close(stop); ps[0].cmd.Process.Signal(syscall.SIGCONT); wg.Wait() }()
 	time.Sleep(300 * time.Millisecond)
 
@@ -474,5 +456,36 @@ func TestPeersStalledPeer(t *testing.T) {
 			t.Fatalf("the resumed origin still answers %d %v", code, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readLoops starts n clients that GET url with tok until stop is closed,
+// each telling each (when set) how long a request took and whether it was
+// answered 200.
+func readLoops(wg *sync.WaitGroup, stop <-chan struct{}, n int, url, tok string, each func(took time.Duration, ok bool)) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				began := time.Now()
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := client.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if each != nil {
+					each(time.Since(began), err == nil && resp.StatusCode == http.StatusOK)
+				}
+			}
+		}()
 	}
 }
