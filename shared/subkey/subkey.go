@@ -15,7 +15,7 @@ const (
 	Tag     = "tag"      // the licence envelope's forensic tag (origin/server)
 	Cursor  = "cursor"   // sealing pagination cursors (shared/cursor)
 	IDPKeys = "idp-keys" // sealing the identity provider's signing seeds (origin/idp)
-	Edge    = "gate"     // the edge's signatures on forwards and gate calls (shared/edgesig)
+	Edge    = "gate"     // the root of the internal calls' per-purpose keys, "gate/<purpose>" (shared/edgesig)
 	Canary  = "canary"   // the export bundles' whitespace canaries (origin/forensic)
 	Links   = "links"    // signed download links when LECTERN_URL_KEYS is unset (shared/link)
 )
