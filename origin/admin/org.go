@@ -166,7 +166,7 @@ var members = []string{"orgId", "orgName", "tier", "status", "contentGrants", "q
 	"eclaVersion", "requiredEclaVersion", "renewsAt", "longUrls"}
 
 // statuses are the plan statuses an operator may set (docs/operations.md,
-// "The admin API"; docs/decisions.md, Hardening). Any
+// "The admin API"; docs/decisions/admin-api-and-the-licence-envelope.md). Any
 // but active answers ORG_SUSPENDED on content routes.
 var statuses = []string{licence.StatusActive, licence.StatusSuspended}
 

@@ -11,7 +11,7 @@
 // functions refuse because the enumeration alarm is in force: it is the
 // gate's refusal, 403 ORG_SUSPENDED, which bills nothing (the gate reads
 // the stored status; the meter holds the alarm, so its refusal comes at
-// billing time, docs/decisions.md: Enumeration alarm).
+// billing time, docs/decisions/enumeration-alarm.md).
 package billing
 
 import (

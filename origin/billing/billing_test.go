@@ -319,7 +319,7 @@ func TestKeyGenerations(t *testing.T) {
 // spec: States and transitions, enumeration alarm. The read that trips
 // the alarm is served; every billed request after it is refused 403
 // ORG_SUSPENDED, as the gate refuses a suspended organisation, and bills
-// nothing (docs/decisions.md: Enumeration alarm).
+// nothing (docs/decisions/enumeration-alarm.md).
 func TestEnumerationAlarm(t *testing.T) {
 	b, s := biller(t)
 	ctx := context.Background()

@@ -18,8 +18,7 @@ const DigestPrefix = "sha256:"
 // collision with the old one.
 const digestDomain = "lectern-subject-content/1\x00"
 
-// digester computes subjects' content digests (docs/decisions.md, "Lists,
-// search and test prep"): a SHA-256 over what the corpus says of the
+// digester computes subjects' content digests (docs/decisions/lists-search-and-test-prep.md): a SHA-256 over what the corpus says of the
 // subject that its export bundle is made from, in a canonical encoding,
 // and nothing else — not the contentVersion, the organisation, its grants
 // or the caller. Two corpora whose subject says the same things give it

@@ -8,7 +8,7 @@
 //	srv := httpsrv.New(handler, cfg)
 //	go srv.Serve(httpsrv.Listener(ln, cfg))
 //
-// Limits (docs/decisions.md, Hardening (#13), Server limits):
+// Limits (docs/decisions/server-limits-and-net-https-own-answers.md):
 //
 //   - The request line and headers must arrive within ReadHeader of the
 //     first byte (http.Server.ReadHeaderTimeout); a connection that sends
@@ -62,7 +62,7 @@ type Limits struct {
 }
 
 // Default is what every listener uses unless configured otherwise; the
-// reasons for each value are in docs/decisions.md.
+// reasons for each value are in docs/decisions/server-limits-and-net-https-own-answers.md.
 var Default = Limits{
 	// Real header blocks are a few KiB (a token is about 1 KiB).
 	ReadHeader:     10 * time.Second,

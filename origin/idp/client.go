@@ -73,7 +73,7 @@ func refuse(param string, allowed []string, received, msg string) *RegistrationE
 
 // ValidateClient is the one validator of client registrations, used by
 // CreateClient and, before anything else, by the admin API. The rules
-// (docs/decisions.md, "Client registrations"):
+// (docs/decisions/identity-provider.md, "Client registrations"):
 //   - scopes: at least one, each a suffix ("content.read") or a full name
 //     ("service-api/content.read");
 //   - grantTypes: nil means ["client_credentials"]; otherwise at least one

@@ -36,7 +36,7 @@ const reloadEvery = time.Minute
 // most, however many fetch it.
 const jwksReloadEvery = time.Second
 
-// The key schedule (docs/decisions.md, "Signing-key rotation"). A key is
+// The key schedule (docs/decisions/signing-keys-and-the-jwks.md). A key is
 // published as soon as it is created, and signs only once it has been
 // published for PublishAhead, longer than a verifier may keep a JWKS
 // (shared/token: DefaultMaxAge, an hour): a verifier meets a new kid only

@@ -15,8 +15,7 @@ import (
 )
 
 // Limits bounds the work that callers who hold no valid secret can make
-// the provider do (issue #13; docs/decisions.md, "Token endpoint under
-// load"). A zero field takes its default.
+// the provider do (issue #13; docs/decisions/identity-provider.md). A zero field takes its default.
 type Limits struct {
 	// SecretChecks is how many bcrypt comparisons may run at once:
 	// max(1, GOMAXPROCS/2) by default, so that API requests keep the

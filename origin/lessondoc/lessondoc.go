@@ -6,7 +6,7 @@
 // tail its caller gives (contentVersion and the licence envelope). The
 // commonest read, the standard lesson gzip-compressed, is precompressed
 // and spliced with its tail without a compressor (gzip.go). Field names,
-// caps and shapes are in docs/decisions.md, "Lessons (routes 6–9)"; the
+// caps and shapes are in docs/decisions/lessons.md; the
 // handlers that check, bill and answer are origin/server's.
 //
 // Each text is escaped once and shared: a card's body serves the standard

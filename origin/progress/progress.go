@@ -2,7 +2,7 @@
 // record per organisation and learner, with a version that moves with
 // every saved write, the classes recorded (score, best score, first and
 // last recorded), XP, and the streak of consecutive UTC days with a saved
-// write (spec: Route rules §7; docs/decisions.md, Learner progress).
+// write (spec: Route rules §7; docs/decisions/learner-progress.md).
 //
 // The record is read, changed by Apply and saved with a compare and swap
 // on its version (Store.SaveProgress), so two writers racing on one

@@ -281,7 +281,7 @@ func contentDigestOf(t *testing.T, raw []byte) string {
 
 // contentDigest is the subject's corpus digest at every detail level of
 // the list and on the single subject, to every organisation whatever its
-// grants (docs/decisions.md, Lists).
+// grants (docs/decisions/lists-search-and-test-prep.md).
 func TestSubjectContentDigest(t *testing.T) {
 	h := newHarness(t)
 	c := h.content.Load().Corpus

@@ -15,7 +15,7 @@
 // CURSOR_EXPIRED, and only once its MAC has been verified, so that answer
 // cannot be provoked with forged bytes. The grants are hashed into the
 // payload rather than mixed into the MAC so that a change of grants can be
-// told from a forgery, and said (docs/decisions.md, ETags and cursors).
+// told from a forgery, and said (docs/decisions/etags-and-cursors.md).
 //
 // Cursors are at most 51 characters. Open rejects anything longer than
 // MaxLen before decoding it.

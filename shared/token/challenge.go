@@ -179,7 +179,7 @@ func ChallengeFor(e *apierr.Error, realm, resourceMetadata string) string {
 // answers 400 invalid_request. The spec's invalid_request code is a
 // reserved 401 it says is never emitted, so the body is its 400,
 // BAD_REQUEST naming the Authorization header, and the challenge carries
-// error="invalid_request" (docs/decisions.md, Hardening).
+// error="invalid_request" (docs/decisions/errors-and-ids.md).
 func RepeatedAuthorization() *apierr.Error {
 	return &apierr.Error{Code: apierr.BadRequest, Parameter: "Authorization", Message: repeatedMessage}
 }

@@ -103,7 +103,7 @@ func call() units {
 }
 
 // billOf is what an answered request must have billed (spec: Limits,
-// meters table and "Effects of refusals"; docs/decisions.md: Meters), and
+// meters table and "Effects of refusals"; docs/decisions/meters.md), and
 // known false for a request whose answer was lost, with the most it can
 // have billed instead.
 func billOf(o *outcome, p plan) (u units, known bool) {

@@ -134,7 +134,7 @@ func buildCorpus(dir, want string) (*server.Content, error) {
 // so that every origin on the database follows; requests in flight finish
 // on the corpus they began with. While one reload runs (or an origin
 // follows the record), another is refused with 409 WRITE_CONFLICT and
-// Retry-After (docs/decisions.md, Hardening): it is not queued, so a
+// Retry-After (docs/decisions/admin-api-and-the-licence-envelope.md): it is not queued, so a
 // client that gives up leaves nothing waiting.
 //
 // The record is written before the swap: a reload that cannot record

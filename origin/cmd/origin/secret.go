@@ -15,8 +15,7 @@ import (
 )
 
 // stateDir is the dev stack's own directory: its secret, and by default
-// its database and corpus. It is kept 0700 (docs/decisions.md, "Secrets
-// at rest").
+// its database and corpus. It is kept 0700 (docs/decisions/processes-and-files.md).
 const stateDir = "var"
 
 // secretFile is where a dev stack keeps its secret when LECTERN_SECRET is

@@ -222,7 +222,7 @@ func deployment(cfg config, secret []byte) wiring.Deployment {
 }
 
 // clockSync is how often a test clock adopts the moves other origins on
-// its database made (docs/decisions.md, Hardening: the test clock).
+// its database made (docs/decisions/admin-api-and-the-licence-envelope.md, the test clock).
 const clockSync = time.Second
 
 // openClock makes the stack's clock. A test clock's offset is kept in the

@@ -12,8 +12,7 @@
 // It is not synced to the disk at each commit but at checkpoints, so an
 // operating-system crash or power loss may lose the last commits since
 // the last checkpoint. Syncing every commit (synchronous=FULL) halved
-// the origin's lesson throughput in make bench (docs/decisions.md,
-// "Meters"); sqlitestore's writes, rare, stay FULL.
+// the origin's lesson throughput in make bench (docs/decisions/meters.md); sqlitestore's writes, rare, stay FULL.
 //
 // Group commit: Apply hands its op to one committer goroutine, which
 // drains whatever ops are queued (up to Options.MaxBatch), applies them in

@@ -18,7 +18,7 @@ import (
 // one the lectern command uses. It is not part of make test: its output
 // is some 230,000 lines (vetting it takes seconds, building it most of a
 // minute on two cores) and its runtime would otherwise enter go.mod;
-// .ci/run runs it (docs/decisions.md, "OpenAPI description: Go clients").
+// .ci/run runs it (docs/decisions/openapi-description-go-clients.md).
 // Skipped when the modules are not in the module cache; nothing is
 // downloaded.
 func TestOgen(t *testing.T) {
