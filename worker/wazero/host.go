@@ -23,10 +23,15 @@
 // reports the last run's log at start (usage.go), flushes the module's
 // usage every second and at Close, and serves the origin's revoke push
 // (leases.go).
+//
+// The files, by job: host.go serves requests through the pool;
+// instance.go is one instance and its parked requests; subrequest.go
+// performs what the module asks for (the stall timer, failover);
+// origins.go and probe.go keep the origins (round robin, backoff,
+// liveness); codec.go and guest.go are the ABI's messages.
 package wazero
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,7 +43,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +53,6 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/param"
-	"github.com/lectern-api/lectern/shared/token"
 )
 
 // Config is what a Host needs besides the module.
@@ -399,121 +402,6 @@ func (h *Host) replace(old *instance) {
 	}
 }
 
-// instance is one module instance and the host's view of its parked
-// requests. mu serialises every call into it.
-type instance struct {
-	mu     sync.Mutex
-	g      *Guest
-	parked map[int64]chan struct{} // handle → closed on wake
-	woken  map[int64]bool          // wakes that came before their park (defensive)
-	dead   error
-	clock  func() time.Duration // Config.ThreadCPU
-	every  int                  // Config.ThreadCPUEvery, at least 1
-	calls  int                  // calls since the last one clocked
-	cpu    *atomic.Int64        // the Host's count of module CPU, in ns
-}
-
-// call is g.Call, refused once the instance is dead, and clocked when the
-// Host counts module CPU. in.mu is held.
-func (in *instance) call(fn Func, msg []byte) ([]byte, error) {
-	if in.dead != nil {
-		return nil, in.dead
-	}
-	if in.clock != nil {
-		if in.calls++; in.calls == in.every {
-			in.calls = 0
-			runtime.LockOSThread() // the thread's clock is then this call's
-			defer runtime.UnlockOSThread()
-			defer func(c0 time.Duration) { in.cpu.Add(int64(in.every) * int64(in.clock()-c0)) }(in.clock())
-		}
-	}
-	return in.g.Call(fn, msg)
-}
-
-// kill marks the instance unusable and releases its parked requests (they
-// fail on their next call). in.mu is held.
-func (in *instance) kill(err error) {
-	if in.dead != nil {
-		return
-	}
-	in.dead = err
-	for hd, ch := range in.parked {
-		close(ch)
-		delete(in.parked, hd)
-	}
-}
-
-// SetHeader adds to req the headers of the subrequest o asks for, as the
-// host sends them: "Host" is req.Host, and the framing (Content-Length,
-// Transfer-Encoding, Connection) is the transport's business.
-func (o *Output) SetHeader(req *http.Request) {
-	for _, kv := range o.Headers {
-		switch strings.ToLower(kv[0]) {
-		case "host":
-			req.Host = kv[1]
-		case "content-length", "transfer-encoding", "connection":
-		default:
-			req.Header.Add(kv[0], kv[1])
-		}
-	}
-}
-
-// do runs one call and handles its wake list and park registration under
-// the instance lock, so a wake can never pass its park.
-func (in *instance) do(fn Func, msg message) (*Output, error) {
-	b := msg.AppendJSON(nil)
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	raw, err := in.call(fn, b)
-	if err != nil {
-		in.kill(fmt.Errorf("edge module instance failed: %w", err))
-		return nil, err
-	}
-	out, err := in.g.Output(raw)
-	if err != nil {
-		return nil, fmt.Errorf("edge module output %.200q: %w", raw, err)
-	}
-	for _, hd := range out.Wake {
-		if ch, ok := in.parked[hd]; ok {
-			close(ch)
-			delete(in.parked, hd)
-		} else {
-			in.woken[hd] = true
-		}
-	}
-	if out.Kind == "park" {
-		out.parked = make(chan struct{})
-		if in.woken[out.Handle] {
-			delete(in.woken, out.Handle)
-			close(out.parked)
-		} else {
-			in.parked[out.Handle] = out.parked
-		}
-	}
-	return out, nil
-}
-
-func (in *instance) isDead() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.dead != nil
-}
-
-// unpark forgets a park the host stopped waiting for.
-func (in *instance) unpark(handle int64) {
-	in.mu.Lock()
-	delete(in.parked, handle)
-	in.mu.Unlock()
-}
-
-// parkTimeout is how long a parked request waits for its wake before
-// resuming anyway: past the guest's own give-up on a stuck fetch.
-const parkTimeout = token.DefaultInFlightTimeout + 5*time.Second
-
-// maxSubrequestBody bounds the JWKS and gate bodies handed to the guest
-// (a larger one is a failed subrequest, status 0); the guest refuses more.
-const maxSubrequestBody = 256 << 10
-
 func (h *Host) now() int64 { return h.cfg.Now().UnixMilli() }
 
 // ServeHTTP answers r through the module.
@@ -677,220 +565,6 @@ func (h *Host) refresh(in *instance, rf Refresh) {
 	}()
 }
 
-// subrequest performs what the guest asked for, within ctx (a client
-// request's context; r is that request, nil for a background refresh).
-// For a forward it returns the origin's response too, its body unread: it
-// streams to the client on passthrough and never enters the guest.
-//
-// A URL under the origin base goes to one of the origins (origins.go),
-// with the X-Lectern-Edge signed for that origin (the module's
-// Signatures, or the host's own sign): when an attempt fails without an
-// answer, the next origin is tried if the request cannot have been sent
-// (it got no connection) or is idempotent (the client's body, read
-// before the module saw the request, is sent again); never after the
-// forward timeout or the client going away. Otherwise the guest gets the
-// failure (status 0), as with one origin.
-func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) (ResumeMessage, *http.Response) {
-	failed := func(err error) (ResumeMessage, *http.Response) {
-		return ResumeMessage{Status: 0, Error: err.Error()}, nil
-	}
-	var ctx context.Context
-	var cancel context.CancelFunc
-	var st *stall // nil (doing nothing) but for a forward
-	if out.Forward {
-		ctx, cancel = context.WithCancel(parent)
-		st = newStall(h.cfg.ForwardTimeout, cancel)
-	} else {
-		ctx, cancel = context.WithTimeout(parent, h.cfg.SubrequestTimeout)
-	}
-	targets := h.origins.route(out.URL)
-	var resp *http.Response
-	for i, t := range targets {
-		var rd io.Reader
-		switch {
-		case out.Forward && out.body != nil:
-			rd = bytes.NewReader(out.body)
-		case !out.Forward && out.Body != "":
-			rd = strings.NewReader(out.Body) // a background POST's (lease, usage)
-		}
-		actx := ctx
-		var connected *atomic.Bool // with several origins: whether the attempt got a connection
-		var watched chan struct{}  // closed once the answer's head is in (or the attempt failed)
-		if len(targets) > 1 {
-			actx, connected = traceConnection(ctx)
-			if t.origin != nil && !t.origin.isEjected() {
-				// An origin the probes eject while this attempt waits
-				// for its answer is frozen: the attempt is cut short
-				// (probe.go), and goes on to the next origin if it may.
-				var stop context.CancelFunc
-				actx, stop = context.WithCancel(actx)
-				watched = make(chan struct{})
-				go func(gone <-chan struct{}) {
-					select {
-					case <-gone:
-						stop()
-					case <-watched:
-					}
-				}(t.origin.watch())
-			}
-		}
-		req, err := http.NewRequestWithContext(actx, out.Method, t.url, rd)
-		if err != nil {
-			cancel()
-			return failed(err)
-		}
-		if out.Forward {
-			req.ContentLength = int64(len(out.body))
-		}
-		out.SetHeader(req)
-		if or := t.origin; or != nil {
-			switch {
-			case or.index < len(out.Signatures):
-				req.Header.Set(edgesig.Header, out.Signatures[or.index])
-			case out.sign != nil:
-				req.Header.Set(edgesig.Header, out.sign(or.host))
-			}
-		}
-		if r != nil && !out.Forward && req.Header.Get("Traceparent") == "" {
-			// The module copies the client's fields to a forward, the
-			// W3C traceparent among them, but builds a gate call's (and a
-			// JWKS fetch's) itself: the host hands the trace on to them.
-			if tp := r.Header.Get("Traceparent"); tp != "" {
-				req.Header.Set("Traceparent", tp)
-			}
-		}
-		st.set(func() { st.head = true })
-		resp, err = h.cfg.Client.Do(req)
-		st.set(func() { st.head = false })
-		if watched != nil {
-			close(watched)
-		}
-		if err == nil {
-			break
-		}
-		// An attempt that got no connection sent nothing: its dial failed,
-		// or our own timers (the forward timeout, the subrequest bound)
-		// cut it, which is as much the origin's failure; the client's
-		// leaving is not.
-		unsent := connected != nil && !connected.Load()
-		if unsent && parent.Err() == nil {
-			h.origins.failed(t.origin)
-		}
-		if i+1 < len(targets) && ctx.Err() == nil && (unsent || idempotent(out.Method)) {
-			h.stats.failovers.Add(1)
-			h.cfg.Logger.Warn("edge: origin failed; trying the next", "url", t.url, "err", err)
-			continue
-		}
-		cancel()
-		if st.stalled() {
-			h.cfg.Logger.Warn("edge: the origin did not answer a forward in time", "url", t.url, "timeout", h.cfg.ForwardTimeout)
-		}
-		return failed(err)
-	}
-	msg := ResumeMessage{Status: resp.StatusCode, Headers: pairs(resp.Header)}
-	if out.Forward {
-		resp.Body = &originBody{resp.Body, st, cancel}
-		return msg, resp
-	}
-	defer cancel()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxSubrequestBody+1))
-	if err == nil && len(b) > maxSubrequestBody {
-		err = fmt.Errorf("%s %s: body over %d bytes", out.Method, out.URL, maxSubrequestBody)
-	}
-	if err != nil {
-		return failed(err)
-	}
-	s := string(b)
-	msg.Body = &s
-	return msg, nil
-}
-
-// stall cancels a forward when the origin makes no progress for d. Its
-// timer runs while the host waits on the origin: for the answer's head
-// (but not while the client's body is being read: the server's read
-// limit bounds the client), and in each read of the answer's body (but
-// not while the answer is written to the client: the server's write
-// limit bounds that). Every change of state starts it afresh. A nil
-// stall does nothing.
-type stall struct {
-	mu    sync.Mutex
-	d     time.Duration
-	t     *time.Timer
-	fired bool
-	head  bool // waiting for the answer's head
-	body  bool // reading the answer's body
-}
-
-func newStall(d time.Duration, cancel context.CancelFunc) *stall {
-	s := &stall{d: d}
-	s.t = time.AfterFunc(time.Hour, func() {
-		s.mu.Lock()
-		s.fired = true
-		s.mu.Unlock()
-		cancel()
-	})
-	s.t.Stop()
-	return s
-}
-
-// set changes the state under the lock and runs or stops the timer.
-func (s *stall) set(change func()) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	change()
-	if s.head || s.body {
-		s.t.Reset(s.d)
-	} else {
-		s.t.Stop()
-	}
-}
-
-func (s *stall) stalled() bool {
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fired
-}
-
-// originBody is the origin's answer to a forward, on its way to the
-// client.
-type originBody struct {
-	io.ReadCloser
-	st     *stall
-	cancel context.CancelFunc
-}
-
-func (b *originBody) Read(p []byte) (int, error) {
-	b.st.set(func() { b.st.body = true })
-	n, err := b.ReadCloser.Read(p)
-	b.st.set(func() { b.st.body = false })
-	return n, err
-}
-
-func (b *originBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.st.set(func() { b.st.head, b.st.body = false, false })
-	b.cancel()
-	return err
-}
-
-// pairs lists a header as [name, value] pairs, Content-Length included.
-func pairs(h http.Header) [][2]string {
-	out := make([][2]string, 0, len(h))
-	for name, vs := range h {
-		for _, v := range vs {
-			out = append(out, [2]string{name, v})
-		}
-	}
-	return out
-}
-
 // fail answers 500 INTERNAL in the API's error body when the host itself
 // fails (a trapped instance, a malformed output): the cause goes to the
 // log, never to the client.
@@ -908,26 +582,4 @@ func (h *Host) fail(w http.ResponseWriter, err error) {
 	wh.Set("Cache-Control", "private")
 	w.WriteHeader(http.StatusInternalServerError)
 	w.Write(body)
-}
-
-// startProbes starts the origins' liveness probes (probe.go) when there
-// are several, as background work that Close stops.
-func (h *Host) startProbes() {
-	if len(h.origins.list) < 2 || h.cfg.ProbeEvery < 0 {
-		return
-	}
-	every := h.cfg.ProbeEvery
-	if every == 0 {
-		every = DefaultProbeEvery
-	}
-	h.bgMu.Lock()
-	defer h.bgMu.Unlock()
-	if h.bgClosed {
-		return
-	}
-	h.bg.Add(1)
-	go func() {
-		defer h.bg.Done()
-		h.origins.probe(h.bgCtx, h.cfg.Client, every, h.cfg.Logger.Warn)
-	}()
 }

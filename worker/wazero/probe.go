@@ -132,3 +132,25 @@ func probeOnce(ctx context.Context, client *http.Client, url string) bool {
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
+
+// startProbes starts the origins' liveness probes (probe.go) when there
+// are several, as background work that Close stops.
+func (h *Host) startProbes() {
+	if len(h.origins.list) < 2 || h.cfg.ProbeEvery < 0 {
+		return
+	}
+	every := h.cfg.ProbeEvery
+	if every == 0 {
+		every = DefaultProbeEvery
+	}
+	h.bgMu.Lock()
+	defer h.bgMu.Unlock()
+	if h.bgClosed {
+		return
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		h.origins.probe(h.bgCtx, h.cfg.Client, every, h.cfg.Logger.Warn)
+	}()
+}
