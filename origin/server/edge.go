@@ -95,7 +95,7 @@ func edgeHeaders(w http.ResponseWriter, req *request) {
 // (nothing billed), or the error the request would get.
 func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 	target := r.Header.Get(edgesig.TargetHeader)
-	if !s.signedInternal(r, id, edgesig.Gate) {
+	if _, ok := s.signedInternal(r, id, edgesig.Gate); !ok {
 		s.writeError(w, r, id, apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json."))
 		return
 	}

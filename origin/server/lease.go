@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -32,37 +30,24 @@ import (
 // origin/lease's; this file is their wire.
 
 // signedInternal reads the body of r, the edge's gate, lease or usage
-// call, and reports whether r is a POST signed for purpose over it; the body is
-// then r's body again. A body over wire.MaxBody is refused as unsigned.
-func (s *Server) signedInternal(r *http.Request, id, purpose string) bool {
+// call, and returns it when r is a POST signed for purpose over it (ok).
+// A body over wire.MaxBody is not read whole, so it is refused as
+// unsigned: the edge never sends one.
+func (s *Server) signedInternal(r *http.Request, id, purpose string) (body []byte, ok bool) {
 	if r.Method != http.MethodPost || r.Header.Get(edgesig.Header) == "" {
-		return false
+		return nil, false
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxBody+1))
 	if err != nil || len(b) > wire.MaxBody {
-		return false
+		return nil, false
 	}
-	r.Body = readAgain{bytes.NewReader(b), r.Body}
-	return s.acceptEdge(r, purpose, edgesig.BodyHash(b), id)
+	return b, s.acceptEdge(r, purpose, edgesig.BodyHash(b), id)
 }
 
 // noRoute is the answer to an internal call without a valid signature:
 // the answer to an unknown path, as the gate's.
 func noRoute() *apierr.Error {
 	return apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json.")
-}
-
-// readMessage reads a protocol message's body, at most wire.MaxBody.
-func readMessage(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return nil, apierr.New(apierr.PayloadTooLarge, "The message exceeds "+strconv.Itoa(wire.MaxBody)+" bytes.")
-	case err != nil:
-		return nil, err
-	}
-	return b, nil
 }
 
 // badMessage is the 400 of a malformed message.
@@ -74,28 +59,25 @@ func badMessage(err error) *apierr.Error {
 // and committed before the 204 (the edge then counts them as
 // acknowledged); 400 on a malformed body, 404 without a valid signature.
 func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request, id string) {
-	if !s.signedInternal(r, id, edgesig.Usage) {
+	b, ok := s.signedInternal(r, id, edgesig.Usage)
+	if !ok {
 		s.writeError(w, r, id, noRoute())
 		return
 	}
 	telemetry.FromContext(r.Context()).SetEdge("usage")
-	if err := s.usage(w, r); err != nil {
+	if err := s.usage(r.Context(), b); err != nil {
 		s.writeError(w, r, id, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
-	b, err := readMessage(w, r)
-	if err != nil {
-		return err
-	}
+func (s *Server) usage(ctx context.Context, b []byte) error {
 	rs, err := wire.ParseReports(b)
 	if err != nil {
 		return badMessage(err)
 	}
-	return s.cfg.Leases.Report(r.Context(), rs)
+	return s.cfg.Leases.Report(ctx, rs)
 }
 
 // serveLease answers POST /internal/lease: the reports the request
@@ -104,12 +86,13 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 // the answer), and the answer is 200 with a lease or with none (calls 0
 // and when to ask again).
 func (s *Server) serveLease(w http.ResponseWriter, r *http.Request, id string) {
-	if !s.signedInternal(r, id, edgesig.Lease) {
+	b, ok := s.signedInternal(r, id, edgesig.Lease)
+	if !ok {
 		s.writeError(w, r, id, noRoute())
 		return
 	}
 	telemetry.FromContext(r.Context()).SetEdge("lease")
-	a, err := s.lease(w, r)
+	a, err := s.lease(r, b)
 	if err != nil {
 		s.writeError(w, r, id, err)
 		return
@@ -123,14 +106,10 @@ func (s *Server) serveLease(w http.ResponseWriter, r *http.Request, id string) {
 	w.Write(body)
 }
 
-// lease reads the lease request, applies its reports, verifies its
+// lease reads the lease request b, applies its reports, verifies r's
 // token and grants.
-func (s *Server) lease(w http.ResponseWriter, r *http.Request) (wire.Answer, error) {
+func (s *Server) lease(r *http.Request, b []byte) (wire.Answer, error) {
 	ctx := r.Context()
-	b, err := readMessage(w, r)
-	if err != nil {
-		return wire.Answer{}, err
-	}
 	ask, err := wire.ParseRequest(b)
 	if err != nil {
 		return wire.Answer{}, badMessage(err)

@@ -101,7 +101,9 @@ func newOrigins(base string, list []string, backoff time.Duration) (*origins, er
 		if err != nil {
 			return nil, fmt.Errorf("origin %q: %w", b, err)
 		}
-		o.list = append(o.list, &origin{base: b, index: i, host: u.Host})
+		or := &origin{base: b, index: i, host: u.Host}
+		or.probed.gone = make(chan struct{})
+		o.list = append(o.list, or)
 	}
 	return o, nil
 }

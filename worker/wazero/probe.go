@@ -35,7 +35,7 @@ type ejection struct {
 	mu      sync.Mutex
 	failed  int           // probes failed in a row
 	ejected bool          // tried last; gone is closed
-	gone    chan struct{} // closed when the origin is ejected
+	gone    chan struct{} // closed when the origin is ejected (newOrigins makes the first)
 }
 
 // watch returns a channel closed when or is ejected (now, if it is).
@@ -43,9 +43,6 @@ func (or *origin) watch() <-chan struct{} {
 	e := &or.probed
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.gone == nil {
-		e.gone = make(chan struct{})
-	}
 	return e.gone
 }
 
@@ -63,9 +60,6 @@ func (or *origin) probeResult(ok bool) (changed bool) {
 	e := &or.probed
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.gone == nil {
-		e.gone = make(chan struct{})
-	}
 	switch {
 	case ok && e.ejected:
 		e.failed, e.ejected, e.gone = 0, false, make(chan struct{})
