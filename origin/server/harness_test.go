@@ -144,6 +144,8 @@ type harnessOptions struct {
 	leases *lease.Config
 	// originHosts are the server's names for the edge's signatures.
 	originHosts []string
+	// started is the server's Config.Started (zero: when New runs).
+	started time.Time
 }
 
 func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
@@ -210,6 +212,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Progress:             progressStore,
 		EdgeKeys:             testEdgeKeys,
 		OriginHosts:          opts.originHosts,
+		Started:              opts.started,
 		Leases:               h.leases,
 	})
 	apiSrv.Config.Handler = h.srv

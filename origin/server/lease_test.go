@@ -426,3 +426,26 @@ func TestSignedForAnotherOrigin(t *testing.T) {
 		t.Errorf("signed for the origin's own name: %d %s", r.status, r.body)
 	}
 }
+
+// TestSignedBeforeTheStart: a call the edge signed before the origin's
+// process started may have been accepted by its last run, and is refused;
+// one signed after the process started, while it loaded and before the
+// server was made, is taken.
+func TestSignedBeforeTheStart(t *testing.T) {
+	now := midHour()
+	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{leases: &lease.Config{}, now: now,
+		started: now().Add(-time.Second)})
+	tok := h.org("acme", "topics")
+	ask := wire.AppendRequest(nil, &wire.Request{Want: 16})
+	call := func(signed time.Time) resp {
+		req, _ := http.NewRequest("POST", h.api+wire.Path, bytes.NewReader(ask))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("X-Request-Id", fmt.Sprintf("edge-call-%06d", edgeCalls.Add(1)))
+		httpsig.Sign(testEdgeKeys, edgesig.Lease, req, ask, signed)
+		return h.send(req)
+	}
+	call(now().Add(-2 * time.Second)).wantError(t, 404, "NOT_FOUND")
+	if r := call(now().Add(-500 * time.Millisecond)); r.status != 200 {
+		t.Errorf("signed after the process started, before the server was made: %d %s", r.status, r.body)
+	}
+}

@@ -66,6 +66,10 @@ type Config struct {
 	// one captured on its way to a peer origin cannot be replayed here.
 	// Empty: a call's own Host field is taken as this origin's.
 	OriginHosts []string
+	// Started is when this origin's process started: a signature made
+	// before it may have been accepted by its last run, and is refused
+	// (edgesig.Seen.Begin). Zero: when New runs.
+	Started time.Time
 	// URLKeys check the signed download links under link.Prefix
 	// (files.go); the zero Keys refuses every link.
 	URLKeys link.Keys
@@ -155,8 +159,11 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters},
 		edge: edgesig.Receiver{Keys: cfg.EdgeKeys, Hosts: cfg.OriginHosts}}
-	if cfg.Now != nil {
-		s.edge.Seen.Begin(cfg.Now().UnixMilli()) // a signature of the last run may be replayed, not accepted
+	switch {
+	case !cfg.Started.IsZero():
+		s.edge.Seen.Begin(cfg.Started.UnixMilli())
+	case cfg.Now != nil:
+		s.edge.Seen.Begin(cfg.Now().UnixMilli())
 	}
 	if cfg.Leases != nil {
 		s.biller.Leases = cfg.Leases

@@ -115,6 +115,8 @@ type Parts struct {
 	// Bundles keeps the export bundles built; nil: a store in a new
 	// temporary directory.
 	Bundles *bundles.Store
+	// Started is when the origin's process started (server.Config.Started).
+	Started time.Time
 }
 
 // LeaseSettings are the origin's lease settings.
@@ -172,6 +174,7 @@ func (d Deployment) API(p Parts) *server.Server {
 		Progress:             p.Progress,
 		Leases:               p.Leases,
 		Bundles:              p.Bundles,
+		Started:              p.Started,
 	})
 }
 

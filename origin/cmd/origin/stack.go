@@ -66,6 +66,10 @@ type stack struct {
 // start opens everything and serves in the background. Addresses may be
 // ":0"-style; the bound ones are in the returned stack.
 func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err error) {
+	// Before anything: a call the edge signed while this process loaded
+	// (and queued while it did not listen yet) is no replay of the last
+	// run's.
+	began := time.Now()
 	log, err := telemetry.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return nil, err
@@ -150,7 +154,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	st.bundles = kept
-	api := d.API(wiring.Parts{Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
+	api := d.API(wiring.Parts{Started: began, Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
 		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log, Leases: st.leases, Bundles: kept})
 	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
 	var leases admin.Leases
