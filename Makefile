@@ -28,7 +28,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: worker ## start the stack in the foreground (edge, origin, identity provider, admin API); Ctrl-C stops it
-	$(GO) build -o build/ ./origin/cmd/origin ./tools/edge ./tools/stack
+	$(GO) build -o build/ ./origin/cmd/origin ./worker/cmd/edge ./tools/stack
 	build/stack -origin build/origin -edge build/edge
 
 # The edge module (docs/edge.md). TinyGo's build is the deployed one
@@ -76,7 +76,7 @@ worker-tinygo: ## build/worker-tinygo.wasm with TinyGo (tools/tinygo/build.sh in
 # Packages whose tests exercise concurrency run again under the race
 # detector (it needs cgo; skipped when there is no C compiler).
 RACE := ./origin/meter/... ./origin/store/... ./origin/progress/... ./origin/auth/... ./origin/server/... ./origin/lessondoc/... ./origin/search/... ./origin/openapi/... \
-	./origin/clock/... ./origin/idp/... ./origin/httpsrv/... ./origin/export/...
+	./origin/clock/... ./origin/idp/... ./internal/httpsrv/... ./origin/export/...
 
 test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say when they skip)
 	$(GO) vet ./...

@@ -40,19 +40,22 @@
 //	shared/subkey                 the keys derived from the deployment secret, one a purpose
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
 //	shared/token/tokentest        for tests: deterministic keys, JWK Sets and signed tokens
+//	internal/cmdline              the commands' settings (environment variables mirrored by flags), -h and -version
+//	internal/httpsig              the edge signature rule on net/http requests: origin, wazero host, tests
+//	internal/httpsrv              every listener's limits and net/http's own answers rewritten
+//	internal/telemetry            the access log, the Prometheus metrics, /healthz and /readyz, the traceparent
+//	internal/telemetry/telemetrytest for tests: a request's access log line, waited for
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin
 //	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers
 //	origin/bundles                the export bundles built, kept on disk: built once, bounded, evicted LRU
 //	origin/clock                  the origin's time source, with the test clock
-//	origin/cmdline                the commands' settings (environment variables mirrored by flags), -h and -version
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API
 //	origin/corpus                 the corpus format, its loader and in-memory indexes
 //	origin/corpus/corpustest      for tests: the small generated corpus, made once per test binary
 //	origin/corpus/gen             the deterministic synthetic corpus generator
 //	origin/export                 the export bundles, streamed as a zip or the inline tar.gz in base64
 //	origin/forensic               the licence envelope, its tag, the bundles' canaries and leak detection
-//	origin/httpsrv                every listener's limits and net/http's own answers rewritten
 //	origin/idp                    the development identity provider
 //	origin/idp/idptest            signs a learner in at the dev identity provider, for tests and tools
 //	origin/internal/filelock      one owner per embedded database (flock)
@@ -81,10 +84,8 @@
 //	origin/store/pgstore          store.Store and progress.Store over PostgreSQL
 //	origin/store/sqlitestore      store.Store and progress.Store over SQLite
 //	origin/store/storetest        the conformance suite for store.Store
-//	origin/telemetry              the access log, the Prometheus metrics, /healthz and /readyz, the traceparent
-//	origin/telemetry/telemetrytest for tests: a request's access log line, waited for
-//	internal/httpsig              the edge signature rule on net/http requests: origin, wazero host, tests
 //	origin/wiring                 the origin assembled from its parts, for cmd/origin and tools/bench
+//	worker/cmd/edge               the edge command: the module under wazero, behind the shared listeners and telemetry
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's
 //	worker/wasm                   the edge's WebAssembly module (a WASI reactor)
@@ -94,7 +95,6 @@
 //	tools/adminctl                the operator's admin API client
 //	tools/bench                   make bench: throughput as ratios measured in one run
 //	tools/corpusgen               the corpus generator's command
-//	tools/edge                    the local edge (the module under wazero)
 //	tools/lectern                 the first-party client: lectern sync mirrors a granted corpus
 //	tools/internal/pgschema       a temporary PostgreSQL schema for a tool's run
 //	tools/internal/stackbin       builds the stack's commands and module; free loopback addresses

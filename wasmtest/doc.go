@@ -4,6 +4,6 @@
 // against the origin and must get the same answer. The suite runs against
 // every build of the module: standard Go always, TinyGo when it is
 // installed (tools/tinygo/build.sh). The wazero host itself is
-// worker/wazero, which the local edge (tools/edge) also runs: this package
+// worker/wazero, which the local edge (worker/cmd/edge) also runs: this package
 // holds tests only.
 package wasmtest

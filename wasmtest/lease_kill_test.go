@@ -23,12 +23,12 @@ var (
 	edgeBinErr  error
 )
 
-// edgeCommand is the local edge's command (tools/edge), built once.
+// edgeCommand is the local edge's command (worker/cmd/edge), built once.
 func edgeCommand(t *testing.T) string {
 	t.Helper()
 	edgeBinOnce.Do(func() {
 		edgeBin = filepath.Join(tmp, "edge")
-		edgeBinErr = run(root, nil, "go", "build", "-o", edgeBin, "./tools/edge")
+		edgeBinErr = run(root, nil, "go", "build", "-o", edgeBin, "./worker/cmd/edge")
 	})
 	if edgeBinErr != nil {
 		t.Fatal(edgeBinErr)
@@ -36,7 +36,7 @@ func edgeCommand(t *testing.T) string {
 	return edgeBin
 }
 
-// edgeProc is the local edge (tools/edge) as a child process, so that
+// edgeProc is the local edge (worker/cmd/edge) as a child process, so that
 // SIGKILL kills it for real.
 type edgeProc struct {
 	url    string
@@ -97,7 +97,7 @@ func startEdgeProc(t *testing.T, b *build, o *origin, addr, usageLog string) *ed
 	return p
 }
 
-// TestLeaseKill: the edge (tools/edge, a child process) killed with
+// TestLeaseKill: the edge (worker/cmd/edge, a child process) killed with
 // SIGKILL under load and restarted on the same usage log: once it has
 // replayed the log and stopped (its usage reported), what the origin
 // billed is what the clients were served, 200s and 304s (issue 19,

@@ -4,13 +4,13 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/lectern-api/lectern/origin/telemetry"
-	"github.com/lectern-api/lectern/origin/telemetry/telemetrytest"
+	"github.com/lectern-api/lectern/internal/telemetry"
+	"github.com/lectern-api/lectern/internal/telemetry/telemetrytest"
 	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
 // TestTraceparent (issue #18, point 1): the edge host (the module under
-// wazero, behind the access log as tools/edge serves it) passes the
+// wazero, behind the access log as worker/cmd/edge serves it) passes the
 // client's traceparent to the origin on a forward and on a gate call,
 // makes one when none came, and both tiers log the same trace id under
 // the same request id.

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/lectern-api/lectern/internal/httpsig"
-	"github.com/lectern-api/lectern/origin/telemetry"
+	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/bundles"
@@ -25,7 +26,6 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/progress"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/front"

@@ -1,7 +1,7 @@
 // Package wiring assembles an origin from its parts, the one way every
 // origin is put together: the store and the meters on one database, the
 // public API and the identity provider keyed from the deployment secret,
-// and listeners served under the limits of origin/httpsrv.
+// and listeners served under the limits of internal/httpsrv.
 // origin/cmd/origin runs it on its configured addresses; tools/bench runs
 // the same code in process, so the bench measures the origin that ships.
 package wiring
@@ -16,11 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/httpsrv"
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/forensic"
-	"github.com/lectern-api/lectern/origin/httpsrv"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/meter"
@@ -202,7 +202,7 @@ func (d Deployment) IdP(s store.Store, now func() time.Time, log *slog.Logger) i
 }
 
 // Servers serves an origin's listeners, every one under the same limits
-// (origin/httpsrv: how long and how much a client may send, and net/http's
+// (internal/httpsrv: how long and how much a client may send, and net/http's
 // own refusals in the API's error body), and drains them together.
 type Servers struct {
 	Limits  httpsrv.Limits // zero: httpsrv.Default

@@ -43,7 +43,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/internal/cmdline"
 	"github.com/lectern-api/lectern/shared/scope"
 )
 

@@ -158,7 +158,7 @@ type leaseEdge struct {
 // startEdge serves build b through a wazero host for origin, with leases
 // on or off, its subrequests counted and delayed by delay; tag names its
 // usage log (in a temporary directory of its own, removed at the close).
-// The host is configured as tools/edge's; every edge row of the bench
+// The host is configured as worker/cmd/edge's; every edge row of the bench
 // starts its edge here (throughEdge with leases off and no delay).
 func (tb *throughputBench) startEdge(b build, origin edgeOrigin, leased bool, delay time.Duration, tag string) (*leaseEdge, error) {
 	ctx, log := tb.ctx, tb.log
@@ -184,7 +184,7 @@ func (tb *throughputBench) startEdge(b build, origin edgeOrigin, leased bool, de
 	cfg := wazero.Config{Origin: origin.url, JWKSURL: origin.idp + "/.well-known/jwks.json",
 		Issuer: origin.idp, Audience: audience, Secret: origin.secret,
 		ResourceMetadata: edgeURL + "/.well-known/oauth-protected-resource",
-		Instances:        min(runtime.GOMAXPROCS(0), 4), // tools/edge's default
+		Instances:        min(runtime.GOMAXPROCS(0), 4), // worker/cmd/edge's default
 		Client: &http.Client{Transport: subs,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		Logger: log, ThreadCPU: threadCPUClock(), ThreadCPUEvery: cpuSample}

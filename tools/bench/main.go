@@ -38,7 +38,7 @@
 //	         idle; (k3) a refused inline export's origin time against a
 //	         refused zip_url export's (exports quota 0)
 //	edge     (f) lesson 304s through the wazero host (worker/wazero, as
-//	         tools/edge serves it) with the gate call to the origin, per
+//	         worker/cmd/edge serves it) with the gate call to the origin, per
 //	         build; two references that bound it: (a2) two bare net/http
 //	         hops with one subrequest each, and (a3) the first build's edge
 //	         with the origin's gate 204 replayed by a bare handler (nothing

@@ -342,7 +342,7 @@ func (tb *throughputBench) edgeReplayed(b build) (*scenario, error) {
 }
 
 // edge is (f): lesson 304s through build b's module in the wazero host, as
-// tools/edge serves it, with the gate call to the origin.
+// worker/cmd/edge serves it, with the gate call to the origin.
 func (tb *throughputBench) edge(b build) (*scenario, error) {
 	return tb.throughEdge("f", "edge 304 through the wazero host + gate, "+b.name, tb.st.OriginURL, b,
 		&goal{"≥ 0.4×", func(ratio float64) bool { return ratio >= 0.4 }})

@@ -1,6 +1,6 @@
 // Command stack runs the whole local stack in the foreground for
 // `make run`: the origin command (origin, identity provider, admin API)
-// and, once the origin is healthy, the edge (tools/edge) in front of it.
+// and, once the origin is healthy, the edge (worker/cmd/edge) in front of it.
 //
 //	stack -origin build/origin -edge build/edge
 //
@@ -53,7 +53,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/internal/cmdline"
 	"github.com/lectern-api/lectern/shared/lease"
 )
 
@@ -351,7 +351,7 @@ func accepts(ctx context.Context, addr string) bool {
 
 // edgeURLs is the origin's LECTERN_EDGE_URLS when it is unset: the edge
 // this stack starts, named as the edge names itself in its revoke URL
-// (tools/edge: LECTERN_EDGE_REVOKE_URL, else http://<the address it
+// (worker/cmd/edge: LECTERN_EDGE_REVOKE_URL, else http://<the address it
 // listens on>/internal/revoke), so that the origin pushes revocations to
 // it. A wildcard address is listed as the edge's listener reports it
 // (0.0.0.0 or ::), a host name with its addresses (the edge listens on

@@ -3,7 +3,7 @@
 // module once, keeps a small pool of configured instances, and for each
 // request drives the module's start/resume loop, performing the
 // subrequests it asks for (JWKS, the origin's gate, forwards) and writing
-// its final answer. The local edge (tools/edge), wasmtest and tools/bench
+// its final answer. The local edge (worker/cmd/edge), wasmtest and tools/bench
 // all run this host, so the module under test is served exactly as
 // `make run` serves it.
 //

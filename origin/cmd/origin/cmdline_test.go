@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/internal/cmdline"
 )
 
 // TestHelpAndVersion: `origin -h` and `origin -version` answer on stdout

@@ -14,7 +14,7 @@ import (
 
 // TestPeersFrozenBehindEdge (issue #28, point 1): two origins on one
 // PostgreSQL database behind an edge (the module under the wazero host,
-// as tools/edge runs it), 8 clients reading through the edge; one origin
+// as worker/cmd/edge runs it), 8 clients reading through the edge; one origin
 // is stopped with SIGSTOP for 10 s. Through the edge the throughput stays
 // at least half of what it was before, and no request waits more than
 // 2 s: the edge ejects the frozen origin (its liveness probes), and the

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/idp"
-	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/token"
 )

@@ -84,8 +84,8 @@ func TestIdPOnEveryOrigin(t *testing.T) {
 	}
 	assertSameJWKS(t, issuer, a, b)
 
-	// The edge, configured as tools/edge is by LECTERN_ISSUER alone: its
-	// JWKS URL is <issuer>/.well-known/jwks.json (tools/edge
+	// The edge, configured as worker/cmd/edge is by LECTERN_ISSUER alone: its
+	// JWKS URL is <issuer>/.well-known/jwks.json (worker/cmd/edge
 	// TestEdgeFindsKeysFromIssuer checks that default).
 	edge := startIssuerEdge(t, issuer, a, b)
 
@@ -381,9 +381,9 @@ func (p *issuerProxy) snapshot() string {
 }
 
 // startIssuerEdge serves the edge module (a standard Go build, run by
-// the wazero host as tools/edge runs it) in front of every origin given,
+// the wazero host as worker/cmd/edge runs it) in front of every origin given,
 // configured with the issuer alone: the JWKS URL is derived from it as
-// tools/edge derives it. Its clock is the test clock of the first origin.
+// worker/cmd/edge derives it. Its clock is the test clock of the first origin.
 // It returns the edge's URL, or "" in -short (no module is built).
 func startIssuerEdge(t *testing.T, issuer string, first *testStack, more ...*testStack) string {
 	t.Helper()

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/httpsrv"
-	"github.com/lectern-api/lectern/origin/telemetry/telemetrytest"
+	"github.com/lectern-api/lectern/internal/httpsrv"
+	"github.com/lectern-api/lectern/internal/telemetry/telemetrytest"
 )
 
 // shortLimits are the listeners' limits in these tests: a trickling

@@ -9,7 +9,7 @@ import (
 	"context"
 	"io"
 
-	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/internal/cmdline"
 )
 
 func main() { cmdline.Main("origin", run) }

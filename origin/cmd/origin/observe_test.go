@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/telemetry"
-	"github.com/lectern-api/lectern/origin/telemetry/telemetrytest"
+	"github.com/lectern-api/lectern/internal/telemetry"
+	"github.com/lectern-api/lectern/internal/telemetry/telemetrytest"
 )
 
 // The access log (issue #18, point 1): one JSON line a request on the

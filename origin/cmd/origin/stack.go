@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/clock"
@@ -20,7 +21,6 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/origin/telemetry"
 	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/id"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -154,7 +154,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (_ *stack, err err
 		return nil, err
 	}
 	st.bundles = kept
-	api := d.API(wiring.Parts{Started: began, Store: st.store, Meters: &telemetry.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
+	api := d.API(wiring.Parts{Started: began, Store: st.store, Meters: &wiring.Meters{Store: st.meters, Metrics: st.metrics}, Progress: progress,
 		Auth: verifier, Content: st.content.Load, Now: st.clock.Now, Logger: st.log, Leases: st.leases, Bundles: kept})
 	st.health = &telemetry.Health{Log: st.log, Checks: st.readiness()}
 	var leases admin.Leases

@@ -17,7 +17,7 @@ import (
 // Commands are the import paths Build builds, each into dir under its last
 // element's name.
 var Commands = []string{
-	"github.com/lectern-api/lectern/origin/cmd/origin", "github.com/lectern-api/lectern/tools/edge",
+	"github.com/lectern-api/lectern/origin/cmd/origin", "github.com/lectern-api/lectern/worker/cmd/edge",
 	"github.com/lectern-api/lectern/tools/stack", "github.com/lectern-api/lectern/tools/adminctl",
 }
 

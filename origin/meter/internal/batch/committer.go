@@ -65,7 +65,7 @@ type Committer struct {
 // CommitHook is told of every batch transaction: its ops, how long it
 // took (retries included) and its error (nil: committed). It runs on the
 // committer's goroutine, between the commit and the answers: it must be
-// quick (origin/telemetry counts it).
+// quick (internal/telemetry counts it).
 type CommitHook func(ops int, took time.Duration, err error)
 
 // NewCommitter starts a committer of batches of at most max ops

@@ -1,5 +1,5 @@
 // Package telemetrytest is for tests: it finds a request's access log
-// line (origin/telemetry) in what a server logged. A line is written once
+// line (internal/telemetry) in what a server logged. A line is written once
 // the handler returns, which may be after the client has read the
 // answer, so Line waits for it.
 package telemetrytest

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/httpsrv"
+	"github.com/lectern-api/lectern/internal/httpsrv"
 	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/worker/wazero"
 )

@@ -4,7 +4,7 @@
 // comma-separated (docs/edge.md, "Several origins"). `make run` starts it
 // beside the origin stack.
 //
-//	go run ./tools/edge [-wasm build/worker.wasm] [-addr 127.0.0.1:8787] ...
+//	go run ./worker/cmd/edge [-wasm build/worker.wasm] [-addr 127.0.0.1:8787] ...
 //
 // Settings are environment variables mirrored by flags (-h lists them).
 // Token verification and the secret mean what they mean to the origin
@@ -43,9 +43,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/cmdline"
-	"github.com/lectern-api/lectern/origin/httpsrv"
-	"github.com/lectern-api/lectern/origin/telemetry"
+	"github.com/lectern-api/lectern/internal/cmdline"
+	"github.com/lectern-api/lectern/internal/httpsrv"
+	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/worker/wazero"
@@ -279,7 +279,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "\nThrough the edge, with a token from the identity provider:\n  curl -s -H \"Authorization: Bearer $TOKEN\" %s/v1/tiers\n", edgeURL)
 
-	// The origin's listeners' limits (origin/httpsrv), and its answers to
+	// The origin's listeners' limits (internal/httpsrv), and its answers to
 	// what net/http refuses, with the host's request ids; in them the
 	// health endpoints, then the access log, which also settles the
 	// request's traceparent before the module copies it to the origin.

@@ -1,10 +1,11 @@
-package telemetry
+package wiring
 
 import (
 	"context"
 	"slices"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/meter"
 )
 
@@ -13,7 +14,7 @@ import (
 // Store's.
 type Meters struct {
 	meter.Store
-	Metrics *Metrics // nil: none
+	Metrics *telemetry.Metrics // nil: none
 }
 
 var _ meter.Store = (*Meters)(nil)
@@ -33,9 +34,9 @@ func (m *Meters) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 		case res.Suspended || res.Refused != nil:
 			r = "refused"
 		}
-		m.Metrics.meterApply.WithLabelValues(r).Observe(time.Since(start).Seconds())
+		m.Metrics.MeterApply(r, time.Since(start))
 	}
-	if rec := FromContext(ctx); rec != nil {
+	if rec := telemetry.FromContext(ctx); rec != nil {
 		rec.Billed(billed(op, res, err)...)
 	}
 	return res, err

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/telemetry"
-	"github.com/lectern-api/lectern/origin/telemetry/telemetrytest"
+	"github.com/lectern-api/lectern/internal/telemetry"
+	"github.com/lectern-api/lectern/internal/telemetry/telemetrytest"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )

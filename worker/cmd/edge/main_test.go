@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/internal/cmdline"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 

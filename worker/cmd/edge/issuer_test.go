@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lectern-api/lectern/origin/cmdline"
+	"github.com/lectern-api/lectern/internal/cmdline"
 )
 
 // Issue #28, point 6: the edge finds the keys from LECTERN_ISSUER alone,

@@ -118,6 +118,15 @@ func (m *Metrics) JWKSFetch(source string, err error) {
 	m.jwks.WithLabelValues(source, result(err)).Inc()
 }
 
+// MeterApply records one meter op that took d, by its result: "ok",
+// "refused" (a quota, cap or suspension) or "error".
+func (m *Metrics) MeterApply(result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.meterApply.WithLabelValues(result).Observe(d.Seconds())
+}
+
 // MeterCommit records one meter transaction of ops ops that took d and
 // failed with err (nil: committed). It has the signature of the meter
 // stores' commit hook.
