@@ -18,10 +18,8 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +36,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/reqid"
 )
 
 // Config is what the admin API needs from the origin. Store is required;
@@ -223,17 +222,11 @@ func requestID(ctx context.Context) string {
 	return id
 }
 
-func newRequestID() string {
-	var b [8]byte
-	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
-	return hex.EncodeToString(b[:])
-}
-
 // ServeHTTP runs the admin pipeline: request id → authenticate (401) →
 // route (404, 405) → handler.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID()
+	id := reqid.NewOf("", 8) // 16 lowercase hex digits; an incoming id is never kept
 	w.Header().Set("X-Request-Id", id)
 	// Responses may hold client secrets and are never worth caching.
 	w.Header().Set("Cache-Control", "no-store")

@@ -169,7 +169,7 @@ func NewClient() *http.Client {
 func (m *Manager) TTL() time.Duration { return m.cfg.TTL }
 
 // Epoch is org's lease epoch (an organisation's meter.Key), read from the
-// store: the lease endpoint reads it before it reads the organisation.
+// store: Lease reads it before it reads the organisation it grants on.
 func (m *Manager) Epoch(ctx context.Context, org string) (int64, error) {
 	return m.cfg.Store.Epoch(ctx, org)
 }

@@ -31,8 +31,8 @@ func acme(mod func(*store.Org)) *store.Org {
 	return o
 }
 
-// grant asks m for a lease of o at now, reading the epoch first as the
-// lease endpoint does.
+// grant asks m for a lease of o at now, reading the epoch first as
+// Manager.Lease does.
 func grant(t *testing.T, m *lease.Manager, o *store.Org, want int64, url string, now time.Time) lease.Grant {
 	t.Helper()
 	ep, err := m.Epoch(context.Background(), meter.Key(o))

@@ -3,7 +3,6 @@ package lease
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
@@ -210,7 +209,7 @@ func (m *Manager) push(ctx context.Context, url string, batch []meter.Lease, kee
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", newRequestID())
+	req.Header.Set("X-Request-Id", reqid.New()) // in the shape the edge's own have
 	httpsig.Sign(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now())
 	res, err := m.client.Do(req)
 	if err != nil {
@@ -270,14 +269,6 @@ func (m *Manager) wait(ctx context.Context, t time.Time, bound time.Duration) {
 		case <-timer.C:
 		}
 	}
-}
-
-// newRequestID is a push's X-Request-Id, in the shape the edge's own
-// have (shared/reqid).
-func newRequestID() string {
-	var b [reqid.RandomBytes]byte
-	rand.Read(b[:])
-	return string(reqid.Append(nil, &b))
 }
 
 // flights runs one call per key at a time: a caller that finds one

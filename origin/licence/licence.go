@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 )
@@ -17,11 +18,21 @@ import (
 // The plan statuses of the spec. StatusActive is the one that may read
 // content. StatusSuspended is set by an operator, and is an active
 // organisation's effective status while the enumeration alarm is in force
-// (server.Status): the meter holds the alarm, the stored status stays.
+// (Status): the meter holds the alarm, the stored status stays.
 const (
 	StatusActive    = "active"
 	StatusSuspended = "suspended"
 )
+
+// Status is o's effective plan status, given its meters' usage u: its
+// stored status, or suspended while the enumeration alarm is in force and
+// the stored status is active (a status an operator set stays as set).
+func Status(o *store.Org, u meter.Usage) string {
+	if u.Alarm != nil && o.Status == StatusActive {
+		return StatusSuspended
+	}
+	return o.Status
+}
 
 // Check is the gate for content routes, in this order: no organisation
 // (NO_ORGANIZATION), a plan that is not active (ORG_SUSPENDED; the

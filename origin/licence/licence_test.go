@@ -4,11 +4,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 )
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// The enumeration alarm suspends an active organisation, without
+// writing its status; a status an operator set stays as set.
+func TestStatus(t *testing.T) {
+	alarm := meter.Usage{Alarm: &meter.AlarmState{TrippedAt: now, Day: "2026-11-22"}}
+	for _, c := range []struct {
+		stored string
+		u      meter.Usage
+		want   string
+	}{
+		{StatusActive, meter.Usage{}, StatusActive},
+		{StatusActive, alarm, StatusSuspended},
+		{StatusSuspended, meter.Usage{}, StatusSuspended},
+		{StatusSuspended, alarm, StatusSuspended},
+		{"cancelled", alarm, "cancelled"},
+	} {
+		if got := Status(&store.Org{Status: c.stored}, c.u); got != c.want {
+			t.Errorf("Status(%s, alarm %v) = %s, want %s", c.stored, c.u.Alarm != nil, got, c.want)
+		}
+	}
+}
 
 // spec: Authentication §8 and the States table, one transition per row.
 func TestCheck(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // OrgExtras is what the admin API adds to an organisation (docs/operations.md:
-// GET /admin/v1/orgs/{orgId}): its effective status (Status), and as
+// GET /admin/v1/orgs/{orgId}): its effective status (licence.Status), and as
 // members its meters in the current month and hour and today's
 // enumeration count against its granted lessons, with the alarm in force
 // if there is one.
@@ -35,7 +35,7 @@ func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (string, map[strin
 			"lessonsRead": a.LessonsRead, "grantedLessons": a.Granted,
 		}
 	}
-	return Status(o, u), map[string]any{
+	return licence.Status(o, u), map[string]any{
 		"meters": map[string]any{
 			"month": map[string]int64{
 				"calls": u.Get(meter.MonthCalls), "downloads": u.Get(meter.MonthDownloads),

@@ -7,7 +7,6 @@ import (
 
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -19,17 +18,7 @@ import (
 // request of the organisation, which answers 403 ORG_SUSPENDED and bills
 // nothing, until an operator reinstates it. The stored status is not
 // written: the organisation's effective status is suspended while the
-// alarm is in force (Status).
-
-// Status is o's effective plan status, given its meters' usage u: its
-// stored status, or suspended while the enumeration alarm is in force and
-// the stored status is active (a status an operator set stays as set).
-func Status(o *store.Org, u meter.Usage) string {
-	if u.Alarm != nil && o.Status == licence.StatusActive {
-		return licence.StatusSuspended
-	}
-	return o.Status
-}
+// alarm is in force (licence.Status).
 
 // billLessonRead bills a lesson, transcript, quiz or media-list read of l,
 // or of a lesson that does not exist when l is nil (a 404 on a licensed

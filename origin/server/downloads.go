@@ -61,7 +61,7 @@ func (s *Server) linkAccess(ctx context.Context, l link.Link, tier, slug string)
 		return nil, err
 	}
 	effective := *org
-	effective.Status = Status(org, u)
+	effective.Status = licence.Status(org, u)
 	if e := licence.Check(&effective, s.cfg.Now()); e != nil {
 		return nil, e
 	}

@@ -92,12 +92,12 @@ func (s *Server) exportClassStep(r *http.Request, req *request) (exportTarget, e
 }
 
 // newExportTarget is a resolved export of target. Only format=inline has
-// a validator (route.Inline): a zip_url result has no ETag, so its tag is
-// "", which nothing matches, If-None-Match: * included, and the edge's
-// gate answers 412 (not a 304) to it.
+// a validator (route.Inline, route.Route.DerivedETag): a zip_url result
+// has no ETag, so its tag is "", which nothing matches, If-None-Match: *
+// included, and the edge's gate answers 412 (not a 304) to it.
 func newExportTarget(req *request, target export.Target, ref string) exportTarget {
 	var tag string
-	if req.params.Get("format") == "inline" {
+	if req.route.DerivedETag(req.params.Get("format")) {
 		tag = derivedETag(req)
 	}
 	return exportTarget{tagged{tag}, target, ref}

@@ -7,13 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/lease"
-	"github.com/lectern-api/lectern/origin/licence"
-	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
@@ -106,90 +103,61 @@ func (s *Server) serveLease(w http.ResponseWriter, r *http.Request, id string) {
 	w.Write(body)
 }
 
-// lease reads the lease request b, applies its reports, verifies r's
-// token and grants.
+// lease reads the lease request b and answers it as the lease manager
+// decides (lease.Manager.Lease: its reports applied, the token verified,
+// the gate run, a lease granted or none).
 func (s *Server) lease(r *http.Request, b []byte) (wire.Answer, error) {
-	ctx := r.Context()
 	ask, err := wire.ParseRequest(b)
 	if err != nil {
 		return wire.Answer{}, badMessage(err)
 	}
-	if err := s.cfg.Leases.Report(ctx, ask.Reports); err != nil {
+	l, err := s.cfg.Leases.Lease(r.Context(), ask, &leaseAsker{s: s, r: r})
+	if err != nil {
 		return wire.Answer{}, err
 	}
-	if !s.validRevokeURL(ask.Revoke) {
-		return wire.Answer{}, &apierr.Error{Code: apierr.BadRequest, Parameter: "revoke",
-			Message: "revoke must be empty or the revoke endpoint (<base URL>" + wire.RevokePath + ") of an edge host listed in the origin's " +
-				lease.EdgesSetting + "; this origin pushes revokes to no other address."}
+	if l.Grant.Calls == 0 {
+		return wire.Answer{RetryMs: l.Grant.Retry.Milliseconds()}, nil
 	}
-	if n := len(r.Header.Values("Authorization")); n > 1 {
-		return wire.Answer{}, apierr.New(apierr.BadRequest, "Send one Authorization field.")
+	return leaseAnswer(l), nil
+}
+
+// leaseAsker is a lease request's lease.Asker: its Authorization field,
+// verified as on the API's routes, and the organisation and corpus the
+// server serves.
+type leaseAsker struct {
+	s      *Server
+	r      *http.Request
+	claims token.Claims // once authenticated
+}
+
+func (a *leaseAsker) Authenticate(ctx context.Context) error {
+	if n := len(a.r.Header.Values("Authorization")); n > 1 {
+		return apierr.New(apierr.BadRequest, "Send one Authorization field.")
 	}
-	claims, aerr := s.cfg.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	claims, aerr := a.s.cfg.Auth.Authenticate(ctx, a.r.Header.Get("Authorization"))
 	if aerr != nil {
-		return wire.Answer{}, aerr
+		return aerr
 	}
-	return s.grantLease(ctx, claims, ask)
+	a.claims = claims
+	return nil
 }
 
-// grantLease runs the organisation gate for the token's organisation
-// and grants it a lease, or none.
-func (s *Server) grantLease(ctx context.Context, claims token.Claims, ask wire.Request) (wire.Answer, error) {
-	now := s.cfg.Now()
-	// The epoch is read before the organisation the lease is granted on,
-	// so that a change committed after that read moves it and the grant
-	// is refused (meter.LeaseGrant.Epoch). The organisation is read once
-	// first only to learn its key (its generation).
-	o, err := s.org(ctx, claims)
-	if err != nil || o == nil {
-		return wire.Answer{}, orgRefusal(err, now)
-	}
-	key := meter.Key(o)
-	epoch, err := s.cfg.Leases.Epoch(ctx, key)
-	if err != nil {
-		return wire.Answer{}, err
-	}
-	if o, err = s.org(ctx, claims); err != nil || o == nil {
-		return wire.Answer{}, orgRefusal(err, now)
-	}
-	if gerr := licence.Check(o, now); gerr != nil {
-		return wire.Answer{}, gerr
-	}
-	if meter.Key(o) != key { // deleted and created again between the reads
-		return wire.Answer{RetryMs: lease.Retry.Milliseconds()}, nil
-	}
-	version := s.cfg.Content().ContentVersion
-	g, err := s.cfg.Leases.Grant(ctx, lease.Ask{Org: o, Epoch: epoch, Want: ask.Want, RevokeURL: ask.Revoke, Now: now})
-	if err != nil {
-		return wire.Answer{}, err
-	}
-	if g.Calls == 0 {
-		return wire.Answer{RetryMs: g.Retry.Milliseconds()}, nil
-	}
-	return leaseAnswer(o, epoch, version, g, now), nil
-}
+func (a *leaseAsker) Org(ctx context.Context) (*store.Org, error) { return a.s.org(ctx, a.claims) }
 
-// leaseAnswer is the answer of a lease g granted to o at now, under the
-// corpus of version: what the edge's 304s under it carry, as the gated
-// 304 carries it (docs/edge.md, Leases).
-func leaseAnswer(o *store.Org, epoch int64, version string, g lease.Grant, now time.Time) wire.Answer {
-	bill := billing.CallBill(o, now, g.After)
-	a := wire.Answer{Lease: g.ID, Org: o.ID, Epoch: epoch, ContentVersion: version,
+func (a *leaseAsker) ContentVersion() string { return a.s.cfg.Content().ContentVersion }
+
+// leaseAnswer is the answer of a lease l: what the edge's 304s under it
+// carry, as the gated 304 carries it (docs/edge.md, Leases).
+func leaseAnswer(l lease.Leased) wire.Answer {
+	o, g := l.Org, l.Grant
+	bill := billing.CallBill(o, l.At, g.After)
+	a := wire.Answer{Lease: g.ID, Org: o.ID, Epoch: l.Epoch, ContentVersion: l.ContentVersion,
 		Grants: etag.GrantsDigest(o.Grants), Calls: g.Calls, ValidMs: g.Valid.Milliseconds(),
-		Headers: leaseHeaders(version, bill)}
-	for _, l := range bill.Limits() {
-		a.RateLimits = append(a.RateLimits, wire.RateLimit{Name: l.Name, Remaining: l.Left, Reset: l.Reset.Unix()})
+		Headers: leaseHeaders(l.ContentVersion, bill)}
+	for _, rl := range bill.Limits() {
+		a.RateLimits = append(a.RateLimits, wire.RateLimit{Name: rl.Name, Remaining: rl.Left, Reset: rl.Reset.Unix()})
 	}
 	return a
-}
-
-// orgRefusal is the gate's answer when the token's organisation could
-// not be read (err) or does not exist (nil err).
-func orgRefusal(err error, now time.Time) error {
-	if err != nil {
-		return err
-	}
-	return licence.Check(nil, now)
 }
 
 // leaseHeaders are the fixed fields of the organisation's 304s under a
@@ -211,15 +179,6 @@ func leaseHeaders(version string, bill billing.Bill) [][2]string {
 	}
 	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 	return out
-}
-
-// validRevokeURL reports whether u can be an edge host's revoke URL: ""
-// (no push), or exactly the revoke endpoint of an edge host listed in
-// LECTERN_EDGE_URLS (lease.Manager.AllowsRevokeURL). The origin posts
-// signed pushes to it, so it must be an address the operator named, not
-// one of the requester's choosing (the admin API, a private service).
-func (s *Server) validRevokeURL(u string) bool {
-	return s.cfg.Leases.AllowsRevokeURL(u)
 }
 
 // applyUsage applies the reports of r's X-Lectern-Usage, an edge-signed

@@ -444,7 +444,7 @@ func TestSignedBeforeTheStart(t *testing.T) {
 		httpsig.Sign(testEdgeKeys, edgesig.Lease, req, ask, signed)
 		return h.send(req)
 	}
-	call(now().Add(-2 * time.Second)).wantError(t, 404, "NOT_FOUND")
+	call(now().Add(-2*time.Second)).wantError(t, 404, "NOT_FOUND")
 	if r := call(now().Add(-500 * time.Millisecond)); r.status != 200 {
 		t.Errorf("signed after the process started, before the server was made: %d %s", r.status, r.body)
 	}

@@ -48,7 +48,7 @@ func (s *Server) license(w http.ResponseWriter, r *http.Request, req *request) e
 		grants = []string{}
 	}
 	body, err := json.Marshal(licenseStatus{
-		OrgID: o.ID, OrgName: o.Name, Tier: o.Tier, Status: Status(o, u), ContentGrants: grants,
+		OrgID: o.ID, OrgName: o.Name, Tier: o.Tier, Status: licence.Status(o, u), ContentGrants: grants,
 		Quota: map[string]quotaValue{
 			"calls":         {u.Get(meter.MonthCalls), o.Quota.Calls},
 			"downloads":     {u.Get(meter.MonthDownloads), o.Quota.Downloads},

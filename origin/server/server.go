@@ -7,7 +7,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
@@ -192,7 +191,9 @@ func New(cfg Config) *Server {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id := requestID(r.Header.Get("X-Request-Id"))
+	// A well-formed incoming id is kept (the edge forwards its own, so
+	// that both tiers log one id); otherwise one is made.
+	id := reqid.Keep(r.Header.Get("X-Request-Id"))
 	h := w.Header()
 	h.Set("X-Request-Id", id)
 	commonHeaders(h)
@@ -397,15 +398,3 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 // nobody to answer: it is logged at Info, not as an internal error, and
 // no 500 is written.
 func clientGone(r *http.Request) bool { return r.Context().Err() != nil }
-
-// requestID keeps a well-formed incoming X-Request-Id (the edge forwards
-// its own so that both tiers log one id) and otherwise makes one
-// (the rule of shared/reqid).
-func requestID(in string) string {
-	if reqid.Valid(in) {
-		return in
-	}
-	var b [reqid.RandomBytes]byte
-	rand.Read(b[:])
-	return string(reqid.Append(nil, &b))
-}

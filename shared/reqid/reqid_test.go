@@ -1,6 +1,7 @@
 package reqid
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -35,5 +36,43 @@ func TestAppend(t *testing.T) {
 	}
 	if id := got[1:]; !Valid(id) {
 		t.Errorf("a new id %q is not Valid", id)
+	}
+}
+
+func TestNew(t *testing.T) {
+	a, b := New(), New()
+	for _, id := range []string{a, b} {
+		if !regexp.MustCompile(`^req_[0-9a-f]{24}$`).MatchString(id) || !Valid(id) {
+			t.Errorf("New = %q, want req_ and 24 lowercase hex digits", id)
+		}
+	}
+	if a == b {
+		t.Errorf("New made %q twice", a)
+	}
+}
+
+func TestKeep(t *testing.T) {
+	if got := Keep("edge-req-0007"); got != "edge-req-0007" {
+		t.Errorf("Keep of a valid id = %q, want it kept", got)
+	}
+	for _, in := range []string{"", "short", "bad id!!"} {
+		if got := Keep(in); got == in || !strings.HasPrefix(got, Prefix) || !Valid(got) {
+			t.Errorf("Keep(%q) = %q, want a new id", in, got)
+		}
+	}
+}
+
+func TestNewOf(t *testing.T) {
+	for _, c := range []struct {
+		prefix string
+		n      int
+		want   string
+	}{
+		{"", 8, `^[0-9a-f]{16}$`},
+		{"edge_", RandomBytes, `^edge_[0-9a-f]{24}$`},
+	} {
+		if got := NewOf(c.prefix, c.n); !regexp.MustCompile(c.want).MatchString(got) {
+			t.Errorf("NewOf(%q, %d) = %q, want %s", c.prefix, c.n, got, c.want)
+		}
 	}
 }

@@ -129,6 +129,23 @@ type Route struct {
 	segs []string // pattern split on '/'; "{x}" marks a variable
 }
 
+// DerivedETag reports whether a request of r has a derived validator, its
+// 304 decided before any work (spec: Conditional requests): always on a
+// Derived route, and on an Inline one (the exports) only when format, the
+// request's format parameter, is "inline": a zip_url result has no ETag
+// and is never a 304. format is ignored on other routes. The origin tags
+// an export by it, and the edge decides by it which revalidations its
+// gate call can answer.
+func (r *Route) DerivedETag(format string) bool {
+	switch r.Validator {
+	case Derived:
+		return true
+	case Inline:
+		return format == "inline"
+	}
+	return false
+}
+
 // Param returns the parameter called name, or nil.
 func (r *Route) Param(name string) *Param {
 	for i := range r.Params {

@@ -109,6 +109,25 @@ func TestValidators(t *testing.T) {
 	}
 }
 
+// An export's 304 is decided before any work for format=inline only; a
+// derived route's whatever its query; the others' never.
+func TestDerivedETag(t *testing.T) {
+	for _, c := range []struct {
+		id     ID
+		format string
+		want   bool
+	}{
+		{Lesson, "", true}, {Tiers, "inline", true},
+		{ExportClass, "inline", true}, {ExportSubject, "inline", true},
+		{ExportClass, "zip_url", false}, {ExportSubject, "", false},
+		{OpenAPI, "", false}, {MediaURLs, "inline", false}, {Progress, "", false}, {License, "", false},
+	} {
+		if got := ByID(c.id).DerivedETag(c.format); got != c.want {
+			t.Errorf("route %d, format %q: DerivedETag = %v, want %v", c.id, c.format, got, c.want)
+		}
+	}
+}
+
 func TestMatch(t *testing.T) {
 	tests := []struct {
 		name, method, path string

@@ -153,8 +153,11 @@ WebAssembly.instantiate = (m, imports) => {
  * "<call>-<n>-<i>" for origin i. With background, each start's output
  * carries a background call (bgMethod, POST by default) signed the same
  * way ("bg"). With answer, a request is answered 204 by the module at
- * once, no call of its own.
+ * once, no call of its own. Every call carries the retry mark the module
+ * gives its method (retryOf, worker/pipeline's).
  */
+const retryOf = (method) => (["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].includes(method) ? "any" : "unsent");
+
 function scripted({ gate = false, background = false, bgMethod = "POST", answer = false } = {}) {
 	const rec = { configure: null, starts: [], bgResumes: [] };
 	let origins = [];
@@ -169,7 +172,7 @@ function scripted({ gate = false, background = false, bgMethod = "POST", answer 
 		stage.set(h, { start, at: "forward" });
 		const client = start.headers.filter(([name]) => !/^(host|x-request-id|x-lectern-.*)$/i.test(name));
 		return { kind: "subrequest", handle: h, method: start.method, url: origins[0] + start.path + (start.query ? "?" + start.query : ""),
-			forward: true, ...signed("fwd", h, [...client, ["X-Request-Id", `req-${h}`]]) };
+			forward: true, retry: retryOf(start.method), ...signed("fwd", h, [...client, ["X-Request-Id", `req-${h}`]]) };
 	};
 	const script = (fn, msg) => {
 		if (fn === "configure") {
@@ -186,13 +189,13 @@ function scripted({ gate = false, background = false, bgMethod = "POST", answer 
 				out = { kind: "response", handle: h, status: 204, headers: [["X-Request-Id", `req-${h}`]] };
 			} else if (gate) {
 				stage.set(h, { start: msg, at: "gate" });
-				out = { kind: "subrequest", handle: h, method: "POST", url: origins[0] + "/internal/gate", forward: false,
+				out = { kind: "subrequest", handle: h, method: "POST", url: origins[0] + "/internal/gate", forward: false, retry: "unsent",
 					...signed("gate", h, [["X-Request-Id", `req-${h}`], ["X-Lectern-Target", msg.path]]) };
 			} else {
 				out = forward(h);
 			}
 			if (background) {
-				out.background = { handle: 1000 + h, method: bgMethod, url: origins[0] + "/internal/lease",
+				out.background = { handle: 1000 + h, method: bgMethod, url: origins[0] + "/internal/lease", retry: retryOf(bgMethod),
 					...(bgMethod === "POST" ? { body: `{"n":${h}}` } : {}),
 					...signed("bg", h, [["Content-Type", "application/json"], ["X-Request-Id", `bg-${h}`]]) };
 			}

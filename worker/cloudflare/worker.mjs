@@ -63,8 +63,8 @@ const ORIGIN_BACKOFF_MS = 5_000;
 // The most of a client's body the host reads and forwards: param.MaxBody
 // (64 KiB, more than any route takes) and one byte more, which the origin
 // answers as too large exactly as it would a larger body. The rest of the
-// stream is never read. Being in memory, the body of an idempotent
-// forward can always be sent again to another origin.
+// stream is never read. Being in memory, the body of a forward the module
+// marks "retry": "any" can always be sent again to another origin.
 const MAX_FORWARD_BODY = 64 * 1024 + 1;
 
 // The signature header (shared/edgesig.Header): the module's outputs
@@ -72,12 +72,15 @@ const MAX_FORWARD_BODY = 64 * 1024 + 1;
 // several origins, one per origin in "signatures".
 const SIGNATURE_HEADER = "x-lectern-edge";
 
-// RFC 9110 §9.2.2. A request that may have reached an origin is sent to
-// another only when its method is idempotent: workerd's fetch() throws the
-// same "Network connection lost." for a refused connection and for one
-// lost after the request was sent, so a POST (the gate call, which
-// meters; the media mint) is never sent twice.
-const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
+// What may be sent to another origin is the module's mark on each output
+// ("retry", docs/edge.md): "any" (an idempotent method) after any failed
+// attempt, "unsent" only after an attempt that never left. workerd's
+// fetch() throws the same "Network connection lost." for a refused
+// connection and for one lost after the request was sent, so the worker
+// cannot tell an unsent attempt: it fails over only what is marked "any",
+// and a POST (the gate call, which meters; the media mint) is never sent
+// twice.
+const RETRY_ANY = "any";
 
 /**
  * parseOrigins reads ORIGIN_URL: one base URL or several, comma-separated,
@@ -146,14 +149,15 @@ class Origins {
 
 /**
  * fetchOrigin is fetch(url, init) for a URL that may be under the origin
- * base: origin after origin while fetch() throws, if repeatable (the
- * method idempotent: the body, if any, is in memory and sent again);
- * never once init.signal has aborted (the subrequest timeout bounds all
+ * base: origin after origin while fetch() throws, if the output's retry
+ * mark is "any" (the body, if any, is in memory and sent again); never
+ * once init.signal has aborted (the subrequest timeout bounds all
  * attempts together). With signatures (an output's, several origins),
  * each attempt carries as X-Lectern-Edge the entry of the origin it goes
  * to; without, init.headers as they are.
  */
-async function fetchOrigin(origins, url, init, repeatable, signatures) {
+async function fetchOrigin(origins, url, init, retry, signatures) {
+	const repeatable = retry === RETRY_ANY;
 	const targets = origins.route(url);
 	for (let i = 0; ; i++) {
 		const { url: target, origin } = targets[i];
@@ -616,18 +620,25 @@ function hostError(status, message, code = "INTERNAL") {
 }
 
 /**
- * fetchForGuest performs a subrequest the guest reads the body of (the
- * JWKS, the gate, a background lease or usage call), bounded by
- * SUBREQUEST_TIMEOUT_MS, each attempt signed for its origin (signatures,
- * fetchOrigin), and returns the resume message for it: status 0 with the
+ * fetchForGuest performs sub, a subrequest the guest reads the body of
+ * (the JWKS, the gate, a background lease or usage call: the module's
+ * output or its "background", {handle, method, url, headers, body,
+ * signatures, retry}), bounded by SUBREQUEST_TIMEOUT_MS, each attempt
+ * signed for its origin and failed over as its retry mark allows
+ * (fetchOrigin), and returns the resume message for it: status 0 with the
  * error when it failed.
  */
-async function fetchForGuest(origins, handle, method, url, headers, body, signatures) {
-	const msg = { handle };
+async function fetchForGuest(origins, sub) {
+	const msg = { handle: sub.handle };
 	try {
-		const init = { method, headers, redirect: "manual", signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS) };
-		if (body) init.body = body; // a background POST's (lease, usage)
-		const resp = await fetchOrigin(origins, url, init, IDEMPOTENT.has(method), signatures);
+		const init = {
+			method: sub.method,
+			headers: sub.headers ?? [],
+			redirect: "manual",
+			signal: AbortSignal.timeout(SUBREQUEST_TIMEOUT_MS),
+		};
+		if (sub.body) init.body = sub.body; // a background POST's (lease, usage)
+		const resp = await fetchOrigin(origins, sub.url, init, sub.retry, sub.signatures);
 		msg.status = resp.status;
 		msg.headers = headerPairs(resp.headers);
 		msg.body = await resp.text();
@@ -668,7 +679,7 @@ function errorText(err) {
  */
 function refreshInBackground(guest, refresh, ctx) {
 	const task = (async () => {
-		const msg = await fetchForGuest(guest.origins, refresh.handle, "GET", refresh.url, [["Accept", "application/json"]]);
+		const msg = await fetchForGuest(guest.origins, { ...refresh, method: "GET", headers: [["Accept", "application/json"]] });
 		const out = resumeWith((name, m) => guest.call(name, m), msg, "JWKS");
 		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
 		inBackground(guest, out, ctx);
@@ -691,7 +702,7 @@ function refreshInBackground(guest, refresh, ctx) {
  */
 function backgroundInBackground(guest, bg, ctx) {
 	const task = (async () => {
-		const msg = await fetchForGuest(guest.origins, bg.handle, bg.method, bg.url, bg.headers ?? [], bg.body, bg.signatures);
+		const msg = await fetchForGuest(guest.origins, bg);
 		const out = resumeWith((name, m) => guest.call(name, m), msg, "background");
 		if (Array.isArray(out.wake) && out.wake.length) guest.wake(out.wake);
 		inBackground(guest, out, ctx);
@@ -757,15 +768,15 @@ async function drive(guest, request, ctx) {
 					msg = { handle: out.handle };
 					try {
 						// The body read before start, whose hash the
-						// signatures cover; in memory, so an idempotent
-						// forward may be sent again to another origin.
+						// signatures cover; in memory, so a forward marked
+						// "retry": "any" may be sent again to another origin.
 						const init = {
 							method: out.method,
 							headers: forwardHeaders(out.headers ?? []),
 							body: out.method === "GET" || out.method === "HEAD" ? null : body,
 							redirect: "manual",
 						};
-						const resp = await fetchOrigin(guest.origins, out.url, init, IDEMPOTENT.has(out.method), out.signatures);
+						const resp = await fetchOrigin(guest.origins, out.url, init, out.retry, out.signatures);
 						forwarded = resp;
 						msg.status = resp.status;
 						msg.headers = headerPairs(resp.headers);
@@ -776,7 +787,7 @@ async function drive(guest, request, ctx) {
 					}
 					msg.now = Date.now();
 				} else {
-					msg = await fetchForGuest(guest.origins, out.handle, out.method, out.url, out.headers ?? [], out.body, out.signatures);
+					msg = await fetchForGuest(guest.origins, out);
 				}
 				// A response too large for the guest still answers the
 				// subrequest, so the guest (and anyone parked on it) moves on.

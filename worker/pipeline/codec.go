@@ -375,14 +375,15 @@ func decodeResume(b []byte, dst []Header) (ResumeMsg, error) {
 //
 //	{"kind":"response","handle":1,"status":401,"headers":[[n,v],...],"body":"..."}
 //	{"kind":"response","handle":2,"status":200,"headers":[...],"passthrough":true}
-//	{"kind":"subrequest","handle":3,"method":"GET","url":"...","headers":[...],"forward":false}
+//	{"kind":"subrequest","handle":3,"method":"GET","url":"...","headers":[...],"forward":false,"retry":"any"}
 //	{"kind":"park","handle":4}
 //	{"kind":"done","handle":5}
 //
 // each with "wake":[...] when it wakes parked requests, with
-// "refresh":{"handle":5,"url":"..."} when it begins a background refresh,
-// and with "background":{"handle":6,"method":"POST","url":"...",
-// "headers":[...],"body":"..."} when it asks for a lease-protocol call. A
+// "refresh":{"handle":5,"url":"...","retry":"any"} when it begins a
+// background refresh, and with "background":{"handle":6,"method":"POST",
+// "url":"...","headers":[...],"retry":"unsent","body":"..."} when it asks
+// for a lease-protocol call (the retry marks: Retry). A
 // leased 304 carries "lease":{"id":"L1","used":17}; a subrequest that is
 // no forward, and a done, carry "body" when they have one (a flush's
 // reports; a revoke's answer).
@@ -427,6 +428,7 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = jsonenc.Key(dst, "forward")
 		dst = jsonenc.Bool(dst, o.Forward)
 		dst = appendSignatures(dst, o.Signatures)
+		dst = appendRetry(dst, o.Method)
 		if o.Body != nil && !o.Forward {
 			dst = jsonenc.Key(dst, "body")
 			dst = jsonenc.String(dst, string(o.Body))
@@ -443,6 +445,7 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = jsonenc.String(dst, bg.URL)
 		dst = appendHeaders(dst, bg.Headers)
 		dst = appendSignatures(dst, bg.Signatures)
+		dst = appendRetry(dst, bg.Method)
 		dst = jsonenc.Key(dst, "body")
 		dst = jsonenc.String(dst, string(bg.Body))
 		dst = append(dst, '}')
@@ -454,6 +457,7 @@ func (o *Output) AppendJSON(dst []byte) []byte {
 		dst = jsonenc.Int(dst, int64(o.Refresh.Handle))
 		dst = jsonenc.Key(dst, "url")
 		dst = jsonenc.String(dst, o.Refresh.URL)
+		dst = appendRetry(dst, "GET")
 		dst = append(dst, '}')
 	}
 	if len(o.Wake) > 0 {
@@ -485,6 +489,13 @@ func appendSignatures(dst []byte, sigs []string) []byte {
 		dst = jsonenc.String(dst, s)
 	}
 	return append(dst, ']')
+}
+
+// appendRetry appends "retry", the mark of a subrequest of method
+// (retryOf).
+func appendRetry(dst []byte, method string) []byte {
+	dst = jsonenc.Key(dst, "retry")
+	return jsonenc.String(dst, retryOf(method).String())
 }
 
 func appendHeaders(dst []byte, h []Header) []byte {

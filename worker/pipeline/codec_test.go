@@ -24,16 +24,19 @@ type wireOutput struct {
 	Method      string     `json:"method"`
 	URL         string     `json:"url"`
 	Forward     bool       `json:"forward"`
+	Retry       string     `json:"retry"`
 	Wake        []int64    `json:"wake"`
 	Refresh     *struct {
 		Handle int64  `json:"handle"`
 		URL    string `json:"url"`
+		Retry  string `json:"retry"`
 	} `json:"refresh"`
 	Background *struct {
 		Handle  int64      `json:"handle"`
 		Method  string     `json:"method"`
 		URL     string     `json:"url"`
 		Headers [][]string `json:"headers"`
+		Retry   string     `json:"retry"`
 		Body    string     `json:"body"`
 	} `json:"background"`
 	Lease *struct {
@@ -87,7 +90,7 @@ func TestCodecFlow(t *testing.T) {
 	tok := sign("k1", t0, nil)
 	start := fmt.Sprintf(`{"method":"GET","path":"/v1/subjects/algebra","query":"tier=high","headers":[["Authorization","Bearer %s"],["Accept-Encoding","gzip"],["X-Request-Id","req-test-0001"]],"now":%d}`, tok, t0ms)
 	o := decodeOut(t, p.HandleStart([]byte(start)))
-	if o.Kind != "subrequest" || o.Method != "GET" || o.URL != testCfg.JWKSURL || o.Forward || o.Handle == 0 {
+	if o.Kind != "subrequest" || o.Method != "GET" || o.URL != testCfg.JWKSURL || o.Forward || o.Handle == 0 || o.Retry != "any" {
 		t.Fatalf("start: got %+v, want the JWKS subrequest", o)
 	}
 	h := o.Handle
@@ -98,7 +101,7 @@ func TestCodecFlow(t *testing.T) {
 	resume, _ := json.Marshal(map[string]any{"handle": h, "status": 200, "headers": [][]string{{"Content-Type", "application/json"}},
 		"body": string(tokentest.JWKS("k1")), "now": t0ms + 20})
 	o = decodeOut(t, p.HandleResume(resume))
-	if o.Kind != "subrequest" || !o.Forward || o.URL != "http://origin.test/v1/subjects/algebra?tier=high" ||
+	if o.Kind != "subrequest" || !o.Forward || o.URL != "http://origin.test/v1/subjects/algebra?tier=high" || o.Retry != "any" ||
 		!reflect.DeepEqual(o.Wake, []int64{o2.Handle}) {
 		t.Fatalf("resume: got %+v, want a forward waking %d", o, o2.Handle)
 	}
@@ -127,13 +130,37 @@ func TestCodecRefresh(t *testing.T) {
 	now := t0.Add(2 * time.Hour)
 	start := fmt.Sprintf(`{"method":"GET","path":"/v1/subjects/algebra","query":"tier=high","headers":[["Authorization","Bearer %s"]],"now":%d}`, sign("k1", now, nil), now.UnixMilli())
 	o := decodeOut(t, p.HandleStart([]byte(start)))
-	if o.Kind != "subrequest" || !o.Forward || o.Refresh == nil || o.Refresh.URL != testCfg.JWKSURL || o.Refresh.Handle == 0 || o.Refresh.Handle == o.Handle {
+	if o.Kind != "subrequest" || !o.Forward || o.Refresh == nil || o.Refresh.URL != testCfg.JWKSURL || o.Refresh.Handle == 0 || o.Refresh.Handle == o.Handle ||
+		o.Refresh.Retry != "any" {
 		t.Fatalf("start: got %+v, want a forward with a background refresh", o)
 	}
 	resume, _ := json.Marshal(map[string]any{"handle": o.Refresh.Handle, "status": 200, "body": string(tokentest.JWKS("k1", "k2")), "now": now.UnixMilli() + 5})
 	d := decodeOut(t, p.HandleResume(resume))
 	if want := (wireOutput{Kind: "done", Handle: o.Refresh.Handle}); !reflect.DeepEqual(d, want) {
 		t.Errorf("refresh answer: got %+v, want %+v", d, want)
+	}
+}
+
+// docs/edge.md, Several origins: the module marks what a host may send to
+// the next origin. Any failed attempt of an idempotent method (RFC 9110
+// §9.2.2); of any other only one never sent: a POST may have been
+// applied. The mark is on every subrequest, background call and refresh.
+func TestRetryMarks(t *testing.T) {
+	for method, want := range map[string]Retry{"GET": RetryAny, "HEAD": RetryAny, "PUT": RetryAny, "DELETE": RetryAny,
+		"OPTIONS": RetryAny, "TRACE": RetryAny, "POST": RetryUnsent, "PATCH": RetryUnsent, "CONNECT": RetryUnsent} {
+		if got := retryOf(method); got != want {
+			t.Errorf("retryOf(%s) = %v, want %v", method, got, want)
+		}
+	}
+	for _, method := range []string{"GET", "PUT", "POST"} {
+		out := Output{Kind: Subrequest, Handle: 1, Method: method, URL: "http://origin.test/x", Forward: true,
+			Background: Background{Handle: 2, Method: method, URL: "http://origin.test/internal/usage"},
+			Refresh:    Refresh{Handle: 3, URL: testCfg.JWKSURL}}
+		o := decodeOut(t, out.AppendJSON(nil))
+		want := retryOf(method).String()
+		if o.Retry != want || o.Background == nil || o.Background.Retry != want || o.Refresh == nil || o.Refresh.Retry != "any" {
+			t.Errorf("%s: got %+v, want retry %q (the refresh's \"any\")", method, o, want)
+		}
 	}
 }
 

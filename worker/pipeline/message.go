@@ -134,6 +134,43 @@ type Refresh struct {
 	URL    string
 }
 
+// Retry is the module's mark on every subrequest, background call and
+// refresh (its "retry" member): which of the host's attempts that failed
+// without a response may be sent to the next origin, with several
+// (docs/edge.md, "Several origins"). The hosts apply the mark; the rule
+// is the module's alone.
+type Retry uint8
+
+const (
+	// RetryUnsent: only an attempt the host knows was never sent (it got
+	// no connection). A host that cannot tell (workerd) sends it to no
+	// other origin.
+	RetryUnsent Retry = iota
+	// RetryAny: any attempt without a response, whatever happened to its
+	// connection.
+	RetryAny
+)
+
+func (r Retry) String() string {
+	if r == RetryAny {
+		return "any"
+	}
+	return "unsent"
+}
+
+// retryOf is the mark of a subrequest of method: RetryAny when the method
+// is idempotent (RFC 9110 §9.2.2), so that a request that may have
+// reached an origin can be sent again with the same effect; RetryUnsent
+// otherwise: a POST (the gate call, which meters; the media mint; the
+// lease and usage calls) is never applied twice.
+func retryOf(method string) Retry {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return RetryAny
+	}
+	return RetryUnsent
+}
+
 // headerValue is the first value of the field called name, as net/http's
 // Header.Get gives it (field names are case-insensitive).
 func headerValue(h []Header, name string) string {

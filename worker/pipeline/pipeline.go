@@ -15,7 +15,6 @@ import (
 	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/link"
 	"github.com/lectern-api/lectern/shared/reqid"
-	"github.com/lectern-api/lectern/shared/route"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -340,10 +339,12 @@ func (st *pending) Authenticate(authorization string) (token.Claims, *apierr.Err
 
 // candidate is the ETag the origin would give the request, from the
 // organisation's cached version and grants digest (docs/edge.md, Origin
-// protocol); ok is false when there is nothing to compare. The tag is
-// valid until the next call.
+// protocol); ok is false when there is nothing to compare, or when the
+// request's 304 is not decided before any work, so the gate call cannot
+// decide it (route.Route.DerivedETag: an export's zip_url has no ETag).
+// The tag is valid until the next call.
 func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
-	if st.req.Method != "GET" || !gated(&passed) || st.orgKey.id == "" || st.inm == "" {
+	if st.req.Method != "GET" || !passed.Route.DerivedETag(passed.Params.Get("format")) || st.orgKey.id == "" || st.inm == "" {
 		return "", false
 	}
 	o, ok := p.orgs.get(st.orgKey)
@@ -367,20 +368,6 @@ func (p *Pipeline) candidate(st *pending, passed front.Passed) (string, bool) {
 	})
 	p.scratch = b
 	return view(b[nq:]), true
-}
-
-// gated reports whether the request's 304 is decided before any work, so
-// the gate call can decide it: a route with a derived validator, or an
-// export asked for format=inline (route.Inline; a zip_url result has no
-// ETag and is never a 304).
-func gated(passed *front.Passed) bool {
-	switch passed.Route.Validator {
-	case route.Derived:
-		return true
-	case route.Inline:
-		return passed.Params.Get("format") == "inline"
-	}
-	return false
 }
 
 // view is b as a string, for bytes not written while it is in use.
@@ -706,7 +693,8 @@ func (p *Pipeline) release(st *pending) {
 }
 
 // requestID keeps a well-formed incoming X-Request-Id and otherwise makes
-// one, by the rule both tiers follow (shared/reqid), kept in t (nil: on
+// one, by the rule both tiers follow: reqid.Keep, but with the
+// pipeline's random source (Config.Random), the new id kept in t (nil: on
 // the heap).
 func (p *Pipeline) requestID(in string, t *text) string {
 	if reqid.Valid(in) {

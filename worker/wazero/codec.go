@@ -122,6 +122,8 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*Output, error) {
 			out.Forward, err = m.Bool()
 		case "signatures":
 			out.Signatures, err = strs(m)
+		case "retry":
+			out.Retry, err = retry(m)
 		case "refresh":
 			var rf *fastjson.Object
 			if rf, err = m.Object(); err != nil {
@@ -135,6 +137,8 @@ func parseOutput(p *fastjson.Parser, raw []byte) (*Output, error) {
 					out.Refresh.Handle, err = v.Int64()
 				case string(k) == "url":
 					out.Refresh.URL, err = str(v)
+				case string(k) == "retry":
+					out.Refresh.Retry, err = retry(v)
 				}
 			})
 			if err == nil && (out.Refresh.Handle <= 0 || out.Refresh.URL == "") {
@@ -180,6 +184,15 @@ func strs(v *fastjson.Value) ([]string, error) {
 func str(v *fastjson.Value) (string, error) {
 	b, err := v.StringBytes()
 	return string(b), err
+}
+
+// retry reads a subrequest's "retry" mark: retryAny or retryUnsent.
+func retry(v *fastjson.Value) (string, error) {
+	s, err := str(v)
+	if err == nil && s != retryAny && s != retryUnsent {
+		err = fmt.Errorf("retry %s is neither %q nor %q", v, retryAny, retryUnsent)
+	}
+	return s, err
 }
 
 func headers(v *fastjson.Value) ([][2]string, error) {
@@ -228,6 +241,8 @@ func background(v *fastjson.Value) (*Background, error) {
 			bg.Body, err = str(v)
 		case "signatures":
 			bg.Signatures, err = strs(v)
+		case "retry":
+			bg.Retry, err = retry(v)
 		}
 	})
 	if err == nil && (bg.Handle <= 0 || bg.Method == "" || bg.URL == "") {

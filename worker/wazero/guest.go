@@ -219,6 +219,7 @@ type Output struct {
 	URL         string
 	Forward     bool
 	Signatures  []string // X-Lectern-Edge for each origin, with several
+	Retry       string   // which failed attempts may go to the next origin: retryAny or retryUnsent ("": as retryUnsent)
 	Wake        []int64
 	Refresh     *Refresh    // a background JWKS fetch to perform
 	Background  *Background // a background subrequest to perform (leases, usage)
@@ -236,6 +237,7 @@ type Output struct {
 type Refresh struct {
 	Handle int64
 	URL    string
+	Retry  string // the module's mark, as Output.Retry
 }
 
 // Background is an output's "background": perform the request without
@@ -247,6 +249,7 @@ type Background struct {
 	Headers    [][2]string
 	Body       string
 	Signatures []string // X-Lectern-Edge for each origin, with several
+	Retry      string   // the module's mark, as Output.Retry
 }
 
 // LeaseUse is a leased 304's "lease": lease ID has answered Used 304s.

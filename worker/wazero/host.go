@@ -33,8 +33,6 @@ package wazero
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -53,6 +51,7 @@ import (
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/param"
+	"github.com/lectern-api/lectern/shared/reqid"
 )
 
 // Config is what a Host needs besides the module.
@@ -435,7 +434,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			h.cfg.Logger.Info("edge: the client's body could not be read", "err", err)
 			w.Header().Set("Connection", "close")
-			writeErrorStatus(w, http.StatusRequestTimeout, newRequestID(), &apierr.Error{Code: apierr.BadRequest, Parameter: "body",
+			writeErrorStatus(w, http.StatusRequestTimeout, reqid.New(), &apierr.Error{Code: apierr.BadRequest, Parameter: "body",
 				Message: "The request body did not arrive in time (the server's read limit); nothing was done. Send the request again, its body at once."})
 			return
 		}
@@ -550,7 +549,7 @@ func (h *Host) refresh(in *instance, rf Refresh) {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
-		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: "GET", URL: rf.URL,
+		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: "GET", URL: rf.URL, Retry: rf.Retry,
 			Headers: [][2]string{{"Accept", "application/json"}}})
 		msg.Handle, msg.Now = rf.Handle, h.now()
 		out, err := h.do(in, Resume, msg)
@@ -569,9 +568,7 @@ func (h *Host) refresh(in *instance, rf Refresh) {
 // fails (a trapped instance, a malformed output): the cause goes to the
 // log, never to the client.
 func (h *Host) fail(w http.ResponseWriter, err error) {
-	var b [12]byte
-	rand.Read(b[:])
-	id := "edge_" + hex.EncodeToString(b[:])
+	id := reqid.NewOf("edge_", reqid.RandomBytes)
 	h.stats.failures.Add(1)
 	h.cfg.Logger.Error("edge host", "requestId", id, "err", err)
 	body := apierr.New(apierr.Internal, "Internal error at the edge; it is safe to retry once. Quote the requestId if it persists.").AppendJSON(nil, id)

@@ -2,7 +2,6 @@ package wazero
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -155,7 +154,8 @@ func (h *Host) background(in *instance, bg Background) {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
-		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body, Signatures: bg.Signatures})
+		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body,
+			Signatures: bg.Signatures, Retry: bg.Retry})
 		h.acknowledged(bg.URL, bg.Body, msg.Status)
 		msg.Handle, msg.Now = bg.Handle, h.now()
 		out, err := h.do(in, Resume, msg)
@@ -224,9 +224,7 @@ func (h *Host) serveRevoke(w http.ResponseWriter, r *http.Request) bool {
 		r.Body = http.NoBody
 		return false
 	}
-	if !reqid.Valid(id) {
-		id = newRequestID()
-	}
+	id = reqid.Keep(id)
 	revoke, err := lease.ParseRevoke(body)
 	if err != nil {
 		writeError(w, id, apierr.New(apierr.BadRequest, "The body is not a revoke message: "+err.Error()+"."))
@@ -308,13 +306,6 @@ func writeErrorStatus(w http.ResponseWriter, status int, id string, e *apierr.Er
 	wh.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(body)
-}
-
-// newRequestID mints a request id for an answer of the host's own.
-func newRequestID() string {
-	var rnd [reqid.RandomBytes]byte
-	rand.Read(rnd[:])
-	return string(reqid.Append(nil, &rnd))
 }
 
 // writeOutput answers a module's response output.

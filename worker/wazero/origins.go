@@ -15,10 +15,18 @@ import (
 // Several origins (docs/edge.md, "Several origins"). The module knows one
 // origin base, the first of the list, and builds every forward and gate
 // URL on it; the host sends each subrequest under that base to one of the
-// origins, round robin, and tries the next one when the request cannot
-// have reached the origin, or is idempotent and got no answer. An origin
-// that gave an attempt no connection is tried after the others for
+// origins, round robin, and tries the next one when an attempt got no
+// answer and the module's mark allows it (Output.Retry): any such attempt
+// ("any"), or one that cannot have reached the origin ("unsent"). An
+// origin that gave an attempt no connection is tried after the others for
 // OriginBackoff.
+
+// The module's marks of what may be sent to the next origin (docs/edge.md,
+// "Several origins"; the rule is the module's, worker/pipeline.Retry).
+const (
+	retryAny    = "any"    // any attempt that got no answer
+	retryUnsent = "unsent" // only an attempt that got no connection
+)
 
 // ParseOrigins reads a comma-separated list of origin base URLs
 // (LECTERN_ORIGIN_URL, ORIGIN_URL of the Cloudflare worker): each an
@@ -169,17 +177,6 @@ func (o *origins) failed(or *origin) {
 func traceConnection(ctx context.Context) (context.Context, *atomic.Bool) {
 	got := new(atomic.Bool)
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { got.Store(true) }}), got
-}
-
-// idempotent reports whether method is idempotent (RFC 9110 §9.2.2): a
-// request that may have reached the origin can be sent again with the
-// same effect. POST (the gate call, which meters; the media mint) is not.
-func idempotent(method string) bool {
-	switch method {
-	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
-		return true
-	}
-	return false
 }
 
 // errHandedOn is what a failed attempt reads from a client body that has

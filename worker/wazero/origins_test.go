@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/valyala/fastjson"
 )
 
 func TestParseOrigins(t *testing.T) {
@@ -130,11 +132,19 @@ func TestTraceConnection(t *testing.T) {
 	}
 }
 
-func TestIdempotent(t *testing.T) {
-	for method, want := range map[string]bool{"GET": true, "HEAD": true, "PUT": true, "DELETE": true, "OPTIONS": true,
-		"POST": false, "PATCH": false, "CONNECT": false} {
-		if idempotent(method) != want {
-			t.Errorf("idempotent(%s) = %v", method, !want)
+// The module's retry marks are read from a subrequest, a background call
+// and a refresh; any other value is a malformed output.
+func TestRetryMark(t *testing.T) {
+	var p fastjson.Parser
+	out, err := parseOutput(&p, []byte(`{"kind":"subrequest","handle":1,"method":"POST","url":"http://o/x","retry":"unsent",`+
+		`"background":{"handle":2,"method":"GET","url":"http://o/y","retry":"any"},"refresh":{"handle":3,"url":"http://o/z","retry":"any"}}`))
+	if err != nil || out.Retry != retryUnsent || out.Background.Retry != retryAny || out.Refresh.Retry != retryAny {
+		t.Fatalf("got %+v (%+v, %+v), %v", out, out.Background, out.Refresh, err)
+	}
+	for _, bad := range []string{`{"retry":"always"}`, `{"retry":true}`, `{"background":{"handle":2,"method":"GET","url":"u","retry":""}}`,
+		`{"refresh":{"handle":3,"url":"u","retry":1}}`} {
+		if _, err := parseOutput(&p, []byte(bad)); err == nil {
+			t.Errorf("%s parsed", bad)
 		}
 	}
 }

@@ -29,9 +29,10 @@ const maxSubrequestBody = 256 << 10
 // A URL under the origin base goes to one of the origins (origins.go),
 // with the X-Lectern-Edge signed for that origin (the module's
 // Signatures, or the host's own sign): when an attempt fails without an
-// answer, the next origin is tried if the request cannot have been sent
-// (it got no connection) or is idempotent (the client's body, read
-// before the module saw the request, is sent again); never after the
+// answer, the next origin is tried if the module's mark allows it
+// (out.Retry): always when it is "any" (the client's body, read before
+// the module saw the request, is sent again), and when the attempt cannot
+// have been sent (it got no connection) whatever the mark; never after the
 // forward timeout or the client going away. Otherwise the guest gets the
 // failure (status 0), as with one origin.
 func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) (ResumeMessage, *http.Response) {
@@ -120,7 +121,7 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 		if unsent && parent.Err() == nil {
 			h.origins.failed(t.origin)
 		}
-		if i+1 < len(targets) && ctx.Err() == nil && (unsent || idempotent(out.Method)) {
+		if i+1 < len(targets) && ctx.Err() == nil && (unsent || out.Retry == retryAny) {
 			h.stats.failovers.Add(1)
 			h.cfg.Logger.Warn("edge: origin failed; trying the next", "url", t.url, "err", err)
 			continue

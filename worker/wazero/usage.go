@@ -18,6 +18,7 @@ import (
 
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/shared/reqid"
 )
 
 // The usage log (docs/edge.md, "Leases"). Each 304 the module answers on
@@ -299,12 +300,13 @@ func (h *Host) sendReports(ctx context.Context, rs []lease.Report) error {
 }
 
 func (h *Host) postUsage(ctx context.Context, rs []lease.Report) error {
-	id := newRequestID()
+	id := reqid.New()
 	body := lease.AppendReports(nil, rs)
 	var seed [8]byte
 	rand.Read(seed[:])
 	signer := edgesig.NewSigner(h.keys, binary.LittleEndian.Uint64(seed[:]))
-	out := &Output{Method: "POST", URL: h.cfg.Origin + lease.UsagePath, Body: string(body),
+	// The host's own POST: sent to another origin only when never sent.
+	out := &Output{Method: "POST", URL: h.cfg.Origin + lease.UsagePath, Body: string(body), Retry: retryUnsent,
 		Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Request-Id", id}},
 		sign: func(host string) string {
 			return signer.Sign(&edgesig.Message{Purpose: edgesig.Usage, Method: "POST", Host: host, Target: lease.UsagePath,
