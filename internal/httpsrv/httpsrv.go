@@ -34,8 +34,6 @@
 package httpsrv
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -129,13 +127,10 @@ func (c Config) logger() *slog.Logger {
 }
 
 func (c Config) newID() string {
-	var b [reqid.RandomBytes]byte
-	rand.Read(b[:])
-	p := c.IDPrefix
-	if p == "" {
-		p = reqid.Prefix
+	if c.IDPrefix == "" {
+		return reqid.New()
 	}
-	return p + hex.EncodeToString(b[:])
+	return reqid.NewOf(c.IDPrefix, reqid.RandomBytes)
 }
 
 // New returns a server for h under cfg's limits. Serve it on
