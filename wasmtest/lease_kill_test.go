@@ -1,9 +1,7 @@
 package wasmtest
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +10,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/internal/proctest"
+	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
 
 var (
@@ -39,10 +37,9 @@ func edgeCommand(t *testing.T) string {
 // edgeProc is the local edge (worker/cmd/edge) as a child process, so that
 // SIGKILL kills it for real.
 type edgeProc struct {
-	url    string
-	addr   string
-	cmd    *exec.Cmd
-	stderr *logbuf.Buffer
+	url  string
+	addr string
+	cmd  *exec.Cmd
 }
 
 // startEdgeProc starts the edge serving b in front of o on addr
@@ -65,36 +62,11 @@ func startEdgeProc(t *testing.T, b *build, o *origin, addr, usageLog string) *ed
 	cmd.Env = append(cmd.Env, "LECTERN_EDGE_ADDR="+addr, "LECTERN_ORIGIN_URL="+o.api, "LECTERN_ISSUER="+o.idp,
 		"LECTERN_AUDIENCE="+audience, "LECTERN_SECRET="+secret, "LECTERN_EDGE_WASM="+b.path, "LECTERN_EDGE_LEASES=on",
 		"LECTERN_EDGE_USAGE_LOG="+usageLog, "LECTERN_EDGE_INSTANCES=2", "LECTERN_LOG_LEVEL=warn")
-	p := &edgeProc{cmd: cmd, stderr: new(logbuf.Buffer)}
-	cmd.Stderr = p.stderr
-	stdout, err := cmd.StdoutPipe()
+	p, url, err := proctest.Start(t, "edge", cmd, wazerotest.EdgeURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("edge stderr:\n%s", p.stderr)
-		}
-	})
-	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	sc := bufio.NewScanner(stdout)
-	for p.url == "" && sc.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "API (edge)"); ok {
-			p.url = strings.TrimSuffix(strings.TrimSpace(rest), "/v1")
-		}
-	}
-	go io.Copy(io.Discard, stdout)
-	if p.url == "" {
-		t.Fatalf("the edge did not print its address:\n%s", p.stderr)
-	}
-	p.addr = strings.TrimPrefix(p.url, "http://")
-	return p
+	return &edgeProc{url: url, addr: strings.TrimPrefix(url, "http://"), cmd: p.Cmd}
 }
 
 // TestLeaseKill: the edge (worker/cmd/edge, a child process) killed with

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,83 +15,49 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
 	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
 
 // The lease tests' tools (issue 19): an edge with leases on whose
 // subrequests the test watches, and ways to wait for what the module does
 // in the background.
 
-// probe is an edge host's transport to the origin: it counts the gate
-// calls (a 304 that made none was answered on a lease), keeps the lease
-// answers, and can hold one lease answer on its way (holdNext).
+// probe is an edge host's transport to the origin, a
+// wazerotest.Subrequests, under the names the lease tests use: it counts
+// the gate calls (a 304 that made none was answered on a lease), lease
+// requests and usage reports, keeps the lease answers, and can hold one
+// lease answer on its way (holdNext).
 type probe struct {
-	base   http.RoundTripper
-	gates  atomic.Int64
-	asks   atomic.Int64 // lease requests sent
-	usages atomic.Int64 // usage reports sent
+	*wazerotest.Subrequests
+	gates, asks, usages *atomic.Int64
 
 	mu      sync.Mutex
 	answers []lease.Answer // 200 answers of lease requests, in order
-	// hold, when set, holds the next lease answer once the origin has
-	// given it: held is closed then, and the answer goes on to the module
-	// when release is closed.
-	hold *holdLease
-}
-
-type holdLease struct{ held, release chan struct{} }
-
-// holdNext holds the next lease answer (see probe.hold).
-func (p *probe) holdNext() *holdLease {
-	h := &holdLease{held: make(chan struct{}), release: make(chan struct{})}
-	p.mu.Lock()
-	p.hold = h
-	p.mu.Unlock()
-	return h
 }
 
 func newProbe() *probe {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DisableCompression = true
-	t.MaxIdleConnsPerHost = 64
-	return &probe{base: t}
+	s := wazerotest.NewSubrequests()
+	p := &probe{Subrequests: s, gates: &s.Gates, asks: &s.Leases, usages: &s.Usages}
+	s.Answered = func(a lease.Answer) {
+		p.mu.Lock()
+		p.answers = append(p.answers, a)
+		p.mu.Unlock()
+	}
+	return p
 }
 
-func (p *probe) RoundTrip(r *http.Request) (*http.Response, error) {
-	switch r.URL.Path {
-	case edgesig.GatePath:
-		p.gates.Add(1)
-	case lease.UsagePath:
-		p.usages.Add(1)
-	case lease.Path:
-		p.asks.Add(1)
-		resp, err := p.base.RoundTrip(r)
-		if err != nil || resp.StatusCode != 200 {
-			return resp, err
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		p.mu.Lock()
-		if a, err := lease.ParseAnswer(b); err == nil {
-			p.answers = append(p.answers, a)
-		}
-		h := p.hold
-		p.hold = nil
-		p.mu.Unlock()
-		if h != nil {
-			close(h.held)
-			<-h.release
-		}
-		resp.Body = io.NopCloser(strings.NewReader(string(b)))
-		return resp, nil
-	}
-	return p.base.RoundTrip(r)
+// holdLease is a lease answer held on its way: held is closed once the
+// origin has given it, and it goes on to the module when release is
+// closed.
+type holdLease struct{ held, release chan struct{} }
+
+// holdNext holds the next lease answer.
+func (p *probe) holdNext() *holdLease {
+	h := p.HoldNext()
+	return &holdLease{held: h.Held, release: h.Release}
 }
 
 // last is the last lease answer (calls 0: none granted), and whether
@@ -123,29 +88,34 @@ type leaseEdge struct {
 // a fact the test can rely on); adjust may change the configuration.
 func newLeaseEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)) *leaseEdge {
 	t.Helper()
-	ln := o.edgeListener(t) // an address o lists in LECTERN_EDGE_URLS
+	srv := wazerotest.Listen(t, o.edgeListener(t)) // an address o lists in LECTERN_EDGE_URLS
 	p := newProbe()
 	cfg := edgeConfig(o)
 	cfg.Instances = 1
 	cfg.Leases = true
-	cfg.Revoke = "http://" + ln.Addr().String() + lease.RevokePath
+	cfg.Revoke = srv.URL + lease.RevokePath
 	cfg.UsageLog = filepath.Join(t.TempDir(), "usage.log")
-	cfg.Client = &http.Client{Transport: p, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cfg.Client = p.Client()
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	e := &edge{stderr: new(logbuf.Buffer)}
+	e := &edge{url: srv.URL, stderr: new(logbuf.Buffer)}
 	cfg.Stderr = e.stderr
 	// The host's own warnings and errors (why it answered 500, a failed
 	// background call) go with the guest's output, shown when a test fails.
 	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t.Cleanup(func() { // after the server and the host are closed
+		if t.Failed() && e.stderr.Len() > 0 {
+			t.Logf("guest output:\n%s", e.stderr)
+		}
+	})
 	h, err := wazero.New(context.Background(), b.mod, cfg)
 	if err != nil {
-		ln.Close()
 		t.Fatal(err)
 	}
+	e.host = h
 	le := &leaseEdge{edge: e, probe: p, log: cfg.UsageLog}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv.Serve(t, h, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != lease.RevokePath {
 			h.ServeHTTP(w, r)
 			return
@@ -158,17 +128,6 @@ func newLeaseEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)
 		le.pushes = append(le.pushes, push{body: string(body), status: rec.status, answer: rec.body.String()})
 		le.mu.Unlock()
 	}))
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	e.url, e.host = srv.URL, h
-	t.Cleanup(func() {
-		srv.Close()
-		h.Close(context.Background())
-		if t.Failed() && e.stderr.Len() > 0 {
-			t.Logf("guest output:\n%s", e.stderr)
-		}
-	})
 	return le
 }
 
@@ -207,7 +166,7 @@ func gatedEdge(t *testing.T, b *build, o *origin) *leaseEdge {
 	p := newProbe()
 	e := newEdge(t, b, o, func(c *wazero.Config) {
 		c.Instances = 1
-		c.Client = &http.Client{Transport: p, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		c.Client = p.Client()
 	})
 	return &leaseEdge{edge: e, probe: p}
 }

@@ -1,15 +1,14 @@
 package wasmtest
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/route"
+	"github.com/lectern-api/lectern/shared/vectors"
 )
 
 // TestQueryVectors runs the error lines of shared/param/testdata/query.txt
@@ -21,19 +20,12 @@ func TestQueryVectors(t *testing.T) {
 		o := shared(t)
 		f := newFixture(t, o, "vec-"+b.name)
 		e := newEdge(t, b, o, nil)
-		file, err := os.Open(filepath.Join(root, "shared/param/testdata/query.txt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer file.Close()
 		sub := content.Subjects[0]
 		vars := strings.NewReplacer("{tier}", sub.Tier, "{subjectSlug}", sub.Slug, "{classNum}", "1", "{test}", content.Tests[0].ID)
-		sc := bufio.NewScanner(file)
 		ran := 0
-		for line := 1; sc.Scan(); line++ {
-			text := sc.Text()
-			in, want, ok := strings.Cut(text, " ---- ")
-			if !ok || strings.HasPrefix(text, "#") || strings.HasPrefix(want, "ok ") {
+		for _, v := range vectors.Read(t, filepath.Join(root, "shared/param/testdata/query.txt"), 2) {
+			in, want := v.Fields[0], v.Fields[1]
+			if strings.HasPrefix(want, "ok ") || want == "ok" {
 				continue
 			}
 			idText, query, _ := strings.Cut(in, " ")
@@ -46,15 +38,15 @@ func TestQueryVectors(t *testing.T) {
 			if query != "-" {
 				target += "?" + query
 			}
-			reqID := fmt.Sprintf("vec-%s-%03d-query", b.name, line)
+			reqID := fmt.Sprintf("vec-%s-%03d-query", b.name, v.Line)
 			before := e.host.Stats()
 			got := do(t, e.url, r.Method, target, "", "Authorization", "Bearer "+f.tokens["full"], "X-Request-Id", reqID)
 			body := strings.Replace(string(got.body), `,"requestId":"`+reqID+`"`, "", 1)
 			if got.status != 400 || body != want {
-				t.Errorf("line %d: %s %s:\n got %d %s\nwant 400 %s", line, r.Method, target, got.status, got.body, want)
+				t.Errorf("line %d: %s %s:\n got %d %s\nwant 400 %s", v.Line, r.Method, target, got.status, got.body, want)
 			}
 			if after := e.host.Stats(); after.Forwards != before.Forwards {
-				t.Errorf("line %d: the edge forwarded a request it must refuse itself", line)
+				t.Errorf("line %d: the edge forwarded a request it must refuse itself", v.Line)
 			}
 			ran++
 		}

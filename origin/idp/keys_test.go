@@ -2,12 +2,8 @@ package idp
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"fmt"
-	mrand "math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
@@ -40,39 +37,22 @@ func backends(t *testing.T) map[string]func(t *testing.T) store.Store {
 			return s
 		},
 	}
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
+	if os.Getenv(pgschema.Env) == "" {
 		t.Log("LECTERN_TEST_PG not set: the PostgreSQL store is skipped")
 		return b
 	}
 	b["postgres"] = func(t *testing.T) store.Store {
-		return pgStore(t, freshSchema(t, dsn))
+		return pgStore(t, freshSchema(t, ""))
 	}
 	return b
 }
 
-// freshSchema returns dsn confined to a new schema, dropped when the test
-// ends.
-func freshSchema(t *testing.T, dsn string) string {
+// freshSchema is pgschema.ForTest: LECTERN_TEST_PG confined to a new
+// schema, dropped when the test ends (the database is the variable's;
+// the argument, public_test.go's, is not read).
+func freshSchema(t *testing.T, _ string) string {
 	t.Helper()
-	admin, err := pgxpool.New(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG: %v", err)
-	}
-	t.Cleanup(admin.Close)
-	schema := pgx.Identifier{fmt.Sprintf("lectern_idp_%016x", mrand.Uint64())}
-	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+schema.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Exec(context.Background(), "DROP SCHEMA "+schema.Sanitize()+" CASCADE") })
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema[0])
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgschema.ForTest(t, "the PostgreSQL store")
 }
 
 // pgStore opens a store on dsn, closed when the test ends.
@@ -269,8 +249,9 @@ func TestRotationPublishesAhead(t *testing.T) {
 		t.Errorf("JWKS %v lacks %q while a token it signed may be valid", kids, first)
 	}
 	c.Advance(time.Second)
-	if kids, _ := jwksKIDs(t, p); !slices.Equal(kids, []string{next}) {
-		t.Errorf("JWKS %v: want only %q once the retired key's tokens expired", kids, next)
+	kids, _ = jwksKIDs(t, p)
+	if diff := cmp.Diff([]string{next}, kids); diff != "" {
+		t.Errorf("JWKS kids once the retired key's tokens expired, want only the next key (-want +got):\n%s", diff)
 	}
 }
 
@@ -327,8 +308,11 @@ func TestSharedStoreRotation(t *testing.T) {
 	mint(t, a) // a makes the next key
 	ka, _ := jwksKIDs(t, a)
 	kb, _ := jwksKIDs(t, b)
-	if len(ka) != 2 || !slices.Equal(ka, kb) {
-		t.Errorf("JWKS of a %v, of b %v: want the same two keys", ka, kb)
+	if len(ka) != 2 {
+		t.Errorf("JWKS of a %v: want two keys", ka)
+	}
+	if diff := cmp.Diff(ka, kb); diff != "" {
+		t.Errorf("JWKS kids of a (-) and of b (+): want the same keys\n%s", diff)
 	}
 	if stored, _ := s.SigningKeys(t.Context()); len(stored) != 2 {
 		t.Errorf("%d stored keys, want 2", len(stored))

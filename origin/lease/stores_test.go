@@ -2,15 +2,11 @@ package lease_test
 
 import (
 	"context"
-	"crypto/rand"
-	"net/url"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
@@ -52,42 +48,7 @@ func openSQLite(t *testing.T) *sqlitemeter.Store {
 
 func openPG(t *testing.T) leaseStore {
 	t.Helper()
-	base := os.Getenv("LECTERN_TEST_PG")
-	if base == "" {
-		t.Skip("LECTERN_TEST_PG not set: PostgreSQL skipped")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to LECTERN_TEST_PG: %v", err)
-	}
-	defer conn.Close(ctx)
-	schema := "lease_test_" + strings.ToLower(rand.Text()[:12])
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	m, err := pgmeter.New(t.Context(), u.String(), pgmeter.Options{})
+	m, err := pgmeter.New(t.Context(), pgschema.ForTest(t, "the lease tests on PostgreSQL"), pgmeter.Options{})
 	if err != nil {
 		t.Fatalf("open meter store: %v", err)
 	}

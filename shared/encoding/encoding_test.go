@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lectern-api/lectern/shared/internal/vectors"
+	"github.com/lectern-api/lectern/shared/vectors"
 )
 
 func name(c Coding) string {

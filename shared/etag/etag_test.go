@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lectern-api/lectern/shared/internal/vectors"
+	"github.com/lectern-api/lectern/shared/vectors"
 )
 
 var weakShape = regexp.MustCompile(`^W/"[0-9a-f]{16}"$`)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/apierr"
-	"github.com/lectern-api/lectern/shared/internal/vectors"
+	"github.com/lectern-api/lectern/shared/vectors"
 )
 
 // checkExpect compares err with an expectation "ok" or

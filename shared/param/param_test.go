@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/apierr"
-	"github.com/lectern-api/lectern/shared/internal/vectors"
 	"github.com/lectern-api/lectern/shared/route"
+	"github.com/lectern-api/lectern/shared/vectors"
 )
 
 func body(e *apierr.Error) string { return string(e.AppendJSON(nil, "req-1")) }

@@ -27,10 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 	"github.com/lectern-api/lectern/origin/meter/sqlitemeter"
-	"github.com/lectern-api/lectern/tools/internal/pgschema"
 )
 
 func main() {

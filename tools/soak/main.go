@@ -73,9 +73,9 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/internal/cmdline"
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/tools/internal/pgschema"
 	"github.com/lectern-api/lectern/tools/internal/stackbin"
 	"github.com/lectern-api/lectern/worker/wazero"
 )

@@ -3,20 +3,21 @@ package wazero
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
 
 var module struct {
@@ -28,30 +29,8 @@ var module struct {
 // testModule compiles a standard Go build of the module, once.
 func testModule(t *testing.T) *Module {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("skipped in -short: builds the module")
-	}
-	module.once.Do(func() {
-		dir, err := os.MkdirTemp("", "wazero-test-")
-		if err != nil {
-			module.err = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "worker.wasm")
-		cmd := exec.Command("go", GoBuild(path, "github.com/lectern-api/lectern/worker/wasm")...)
-		cmd.Env = append(cmd.Environ(), GoEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			module.err = fmt.Errorf("build the module: %v\n%s", err, out)
-			return
-		}
-		wasm, err := os.ReadFile(path)
-		if err != nil {
-			module.err = err
-			return
-		}
-		module.mod, module.err = Compile(context.Background(), wasm)
-	})
+	wasm := wazerotest.GoModule(t, GoBuild, GoEnv)
+	module.once.Do(func() { module.mod, module.err = Compile(context.Background(), wasm) })
 	if module.err != nil {
 		t.Fatal(module.err)
 	}
@@ -63,11 +42,10 @@ func testModule(t *testing.T) *Module {
 func leasedHost(t *testing.T, origin string, adjust func(*Config)) (*Host, string) {
 	t.Helper()
 	mod := testModule(t)
-	srv := httptest.NewUnstartedServer(nil)
-	base := "http://" + srv.Listener.Addr().String()
+	srv := wazerotest.Listen(t, nil)
 	cfg := Config{Origin: origin, JWKSURL: origin + "/.well-known/jwks.json", Issuer: origin, Audience: "lectern-api",
-		Secret: testSecret, ResourceMetadata: base + "/.well-known/oauth-protected-resource", Instances: 2,
-		Leases: true, Revoke: base + lease.RevokePath, UsageLog: filepath.Join(t.TempDir(), "usage.log")}
+		Secret: testSecret, ResourceMetadata: srv.URL + "/.well-known/oauth-protected-resource", Instances: 2,
+		Leases: true, Revoke: srv.URL + lease.RevokePath, UsageLog: filepath.Join(t.TempDir(), "usage.log")}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -75,13 +53,8 @@ func leasedHost(t *testing.T, origin string, adjust func(*Config)) (*Host, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = h
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Close()
-		h.Close(context.Background())
-	})
-	return h, base
+	srv.Serve(t, h, nil)
+	return h, srv.URL
 }
 
 // revoke posts body to base's revoke endpoint signed with keys (none when
@@ -229,8 +202,8 @@ func TestStartReplays(t *testing.T) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	want := []lease.Report{{Lease: "L1", Used: 5, Final: true}, {Lease: "L2", Used: 2, Final: true}}
-	if fmt.Sprint(o.got) != fmt.Sprint(want) {
-		t.Errorf("the origin got %v, want %v", o.got, want)
+	if diff := cmp.Diff(want, o.got); diff != "" {
+		t.Errorf("the origin's usage reports (-want +got):\n%s", diff)
 	}
 }
 
@@ -252,8 +225,11 @@ func TestRevokeAnswersTheReplay(t *testing.T) {
 		t.Fatalf("revoke: %d %s\n%s", status, code, body)
 	}
 	rs, err := lease.ParseReports([]byte(body))
+	if err != nil {
+		t.Fatalf("revoke answered %q: %v", body, err)
+	}
 	want := []lease.Report{{Lease: "L1", Used: 5, Final: true}}
-	if err != nil || fmt.Sprint(rs) != fmt.Sprint(want) {
-		t.Errorf("revoke answered %v (%v), want %v", rs, err, want)
+	if diff := cmp.Diff(want, rs); diff != "" {
+		t.Errorf("revoke's reports (-want +got):\n%s", diff)
 	}
 }

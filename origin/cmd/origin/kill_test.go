@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,13 +12,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/lectern-api/lectern/internal/proctest"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/wiring"
-	"golang.org/x/oauth2/clientcredentials"
 )
 
 // When LECTERN_KILL_CHILD is set the test binary is the origin: the
@@ -45,33 +44,21 @@ func TestMain(m *testing.M) {
 }
 
 // startChild starts the test binary as an origin (TestMain's child mode)
-// on env, its standard error to stderr, and returns it with its origin,
-// identity provider and admin URLs once it is ready.
-func startChild(env []string, stderr io.Writer) (*exec.Cmd, []string, error) {
+// named name on env, its standard error to stderr (kept by the Proc when
+// nil), and returns it with its origin, identity provider and admin URLs
+// once it is ready. It is killed when the test ends.
+func startChild(t *testing.T, name string, env []string, stderr io.Writer) (*proctest.Proc, []string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = env
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "READY" {
-			go io.Copy(io.Discard, out)
-			return cmd, f[1:], nil
-		}
-	}
-	cmd.Wait()
-	return nil, nil, errors.New("the origin did not start")
+	cmd.Env, cmd.Stderr = env, stderr
+	return proctest.Start(t, name, cmd, func(line string) ([]string, bool) {
+		f := strings.Fields(line)
+		return f[min(1, len(f)):], len(f) == 4 && f[0] == "READY"
+	})
 }
 
 // killEnv is the environment of a child origin (TestMain's child mode)
 // on free loopback ports, its corpus in dir/corpus and its database db;
-// over adds variables (NAME=value).
+// over adds variables (NAME=value), or replaces them.
 func killEnv(dir, db string, over ...string) []string {
 	return append(append(os.Environ(), "LECTERN_KILL_CHILD=1",
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
@@ -83,15 +70,14 @@ func killEnv(dir, db string, over ...string) []string {
 // killChild returns a function that starts a child origin on env (each
 // call a new process on the same database) and returns it with its URLs;
 // a child still running when the test ends is killed then.
-func killChild(t *testing.T, env []string) func() (*exec.Cmd, []string) {
-	return func() (*exec.Cmd, []string) {
+func killChild(t *testing.T, env []string) func() (*proctest.Proc, []string) {
+	return func() (*proctest.Proc, []string) {
 		t.Helper()
-		cmd, urls, err := startChild(env, io.Discard)
+		p, urls, err := startChild(t, "origin", env, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd, urls
+		return p, urls
 	}
 }
 
@@ -111,7 +97,7 @@ func TestSIGKILLKeepsAcknowledgedCalls(t *testing.T) {
 	dir := t.TempDir()
 	writeCorpus(t, filepath.Join(dir, "corpus"))
 	child := killChild(t, killEnv(dir, filepath.Join(dir, "lectern.db")))
-	cmd, urls := child()
+	p, urls := child()
 	s := childStack(t, urls)
 	id, secret := s.org(`{"orgId":"acme","contentGrants":["high"]}`, "content.read")
 	cc := clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: s.IdPURL + "/oauth2/token", Scopes: []string{"service-api/content.read"}}
@@ -149,8 +135,7 @@ func TestSIGKILLKeepsAcknowledgedCalls(t *testing.T) {
 		}()
 	}
 	time.Sleep(700 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	p.Kill()
 	close(stop)
 	wg.Wait()
 	if acked.Load() == 0 {
@@ -220,7 +205,7 @@ func killProgress(t *testing.T, dir, db string, env []string) {
 	}
 	lessons := c.Lessons[:classes]
 	child := killChild(t, env)
-	cmd, urls := child()
+	proc, urls := child()
 	s := childStack(t, urls)
 	s.org(`{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
 	ls := make([]*killLearner, learners)
@@ -287,13 +272,12 @@ func killProgress(t *testing.T, dir, db string, env []string) {
 			t.Fatalf("only %d writes acknowledged before the kill", acked.Load())
 		}
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	proc.Kill()
 	close(stop)
 	wg.Wait()
 	t.Logf("acknowledged %d writes, %d answered 409", acked.Load(), conflicts.Load())
 
-	cmd, urls = child()
+	proc, urls = child()
 	s = childStack(t, urls)
 	for _, l := range ls {
 		tok := s.learnerToken(org, l.name, "progress.read")
@@ -320,8 +304,7 @@ func killProgress(t *testing.T, dir, db string, env []string) {
 			}
 		}
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	proc.Kill()
 
 	// The versions, read from the database itself once the origin is gone.
 	st, meters, err := wiring.OpenStores(context.Background(), db, nil)

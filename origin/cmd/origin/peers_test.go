@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +17,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
-	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
 // Issue #14: several origins on one PostgreSQL database, each a process
@@ -63,30 +62,16 @@ type peer struct {
 
 // startPeer starts an origin named name (its PostgreSQL sessions carry it
 // as application_name) on db with the corpus in dir. Every peer of a test
-// shares the deployment settings: the secret and the issuer.
+// shares the deployment settings: the secret and the issuer. Each has a
+// bundle directory of its own.
 func startPeer(t *testing.T, db *peerDB, name, corpusDir string) (*peer, error) {
-	u, _ := url.Parse(db.dsn)
-	q := u.Query()
-	q.Set("application_name", name)
-	u.RawQuery = q.Encode()
-	stderr := &logbuf.Buffer{}
-	cmd, urls, err := startChild(append(os.Environ(), "LECTERN_KILL_CHILD=1",
-		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
-		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+u.String(), "LECTERN_CORPUS="+corpusDir,
-		"LECTERN_SECRET=a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER=https://idp.lectern.test",
-		"LECTERN_BUNDLE_DIR="+t.TempDir()), stderr) // one bundle directory an origin
+	env := killEnv(t.TempDir(), pgschema.WithParam(db.dsn, "application_name", name),
+		"LECTERN_CORPUS="+corpusDir, "LECTERN_ISSUER=https://idp.lectern.test")
+	proc, urls, err := startChild(t, name, env, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", name, err, stderr.String())
+		return nil, err
 	}
-	p := &peer{cmd: cmd, name: name}
-	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGCONT)
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", name, stderr.String())
-		}
-	})
+	p := &peer{cmd: proc.Cmd, name: name}
 	p.testStack = &testStack{t: t, stack: &stack{OriginURL: urls[0], IdPURL: urls[1], AdminURL: urls[2], AdminToken: "admin-token-for-tests"}}
 	return p, nil
 }

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"maps"
-	"math/rand/v2"
-	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lectern-api/lectern/internal/pgschema"
 )
 
 // testPG returns LECTERN_TEST_PG confined to a new schema, dropped when
@@ -20,35 +16,15 @@ import (
 // that what (the suite) needs PostgreSQL.
 func testPG(t *testing.T, what string) (string, *pgxpool.Pool) {
 	t.Helper()
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: " + what + " skipped (it needs PostgreSQL)")
-	}
-	admin, err := pgxpool.New(t.Context(), dsn)
+	// The schema is dropped after the pool and the test's origins are
+	// closed: their cleanups are registered later, so they run first.
+	dsn := pgschema.ForTest(t, what)
+	admin, err := pgxpool.New(t.Context(), pgschema.Base(t, what))
 	if err != nil {
 		t.Fatalf("LECTERN_TEST_PG: %v", err)
 	}
 	t.Cleanup(admin.Close)
-	schema := fmt.Sprintf("lectern_test_%016x", rand.Uint64())
-	ident := pgx.Identifier{schema}.Sanitize()
-	if _, err := admin.Exec(t.Context(), "CREATE SCHEMA "+ident); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		// Registered after admin.Close, so it runs before it; the
-		// origins of the test are closed by cleanups registered later.
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+ident+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG is not a URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String(), admin
+	return dsn, admin
 }
 
 // pgDSN is testPG's LECTERN_DB URL alone.

@@ -2,10 +2,7 @@ package pgmig
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -14,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
 	"github.com/lectern-api/lectern/shared/logbuf"
 )
@@ -23,26 +21,17 @@ import (
 // waits for it, saying so in its log, and then finds the work done or
 // does it; it does not exit on the lock timeout.
 func TestApplyWaitsForAPeer(t *testing.T) {
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: PostgreSQL migration waits skipped")
-	}
+	dsn := pgschema.ForTest(t, "the PostgreSQL migration wait test")
 	ctx := t.Context()
-	schema := fmt.Sprintf("pgmig_test_%016x", rand.Uint64())
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	pgsession.Apply(cfg.ConnConfig.RuntimeParams) // lock_timeout 2 s, as an origin's pool
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 )
@@ -11,7 +12,7 @@ import (
 // BenchmarkApply is tools/meterbench's group commit at 64 clients: one
 // call (month and hour under caps) of one org a op.
 func BenchmarkApply(b *testing.B) {
-	s, err := pgmeter.New(b.Context(), newSchema(b, baseDSN(b)), pgmeter.Options{})
+	s, err := pgmeter.New(b.Context(), pgschema.ForTest(b, what), pgmeter.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,71 +3,25 @@ package pgmeter_test
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/meter/metertest"
 	"github.com/lectern-api/lectern/origin/meter/pgmeter"
 )
 
-// baseDSN is the database the tests run in, each in a schema of its own;
-// without it they skip.
-func baseDSN(t testing.TB) string {
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: PostgreSQL meter suite skipped")
-	}
-	return dsn
-}
-
-// newSchema creates a fresh schema, dropped when t ends, and returns a
-// DSN whose search_path selects it.
-func newSchema(t testing.TB, base string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to LECTERN_TEST_PG: %v", err)
-	}
-	defer conn.Close(ctx)
-	schema := "meter_test_" + strings.ToLower(rand.Text()[:12])
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return withSearchPath(base, schema)
-}
-
-func withSearchPath(dsn, schema string) string {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return fmt.Sprintf("%s search_path=%s", dsn, schema)
-}
+// what names these tests in the message that skips them without
+// LECTERN_TEST_PG.
+const what = "the PostgreSQL meter suite"
 
 func openStore(t *testing.T, dsn string, opts pgmeter.Options) meter.Store {
 	t.Helper()
@@ -84,24 +38,23 @@ func openStore(t *testing.T, dsn string, opts pgmeter.Options) meter.Store {
 func opener(opts pgmeter.Options) func(t *testing.T) meter.Store {
 	var dsns sync.Map // *testing.T → DSN
 	return func(t *testing.T) meter.Store {
-		base := baseDSN(t)
 		d, ok := dsns.Load(t)
 		if !ok {
-			d, _ = dsns.LoadOrStore(t, newSchema(t, base))
+			d, _ = dsns.LoadOrStore(t, pgschema.ForTest(t, what))
 		}
 		return openStore(t, d.(string), opts)
 	}
 }
 
 func TestMeter(t *testing.T) {
-	baseDSN(t)
+	pgschema.Base(t, what)
 	metertest.Run(t, metertest.Shared, opener(pgmeter.Options{}))
 }
 
 // The baseline tools/meterbench measures against is a correct store too,
 // and its many connections contend on row locks as two origins would.
 func TestMeterNoGroupCommit(t *testing.T) {
-	baseDSN(t)
+	pgschema.Base(t, what)
 	metertest.Run(t, metertest.Shared, opener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
 }
 
@@ -109,7 +62,7 @@ func TestMeterNoGroupCommit(t *testing.T) {
 const dsnEnv = "LECTERN_METER_TEST_DSN"
 
 func TestCrash(t *testing.T) {
-	dsn := newSchema(t, baseDSN(t))
+	dsn := pgschema.ForTest(t, what)
 	metertest.Crash(t, "TestHelperProcess", []string{dsnEnv + "=" + dsn}, func(t *testing.T) meter.Store {
 		return openStore(t, dsn, pgmeter.Options{})
 	})
@@ -131,7 +84,7 @@ func TestHelperProcess(t *testing.T) {
 // Every connection of a Store runs with pgsession's meter bounds, and a
 // DSN's own setting is kept.
 func TestSessionBounds(t *testing.T) {
-	dsn := newSchema(t, baseDSN(t))
+	dsn := pgschema.ForTest(t, what)
 	s := openStore(t, dsn, pgmeter.Options{}).(*pgmeter.Store)
 	for name, want := range map[string]string{
 		"lock_timeout":                        "250ms",
@@ -142,7 +95,7 @@ func TestSessionBounds(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
 		}
 	}
-	own := openStore(t, dsn+"&lock_timeout=1500ms", pgmeter.Options{}).(*pgmeter.Store)
+	own := openStore(t, pgschema.WithParam(dsn, "lock_timeout", "1500ms"), pgmeter.Options{}).(*pgmeter.Store)
 	if got, err := own.Setting(t.Context(), "lock_timeout"); err != nil || got != "1500ms" {
 		t.Errorf("lock_timeout with the DSN's own = %q, %v; want 1500ms", got, err)
 	}
@@ -156,7 +109,7 @@ func TestSessionBounds(t *testing.T) {
 // again until PostgreSQL ends the peer's session. The batch then
 // succeeds, after the peer's locks are gone.
 func TestStalledPeer(t *testing.T) {
-	dsn := newSchema(t, baseDSN(t))
+	dsn := pgschema.ForTest(t, what)
 	s := openStore(t, dsn, pgmeter.Options{})
 	op := meter.Op{Org: "acme", Now: time.Now(), Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}, {Meter: meter.HourCalls, N: 1}}}}
 	if _, err := s.Apply(t.Context(), op); err != nil {
@@ -215,13 +168,13 @@ func TestStalledPeer(t *testing.T) {
 // mid-batch) applied nothing; it is tried again on a new connection.
 func TestLostConnection(t *testing.T) {
 	app := "pgmeter_lost_" + strings.ToLower(rand.Text()[:8])
-	dsn := newSchema(t, baseDSN(t)) + "&application_name=" + app
+	dsn := pgschema.WithParam(pgschema.ForTest(t, what), "application_name", app)
 	s := openStore(t, dsn, pgmeter.Options{})
 	op := meter.Op{Org: "acme", Now: time.Now(), Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}
 	if _, err := s.Apply(t.Context(), op); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := pgx.Connect(t.Context(), baseDSN(t))
+	admin, err := pgx.Connect(t.Context(), pgschema.Base(t, what))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +196,7 @@ func TestLostConnection(t *testing.T) {
 // counters stay, the day's count of lessons read restarts, and the alarm
 // works.
 func TestUpgradeFromBitsets(t *testing.T) {
-	dsn := newSchema(t, baseDSN(t))
+	dsn := pgschema.ForTest(t, what)
 	old, err := os.ReadFile("migrations/0001_meters.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +234,7 @@ func TestUpgradeFromBitsets(t *testing.T) {
 // committed, then numbers above it, so a listing that has read past an
 // id never misses a row committed later with a lower one.
 func TestLedgerIDsInCommitOrder(t *testing.T) {
-	dsn := newSchema(t, baseDSN(t))
+	dsn := pgschema.ForTest(t, what)
 	s := openStore(t, dsn, pgmeter.Options{})
 	ctx := t.Context()
 	peer, err := pgx.Connect(ctx, dsn)
@@ -327,8 +280,15 @@ func TestLedgerIDsInCommitOrder(t *testing.T) {
 		t.Fatalf("LedgerIDs %v after the peer's %d, want one above it", res.LedgerIDs, peerID)
 	}
 	rows, err := s.Ledger(ctx, "acme", 0, 10)
-	if err != nil || len(rows) != 2 || rows[0].Target != "peer" || rows[1].Target != "ours" {
-		t.Errorf("Ledger: %+v, %v; want the peer's row, then ours", rows, err)
+	if err != nil {
+		t.Fatalf("Ledger: %v", err)
+	}
+	var targets []string
+	for _, r := range rows {
+		targets = append(targets, r.Target)
+	}
+	if diff := cmp.Diff([]string{"peer", "ours"}, targets); diff != "" {
+		t.Errorf("the ledger's rows, by target: want the peer's, then ours (-want +got):\n%s", diff)
 	}
 }
 
@@ -339,19 +299,19 @@ func leaseOpener(opts pgmeter.Options) func(t *testing.T) metertest.LeaseStore {
 }
 
 func TestLeases(t *testing.T) {
-	baseDSN(t)
+	pgschema.Base(t, what)
 	metertest.RunLeases(t, metertest.Shared, leaseOpener(pgmeter.Options{}))
 }
 
 // One transaction per op, on many connections: leases contend on the
 // org's locks as two origins' would.
 func TestLeasesNoGroupCommit(t *testing.T) {
-	baseDSN(t)
+	pgschema.Base(t, what)
 	metertest.RunLeases(t, metertest.Shared, leaseOpener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
 }
 
 func TestCrashLeases(t *testing.T) {
-	dsn := newSchema(t, baseDSN(t))
+	dsn := pgschema.ForTest(t, what)
 	metertest.CrashLeases(t, "TestHelperProcess", []string{dsnEnv + "=" + dsn}, func(t *testing.T) metertest.LeaseStore {
 		return openStore(t, dsn, pgmeter.Options{}).(*pgmeter.Store)
 	})

@@ -2,13 +2,12 @@ package pgstore_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
@@ -19,15 +18,7 @@ import (
 // timeouts, so a stalled origin holding locks costs the others a short,
 // stated delay; a bound the DSN sets itself is kept.
 func TestSessionBounds(t *testing.T) {
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: PostgreSQL session bounds skipped")
-	}
-	admin, err := pgxpool.New(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG: %v", err)
-	}
-	t.Cleanup(admin.Close)
+	const what = "the PostgreSQL session bounds test"
 	show := func(t *testing.T, s *pgstore.Store, name string) time.Duration {
 		t.Helper()
 		var v string
@@ -45,12 +36,12 @@ func TestSessionBounds(t *testing.T) {
 		dsn  string
 		want map[string]time.Duration
 	}{
-		{"defaults", withSearchPath(dsn, newSchema(t, admin)), map[string]time.Duration{
+		{"defaults", pgschema.ForTest(t, what), map[string]time.Duration{
 			"lock_timeout":                        pgsession.LockTimeout,
 			"idle_in_transaction_session_timeout": pgsession.IdleInTransaction,
 			"statement_timeout":                   pgsession.StatementTimeout,
 		}},
-		{"the DSN's own", withParam(withSearchPath(dsn, newSchema(t, admin)), "lock_timeout", "500ms"), map[string]time.Duration{
+		{"the DSN's own", pgschema.WithParam(pgschema.ForTest(t, what), "lock_timeout", "500ms"), map[string]time.Duration{
 			"lock_timeout":      500 * time.Millisecond,
 			"statement_timeout": pgsession.StatementTimeout,
 		}},
@@ -74,16 +65,7 @@ func TestSessionBounds(t *testing.T) {
 // signing-key table's lock longer than lock_timeout (2 s) delays an
 // origin's key rotation at start; it waits, and then adds its key.
 func TestSigningKeyTableWait(t *testing.T) {
-	dsn := os.Getenv("LECTERN_TEST_PG")
-	if dsn == "" {
-		t.Skip("LECTERN_TEST_PG not set: PostgreSQL lock waits skipped")
-	}
-	admin, err := pgxpool.New(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("LECTERN_TEST_PG: %v", err)
-	}
-	t.Cleanup(admin.Close)
-	schemaDSN := withSearchPath(dsn, newSchema(t, admin))
+	schemaDSN := pgschema.ForTest(t, "the PostgreSQL lock wait test")
 	s, err := pgstore.New(t.Context(), schemaDSN)
 	if err != nil {
 		t.Fatal(err)

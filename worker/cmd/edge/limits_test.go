@@ -10,58 +10,30 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lectern-api/lectern/internal/httpsrv"
 	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
 
 // hang is how long these tests wait for what must happen within the
 // short limits they configure before calling it a hang.
 const hang = 10 * time.Second
 
-var module struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if module.dir != "" {
-		os.RemoveAll(module.dir)
-	}
-	os.Exit(code)
-}
-
-// buildModule builds the standard Go module once for these tests.
+// buildModule writes the module, a standard Go build made once per test
+// binary, into the test's directory, and returns its path.
 func buildModule(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("skipped in -short: builds the module")
+	path := filepath.Join(t.TempDir(), "worker.wasm")
+	if err := os.WriteFile(path, wazerotest.GoModule(t, wazero.GoBuild, wazero.GoEnv), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	module.once.Do(func() {
-		if module.dir, module.err = os.MkdirTemp("", "edge-limits-"); module.err != nil {
-			return
-		}
-		module.path = filepath.Join(module.dir, "worker.wasm")
-		cmd := exec.Command("go", wazero.GoBuild(module.path, "github.com/lectern-api/lectern/worker/wasm")...)
-		cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			module.err = fmt.Errorf("build the module: %v\n%s", err, out)
-		}
-	})
-	if module.err != nil {
-		t.Fatal(module.err)
-	}
-	return module.path
+	return path
 }
 
 // startEdge serves the edge in front of origin (one base URL, or several,
@@ -104,9 +76,7 @@ func startEdgeLog(t *testing.T, origin string, options ...func(*config)) (string
 	sc := bufio.NewScanner(pr)
 	var base string
 	for base == "" && sc.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "API (edge)"); ok {
-			base = strings.TrimSuffix(strings.TrimSpace(rest), "/v1")
-		}
+		base, _ = wazerotest.EdgeURL(sc.Text())
 	}
 	logs := new(logbuf.Buffer)
 	go io.Copy(logs, pr)

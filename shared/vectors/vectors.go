@@ -1,6 +1,7 @@
 // Package vectors reads the testdata vector files of the shared/ packages,
-// the files that also drive wasmtest, so that the native and the wasm
-// pipeline are held to one truth.
+// for their tests and for wasmtest, which drives the same files through
+// the module, so that the native and the wasm pipeline are held to one
+// truth. It is a test helper, TinyGo-safe as all of shared/.
 //
 // A vector file holds one case a line, its fields separated by "----":
 //
