@@ -55,6 +55,7 @@
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API
 //	origin/corpus                 the corpus format, its loader and in-memory indexes
 //	origin/corpus/corpustest      for tests: the small generated corpus, made once per test binary
+//	origin/corpus/follow          the corpus an origin serves: the deployment's record followed, reloads one at a time
 //	origin/corpus/gen             the deterministic synthetic corpus generator
 //	origin/export                 the export bundles, streamed as a zip or the inline tar.gz in base64
 //	origin/forensic               the licence envelope, its tag, the bundles' canaries and leak detection
@@ -64,7 +65,7 @@
 //	origin/internal/jsonbody      strict JSON bodies for the admin API
 //	origin/internal/pgmig         PostgreSQL migrations
 //	origin/internal/pgsession     the session settings of every PostgreSQL connection
-//	origin/internal/private       owner-only modes for files holding secrets
+//	origin/internal/private       owner-only modes for files holding secrets; the secret and admin token kept in var/
 //	origin/internal/sqlitemig     SQLite migrations
 //	origin/lessondoc              the lesson routes' documents, pre-rendered once per corpus
 //	origin/lease                  edge leases: grants, reports, revocation, recall and settling
@@ -86,7 +87,7 @@
 //	origin/store/pgstore          store.Store and progress.Store over PostgreSQL
 //	origin/store/sqlitestore      store.Store and progress.Store over SQLite
 //	origin/store/storetest        the conformance suite for store.Store
-//	origin/wiring                 the origin assembled from its parts, for cmd/origin and tools/bench
+//	origin/wiring                 the whole origin assembled from options, for cmd/origin and tools/bench
 //	worker/cmd/edge               the edge command: the module under wazero, behind the shared listeners and telemetry
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's

@@ -27,7 +27,9 @@ import (
 // continuously against a limit the two exceed, yet still collects the
 // garbage of the load (measured: a reload of the full corpus peaks at
 // about 770 MiB against 920 with no limit, and takes as long).
-// origin/cmd/origin runs them; tools/bench's in-process origin too.
+// Open runs them, through the corpus follower's Lift and Settle
+// (origin/corpus/follow says when), for origin/cmd/origin and tools/bench
+// alike.
 
 // memHeadroomMin and memHeadroomShare make the headroom above the
 // footprint: the larger of memHeadroomMin and the footprint divided by

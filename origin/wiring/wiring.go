@@ -1,9 +1,12 @@
 // Package wiring assembles an origin from its parts, the one way every
 // origin is put together: the store and the meters on one database, the
-// public API and the identity provider keyed from the deployment secret,
-// and listeners served under the limits of internal/httpsrv.
-// origin/cmd/origin runs it on its configured addresses; tools/bench runs
-// the same code in process, so the bench measures the origin that ships.
+// corpus followed (origin/corpus/follow), the public API behind its
+// access log, metrics and health, the identity provider and the admin API
+// keyed from the deployment secret, the edge's leases, and listeners
+// served under the limits of internal/httpsrv. Open makes the whole
+// origin from Options (origin.go); origin/cmd/origin opens it on its
+// configured addresses, and tools/bench opens the same in process, so the
+// bench measures the origin that ships.
 package wiring
 
 import (

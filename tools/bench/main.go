@@ -4,9 +4,10 @@
 // informational: the exit status is 0 unless something failed).
 //
 // It generates the full deterministic corpus (origin/corpus/gen, seed 1)
-// into a temporary directory, wires the origin stack in process as
-// origin/cmd/origin does (public API, identity provider, SQLite store and
-// meters in a temporary database, a bundle store beside it), creates an
+// into a temporary directory, opens the whole origin in process as
+// origin/cmd/origin does (origin/wiring: public API with its access log,
+// metrics and health, identity provider, SQLite store and meters in a
+// temporary database, a bundle store beside it; no admin API), creates an
 // organisation granted every tier with no caps, and takes tokens from the
 // identity provider. Every request crosses a real loopback listener.
 //
@@ -241,13 +242,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if needStk {
 		progress("corpus %s: %d subjects, %d classes, %d media; starting the origin stack", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
-		if st, err = startStack(ctx, dir, c, log); err != nil {
+		memLimit := o.memLimit && os.Getenv("GOMEMLIMIT") == ""
+		if st, err = startStack(ctx, dir, c, log, memLimit); err != nil {
 			return err
 		}
 		defer st.Close()
-		// As the origin does once its corpus is served (origin/wiring,
-		// memory.go): here the limit also covers the bench's clients.
-		wiring.SettleMemory(o.memLimit && os.Getenv("GOMEMLIMIT") == "")
+		// The origin's corpus from here on, so that the bench's own load
+		// is garbage; settled again as the origin does once its corpus
+		// is served (origin/wiring, memory.go): here the limit also
+		// covers the bench's clients.
+		c = st.Content.Corpus
+		wiring.SettleMemory(memLimit)
 		if tokens, err = st.tokens(ctx, o.clients); err != nil {
 			return err
 		}

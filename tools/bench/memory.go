@@ -37,7 +37,7 @@ const memGoal = 400
 
 // memSettle is how long (o) waits for the child's resident memory to
 // settle after its start and after a reload answered: the origin returns
-// the free memory once the corpus is swapped in (origin/cmd/origin,
+// the free memory once the corpus is swapped in (origin/wiring,
 // memory.go), and the runtime's background scavenger the rest.
 const memSettle = 3 * time.Second
 

@@ -4,18 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/auth"
+	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/bundles"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/idp"
@@ -36,72 +34,36 @@ const audience = "lectern-api"
 // tier, no caps, no quotas (licence.NewOrg's plan defaults).
 const benchOrg = "bench"
 
-// stack is the origin wired in process by origin/wiring, as
-// origin/cmd/origin wires it, on loopback listeners, with a SQLite
-// database and a bundle store in a temporary directory: the public API,
-// the identity provider, meters.
+// stack is the whole origin opened in process by origin/wiring, as
+// origin/cmd/origin opens it, on loopback listeners, with a SQLite
+// database and a bundle store in a temporary directory: the public API
+// behind its access log, metrics and health, the identity provider (its
+// tokens verified with the keys in the database), the meters, the edge's
+// leases, the corpus followed. Only the admin API is off, and the access
+// log lines are formatted as shipped but written nowhere.
 type stack struct {
 	OriginURL, IdPURL string
 	Secret            string // LECTERN_SECRET shared with the edge
-	API               *server.Server
-	Content           *server.Content
-	// Bundles is the API's store of built export bundles, the bench's
-	// own so that (k) can purge it before each run (exports.go).
+	// API is the public API as the origin serves it (wiring.Origin's
+	// Handler: health, access log and metrics included), for the rows
+	// that call it in process.
+	API     http.Handler
+	Content *server.Content
+	// Bundles is the API's store of built export bundles, under the
+	// bench's directory so that (k) can purge it before each run
+	// (exports.go).
 	Bundles *bundles.Store
 
-	store   store.Store
-	meters  meter.Store
-	closers []func() error
-	servers wiring.Servers
+	origin *wiring.Origin
+	store  store.Store
+	meters meter.Store
 }
 
-// startStack serves c from a new stack whose database lives in dir.
-func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Logger) (_ *stack, err error) {
+// startStack serves the corpus c (loaded from c.Dir) from a new stack
+// whose database lives in dir; memLimit: the origin sets the memory limit
+// itself, as origin/cmd/origin does without GOMEMLIMIT.
+func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Logger, memLimit bool) (*stack, error) {
 	st := &stack{Secret: "bench-" + rand.Text() + rand.Text()}
-	defer func() {
-		if err != nil {
-			st.Close()
-		}
-	}()
-	originLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen origin: %w", err)
-	}
-	st.closers = append(st.closers, func() error { originLn.Close(); return nil })
-	idpLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen identity provider: %w", err)
-	}
-	st.closers = append(st.closers, func() error { idpLn.Close(); return nil })
-	st.OriginURL = "http://" + originLn.Addr().String()
-	st.IdPURL = "http://" + idpLn.Addr().String()
-
-	if st.Content, err = server.Build(c); err != nil {
-		return nil, fmt.Errorf("build content: %w", err)
-	}
-	s, m, err := wiring.OpenStores(ctx, filepath.Join(dir, "lectern.db"), nil)
-	if err != nil {
-		return nil, fmt.Errorf("open stores: %w", err)
-	}
-	st.closers = append(st.closers, s.Close, m.Close)
-	st.store, st.meters = s, m
-	// The bench's own bundle store, under dir (removed with it): the
-	// server's default would be a temporary directory left behind.
-	if st.Bundles, err = bundles.Open(filepath.Join(dir, "bundles"), 0); err != nil {
-		return nil, err
-	}
-
-	d := wiring.Deployment{Secret: []byte(st.Secret), PublicURL: st.OriginURL, Issuer: st.IdPURL, Audience: audience,
-		LicenseURL: "https://lectern.example/licence"}
-	provider, err := idp.New(ctx, d.IdP(s, time.Now, log))
-	if err != nil {
-		return nil, err
-	}
-	progress, err := wiring.ProgressOf(s)
-	if err != nil {
-		return nil, err
-	}
-	content := st.Content
 	// Leases on, at their defaults, as origin/cmd/origin wires them: an
 	// edge asks for them only when its own leases are on (lease.go). The
 	// leased edges' addresses are listed (LECTERN_EDGE_URLS).
@@ -109,16 +71,26 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	leases := d.Leases(m, wiring.LeaseSettings{Edges: edges}, time.Now, log)
-	st.API = d.API(wiring.Parts{Store: s, Meters: m, Progress: progress,
-		Auth:    auth.New(auth.Config{Issuer: st.IdPURL, Audience: audience, JWKSURL: st.IdPURL + "/.well-known/jwks.json", Now: time.Now}),
-		Content: func() *server.Content { return content }, Now: time.Now, Logger: log, Leases: leases,
-		Bundles: st.Bundles})
-	st.servers = wiring.Servers{Logger: log}
-	st.servers.Serve(originLn, st.API)
-	st.servers.Serve(idpLn, provider.Handler())
-
+	// The access log's lines as the origin writes them (JSON, info),
+	// into nothing: the bench measures making them, not a terminal.
+	access, err := telemetry.NewLogger(io.Discard, telemetry.DefaultFormat, telemetry.DefaultLevel)
+	if err != nil {
+		return nil, err
+	}
+	o, err := wiring.Open(ctx, wiring.Options{
+		OriginAddr: "127.0.0.1:0", IdPAddr: "127.0.0.1:0", // no admin API
+		DB: filepath.Join(dir, "lectern.db"), Corpus: c.Dir, Secret: st.Secret, Audience: audience,
+		LicenseURL: "https://lectern.example/licence", Leases: wiring.LeaseSettings{Edges: edges},
+		BundleDir: filepath.Join(dir, "bundles"), MemoryLimit: memLimit, Log: log, AccessLog: access,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.origin, st.OriginURL, st.IdPURL = o, o.OriginURL, o.IdPURL
+	st.API, st.Content, st.Bundles = o.Handler(), o.Content(), o.Bundles()
+	st.store, st.meters = o.Store(), o.Meters()
 	if err := st.createOrg(ctx, benchOrg, "Bench Organisation", nil); err != nil {
+		st.Close()
 		return nil, err
 	}
 	return st, nil
@@ -138,16 +110,8 @@ func (st *stack) createOrg(ctx context.Context, orgID, name string, plan func(*s
 	return nil
 }
 
-// Close stops the servers, then the stores.
-func (st *stack) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errs := []error{st.servers.Shutdown(ctx)}
-	for i := len(st.closers) - 1; i >= 0; i-- {
-		errs = append(errs, st.closers[i]())
-	}
-	return errors.Join(errs...)
-}
+// Close stops the origin: its servers, then its stores.
+func (st *stack) Close() error { return st.origin.Close() }
 
 // tokens registers a client of the bench org and returns n access tokens
 // the identity provider issued to it (client_credentials, with scopes;

@@ -281,7 +281,7 @@ func (tb *throughputBench) lesson() (*scenario, error) {
 			}
 			return []row{main, {id: "b", what: "  allocations per lesson request, origin handler alone",
 				result: fmt.Sprintf("%.0f allocs/req", handlerAllocs),
-				detail: fmt.Sprintf("%.1f KB/req; serial ServeHTTP calls in process, MemStats delta (meters included)", handlerBytes/1024)}}
+				detail: fmt.Sprintf("%.1f KB/req; serial ServeHTTP calls in process, MemStats delta (meters, access log and metrics included)", handlerBytes/1024)}}
 		},
 	}, nil
 }

@@ -14,7 +14,7 @@ import (
 // it, and access resumes on the next call.
 func TestEnumerationAlarm(t *testing.T) {
 	s := newStack(t)
-	sub := s.content.Load().Subject("topics", "photography")
+	sub := s.Content().Subject("topics", "photography")
 	if sub == nil {
 		t.Fatal("the small corpus has no topics/photography")
 	}

@@ -58,3 +58,15 @@ func TestLeaseSettings(t *testing.T) {
 		}
 	}
 }
+
+// GOMEMLIMIT set (any value, off too) leaves the memory limit to the Go
+// runtime; unset, the origin sets its own (wiring.Options.MemoryLimit;
+// origin/wiring's TestMemoryLimitSet and TestMemoryLimitOperators).
+func TestGOMEMLIMIT(t *testing.T) {
+	for v, auto := range map[string]bool{"": true, "3GiB": false, "off": false} {
+		c, err := parseConfig(nil, func(k string) string { return map[string]string{"GOMEMLIMIT": v}[k] })
+		if err != nil || c.autoMemLimit != auto {
+			t.Errorf("GOMEMLIMIT=%q: the origin sets the limit %v, %v; want %v", v, c.autoMemLimit, err, auto)
+		}
+	}
+}

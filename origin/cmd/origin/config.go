@@ -14,6 +14,7 @@ import (
 	"github.com/lectern-api/lectern/internal/httpsrv"
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/bundles"
+	"github.com/lectern-api/lectern/origin/internal/private"
 	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/wiring"
 	wire "github.com/lectern-api/lectern/shared/lease"
@@ -26,7 +27,7 @@ type config struct {
 	OriginAddr string // LECTERN_ORIGIN_ADDR
 	IdPAddr    string // LECTERN_IDP_ADDR; "off": no identity provider on this origin
 	AdminAddr  string // LECTERN_ADMIN_ADDR; "off": no admin API on this origin
-	AdminToken string // LECTERN_ADMIN_TOKEN; unset: kept in var/admin-token (start), printed with Demo
+	AdminToken string // LECTERN_ADMIN_TOKEN; unset: kept in var/admin-token (private.AdminToken), printed with Demo
 	DB         string // LECTERN_DB: a SQLite path or a postgres:// URL
 	Corpus     string // LECTERN_CORPUS: generated when missing
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
@@ -97,12 +98,13 @@ type config struct {
 	// environment: zero fields are httpsrv.Default's, tests set short ones.
 	Limits httpsrv.Limits
 	// CorpusSync is how often the origin reads the deployment's corpus
-	// record (corpus.go); not from the environment: zero is corpusSync,
-	// tests set a long one to hold an origin on its version.
+	// record (origin/corpus/follow); not from the environment: zero is
+	// follow.SyncEvery, tests set a long one to hold an origin on its
+	// version.
 	CorpusSync time.Duration
 
 	// autoMemLimit: GOMEMLIMIT is unset, so the origin sets the memory
-	// limit itself (memory.go).
+	// limit itself (wiring.Options.MemoryLimit).
 	autoMemLimit bool
 }
 
@@ -119,7 +121,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.OriginAddr, "LECTERN_ORIGIN_ADDR", "origin-addr", "127.0.0.1:8080", "origin address (public API, direct mode)")
 	fs.Env(&c.IdPAddr, "LECTERN_IDP_ADDR", "idp-addr", "127.0.0.1:9090", "identity provider address, or off")
 	fs.Env(&c.AdminAddr, "LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address, or off")
-	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (default: the one in "+adminTokenFile+", created on first start)")
+	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (default: the one in "+private.AdminTokenFile+", created on first start)")
 	fs.Env(&c.DB, "LECTERN_DB", "db", "var/lectern.db", "SQLite path or postgres:// URL")
 	fs.Env(&c.Corpus, "LECTERN_CORPUS", "corpus", "var/corpus", "corpus directory (generated when missing)")
 	fs.Env(&c.Issuer, "LECTERN_ISSUER", "issuer", "", "token issuer (default: http://<idp-addr>; required with PostgreSQL)")
@@ -160,6 +162,10 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 // off is the address value that turns a listener off: an origin of a
 // deployment may leave the identity provider and the admin API to others.
 const off = "off"
+
+// bundleDir is where the export bundles are kept by default
+// (LECTERN_BUNDLE_DIR) with PostgreSQL.
+const bundleDir = private.StateDir + "/bundles"
 
 // check refuses the settings an origin cannot run with. SQLite (make run)
 // needs none: it is one origin, whose defaults are its own. Origins

@@ -20,7 +20,7 @@ func (s *testStack) gate(target, tok, inm, reqID string, sign bool) *http.Respon
 	req.Header.Set("X-Request-Id", reqID)
 	req.Header.Set("X-Lectern-Target", target)
 	if sign {
-		httpsig.Sign(testEdgeKeys, edgesig.Gate, req, nil, s.clock.Now())
+		httpsig.Sign(testEdgeKeys, edgesig.Gate, req, nil, s.Clock().Now())
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -86,7 +86,7 @@ func TestGate(t *testing.T) {
 	// unsigned request does not.
 	u, _ := url.Parse(s.OriginURL)
 	sig := edgesig.NewSigner(testEdgeKeys, 1).Sign(&edgesig.Message{Purpose: edgesig.Forward, Method: "GET", Host: u.Host,
-		Target: "/v1/tiers", Auth: "Bearer " + tok, RequestID: "edge-req-0007"}, s.clock.Now().UnixMilli())
+		Target: "/v1/tiers", Auth: "Bearer " + tok, RequestID: "edge-req-0007"}, s.Clock().Now().UnixMilli())
 	fwd := s.get("GET", "/v1/tiers", tok, "X-Request-Id", "edge-req-0007", edgesig.Header, sig)
 	if fwd.header.Get("X-Lectern-Org") != "acme" || len(fwd.header.Get("X-Lectern-Grants")) != 16 {
 		t.Errorf("forward answer lacks the edge headers: %v", fwd.header)

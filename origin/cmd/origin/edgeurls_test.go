@@ -64,7 +64,7 @@ func TestRevokePushesOnlyToListedEdges(t *testing.T) {
 
 	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1", "LECTERN_LEASE_TTL": "1s",
 		"LECTERN_EDGE_URLS": e.Base()}), nil)
-	stackClock.Store(s.clock)
+	stackClock.Store(s.Clock())
 	if strings.Contains(s.out.String(), off) {
 		t.Errorf("with an edge host listed, the origin logged %q", off)
 	}
@@ -83,7 +83,7 @@ func TestRevokePushesOnlyToListedEdges(t *testing.T) {
 	if l := openLeases(t, s, "acme"); len(l) != 0 {
 		t.Fatalf("refused lease requests left leases open: %+v", l)
 	}
-	asked := s.clock.Now()
+	asked := s.Clock().Now()
 	code, a := s.lease(tok, e.URL())
 	if code != 200 || a.Calls == 0 {
 		t.Fatalf("the listed edge's revoke URL: %d %+v", code, a)
@@ -100,7 +100,7 @@ func TestRevokePushesOnlyToListedEdges(t *testing.T) {
 	// Restarted on the same database, the edge host no longer listed.
 	s2 := bootStack(t, testEnv(dir, map[string]string{"LECTERN_TEST_CLOCK": "1", "LECTERN_LEASE_TTL": "1s"}), nil)
 	t.Cleanup(func() { s2.Close() })
-	stackClock.Store(s2.clock)
+	stackClock.Store(s2.Clock())
 	if strings.Count(s2.out.String(), off) != 1 {
 		t.Errorf("with no edge host listed, the origin's log does not say once %q:\n%s", off, s2.out)
 	}
@@ -110,7 +110,7 @@ func TestRevokePushesOnlyToListedEdges(t *testing.T) {
 	if c, m := s2.admin("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`); c != 200 {
 		t.Fatalf("PATCH: %d %v", c, m)
 	}
-	if waited := s2.clock.Now().Sub(asked); waited < time.Duration(a.ValidMs)*time.Millisecond {
+	if waited := s2.Clock().Now().Sub(asked); waited < time.Duration(a.ValidMs)*time.Millisecond {
 		t.Errorf("the PATCH was answered %v after the lease request, before its %d ms were over", waited, a.ValidMs)
 	}
 	if ps := e.Pushes(); len(ps) != 1 {
@@ -127,15 +127,15 @@ func TestRevokePushesOnlyToListedEdges(t *testing.T) {
 // openLeases are the leases of orgID the stack's meters hold open.
 func openLeases(t *testing.T, s *testStack, orgID string) []meter.Lease {
 	t.Helper()
-	o, err := s.store.GetOrg(context.Background(), orgID)
+	o, err := s.Store().GetOrg(context.Background(), orgID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, ok := s.stack.meters.(meter.LeaseStore)
+	ls, ok := s.Meters().(meter.LeaseStore)
 	if !ok {
 		t.Fatal("the stack's meters keep no leases")
 	}
-	open, err := ls.OpenLeases(context.Background(), meter.Key(o), s.clock.Now())
+	open, err := ls.OpenLeases(context.Background(), meter.Key(o), s.Clock().Now())
 	if err != nil {
 		t.Fatal(err)
 	}

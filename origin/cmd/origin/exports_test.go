@@ -39,7 +39,7 @@ func exportsStack(t *testing.T, s *testStack) {
 	}
 	s.reloadTo(full)
 	var sub *corpus.Subject
-	for _, c := range s.content.Load().Subjects {
+	for _, c := range s.Content().Subjects {
 		if len(c.Lessons) == 30 {
 			sub = c
 			break
@@ -93,7 +93,7 @@ func exportsStack(t *testing.T, s *testStack) {
 	}
 	if err := json.Unmarshal(files["manifest.json"], &m); err != nil || m.Stamp.OrgID != "exporter" || len(m.Classes) != 30 ||
 		m.Classes[2].LessonID != sub.Lessons[2].ID ||
-		m.ContentVersion != s.content.Load().ContentVersion {
+		m.ContentVersion != s.Content().ContentVersion {
 		t.Errorf("manifest.json (%v): %.300s", err, files["manifest.json"])
 	}
 	var c3 struct {
@@ -143,7 +143,7 @@ func exportsStack(t *testing.T, s *testStack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left := expires.Sub(s.clock.Now())
+	left := expires.Sub(s.Clock().Now())
 	if left <= 14*time.Minute || left > 15*time.Minute {
 		t.Fatalf("expiresAt %s is %v away", x.ExpiresAt, left)
 	}
@@ -262,7 +262,7 @@ func TestExportResumeWithCurl(t *testing.T) {
 	bundleDir := filepath.Join(dir, "bundles") // testEnv's LECTERN_BUNDLE_DIR
 	id, sec := s.org(`{"orgId":"resumer","contentGrants":`+allTiers+`}`, "content.export")
 	tok := s.token(id, sec, "content.export")
-	sub := s.content.Load().Subjects[0]
+	sub := s.Content().Subjects[0]
 	r := s.get("GET", "/v1/exports/subjects/"+sub.Slug+"?tier="+sub.Tier, tok)
 	var res struct{ URL string }
 	if r.status != 200 || json.Unmarshal(r.body, &res) != nil || res.URL == "" {

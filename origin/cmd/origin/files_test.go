@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/link"
 )
 
@@ -20,9 +21,9 @@ func TestURLKeys(t *testing.T) {
 	defer s.Close()
 	old, _ := link.ParseKeys("old=url-key-old-of-the-test-0123456789abcdef")
 	secret := link.Derived([]byte("a-test-secret-of-at-least-32-characters"))
-	m := s.content.Load().Lessons[0].Media[0]
-	exp := s.clock.Now().Add(time.Minute).Unix()
-	org, err := s.store.GetOrg(context.Background(), demoOrg)
+	m := s.Content().Lessons[0].Media[0]
+	exp := s.Clock().Now().Add(time.Minute).Unix()
+	org, err := s.Store().GetOrg(context.Background(), wiring.DemoOrg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +42,8 @@ func TestURLKeys(t *testing.T) {
 
 	// Without LECTERN_URL_KEYS: the derived key.
 	d := newStack(t)
-	exp = d.clock.Now().Add(time.Minute).Unix()
-	if org, err = d.store.GetOrg(context.Background(), demoOrg); err != nil {
+	exp = d.Clock().Now().Add(time.Minute).Unix()
+	if org, err = d.Store().GetOrg(context.Background(), wiring.DemoOrg); err != nil {
 		t.Fatal(err)
 	}
 	if r := d.get("HEAD", sign(secret), ""); r.status != 200 {

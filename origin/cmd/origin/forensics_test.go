@@ -45,7 +45,7 @@ func forensicsStack(t *testing.T, s *testStack) {
 		Matched       []map[string]any
 	}
 
-	lesson := s.content.Load().Lessons[0]
+	lesson := s.Content().Lessons[0]
 	doc := s.get("GET", "/v1/lessons/"+lesson.ID, tok)
 	s.expect(doc, 200, "")
 	r := forensics("?orgs=bystander,leaker", string(doc.body))
@@ -70,7 +70,7 @@ func forensicsStack(t *testing.T, s *testStack) {
 	s.expect(forensics("", altered), 404, "NOT_FOUND")
 
 	var lt *corpus.Lesson
-	for _, l := range s.content.Load().Lessons {
+	for _, l := range s.Content().Lessons {
 		if l.HasTranscript {
 			lt = l
 			break
@@ -135,7 +135,7 @@ func TestForensicsBodyLimits(t *testing.T) {
 		}
 		return s.send(req)
 	}
-	doc := s.get("GET", "/v1/lessons/"+s.content.Load().Lessons[0].ID, tok)
+	doc := s.get("GET", "/v1/lessons/"+s.Content().Lessons[0].ID, tok)
 	s.expect(doc, 200, "")
 
 	// A 1.1 MB leak: the served document and a megabyte of whitespace.

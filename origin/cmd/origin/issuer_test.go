@@ -229,10 +229,10 @@ func advance(t *testing.T, from, to *testStack, d time.Duration) {
 	if code, m := from.admin("POST", "/admin/v1/clock", fmt.Sprintf(`{"advanceSeconds":%d}`, int64(d/time.Second))); code != 200 {
 		t.Fatalf("advance the clock: %d %v", code, m)
 	}
-	if err := to.clock.Sync(context.Background()); err != nil {
+	if err := to.Clock().Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if diff := from.clock.Now().Sub(to.clock.Now()); diff > time.Second || diff < -time.Second {
+	if diff := from.Clock().Now().Sub(to.Clock().Now()); diff > time.Second || diff < -time.Second {
 		t.Fatalf("the origins' clocks differ by %v", diff)
 	}
 }
@@ -405,7 +405,7 @@ func startIssuerEdge(t *testing.T, issuer string, first *testStack, more ...*tes
 	h, err := wazero.New(ctx, mod, wazero.Config{
 		Origins: urls, Issuer: issuer, JWKSURL: strings.TrimSuffix(issuer, "/") + "/.well-known/jwks.json",
 		Audience: "lectern-api", Secret: "a-test-secret-of-at-least-32-characters",
-		ResourceMetadata: edgeURL + "/.well-known/oauth-protected-resource", Instances: 1, Now: first.clock.Now,
+		ResourceMetadata: edgeURL + "/.well-known/oauth-protected-resource", Instances: 1, Now: first.Clock().Now,
 		DialTimeout: time.Second, OriginBackoff: time.Second,
 	})
 	if err != nil {

@@ -26,7 +26,7 @@ func (s *testStack) lease(tok, revoke string) (int, wire.Answer) {
 	req, _ := http.NewRequest("POST", s.OriginURL+wire.Path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("X-Request-Id", id)
-	httpsig.Sign(testEdgeKeys, edgesig.Lease, req, body, s.clock.Now())
+	httpsig.Sign(testEdgeKeys, edgesig.Lease, req, body, s.Clock().Now())
 	r := s.send(req)
 	if r.status != 200 {
 		return r.status, wire.Answer{}
@@ -68,13 +68,13 @@ func TestLeasesRevokedByAdminChanges(t *testing.T) {
 	e := leasetest.NewEdge(t, testEdgeKeys, func() time.Time { return stackClock.Load().Now() })
 	onBothStoresWith(t, "leases revoked by admin changes", map[string]string{"LECTERN_EDGE_URLS": e.Base()},
 		func(t *testing.T, s *testStack) {
-			stackClock.Store(s.clock)
+			stackClock.Store(s.Clock())
 			testLeasesRevokedByAdminChanges(t, s, e)
 		})
 }
 
 func testLeasesRevokedByAdminChanges(t *testing.T, s *testStack, e *leasetest.Edge) {
-	if s.leases == nil {
+	if s.Leases() == nil {
 		t.Fatal("the stack's meters keep no leases")
 	}
 	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
@@ -155,7 +155,7 @@ func TestLeaseValidityOnTheTestClock(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
 
-	end := meter.NextMonth(s.clock.Now())
+	end := meter.NextMonth(s.Clock().Now())
 	if c, m := s.admin("POST", "/admin/v1/clock", `{"now":"`+end.Add(-30*time.Second).Format(time.RFC3339)+`"}`); c != 200 {
 		t.Fatalf("clock: %d %v", c, m)
 	}
@@ -167,7 +167,7 @@ func TestLeaseValidityOnTheTestClock(t *testing.T) {
 	if c, m := s.admin("POST", "/admin/v1/clock", `{"now":"`+end.Add(10*time.Minute).Format(time.RFC3339)+`"}`); c != 200 {
 		t.Fatalf("clock: %d %v", c, m)
 	}
-	renews := s.clock.Now().Add(20 * time.Second).UTC().Format(time.RFC3339)
+	renews := s.Clock().Now().Add(20 * time.Second).UTC().Format(time.RFC3339)
 	if c, m := s.admin("PATCH", "/admin/v1/orgs/acme", `{"renewsAt":"`+renews+`"}`); c != 200 {
 		t.Fatalf("renewsAt: %d %v", c, m)
 	}
@@ -186,7 +186,7 @@ func TestAdminWaitsForLeaseExpiry(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	id, secret := s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
 	tok := s.token(id, secret, "content.read")
-	before := s.clock.Now()
+	before := s.Clock().Now()
 	code, a := s.lease(tok, "")
 	if code != 200 || a.Calls == 0 {
 		t.Fatalf("lease: %d %+v", code, a)
@@ -194,7 +194,7 @@ func TestAdminWaitsForLeaseExpiry(t *testing.T) {
 	if c, m := s.admin("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`); c != 200 {
 		t.Fatalf("PATCH: %d %v", c, m)
 	}
-	if waited := s.clock.Now().Sub(before); waited < time.Duration(a.ValidMs)*time.Millisecond {
+	if waited := s.Clock().Now().Sub(before); waited < time.Duration(a.ValidMs)*time.Millisecond {
 		t.Errorf("the PATCH was answered %v after the lease request, before its %d ms were over", waited, a.ValidMs)
 	}
 }

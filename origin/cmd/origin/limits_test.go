@@ -118,7 +118,7 @@ func TestBodyReadTimeout(t *testing.T) {
 	clientID, secret := s.org(`{"orgId":"trickle","contentGrants":["middle"]}`, "content.read", "media.download")
 	tok := s.token(clientID, secret, "media.download")
 	learner := s.learnerToken("trickle", "ana", "progress.read", "progress.write")
-	lesson := s.content.Load().Lessons[0].ID
+	lesson := s.Content().Lessons[0].ID
 	for i, tc := range []struct{ name, head string }{
 		{"mint", "POST /v1/media/urls HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nAuthorization: Bearer " + tok + "\r\n"},
 		{"progress", "PUT /v1/progress/" + lesson + " HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nAuthorization: Bearer " + learner + "\r\n"},

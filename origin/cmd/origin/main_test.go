@@ -11,10 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/shared/logbuf"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/origin/wiring"
+	"github.com/lectern-api/lectern/shared/logbuf"
 )
+
+// stack is the running origin, as start returns it (wiring.Origin); a
+// test that talks to an origin of another process makes one of its URLs
+// and admin token alone (kill_test.go, peers_test.go).
+type stack = wiring.Origin
 
 // testStack runs the whole origin stack on loopback ports with a small
 // corpus, a temporary SQLite database and the test clock.
@@ -361,7 +368,7 @@ func TestGateTransitions(t *testing.T) {
 // other subjects; AMBIGUOUS_SUBJECT names the tiers.
 func TestEntitlement(t *testing.T) {
 	s := newStack(t)
-	c := s.content.Load()
+	c := s.Content()
 	var shared string // a slug in two tiers
 	for _, sub := range c.Subjects {
 		if len(c.SlugTiers(sub.Slug)) > 1 {
@@ -412,7 +419,7 @@ func TestRefusalsBillNothing(t *testing.T) {
 	id, secret := s.org(`{"orgId":"acme","contentGrants":["high"]}`, "content.read", "testprep.read")
 	tok := s.token(id, secret, "content.read")
 	narrow := s.token(id, secret, "testprep.read")
-	c := s.content.Load()
+	c := s.Content()
 	var college string
 	for _, sub := range c.Tier("college").Subjects {
 		college = sub.Slug
@@ -474,9 +481,9 @@ func TestLicense(t *testing.T) {
 	if rl := l["rateLimits"].(map[string]any); rl["lessonReadsPerHour"].(float64) != 50 || rl["callsPerHour"] != nil {
 		t.Errorf("rateLimits %v", rl)
 	}
-	now := s.clock.Now()
+	now := s.Clock().Now()
 	wantReset := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
-	if l["resetsAt"] != wantReset || l["contentVersion"] != s.content.Load().ContentVersion {
+	if l["resetsAt"] != wantReset || l["contentVersion"] != s.Content().ContentVersion {
 		t.Errorf("resetsAt %v (want %s), contentVersion %v", l["resetsAt"], wantReset, l["contentVersion"])
 	}
 	if n := s.calls("acme"); n != 1 {

@@ -22,7 +22,7 @@ func TestMintStack(t *testing.T) {
 }
 
 func mintStack(t *testing.T, s *testStack) {
-	lesson := s.content.Load().Lessons[0]
+	lesson := s.Content().Lessons[0]
 	ids := []string{lesson.Media[0].ID, lesson.Media[1].ID, lesson.Media[0].ID}
 	body := func(ids ...string) string {
 		b, _ := json.Marshal(map[string]any{"mediaIds": ids, "expiresIn": 7200})
@@ -86,10 +86,10 @@ func mintStack(t *testing.T, s *testStack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left := expires.Sub(s.clock.Now()); left <= 3590*time.Second || left > 3600*time.Second {
+	if left := expires.Sub(s.Clock().Now()); left <= 3590*time.Second || left > 3600*time.Second {
 		t.Fatalf("expiresAt %s is %v away", a.Items[0].ExpiresAt, left)
 	}
-	s.advance(int(expires.Sub(s.clock.Now())/time.Second) - 2)
+	s.advance(int(expires.Sub(s.Clock().Now())/time.Second) - 2)
 	if d := s.get("GET", paths[0], ""); d.status != 200 {
 		t.Errorf("download 2 s before expiresAt: %d", d.status)
 	}

@@ -147,7 +147,7 @@ func TestMetrics(t *testing.T) {
 		`http_server_request_duration_seconds_count{http_request_method="POST",http_response_status_code="204",http_route="/internal/gate"} 1`,
 		`lectern_refusals_total{error_code="invalid_token"} 1`,
 		`lectern_edge_calls_total{http_response_status_code="204",kind="gate"} 1`,
-		`lectern_corpus_content_version{content_version="` + s.content.Load().ContentVersion + `"} 1`,
+		`lectern_corpus_content_version{content_version="` + s.Content().ContentVersion + `"} 1`,
 		`lectern_jwks_fetches_total{result="ok",source="store"}`,
 		`lectern_meter_apply_duration_seconds_count{result="ok"}`,
 		`lectern_meter_commit_batch_size_count`,
@@ -214,7 +214,7 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Errorf("POST /readyz: %d, want the API's 404", resp.StatusCode)
 	}
 
-	s.store.Close()
+	s.Store().Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, m := probe(telemetry.ReadyPath)

@@ -69,7 +69,7 @@ func progressStack(t *testing.T, s *testStack) {
 	const org = "progress"
 	s.org(`{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
 	tok := s.learnerToken(org, "ana", "progress.read", "progress.write")
-	lessons := s.content.Load().Lessons
+	lessons := s.Content().Lessons
 	path := func(i int) string { return "/v1/progress/" + lessons[i].ID }
 	streakOf := func(r response) stackStreak {
 		t.Helper()

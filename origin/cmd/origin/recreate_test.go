@@ -19,7 +19,7 @@ import (
 // bills nothing, and a new client's token works.
 func TestRecreatedOrg(t *testing.T) {
 	s := newStack(t)
-	sub := s.content.Load().Corpus.Subjects[0]
+	sub := s.Content().Corpus.Subjects[0]
 	lesson := fmt.Sprintf("/v1/lessons/%s/%s/1", sub.Tier, sub.Slug)
 	body := `{"orgId":"acme","contentGrants":` + allTiers + `}`
 

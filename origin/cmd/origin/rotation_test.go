@@ -22,7 +22,7 @@ func TestKeyRotationNo401(t *testing.T) {
 		t.Fatalf("fresh token: %d %s", r.status, r.body)
 	}
 
-	s.clock.Advance(idp.DefaultRotateAfter + time.Second)
+	s.Clock().Advance(idp.DefaultRotateAfter + time.Second)
 	// The expired token's request refreshes the origin's stale JWKS.
 	if r := s.get("GET", "/v1/tiers", old); r.status != 401 {
 		t.Fatalf("expired token: %d %s", r.status, r.body)
@@ -35,7 +35,7 @@ func TestKeyRotationNo401(t *testing.T) {
 		t.Fatalf("a new token right after RotateAfter: %d %s", r.status, r.body)
 	}
 
-	s.clock.Advance(idp.DefaultPublishAhead + time.Second)
+	s.Clock().Advance(idp.DefaultPublishAhead + time.Second)
 	next := s.token(id, secret, "content.read")
 	if kid(t, next) == kid(t, tok) {
 		t.Fatalf("after PublishAhead the token is still signed by %q", kid(t, tok))

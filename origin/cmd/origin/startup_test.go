@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,15 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/idp"
-	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/internal/private"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
-	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
@@ -68,20 +62,15 @@ func TestStartupRefusals(t *testing.T) {
 					t.Errorf("the error does not name %s: %v", v, err)
 				}
 			}
-			if _, err := os.Stat(stateDir); !os.IsNotExist(err) {
-				t.Errorf("a refused start left %s/ (%v)", stateDir, err)
+			if _, err := os.Stat(private.StateDir); !os.IsNotExist(err) {
+				t.Errorf("a refused start left %s/ (%v)", private.StateDir, err)
 			}
 		})
 	}
 
 	// Past the configuration too: the secret of a PostgreSQL deployment
-	// is never made up in var/.
-	if _, err := loadSecret("", false, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "LECTERN_SECRET") {
-		t.Errorf("a shared database's secret made up: %v", err)
-	}
-	if _, err := os.Stat(stateDir); !os.IsNotExist(err) {
-		t.Errorf("loadSecret for a shared database touched %s/ (%v)", stateDir, err)
-	}
+	// is never made up in var/ (origin/internal/private's
+	// TestSharedSecretNotMadeUp).
 
 	// SQLite: every default, the issuer left to the bound provider.
 	cfg, err := parseConfig(nil, func(string) string { return "" })
@@ -112,7 +101,7 @@ func TestOtherIssuer(t *testing.T) {
 	s := bootStack(t, testEnv(dir, map[string]string{"LECTERN_ISSUER": issuer, "LECTERN_JWKS_URL": srv.URL}), nil)
 	defer s.Close()
 	s.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
-	now := s.clock.Now()
+	now := s.Clock().Now()
 	raw := tokentest.Mint("other-1", tokentest.Claims{"iss": issuer, "aud": "lectern-api", "sub": "c1",
 		"client_id": "c1", "org": "acme", "scope": "service-api/content.read", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})
 	if r := s.get("GET", "/v1/tiers", raw); r.status != 200 {
@@ -138,8 +127,8 @@ func TestListenersOff(t *testing.T) {
 	b := bootStack(t, testEnv(dir, map[string]string{"LECTERN_IDP_ADDR": "off", "LECTERN_ADMIN_ADDR": "off",
 		"LECTERN_ISSUER": issuer}), nil)
 	defer b.Close()
-	if b.IdPURL != "" || b.AdminURL != "" || b.servers.Len() != 1 {
-		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", b.IdPURL, b.AdminURL, b.servers.Len())
+	if b.IdPURL != "" || b.AdminURL != "" || b.Served() != 1 {
+		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", b.IdPURL, b.AdminURL, b.Served())
 	}
 	for _, line := range []string{"identity provider  off", "admin API          off"} {
 		if !strings.Contains(b.out.String(), line) {
@@ -221,7 +210,7 @@ func TestOriginsSharePostgres(t *testing.T) {
 		}
 	}
 	a, b := stacks[0], stacks[1]
-	if keys, err := b.store.SigningKeys(t.Context()); err != nil || len(keys) != 1 {
+	if keys, err := b.Store().SigningKeys(t.Context()); err != nil || len(keys) != 1 {
 		t.Fatalf("two origins started at once stored %d signing keys (%v), want 1", len(keys), err)
 	}
 
@@ -283,8 +272,8 @@ func TestOriginsSharePostgres(t *testing.T) {
 	c := bootStack(t, testEnv(dir, map[string]string{"LECTERN_DB": dsn, "LECTERN_ISSUER": issuer,
 		"LECTERN_IDP_ADDR": "off", "LECTERN_ADMIN_ADDR": "off"}), nil)
 	defer c.Close()
-	if c.IdPURL != "" || c.AdminURL != "" || c.servers.Len() != 1 {
-		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", c.IdPURL, c.AdminURL, c.servers.Len())
+	if c.IdPURL != "" || c.AdminURL != "" || c.Served() != 1 {
+		t.Errorf("identity provider %q, admin API %q, %d servers: want only the public API", c.IdPURL, c.AdminURL, c.Served())
 	}
 	for name, tok := range map[string]string{"stopped a's": unseen, "b's": fromB, "the fast provider's": newer} {
 		if r := c.get("GET", "/v1/tiers", tok); r.status != 200 {
@@ -311,53 +300,4 @@ func jwksHas(t *testing.T, base, kid string) bool {
 		}
 	}
 	return false
-}
-
-// countingStore counts the reads of the signing keys.
-type countingStore struct {
-	store.Store
-	reads atomic.Int64
-}
-
-func (s *countingStore) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
-	s.reads.Add(1)
-	return s.Store.SigningKeys(ctx)
-}
-
-// TestMadeUpKidsRateLimited (issue #14, point 5): tokens naming kids the
-// database does not hold, hundreds at once and again, make the origin's
-// verifier read the keys at most once a second (storeKeysMinInterval).
-func TestMadeUpKidsRateLimited(t *testing.T) {
-	db, err := sqlitestore.New(t.Context(), filepath.Join(t.TempDir(), "lectern.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	cs := &countingStore{Store: db}
-	st := &stack{store: cs, clock: clock.New(nil), log: slog.New(slog.DiscardHandler)}
-	cfg := config{IdPAddr: off, Issuer: "https://auth.example", Audience: "lectern-api"}
-	_, verifier, err := st.identity(t.Context(), deployment(cfg, []byte("a-test-secret-of-at-least-32-characters")), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b64 := base64.RawURLEncoding.EncodeToString
-	begin, before := time.Now(), cs.reads.Load()
-	for round := range 5 {
-		var wg sync.WaitGroup
-		for i := range 100 {
-			wg.Go(func() {
-				h := b64(fmt.Appendf(nil, `{"alg":"EdDSA","typ":"JWT","kid":"made-up-%d-%d"}`, round, i))
-				if _, err := verifier.Authenticate(t.Context(), "Bearer "+h+"."+b64([]byte(`{}`))+".AAAA"); err == nil {
-					t.Error("a token of a made-up kid was accepted")
-				}
-			})
-		}
-		wg.Wait()
-	}
-	reads := cs.reads.Load() - before
-	limit := 1 + int64(time.Since(begin)/time.Second) // the rule: one read a second at most
-	t.Logf("500 made-up kids in %v: %d reads of the keys", time.Since(begin), reads)
-	if reads < 1 || reads > limit {
-		t.Errorf("500 made-up kids read the keys %d times, want 1 to %d", reads, limit)
-	}
 }

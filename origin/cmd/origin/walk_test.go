@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lectern-api/lectern/origin/internal/private"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/wiring"
 )
 
 // TestWalkThrough (issue #18, point 2): with LECTERN_ADMIN_TOKEN unset,
@@ -31,11 +33,11 @@ func TestWalkThrough(t *testing.T) {
 	if len(token) < 32 {
 		t.Fatalf("admin token %q", token)
 	}
-	if got := mode(t, adminTokenFile); got != 0o600 {
-		t.Errorf("%s is %v, want -rw-------", adminTokenFile, got)
+	if got := mode(t, private.AdminTokenFile); got != 0o600 {
+		t.Errorf("%s is %v, want -rw-------", private.AdminTokenFile, got)
 	}
-	if b, _ := os.ReadFile(adminTokenFile); strings.TrimSpace(string(b)) != token {
-		t.Errorf("%s holds %q, the stack used %q", adminTokenFile, b, token)
+	if b, _ := os.ReadFile(private.AdminTokenFile); strings.TrimSpace(string(b)) != token {
+		t.Errorf("%s holds %q, the stack used %q", private.AdminTokenFile, b, token)
 	}
 	out := first.out.String()
 	if !strings.Contains(out, "admin token        "+token) || !strings.Contains(out, "client secret") {
@@ -56,20 +58,20 @@ func TestWalkThrough(t *testing.T) {
 		t.Errorf("the second start does not print the kept token:\n%s", out)
 	}
 	if !strings.Contains(out, "adminctl -addr "+second.AdminURL+" client create demo -scopes content.read") ||
-		!strings.Contains(out, "$(cat "+adminTokenFile+")") {
+		!strings.Contains(out, "$(cat "+private.AdminTokenFile+")") {
 		t.Errorf("the walk-through on an existing database does not create a client with adminctl:\n%s", out)
 	}
 	checkWalk(t, "second start", out)
 
 	// A configured token is used as it is and not written.
-	os.Remove(adminTokenFile)
+	os.Remove(private.AdminTokenFile)
 	third := bootStack(t, testEnv(t.TempDir(), map[string]string{"LECTERN_CORPUS": corpusDir}), nil)
 	third.Close()
 	if third.AdminToken != "admin-token-for-tests" || strings.Contains(third.out.String(), "admin-token-for-tests") {
 		t.Errorf("configured token: %q used, or printed:\n%s", third.AdminToken, third.out)
 	}
-	if _, err := os.Stat(adminTokenFile); !os.IsNotExist(err) {
-		t.Errorf("a configured token was kept in %s (%v)", adminTokenFile, err)
+	if _, err := os.Stat(private.AdminTokenFile); !os.IsNotExist(err) {
+		t.Errorf("a configured token was kept in %s (%v)", private.AdminTokenFile, err)
 	}
 }
 
@@ -120,13 +122,13 @@ func TestProductionStartCreatesNothing(t *testing.T) {
 	if strings.Contains(out, st.AdminToken) || strings.Contains(out, "client secret") || strings.Contains(out, "demo") {
 		t.Errorf("a production start printed a secret or the demo:\n%s", out)
 	}
-	if !strings.Contains(out, "admin token        kept in "+adminTokenFile) || !strings.Contains(out, "API (direct)") {
+	if !strings.Contains(out, "admin token        kept in "+private.AdminTokenFile) || !strings.Contains(out, "API (direct)") {
 		t.Errorf("a production start does not name its addresses and the admin token's file:\n%s", out)
 	}
-	if code, _ := st.admin("GET", "/admin/v1/orgs/"+demoOrg, ""); code != 404 {
+	if code, _ := st.admin("GET", "/admin/v1/orgs/"+wiring.DemoOrg, ""); code != 404 {
 		t.Errorf("GET the demo organisation after a production start: %d, want 404", code)
 	}
-	if _, err := st.store.GetOrg(t.Context(), demoOrg); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.Store().GetOrg(t.Context(), wiring.DemoOrg); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the demo organisation: %v, want none", err)
 	}
 }

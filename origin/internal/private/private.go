@@ -3,7 +3,9 @@
 // owner only"): the directories it creates are 0700, the files 0600, and a
 // file found open to others is tightened. The SQLite database holds the
 // clients' secret hashes, the sealed signing keys and every meter; the
-// dev stack's var/secret is the deployment secret itself.
+// dev stack's var/secret is the deployment secret itself. It also keeps
+// what an origin keeps in var/ when it is not configured, the secret and
+// the admin token, and logs each tightening (kept.go).
 package private
 
 import (

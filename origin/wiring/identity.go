@@ -1,7 +1,8 @@
-package main
+package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,7 +11,6 @@ import (
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/auth"
 	"github.com/lectern-api/lectern/origin/idp"
-	"github.com/lectern-api/lectern/origin/wiring"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -27,24 +27,24 @@ const (
 )
 
 // identity returns the token verifier of the public API and, unless
-// LECTERN_IDP_ADDR is off, the dev identity provider. Without
-// LECTERN_JWKS_URL the verifier reads the dev provider's keys from the
-// database (idp.PublicKeys): every origin on it accepts the tokens of
-// every origin's provider, whether or not that origin is up, and whether
-// or not this one runs a provider. Keys that do not open with this
-// deployment's secret stop the start either way.
-func (st *stack) identity(ctx context.Context, d wiring.Deployment, cfg config) (*idp.IdP, *auth.Authenticator, error) {
-	icfg := d.IdP(st.store, st.clock.Now, st.log)
+// opts.IdPAddr is off, the dev identity provider. Without opts.JWKSURL the
+// verifier reads the dev provider's keys from the database
+// (idp.PublicKeys): every origin on it accepts the tokens of every
+// origin's provider, whether or not that origin is up, and whether or not
+// this one runs a provider. Keys that do not open with this deployment's
+// secret stop the start either way.
+func (o *Origin) identity(ctx context.Context, d Deployment, opts Options) (*idp.IdP, *auth.Authenticator, error) {
+	icfg := d.IdP(o.store, o.clock.Now, o.log)
 	var provider *idp.IdP
-	if cfg.IdPAddr != off {
+	if opts.IdPAddr != "" {
 		var err error
 		if provider, err = idp.New(ctx, icfg); err != nil {
 			return nil, nil, err
 		}
 	}
-	acfg := auth.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, JWKSURL: cfg.JWKSURL, Now: st.clock.Now,
-		Client: &http.Client{Timeout: 10 * time.Second, Transport: jwksCounter{http.DefaultTransport, st.metrics}}}
-	if cfg.JWKSURL == "" {
+	acfg := auth.Config{Issuer: d.Issuer, Audience: d.Audience, JWKSURL: opts.JWKSURL, Now: o.clock.Now,
+		Client: &http.Client{Timeout: 10 * time.Second, Transport: jwksCounter{http.DefaultTransport, o.metrics}}}
+	if opts.JWKSURL == "" {
 		keys, err := idp.NewPublicKeys(icfg)
 		if err != nil {
 			return nil, nil, err
@@ -54,13 +54,13 @@ func (st *stack) identity(ctx context.Context, d wiring.Deployment, cfg config) 
 		}
 		acfg.Keys = func(ctx context.Context) (*token.KeySet, error) {
 			set, err := keys.KeySet(ctx)
-			st.metrics.JWKSFetch("store", err)
+			o.metrics.JWKSFetch("store", err)
 			return set, err
 		}
 		acfg.MaxAge, acfg.MinInterval = storeKeysMaxAge, storeKeysMinInterval
-		st.jwksReady = func(ctx context.Context) error { return telemetry.HasKeys(keys.KeySet(ctx)) }
+		o.jwksReady = func(ctx context.Context) error { return telemetry.HasKeys(keys.KeySet(ctx)) }
 	} else {
-		st.jwksReady = telemetry.JWKSCheck(acfg.Client, cfg.JWKSURL)
+		o.jwksReady = telemetry.JWKSCheck(acfg.Client, opts.JWKSURL)
 	}
 	return provider, auth.New(acfg), nil
 }
@@ -83,12 +83,15 @@ func (c jwksCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // listenAll opens the origin's listeners: the public API's always, the
-// identity provider's and the admin API's unless their address is off
+// identity provider's and the admin API's unless their address is ""
 // (then nil). On an error none is left open.
-func listenAll(cfg config) (origin, provider, admin net.Listener, err error) {
+func listenAll(opts Options) (origin, provider, admin net.Listener, err error) {
+	if opts.OriginAddr == "" {
+		return nil, nil, nil, errors.New("wiring: no address for the public API (Options.OriginAddr)")
+	}
 	var open []net.Listener
 	listen := func(what, addr string) net.Listener {
-		if err != nil || addr == off {
+		if err != nil || addr == "" {
 			return nil
 		}
 		ln, lerr := net.Listen("tcp", addr)
@@ -100,9 +103,9 @@ func listenAll(cfg config) (origin, provider, admin net.Listener, err error) {
 		open = append(open, ln)
 		return ln
 	}
-	origin = listen("origin", cfg.OriginAddr)
-	provider = listen("identity provider", cfg.IdPAddr)
-	admin = listen("admin", cfg.AdminAddr)
+	origin = listen("origin", opts.OriginAddr)
+	provider = listen("identity provider", opts.IdPAddr)
+	admin = listen("admin", opts.AdminAddr)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -124,21 +127,4 @@ func baseURL(ln net.Listener) string {
 		return ""
 	}
 	return "http://" + ln.Addr().String()
-}
-
-// orOff is url, or "off" for a listener that is off.
-func orOff(url string) string {
-	if url == "" {
-		return off
-	}
-	return url
-}
-
-// tokenBase is where make run's walk-through gets a token: this origin's
-// identity provider, or the issuer's when it has none.
-func tokenBase(idpURL, issuer string) string {
-	if idpURL != "" {
-		return idpURL
-	}
-	return issuer
 }
