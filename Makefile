@@ -22,7 +22,7 @@ FUZZ := ./shared/cursor:FuzzCursor \
 	./shared/link:FuzzParse ./origin/forensic:FuzzDetect ./origin/progress:FuzzDecode
 
 .DEFAULT_GOAL := help
-.PHONY: help run test check bench corpus fuzz
+.PHONY: help run test test-short check bench corpus fuzz
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -84,6 +84,10 @@ test: ## vet and run every test (suites needing PostgreSQL, Node or TinyGo say w
 	@if command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1; then \
 		echo "$(GO) test -race -short $(RACE)"; $(GO) test -race -short $(RACE); \
 	else echo "race detector skipped: no C compiler (cgo)"; fi
+
+test-short: ## the inner loop (about two minutes): vet, then every test in -short mode: wasmtest on the standard Go build's representative tests only, no process kills, soak or race pass (make test runs them)
+	$(GO) vet ./...
+	$(GO) test -short ./...
 
 check: test ## test, build the edge module with both toolchains (standard Go, TinyGo), and insist that go.mod is tidy
 	GOOS=wasip1 GOARCH=wasm $(GO) build ./shared/...

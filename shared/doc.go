@@ -40,6 +40,7 @@
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
 //	shared/token/tokentest        for tests: deterministic keys, JWK Sets and signed tokens
 //	shared/vectors                for tests: reads the testdata vectors of shared/, also run through the module by wasmtest
+//	internal/buildcache           the edge module and TinyGo test binaries kept by the hash of their sources, for tests and tools
 //	internal/cmdline              the commands' settings (environment variables mirrored by flags), -h and -version
 //	internal/httpsig              the edge signature rule on net/http requests: origin, wazero host, tests
 //	internal/httpsrv              every listener's limits and net/http's own answers rewritten

@@ -13,7 +13,7 @@ import (
 // conditional one on its cached (older) grants digest, and the origin
 // decides.
 func TestCursorGrantsChanged(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		org := "cursor-grants-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")

@@ -91,7 +91,7 @@ func TestExportLinkThroughTheEdge(t *testing.T) {
 	}
 	o := startOrigin(t)
 	sub := content.Subjects[0]
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		e := newEdge(t, b, o, nil)
 		f := newFixture(t, o, "export-"+b.name)
 		r := do(t, e.url, "GET", "/v1/exports/classes/"+sub.Tier+"/"+sub.Slug+"/1", "", "Authorization", "Bearer "+f.tokens["full"])
@@ -133,7 +133,7 @@ func TestInlineExportThroughTheEdge(t *testing.T) {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		org := "inline-gate-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.export")
@@ -245,7 +245,7 @@ func TestDownloadLinksEndWithOrganisation(t *testing.T) {
 	o := shared(t)
 	sub := content.Subjects[0]
 	m := sub.Lessons[0].Media[0]
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		e := newEdge(t, b, o, nil)
 		orgID := "ends-" + b.name
 		body := `{"orgId":"` + orgID + `","contentGrants":["` + sub.Tier + `"]}`

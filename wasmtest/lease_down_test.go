@@ -14,7 +14,7 @@ import (
 // leases does, byte for byte: 500 INTERNAL, the origin could not be
 // reached (issue 19: an origin that is down).
 func TestLeaseOriginDown(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := startLeaseOrigin(t, "LECTERN_LEASE_TTL=60s")
 		midHour(t, o)
 		e, g := newLeaseEdge(t, b, o, nil), gatedEdge(t, b, o)

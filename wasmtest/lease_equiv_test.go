@@ -46,7 +46,7 @@ func TestLeaseEquivalence(t *testing.T) {
 			t.Fatalf("LECTERN_EQ_STEPS %q: %v", s, err)
 		}
 	}
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		t.Logf("seed %d (LECTERN_EQ_SEED=%d replays it), %d steps", seed, seed, steps)
 		q := newEquivalence(t, b)
 		q.run(rand.New(rand.NewPCG(seed, 19)), steps)

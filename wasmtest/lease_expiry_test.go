@@ -17,7 +17,7 @@ func TestLeaseLicenceExpiry(t *testing.T) {
 	}
 	o := startLeaseOrigin(t, "LECTERN_LEASE_TTL=60s")
 	midHour(t, o)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		org := "lexpiry-" + b.name
 		renews := o.now().Add(30 * time.Second).UTC().Truncate(time.Second)
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`,"renewsAt":"`+renews.Format(time.RFC3339)+`"}`, "content.read")

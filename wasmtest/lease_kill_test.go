@@ -78,7 +78,7 @@ func startEdgeProc(t *testing.T, b *build, o *origin, addr, usageLog string) *ed
 // at most one per client, so billed is between served and served plus
 // the clients cut off.
 func TestLeaseKill(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := startLeaseOrigin(t)
 		org := "lkill-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
@@ -169,7 +169,7 @@ func TestLeaseKill(t *testing.T) {
 // refused for the dead leases' reservations; after it, the calls they did
 // not use are served again.
 func TestLeaseKillPastGrace(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := startLeaseOrigin(t)
 		const quota = 100
 		org := "lgrace-" + b.name

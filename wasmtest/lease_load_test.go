@@ -22,7 +22,7 @@ func TestLeaseChangesUnderLoad(t *testing.T) {
 		t.Fatal(setupErr)
 	}
 	o := startLeaseOrigin(t)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		org := "lload-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")

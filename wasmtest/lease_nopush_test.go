@@ -17,7 +17,7 @@ func TestLeaseSuspendNoPush(t *testing.T) {
 	}
 	o := startLeaseOrigin(t, "LECTERN_LEASE_TTL=2s")
 	midHour(t, o)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		org := "lnopushsusp-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")

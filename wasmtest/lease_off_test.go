@@ -15,7 +15,7 @@ func TestLeasesOffAtOrigin(t *testing.T) {
 		t.Fatal(setupErr)
 	}
 	o := startLeaseOrigin(t, "LECTERN_LEASES=off")
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		org := "loff-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`,"quota":{"calls":1000}}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")

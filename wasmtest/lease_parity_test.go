@@ -88,7 +88,7 @@ func TestLeasedRateLimit(t *testing.T) {
 	}
 	o := startLeaseOrigin(t, "LECTERN_LEASE_TTL=60s")
 	midHour(t, o)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		org := "lrate-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`,"quota":{"calls":5000},"rateLimits":{"callsPerHour":4000}}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")

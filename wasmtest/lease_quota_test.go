@@ -44,7 +44,7 @@ func leaseLimit(t *testing.T, name, limit, code string, hour, push bool) {
 	o := startLeaseOrigin(t)
 	midHour(t, o)
 	const quota = 300
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		org := name + "-" + b.name
 		id, sec := o.org(t, fmt.Sprintf(`{"orgId":%q,"contentGrants":%s,`+limit+`}`, org, allTiers, quota), "content.read")
 		tok := o.token(t, id, sec, "content.read")

@@ -21,7 +21,7 @@ func TestLeaseGrantInFlight(t *testing.T) {
 	}
 	o := startLeaseOrigin(t, "LECTERN_LEASE_TTL=60s")
 	midHour(t, o)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		for _, push := range []string{"revoke", "settle"} {
 			t.Run(push, func(t *testing.T) {
 				org := "lrace-" + push + "-" + b.name

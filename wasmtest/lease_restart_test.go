@@ -11,7 +11,7 @@ import (
 // edge, whose next revalidation is 403 ORG_SUSPENDED; while the origin
 // was down the lease answered; and what the lease used is billed once.
 func TestLeaseOriginRestart(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		dir := t.TempDir()
 		env := []string{"LECTERN_LEASE_TTL=60s"}
 		o, err := launch(dir, nil, env...)

@@ -57,7 +57,7 @@ func TestLeaseRevocations(t *testing.T) {
 	}
 	o := startLeaseOrigin(t, "LECTERN_LEASE_TTL=60s")
 	midHour(t, o)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		target := "/v1/tiers"
 		newOrg := func(name, grants string) string {
 			id, sec := o.org(t, `{"orgId":"`+name+`-`+b.name+`","contentGrants":`+grants+`}`, "content.read")

@@ -15,7 +15,7 @@ func TestLeaseSettle(t *testing.T) {
 		t.Fatal(setupErr)
 	}
 	o := startLeaseOrigin(t)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		org := "lsettle-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`,"quota":{"calls":100000}}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")

@@ -12,7 +12,7 @@ import (
 // the leases are revoked (issue 19, point 3). Reinstated, it is served
 // again.
 func TestLeaseSuspend(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		org := "lsusp-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")

@@ -23,7 +23,7 @@ func TestLecternSyncThroughEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := shared(t)
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		e := newEdge(t, b, o, nil)
 		org := "lectern-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":["high"]}`, "content.read", "content.export")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,11 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2/clientcredentials"
+
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/worker/wazero"
-	"golang.org/x/oauth2/clientcredentials"
 )
 
 // The suite's fixed settings; every origin it starts shares them.
@@ -67,6 +69,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(tmp)
+		flag.Parse() // testing.Short, before m.Run
 		setupErr = setup()
 		code := m.Run()
 		if sharedOrigin != nil {
@@ -95,11 +98,13 @@ func setup() error {
 	}
 
 	std := &build{name: "go", path: filepath.Join(tmp, "worker-go.wasm")}
-	std.err = run(root, wazero.GoEnv, "go", wazero.GoBuild(std.path, "./worker/wasm")...)
+	std.err = wazero.BuildModule(root, "", std.path, "./worker/wasm")
 	builds = append(builds, std)
-	if tinygo = wazero.TinyGo(); tinygo != "" {
+	if testing.Short() {
+		notes = append(notes, "-short: the standard Go build only, its representative tests; make test runs the rest and the TinyGo build")
+	} else if tinygo = wazero.TinyGo(); tinygo != "" {
 		b := &build{name: "tinygo", path: filepath.Join(tmp, "worker-tinygo.wasm")}
-		b.err = run(root, nil, tinygo, wazero.TinyGoBuild(b.path, "./worker/wasm")...)
+		b.err = wazero.BuildModule(root, tinygo, b.path, "./worker/wasm")
 		builds = append(builds, b)
 	} else {
 		notes = append(notes, noTinyGo+": the TinyGo build is not tested; tools/tinygo/build.sh installs it")
@@ -166,20 +171,43 @@ func TestBuilds(t *testing.T) {
 	}
 }
 
-// forEachBuild runs f as a subtest per build of the module.
+// forEachBuild runs f as a subtest per build of the module: the
+// representative tests, whose outcome the compiler could change (parsing,
+// encoding, allocation, the reactor's calls), run on both.
 func forEachBuild(t *testing.T, f func(t *testing.T, b *build)) {
 	t.Helper()
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
 	for _, b := range builds {
-		t.Run(b.name, func(t *testing.T) {
-			if b.err != nil {
-				t.Skipf("build %s failed (see TestBuilds)", b.name)
-			}
-			f(t, b)
-		})
+		runOn(t, b, f)
 	}
+}
+
+// forDeployedBuild runs f as a subtest on the deployed build of the
+// module: TinyGo's when it is installed (docs/edge.md), standard Go's
+// otherwise. The scenarios (leases, kills, the soak) run there only: they
+// exercise the origin and the host around the module, the same code for
+// either build.
+func forDeployedBuild(t *testing.T, f func(t *testing.T, b *build)) {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	if testing.Short() {
+		t.Skip("-short: a scenario of the deployed build (make test runs it)")
+	}
+	runOn(t, builds[len(builds)-1], f) // TinyGo's is appended after standard Go's
+}
+
+func runOn(t *testing.T, b *build, f func(t *testing.T, b *build)) {
+	t.Helper()
+	t.Run(b.name, func(t *testing.T) {
+		if b.err != nil {
+			t.Skipf("build %s failed (see TestBuilds)", b.name)
+		}
+		f(t, b)
+	})
 }
 
 // origin is an origin stack running as a child process (the origin

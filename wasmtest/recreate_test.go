@@ -15,7 +15,7 @@ import (
 // and the new organisation starts with no meters; a new client's token
 // works through the edge.
 func TestRecreatedOrg(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		org := "recreated-" + b.name
 		body := `{"orgId":"` + org + `","contentGrants":` + allTiers + `}`

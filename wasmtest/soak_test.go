@@ -20,7 +20,7 @@ func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short: 100,000 requests per build")
 	}
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o := shared(t)
 		f := newFixture(t, o, "soak-"+b.name)
 		e := newEdge(t, b, o, func(c *wazero.Config) { c.Instances = 1 })

@@ -15,7 +15,7 @@ import (
 // makes one when none came, and both tiers log the same trace id under
 // the same request id.
 func TestTraceparent(t *testing.T) {
-	forEachBuild(t, func(t *testing.T, b *build) {
+	forDeployedBuild(t, func(t *testing.T, b *build) {
 		o, originLog := startOriginLog(t)
 		org := "trace-" + b.name
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")

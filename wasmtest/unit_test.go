@@ -13,6 +13,9 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/lectern-api/lectern/internal/buildcache"
+	host "github.com/lectern-api/lectern/worker/wazero"
 )
 
 // TestPipelineUnderTinyGo runs worker/pipeline's own tests compiled by
@@ -20,11 +23,18 @@ import (
 // toolchain it ships with, where unsafe string views, the reuse of ended
 // requests and the allocation counts could differ from the native run.
 func TestPipelineUnderTinyGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no TinyGo build (make test runs it)")
+	}
 	if tinygo == "" {
 		t.Skip(noTinyGo + ": worker/pipeline's tests ran natively only; tools/tinygo/build.sh installs it")
 	}
 	bin := filepath.Join(t.TempDir(), "pipeline.test.wasm")
-	if err := run(root, nil, tinygo, "test", "-c", "-target=wasip1", "-opt=2", "-o", bin, "./worker/pipeline"); err != nil {
+	// Kept by the hash of its sources (internal/buildcache): TinyGo takes
+	// a minute and a half of CPU to build it.
+	_, err := buildcache.Run(buildcache.Build{Dir: root, Out: bin, Packages: []string{"./worker/pipeline"}, Test: true, ListEnv: host.GoEnv,
+		Command: []string{tinygo, "test", "-c", "-target=wasip1", "-opt=2", "-o", bin, "./worker/pipeline"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	wasm, err := os.ReadFile(bin)

@@ -8,18 +8,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/shared/token/tokentest"
-	host "github.com/lectern-api/lectern/worker/wazero"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/lectern-api/lectern/shared/token/tokentest"
+	host "github.com/lectern-api/lectern/worker/wazero"
 )
 
 // These tests build the reactor and drive its ABI (docs/edge.md) under
@@ -29,23 +29,13 @@ import (
 // wasmtest's.
 
 type build struct {
-	name string
-	cmd  func(out string) *exec.Cmd
+	name   string
+	tinygo func() string // the compiler; "" for standard Go
 }
 
 var builds = []build{
-	{"go", func(out string) *exec.Cmd {
-		c := exec.Command("go", host.GoBuild(out, ".")...)
-		c.Env = append(os.Environ(), host.GoEnv...)
-		return c
-	}},
-	{"tinygo", func(out string) *exec.Cmd {
-		bin := host.TinyGo()
-		if bin == "" {
-			return nil
-		}
-		return exec.Command(bin, host.TinyGoBuild(out, ".")...)
-	}},
+	{"go", func() string { return "" }},
+	{"tinygo", host.TinyGo},
 }
 
 var (
@@ -62,12 +52,12 @@ func module(t testing.TB, b build) []byte {
 		return m
 	}
 	out := filepath.Join(t.TempDir(), b.name+".wasm")
-	cmd := b.cmd(out)
-	if cmd == nil {
+	tinygo := b.tinygo()
+	if b.name == "tinygo" && tinygo == "" {
 		t.Skipf("%s build: TinyGo not found (set TINYGO, or run tools/tinygo/build.sh)", b.name)
 	}
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s build: %v\n%s", b.name, err, msg)
+	if err := host.BuildModule(".", tinygo, out, "."); err != nil {
+		t.Fatalf("%s build: %v", b.name, err)
 	}
 	m, err := os.ReadFile(out)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/lectern-api/lectern/internal/buildcache"
 )
 
 // Toolchain names the toolchain that built a module, from its custom
@@ -101,4 +103,20 @@ var GoEnv = []string{"GOOS=wasip1", "GOARCH=wasm"}
 // standard Go, run with GoEnv.
 func GoBuild(out, pkg string) []string {
 	return []string{"build", "-buildmode=c-shared", "-o", out, pkg}
+}
+
+// BuildModule builds pkg, the module's package (a path from root, the
+// module's root), into out: with TinyGo at tinygo (TinyGoBuild), or with
+// standard Go (GoBuild) when tinygo is "". The output of the last build
+// of the same sources and compiler is copied instead (internal/buildcache):
+// the tests and tools that build the module build it once a change.
+func BuildModule(root, tinygo, out, pkg string) error {
+	b := buildcache.Build{Dir: root, Out: out, Packages: []string{pkg}, ListEnv: GoEnv}
+	if tinygo != "" {
+		b.Command = append([]string{tinygo}, TinyGoBuild(out, pkg)...)
+	} else {
+		b.Command, b.Env = append([]string{"go"}, GoBuild(out, pkg)...), GoEnv
+	}
+	_, err := buildcache.Run(b)
+	return err
 }

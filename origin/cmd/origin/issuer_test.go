@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -428,10 +427,8 @@ func startIssuerEdge(t *testing.T, issuer string, first *testStack, more ...*tes
 func edgeModule(t *testing.T) *wazero.Module {
 	t.Helper()
 	wasm := filepath.Join(t.TempDir(), "worker.wasm")
-	cmd := exec.Command("go", wazero.GoBuild(wasm, "github.com/lectern-api/lectern/worker/wasm")...)
-	cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the edge module: %v\n%s", err, out)
+	if err := wazero.BuildModule(".", "", wasm, "github.com/lectern-api/lectern/worker/wasm"); err != nil {
+		t.Fatalf("build the edge module: %v", err)
 	}
 	code, err := os.ReadFile(wasm)
 	if err != nil {

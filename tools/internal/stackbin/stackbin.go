@@ -26,22 +26,15 @@ const Module = "worker.wasm"
 
 // Build builds Commands and the edge module (Module) into dir: the module
 // with the TinyGo at tinygo (the deployed build, wazero.TinyGoBuild) when
-// tinygo is not empty, else with standard Go (wazero.GoBuild).
+// tinygo is not empty, else with standard Go (wazero.GoBuild); a build of
+// unchanged sources is copied (wazero.BuildModule).
 func Build(dir, tinygo string) error {
 	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, Commands...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the commands: %v\n%s", err, out)
 	}
-	const pkg = "github.com/lectern-api/lectern/worker/wasm"
-	out := filepath.Join(dir, Module)
-	if tinygo != "" {
-		cmd = exec.Command(tinygo, wazero.TinyGoBuild(out, pkg)...)
-	} else {
-		cmd = exec.Command("go", wazero.GoBuild(out, pkg)...)
-		cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
-	}
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the module: %v\n%s", err, b)
+	if err := wazero.BuildModule(".", tinygo, filepath.Join(dir, Module), "github.com/lectern-api/lectern/worker/wasm"); err != nil {
+		return fmt.Errorf("build the module: %v", err)
 	}
 	return nil
 }

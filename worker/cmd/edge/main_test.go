@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,10 +76,8 @@ func TestRun(t *testing.T) {
 		t.Skip("skipped in -short: builds the module")
 	}
 	wasm := filepath.Join(t.TempDir(), "worker.wasm")
-	cmd := exec.Command("go", wazero.GoBuild(wasm, "github.com/lectern-api/lectern/worker/wasm")...)
-	cmd.Env = append(cmd.Environ(), wazero.GoEnv...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the module: %v\n%s", err, out)
+	if err := wazero.BuildModule(".", "", wasm, "github.com/lectern-api/lectern/worker/wasm"); err != nil {
+		t.Fatalf("build the module: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()

@@ -17,13 +17,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/lectern-api/lectern/internal/buildcache"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
 )
@@ -54,10 +54,11 @@ func GoModule(t testing.TB, goBuild func(out, pkg string) []string, goEnv []stri
 		}
 		defer os.RemoveAll(dir)
 		out := filepath.Join(dir, "worker.wasm")
-		cmd := exec.Command("go", goBuild(out, ModulePackage)...)
-		cmd.Env = append(cmd.Environ(), goEnv...)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			module.err = fmt.Errorf("build the module: %v\n%s", err, b)
+		// A build of unchanged sources is copied (internal/buildcache).
+		_, err = buildcache.Run(buildcache.Build{Dir: ".", Command: append([]string{"go"}, goBuild(out, ModulePackage)...),
+			Env: goEnv, Out: out, Packages: []string{ModulePackage}})
+		if err != nil {
+			module.err = fmt.Errorf("build the module: %v", err)
 			return
 		}
 		module.wasm, module.err = os.ReadFile(out)
