@@ -19,13 +19,14 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/shared/apierr"
-	"golang.org/x/crypto/bcrypt"
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
 )
 
 const (
@@ -822,5 +823,18 @@ func TestCreateClient(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDummyHash: the hash an unknown client id is compared against costs
+// what a client's secret does (bcrypt.DefaultCost), and is a hash bcrypt
+// reads, so the comparison runs in full rather than failing fast.
+func TestDummyHash(t *testing.T) {
+	cost, err := bcrypt.Cost([]byte(dummyHash))
+	if err != nil || cost != bcrypt.DefaultCost {
+		t.Fatalf("dummyHash: cost %d (%v), want %d", cost, err, bcrypt.DefaultCost)
+	}
+	if err := bcrypt.CompareHashAndPassword([]byte(dummyHash), []byte("a guess")); !errors.Is(err, bcrypt.ErrMismatchedHashAndPassword) {
+		t.Fatalf("a guess against dummyHash: %v, want a mismatch", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,12 +33,30 @@ func TestExportsStack(t *testing.T) {
 	onBothStores(t, "the exports", exportsStack)
 }
 
-func exportsStack(t *testing.T, s *testStack) {
-	full := filepath.Join(t.TempDir(), "full")
-	if _, err := gen.Write(full, gen.Options{Seed: 1}); err != nil {
-		t.Fatal(err)
+var (
+	fullOnce sync.Once
+	fullDir  string
+	fullErr  error
+)
+
+// fullCorpus is the full corpus of seed 1, written once for the test
+// binary (both stores' runs reload it; an origin only reads it) and
+// removed by TestMain.
+func fullCorpus(t *testing.T) string {
+	t.Helper()
+	fullOnce.Do(func() {
+		if fullDir, fullErr = os.MkdirTemp("", "lectern-full-"); fullErr == nil {
+			_, fullErr = gen.Write(filepath.Join(fullDir, "full"), gen.Options{Seed: 1})
+		}
+	})
+	if fullErr != nil {
+		t.Fatal(fullErr)
 	}
-	s.reloadTo(full)
+	return filepath.Join(fullDir, "full")
+}
+
+func exportsStack(t *testing.T, s *testStack) {
+	s.reloadTo(fullCorpus(t))
 	var sub *corpus.Subject
 	for _, c := range s.Content().Subjects {
 		if len(c.Lessons) == 30 {

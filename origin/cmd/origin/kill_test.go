@@ -40,7 +40,11 @@ func TestMain(m *testing.M) {
 		fmt.Printf("READY %s %s %s\n", st.OriginURL, st.IdPURL, st.AdminURL)
 		select {}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if fullDir != "" {
+		os.RemoveAll(fullDir)
+	}
+	os.Exit(code)
 }
 
 // startChild starts the test binary as an origin (TestMain's child mode)

@@ -64,6 +64,19 @@ const (
 // an Exclusive one is its database's only writer, which the backend's own
 // tests show refuses a second Store.
 func Run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store) {
+	run(t, kind, open, false)
+}
+
+// RunVariant is Run for another configuration of a backend whose default
+// one Run covers (no group commit, small batches). Under -short, the race
+// pass, it leaves out LedgerTrimWindows: its 10,500 ledger rows take
+// seconds under the race detector, and the default configuration's run
+// covers the trim's concurrency. make test's main pass runs it whole.
+func RunVariant(t *testing.T, kind Kind, open func(t *testing.T) meter.Store) {
+	run(t, kind, open, true)
+}
+
+func run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store, variant bool) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, open func(t *testing.T) meter.Store)
@@ -120,6 +133,9 @@ func Run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if variant && testing.Short() && tt.name == "LedgerTrimWindows" {
+				t.Skip("-short: a configuration's variant; the default configuration's run and the full pass make it")
+			}
 			t.Parallel()
 			tt.fn(t, open)
 		})

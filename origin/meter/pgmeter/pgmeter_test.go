@@ -55,7 +55,7 @@ func TestMeter(t *testing.T) {
 // and its many connections contend on row locks as two origins would.
 func TestMeterNoGroupCommit(t *testing.T) {
 	pgschema.Base(t, what)
-	metertest.Run(t, metertest.Shared, opener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
+	metertest.RunVariant(t, metertest.Shared, opener(pgmeter.Options{NoGroupCommit: true, MaxConns: 16}))
 }
 
 // dsnEnv names the database the crash test's child serves.

@@ -40,12 +40,12 @@ func TestMeter(t *testing.T) {
 
 // The baseline tools/meterbench measures against is a correct store too.
 func TestMeterNoGroupCommit(t *testing.T) {
-	metertest.Run(t, metertest.Exclusive, opener(sqlitemeter.Options{NoGroupCommit: true}))
+	metertest.RunVariant(t, metertest.Exclusive, opener(sqlitemeter.Options{NoGroupCommit: true}))
 }
 
 // Small batches exercise the batch cap.
 func TestMeterSmallBatches(t *testing.T) {
-	metertest.Run(t, metertest.Exclusive, opener(sqlitemeter.Options{MaxBatch: 3}))
+	metertest.RunVariant(t, metertest.Exclusive, opener(sqlitemeter.Options{MaxBatch: 3}))
 }
 
 // dbEnv names the database file the crash test's child serves.
