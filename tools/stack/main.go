@@ -168,7 +168,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 }
 
 // adminTokenFile is where the origin keeps its admin token when
-// LECTERN_ADMIN_TOKEN is unset (origin/cmd/origin, secret.go), relative to
+// LECTERN_ADMIN_TOKEN is unset (origin/internal/private/kept.go), relative to
 // the working directory both children share.
 const adminTokenFile = "var/admin-token"
 

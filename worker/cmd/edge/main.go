@@ -1,8 +1,9 @@
-// Command edge is the local edge: it serves the edge module
+// Command edge is the edge on a host of its own (beside the Cloudflare
+// worker, worker/cloudflare): it serves the edge module
 // (build/worker.wasm, docs/edge.md) under wazero on LECTERN_EDGE_ADDR,
 // in front of the origin at LECTERN_ORIGIN_URL, or of the origins it lists,
 // comma-separated (docs/edge.md, "Several origins"). `make run` starts it
-// beside the origin stack.
+// beside the origin stack; docs/operations.md runs it in production.
 //
 //	go run ./worker/cmd/edge [-wasm build/worker.wasm] [-addr 127.0.0.1:8787] ...
 //
@@ -176,7 +177,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 }
 
 // secretFile is where the origin keeps the secret of a dev stack when
-// LECTERN_SECRET is unset (origin/cmd/origin/secret.go). The edge only
+// LECTERN_SECRET is unset (origin/internal/private/kept.go). The edge only
 // reads it: the origin creates it.
 const secretFile = "var/secret"
 
