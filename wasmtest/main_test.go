@@ -357,7 +357,7 @@ func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 	}
 	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
 	defer timer.Stop()
-	// The origin prints its bound URLs once it serves (stack.go: demo).
+	// The origin prints its bound URLs once it serves (origin/wiring/demo.go: Announce).
 	sc := bufio.NewScanner(stdout)
 	// The address lines may be the last it prints (no demo): the
 	// condition is checked before waiting for another line.
