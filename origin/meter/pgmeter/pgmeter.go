@@ -188,20 +188,30 @@ func (s *Store) commit(ctx context.Context, j batch.Job) (batch.Outcome, error) 
 	if s.closed {
 		return batch.Outcome{}, ErrClosed
 	}
-	conn, err := s.pool.get(ctx)
-	if err != nil {
-		return batch.Outcome{}, err
-	}
-	defer s.pool.put(conn)
 	// As under group commit, ctx is not the transaction's: once begun it
 	// commits or fails on its own.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
 	defer cancel()
-	res, err := batch.Commit(tctx, backend{conn}, []batch.Job{j})
-	if err != nil {
-		return batch.Outcome{}, err
+	for attempt := 1; ; attempt++ {
+		conn, err := s.pool.get(ctx)
+		if err != nil {
+			return batch.Outcome{}, err
+		}
+		res, err := batch.Commit(tctx, backend{conn}, []batch.Job{j})
+		// As the committer's writer: a connection the server ended
+		// before COMMIT (idle_in_transaction_session_timeout after this
+		// process stalled mid-transaction) applied nothing, and the job
+		// is tried again on another (put closes the lost one).
+		lost := err != nil && conn.IsClosed() && !batch.DuringCommit(err)
+		s.pool.put(conn)
+		if lost && attempt <= maxRedials {
+			continue
+		}
+		if err != nil {
+			return batch.Outcome{}, err
+		}
+		return res[0], nil
 	}
-	return res[0], nil
 }
 
 // backend is the batch.Backend of one connection.

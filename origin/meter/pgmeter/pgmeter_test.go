@@ -165,11 +165,17 @@ func TestStalledPeer(t *testing.T) {
 
 // A batch whose connection the server ended before COMMIT (as
 // idle_in_transaction_session_timeout ends that of an origin that stalled
-// mid-batch) applied nothing; it is tried again on a new connection.
+// mid-batch) applied nothing; it is tried again on a new connection, by
+// the committer's writer and without group commit alike.
 func TestLostConnection(t *testing.T) {
+	t.Run("group commit", func(t *testing.T) { lostConnection(t, pgmeter.Options{}) })
+	t.Run("no group commit", func(t *testing.T) { lostConnection(t, pgmeter.Options{NoGroupCommit: true}) })
+}
+
+func lostConnection(t *testing.T, opts pgmeter.Options) {
 	app := "pgmeter_lost_" + strings.ToLower(rand.Text()[:8])
 	dsn := pgschema.WithParam(pgschema.ForTest(t, what), "application_name", app)
-	s := openStore(t, dsn, pgmeter.Options{})
+	s := openStore(t, dsn, opts)
 	op := meter.Op{Org: "acme", Now: time.Now(), Stages: []meter.Stage{{{Meter: meter.MonthCalls, N: 1}}}}
 	if _, err := s.Apply(t.Context(), op); err != nil {
 		t.Fatal(err)
@@ -185,7 +191,7 @@ func TestLostConnection(t *testing.T) {
 	}
 	res, err := s.Apply(t.Context(), op)
 	if err != nil {
-		t.Fatalf("Apply after the server ended the writer's session: %v", err)
+		t.Fatalf("Apply after the server ended the store's sessions: %v", err)
 	}
 	if res.After.Get(meter.MonthCalls) != 2 {
 		t.Errorf("month calls after = %d, want 2", res.After.Get(meter.MonthCalls))
