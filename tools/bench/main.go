@@ -220,38 +220,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		exports = o.sections["content"] || o.sections["exports"]
 		needStk = exports || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["worker"]
 	)
-	if needStk || o.sections["memory"] {
-		cdir := o.corpus
-		if cdir == "" {
-			cdir = filepath.Join(dir, "corpus")
-			progress("generating the full corpus into %s", cdir)
-			if _, err := gen.Write(cdir, gen.Options{Seed: 1}); err != nil {
-				return fmt.Errorf("generate corpus: %w", err)
-			}
-		}
-		if c, err = corpus.Load(cdir); err != nil {
-			return fmt.Errorf("load corpus: %w", err)
+	cdir := o.corpus
+	if (needStk || o.sections["memory"]) && cdir == "" {
+		cdir = filepath.Join(dir, "corpus")
+		progress("generating the full corpus into %s", cdir)
+		if _, err := gen.Write(cdir, gen.Options{Seed: 1}); err != nil {
+			return fmt.Errorf("generate corpus: %w", err)
 		}
 	}
 	if o.sections["memory"] {
 		// First, while the bench's process is still small and the
-		// machine quiet.
-		if memRows, err = memory(ctx, o, root, dir, c, progress); err != nil {
+		// machine quiet. The bench's own load of the corpus is garbage
+		// once the rows are measured.
+		mc, err := corpus.Load(cdir)
+		if err != nil {
+			return fmt.Errorf("load corpus: %w", err)
+		}
+		if memRows, err = memory(ctx, o, root, dir, mc, progress); err != nil {
 			return err
+		}
+		if !needStk {
+			c = mc // for the header: no origin in process loads it
 		}
 	}
 	if needStk {
-		progress("corpus %s: %d subjects, %d classes, %d media; starting the origin stack", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
+		progress("starting the origin stack on the corpus in %s", cdir)
 		memLimit := o.memLimit && os.Getenv("GOMEMLIMIT") == ""
-		if st, err = startStack(ctx, dir, c, log, memLimit); err != nil {
+		if st, err = startStack(ctx, dir, cdir, log, memLimit); err != nil {
 			return err
 		}
 		defer st.Close()
-		// The origin's corpus from here on, so that the bench's own load
-		// is garbage; settled again as the origin does once its corpus
-		// is served (origin/wiring, memory.go): here the limit also
-		// covers the bench's clients.
+		// The origin's corpus, the one load of it: settled again as the
+		// origin does once its corpus is served (origin/wiring,
+		// memory.go): here the limit also covers the bench's clients.
 		c = st.Content.Corpus
+		progress("corpus %s: %d subjects, %d classes, %d media", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
 		wiring.SettleMemory(memLimit)
 		if tokens, err = st.tokens(ctx, o.clients); err != nil {
 			return err

@@ -15,7 +15,6 @@ import (
 
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/bundles"
-	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/idp/idptest"
 	"github.com/lectern-api/lectern/origin/licence"
@@ -59,10 +58,10 @@ type stack struct {
 	meters meter.Store
 }
 
-// startStack serves the corpus c (loaded from c.Dir) from a new stack
-// whose database lives in dir; memLimit: the origin sets the memory limit
+// startStack serves the corpus in cdir (the origin loads it, once) from a
+// new stack whose database lives in dir; memLimit: the origin sets the memory limit
 // itself, as origin/cmd/origin does without GOMEMLIMIT.
-func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Logger, memLimit bool) (*stack, error) {
+func startStack(ctx context.Context, dir, cdir string, log *slog.Logger, memLimit bool) (*stack, error) {
 	st := &stack{Secret: "bench-" + rand.Text() + rand.Text()}
 	// Leases on, at their defaults, as origin/cmd/origin wires them: an
 	// edge asks for them only when its own leases are on (lease.go). The
@@ -79,7 +78,7 @@ func startStack(ctx context.Context, dir string, c *corpus.Corpus, log *slog.Log
 	}
 	o, err := wiring.Open(ctx, wiring.Options{
 		OriginAddr: "127.0.0.1:0", IdPAddr: "127.0.0.1:0", // no admin API
-		DB: filepath.Join(dir, "lectern.db"), Corpus: c.Dir, Secret: st.Secret, Audience: audience,
+		DB: filepath.Join(dir, "lectern.db"), Corpus: cdir, Secret: st.Secret, Audience: audience,
 		LicenseURL: "https://lectern.example/licence", Leases: wiring.LeaseSettings{Edges: edges},
 		BundleDir: filepath.Join(dir, "bundles"), MemoryLimit: memLimit, Log: log, AccessLog: access,
 	})

@@ -198,11 +198,9 @@ func (s *Store) commit(ctx context.Context, j batch.Job) (batch.Outcome, error) 
 			return batch.Outcome{}, err
 		}
 		res, err := batch.Commit(tctx, backend{conn}, []batch.Job{j})
-		// As the committer's writer: a connection the server ended
-		// before COMMIT (idle_in_transaction_session_timeout after this
-		// process stalled mid-transaction) applied nothing, and the job
-		// is tried again on another (put closes the lost one).
-		lost := err != nil && conn.IsClosed() && !batch.DuringCommit(err)
+		// As the committer's writer, the job is tried again on another
+		// connection (put closes the lost one).
+		lost := err != nil && lostBeforeCommit(conn, err)
 		s.pool.put(conn)
 		if lost && attempt <= maxRedials {
 			continue
@@ -270,8 +268,16 @@ func (w *writer) Retry(err error, attempt int) bool {
 	if w.backend.Retry(err, attempt) {
 		return true
 	}
-	lost := w.conn == nil || w.conn.IsClosed()
-	return lost && !batch.DuringCommit(err) && attempt <= maxRedials
+	return lostBeforeCommit(w.conn, err) && attempt <= maxRedials
+}
+
+// lostBeforeCommit reports whether a batch failed with err because its
+// connection, conn, was lost before COMMIT: the server ended the session
+// (idle_in_transaction_session_timeout after this process stalled
+// mid-batch, an administrator) or the network dropped it. Nothing of the
+// batch was applied, so it may be tried again on another connection.
+func lostBeforeCommit(conn *pgx.Conn, err error) bool {
+	return (conn == nil || conn.IsClosed()) && !batch.DuringCommit(err)
 }
 
 func (w *writer) Begin(ctx context.Context) (batch.Tx, error) {
