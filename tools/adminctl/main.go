@@ -7,7 +7,8 @@
 //	adminctl help [COMMAND]
 //
 // The address and token default to LECTERN_ADMIN_ADDR (127.0.0.1:8081)
-// and LECTERN_ADMIN_TOKEN. Commands:
+// and LECTERN_ADMIN_TOKEN, or, when that is unset, the token the origin
+// keeps in var/admin-token (run adminctl where make run runs). Commands:
 //
 //	health
 //	org create [-id ID] [-name N] [-grants high,college/calculus] [-json BODY]
@@ -102,7 +103,8 @@ func usage() string {
 	for _, c := range commands {
 		b.WriteString("  " + c.synopsis + "\n")
 	}
-	b.WriteString("\n-addr defaults to $LECTERN_ADMIN_ADDR or 127.0.0.1:8081; -token to $LECTERN_ADMIN_TOKEN.\n" +
+	b.WriteString("\n-addr defaults to $LECTERN_ADMIN_ADDR or 127.0.0.1:8081; -token to $LECTERN_ADMIN_TOKEN,\n" +
+		"else the origin's var/admin-token (in the directory the origin was started in).\n" +
 		"-version prints the version. adminctl help COMMAND, or COMMAND -h, explains a command.\n")
 	return b.String()
 }
@@ -204,7 +206,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	if *token == "" {
-		return errors.New("no admin token: set LECTERN_ADMIN_TOKEN or pass -token")
+		t, err := keptToken()
+		if err != nil {
+			return err
+		}
+		*token = t
 	}
 	base := *addr
 	if !strings.Contains(base, "://") {
@@ -215,6 +221,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return rc.run(ctx, base, *token, stdout, stderr)
 	}
 	return do(ctx, base, *token, c, stdout)
+}
+
+// adminTokenFile is where an origin keeps its admin token when
+// LECTERN_ADMIN_TOKEN is unset (origin/internal/private/kept.go), relative
+// to the directory it was started in, as make run starts it.
+const adminTokenFile = "var/admin-token"
+
+// keptToken is the token in adminTokenFile, for when neither -token nor
+// LECTERN_ADMIN_TOKEN gives one.
+func keptToken() (string, error) {
+	b, err := os.ReadFile(adminTokenFile)
+	if t := strings.TrimSpace(string(b)); err == nil && t != "" {
+		return t, nil
+	}
+	if err == nil {
+		err = errors.New("empty")
+	}
+	return "", fmt.Errorf("no admin token: set LECTERN_ADMIN_TOKEN or pass -token (%s, the origin's own when it is unset, is not readable here: %w)",
+		adminTokenFile, err)
 }
 
 func or(s, def string) string {
