@@ -14,6 +14,16 @@
 // A store belongs to one process: several origins each keep their own
 // directory and build their own copy of a bundle (its bytes are the same
 // on every origin: the bundle is deterministic).
+//
+// The store repairs itself (space.go): a directory removed under it is
+// made again (and locked again) at the next build, and a volume without
+// room for a bundle has the least recently used bundles evicted before
+// the build is tried again. A store also keeps a reserve of free space on
+// its volume (Reserve), below which it writes nothing, so that bundles
+// never fill the volume of a database beside them; a build that finds no
+// room even after eviction fails with ErrNoSpace, which the caller
+// answers as a temporary refusal. Nothing of a failure is kept: the next
+// Get tries again.
 package bundles
 
 import (
@@ -59,14 +69,38 @@ type Stats struct {
 	Purged    int64 // bundles removed by Purge
 	Bytes     int64 // the bytes of the bundles held now
 	Files     int   // the bundles held now
+
+	// SpaceEvictions are the bundles removed to make room on the volume:
+	// for the reserve, or after the volume refused a write.
+	SpaceEvictions int64
+	// Failures met writing or reading bundles, by kind, each counted
+	// where it was met, whether the store repaired it or not: NoSpace, a
+	// write the volume refused (ENOSPC or EDQUOT); MissingDir, the
+	// directory found gone (or no longer the one the store locked) and
+	// made again; Other, any other failure of the store's own file work
+	// (a build's own error is not the store's).
+	NoSpace, MissingDir, Other int64
+	// Refused are the builds that ended in ErrNoSpace, by what refused
+	// the last try: the reserve (RefusedReserve) or the volume
+	// (RefusedFull). Every Get waiting for such a build fails with it.
+	RefusedReserve, RefusedFull int64
 }
 
 // Store is a directory of built bundles. It is safe for concurrent use.
 type Store struct {
-	dir    string
-	max    int64
-	builds chan struct{} // a token per build running: at most GOMAXPROCS at once
-	lock   *os.File      // the directory's lock, held while the store is open
+	dir     string
+	max     int64
+	reserve int64         // bytes kept free on the volume; 0: none (space.go)
+	builds  chan struct{} // a token per build running: at most GOMAXPROCS at once
+
+	dirMu sync.Mutex // held while the directory is checked and made again
+	lock  *os.File   // the directory's lock, held while the store is open; under dirMu
+
+	roomMu sync.Mutex
+	room   int64 // bytes builds may write before the reserve, as of the last look (space.go)
+	// volume reads the directory's file system: volumeOf, or a test's
+	// volume of a set size.
+	volume func(dir string) (volume, error)
 
 	mu      sync.Mutex
 	files   map[string]*list.Element // of *entry, most recently used at the front
@@ -102,12 +136,17 @@ var errAbandoned = errors.New("bundle store: the build was abandoned")
 const lockName = ".lock"
 
 // Open opens the store in dir (created when
-// missing, and made private to its owner) bounded to max bytes (DefaultMaxBytes when max <= 0). The
+// missing, and made private to its owner) bounded to max bytes (DefaultMaxBytes when max <= 0),
+// keeping the reserve of free space opts set (by default DefaultReserve's). The
 // bundles a previous process left are kept, oldest first in line for
 // eviction; temporary files it left are removed.
-func Open(dir string, max int64) (*Store, error) {
+func Open(dir string, max int64, opts ...Option) (*Store, error) {
 	if max <= 0 {
 		max = DefaultMaxBytes
+	}
+	o := options{reserve: -1}
+	for _, opt := range opts {
+		opt(&o)
 	}
 	// Bundles are licensed content: the directory is its owner's alone.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -120,8 +159,11 @@ func Open(dir string, max int64) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle store %s: another store has it (one directory an origin): %w", dir, err)
 	}
-	s := &Store{dir: dir, max: max, lock: lock, builds: make(chan struct{}, runtime.GOMAXPROCS(0)),
+	s := &Store{dir: dir, max: max, reserve: o.reserve, lock: lock, volume: volumeOf, builds: make(chan struct{}, runtime.GOMAXPROCS(0)),
 		files: map[string]*list.Element{}, flights: map[string]*flight{}}
+	if s.reserve < 0 {
+		s.reserve = DefaultReserve(dir)
+	}
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		lock.Close()
@@ -181,7 +223,11 @@ func (s *Store) Has(key string) bool {
 }
 
 // Close releases the store's directory for another store.
-func (s *Store) Close() error { return s.lock.Close() }
+func (s *Store) Close() error {
+	s.dirMu.Lock()
+	defer s.dirMu.Unlock()
+	return s.lock.Close()
+}
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
@@ -200,6 +246,12 @@ func (s *Store) Stats() Stats {
 // waits returns ctx's error, and the build goes on for the others. The
 // caller closes the file. A build is dropped when every Get waiting for
 // it has left: before it starts, or at its next write.
+//
+// build may be called a second time for one Get, when the store repairs
+// itself between two tries (a directory made again, bundles evicted for
+// room): it must write the same bytes each time. A bundle the store has
+// no room for, even after eviction, is ErrNoSpace: temporary, since the
+// next Get tries again.
 func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error) (*os.File, error) {
 	if !validKey(key) {
 		return nil, errors.New("bundle store: malformed key")
@@ -215,6 +267,9 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 				return f, nil
 			}
 			if !errors.Is(err, os.ErrNotExist) {
+				s.mu.Lock()
+				s.stats.Other++
+				s.mu.Unlock()
 				return nil, fmt.Errorf("bundle store: %w", err)
 			}
 			// Removed behind the store's back: forget it and build again.
@@ -266,7 +321,7 @@ func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
 		fl.started = fl.waiters > 0
 		s.mu.Unlock()
 		if fl.started {
-			size, err = s.write(key, fl.stop, build)
+			size, err = s.keep(key, fl.stop, build)
 			select {
 			case <-fl.stop:
 				if err != nil {
@@ -293,40 +348,53 @@ func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
 	close(fl.done)
 }
 
+// writeSize is the size of a build's writes to its file (the buffer's):
+// the reserve is checked a write at a time.
+const writeSize = 64 << 10
+
 // write builds key's bundle into a temporary file, syncs it and renames
-// it into place; it returns the bundle's size.
-func (s *Store) write(key string, stop <-chan struct{}, build func(io.Writer) error) (n int64, err error) {
+// it into place; it returns the bundle's size. A failure of the store's
+// own file work (not the build's) is a *fileError, and wrote is what the
+// try wrote before it (space.go sizes the room it makes by it).
+func (s *Store) write(key string, stop <-chan struct{}, build func(io.Writer) error) (n, wrote int64, err error) {
 	f, err := os.CreateTemp(s.dir, key+".*"+tmpSuffix)
 	if err != nil {
-		return 0, fmt.Errorf("bundle store: %w", err)
+		return 0, 0, &fileError{"create", err}
 	}
+	sink := &sink{f: f, s: s, stop: stop}
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
 		}
 	}()
-	bw := bufio.NewWriterSize(stoppable{f, stop}, 64<<10)
+	bw := bufio.NewWriterSize(sink, writeSize)
 	if err := build(bw); err != nil {
-		return 0, err
+		if sink.err != nil { // the build failed because its file did
+			return 0, sink.n, sink.fail()
+		}
+		return 0, sink.n, err
 	}
 	if err := bw.Flush(); err != nil {
-		return 0, fmt.Errorf("bundle store: %w", err)
+		if sink.err == nil {
+			sink.err = err
+		}
+		return 0, sink.n, sink.fail()
 	}
 	info, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("bundle store: %w", err)
+		return 0, sink.n, &fileError{"stat", err}
 	}
 	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("bundle store: %w", err)
+		return 0, sink.n, &fileError{"sync", err}
 	}
 	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("bundle store: %w", err)
+		return 0, sink.n, &fileError{"close", err}
 	}
 	if err := os.Rename(f.Name(), filepath.Join(s.dir, key)); err != nil {
-		return 0, fmt.Errorf("bundle store: %w", err)
+		return 0, sink.n, &fileError{"rename", err}
 	}
-	return info.Size(), nil
+	return info.Size(), sink.n, nil
 }
 
 // Purge removes every bundle the store holds, so that the next Get of
@@ -380,18 +448,56 @@ func (s *Store) forgetLocked(el *list.Element) {
 	s.stats.Files--
 }
 
-// stoppable is a writer whose writes fail once stop is closed: a build
-// nobody waits for any more ends at its next write.
-type stoppable struct {
-	w    io.Writer
+// sink is a build's file as the build writes it: a write fails once stop
+// is closed (a build nobody waits for any more ends at its next write),
+// or when it would take the volume's free space below the reserve
+// (errReserve). Its first failure is kept: the build may wrap it or
+// replace it, and the store needs the cause.
+type sink struct {
+	f    *os.File
+	s    *Store
 	stop <-chan struct{}
+	n    int64 // bytes written
+	err  error // the first write's failure
 }
 
-func (s stoppable) Write(p []byte) (int, error) {
-	select {
-	case <-s.stop:
-		return 0, errAbandoned
-	default:
-		return s.w.Write(p)
+func (w *sink) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
 	}
+	select {
+	case <-w.stop:
+		w.err = errAbandoned
+		return 0, w.err
+	default:
+	}
+	if err := w.s.take(int64(len(p))); err != nil {
+		w.err = err
+		return 0, err
+	}
+	n, err := w.f.Write(p)
+	w.n += int64(n)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
+
+// fail is the sink's failure as write returns it: errAbandoned as is,
+// the rest as the store's own.
+func (w *sink) fail() error {
+	if w.err == errAbandoned {
+		return w.err
+	}
+	return &fileError{"write", w.err}
+}
+
+// fileError is a failure of the store's own file work: op on the
+// directory or a bundle's file, not the build's making of the bytes.
+type fileError struct {
+	op  string
+	err error
+}
+
+func (e *fileError) Error() string { return "bundle store: " + e.op + ": " + e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
