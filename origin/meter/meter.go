@@ -97,7 +97,23 @@ type Op struct {
 	// transaction as the meters, if the op passes (at most MaxLedger). A
 	// refused or suspended op writes none.
 	Ledger []Entry
+	// Once, when set, is the key of the request the op bills (an edge
+	// call's: the edge sends one request to another origin when the first
+	// does not answer in time, and both may serve it). An op whose key
+	// was already applied for Org, by any Store of the database, bills
+	// nothing, writes no ledger row and reports the first application's
+	// outcome (Result.Duplicate). Keys are kept OnceWindow (PruneOnce);
+	// at most MaxOnce bytes.
+	Once string
 }
+
+// OnceWindow is how long an Op.Once key is kept: a request the edge sent
+// longer ago than this is not billed at all (the origin refuses it), so a
+// key is never needed after it.
+const OnceWindow = time.Hour
+
+// MaxOnce bounds Op.Once.
+const MaxOnce = 128
 
 // MaxLedger bounds Op.Ledger: a mint batch is at most 100 URLs.
 const MaxLedger = 100
@@ -188,6 +204,11 @@ type Result struct {
 	// LedgerIDs are the ids of the rows Op.Ledger wrote, in its order;
 	// nil when the op was refused or suspended.
 	LedgerIDs []int64
+	// Duplicate is set when the op's Once key was applied before: the op
+	// billed nothing and wrote nothing; Refused, Granted and LedgerIDs are
+	// those of the first application (Refused points into this op's
+	// Stages, which are the same request's), After the counts now.
+	Duplicate bool
 	// Reserved is set when the op was refused only because of leases'
 	// outstanding reservations (LeaseStore): without them, Refused would
 	// be nil. The origin then recalls the organisation's leases and
@@ -277,6 +298,14 @@ type Store interface {
 	// row ever written.
 	TrimLedger(ctx context.Context, before time.Time) (int64, error)
 	Close() error
+}
+
+// OnceStore forgets the Op.Once keys that can no longer be needed
+// (sqlitemeter and pgmeter implement it).
+type OnceStore interface {
+	// PruneOnce deletes the keys applied before before and returns how
+	// many it deleted.
+	PruneOnce(ctx context.Context, before time.Time) (int64, error)
 }
 
 // LedgerChunk bounds the ledger rows one statement of LedgerBefore or

@@ -119,6 +119,11 @@ func run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store, variant b
 		{"LedgerReopen", testLedgerReopen},
 		{"LedgerTrim", testLedgerTrim},
 		{"LedgerTrimWindows", testLedgerTrimWindows},
+		{"OnceBillsOnce", testOnceBillsOnce},
+		{"OnceOutcome", testOnceOutcome},
+		{"OnceSameBatch", testOnceSameBatch},
+		{"OnceConcurrent", testOnceConcurrentOneStore},
+		{"OncePrune", testOncePrune},
 	}
 	if kind == Shared {
 		tests = append(tests, []struct {
@@ -129,6 +134,7 @@ func run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store, variant b
 			{"AlarmTwoStores", testAlarmTwoStores},
 			{"AlarmConcurrentExactTwoStores", testAlarmConcurrentTwoStores},
 			{"LedgerConcurrentTwoStores", testLedgerConcurrentTwoStores},
+			{"OnceConcurrentTwoStores", testOnceConcurrentTwoStores},
 		}...)
 	}
 	for _, tt := range tests {

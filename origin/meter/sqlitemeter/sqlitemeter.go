@@ -306,6 +306,9 @@ func (t *tx) Load(ctx context.Context, s *batch.State) error {
 			}
 		}
 	}
+	if err := loadOnce(ctx, t.tx, s); err != nil {
+		return err
+	}
 	return t.loadLeases(ctx, s)
 }
 
@@ -405,6 +408,9 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 		}
 	}
 	if err := saveLedger(ctx, t.tx, s.Ledger()); err != nil {
+		return err
+	}
+	if err := saveOnce(ctx, t.tx, s); err != nil {
 		return err
 	}
 	if err := t.saveLeases(ctx, s); err != nil {

@@ -57,6 +57,11 @@ func Validate(op meter.Op) error {
 			return fmt.Errorf("meter op: negative granted lessons %d", r.Granted)
 		}
 	}
+	if op.Once != "" {
+		if err := validText("once key", op.Once, meter.MaxOnce); err != nil {
+			return fmt.Errorf("meter op: %w", err)
+		}
+	}
 	if len(op.Ledger) > meter.MaxLedger {
 		return fmt.Errorf("meter op: %d ledger rows, at most %d", len(op.Ledger), meter.MaxLedger)
 	}
@@ -185,6 +190,9 @@ type Tx interface {
 	// Leases read them before the locks), and the epochs of
 	// s.EpochOrgs() and the global one (SetEpoch), which a BumpEpoch
 	// must not change before the transaction ends (pgmeter: FOR SHARE).
+	// Under the alarms' locks too, the records of the s.OnceKeys()
+	// already applied (SetOnce): an op of a key is only ever applied
+	// while its org's alarm row is locked, so no two batches both miss it.
 	Load(ctx context.Context, s *State) error
 	// Save writes back what the jobs changed (s.Changed, s.ChangedDays,
 	// s.ChangedAlarms), and inserts the ledger rows of the passing ops
@@ -192,7 +200,8 @@ type Tx interface {
 	// that order, and above every row of a transaction that committed
 	// before this one (so ids follow commit order across every Store of
 	// the database); and it inserts s.NewLeases() and writes the Used and
-	// Closed of s.ChangedLeases().
+	// Closed of s.ChangedLeases(); and it inserts s.NewOnce(), after the
+	// ledger rows, whose ids they name (Once.Ledger).
 	Save(ctx context.Context, s *State) error
 	Commit(ctx context.Context) error
 	// Rollback ends the transaction if Commit has not; it is deferred
@@ -249,9 +258,13 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]Outcome, error) {
 	results := make([]Outcome, len(jobs))
 	for i, j := range jobs {
 		results[i] = s.apply(j)
-		if r := results[i].Result; j.isOp() && r.Refused == nil && !r.Suspended && len(j.Op.Ledger) > 0 {
+		if !j.isOp() {
+			continue
+		}
+		if r := results[i].Result; r.Refused == nil && !r.Suspended && !r.Duplicate && len(j.Op.Ledger) > 0 {
 			s.addLedger(i, j.Op)
 		}
+		s.recordOnce(j.Op, results[i].Result)
 	}
 	if err := tx.Save(ctx, s); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
@@ -262,6 +275,7 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]Outcome, error) {
 		}
 		results[r.job].Result.LedgerIDs = append(results[r.job].Result.LedgerIDs, r.ID)
 	}
+	s.numberDuplicates(results)
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", &commitError{err})
 	}

@@ -53,11 +53,12 @@ type mem struct {
 	ledger  []meter.Row // in id order
 	leases  map[string]batch.Lease
 	epochs  map[string]int64
+	once    map[batch.OnceKey]batch.Once
 }
 
 func newMem() *mem {
 	return &mem{counts: map[batch.Key]int64{}, days: map[batch.Day]int{}, lessons: map[batch.Day]map[string]bool{}, alarms: map[string]batch.Alarm{},
-		leases: map[string]batch.Lease{}, epochs: map[string]int64{}}
+		leases: map[string]batch.Lease{}, epochs: map[string]int64{}, once: map[batch.OnceKey]batch.Once{}}
 }
 
 func (db *mem) Begin(ctx context.Context) (batch.Tx, error) {
@@ -75,6 +76,7 @@ type tx struct {
 	alarms map[string]batch.Alarm
 	ledger []meter.Row
 	leases map[string]batch.Lease
+	once   []batch.Once
 	done   bool
 }
 
@@ -122,6 +124,11 @@ func (t *tx) Load(ctx context.Context, s *batch.State) error {
 			s.SetEpoch(org, t.db.epochs[org])
 		}
 	}
+	for _, k := range s.OnceKeys() {
+		if o, ok := t.db.once[k]; ok {
+			s.SetOnce(o)
+		}
+	}
 	return nil
 }
 
@@ -147,6 +154,13 @@ func (t *tx) Save(ctx context.Context, s *batch.State) error {
 		row.Scopes = slices.Clone(row.Scopes)
 		t.ledger = append(t.ledger, row)
 	}
+	for _, o := range s.NewOnce() {
+		rec := *o
+		if rec.LedgerN > 0 {
+			rec.LedgerFirst = s.Ledger()[rec.LedgerOffset].ID
+		}
+		t.once = append(t.once, rec)
+	}
 	return nil
 }
 
@@ -167,6 +181,9 @@ func (t *tx) Commit(context.Context) error {
 		t.db.alarms[org] = a
 	}
 	t.db.ledger = append(t.db.ledger, t.ledger...)
+	for _, o := range t.once {
+		t.db.once[o.OnceKey] = o
+	}
 	for id, l := range t.leases {
 		t.db.leases[id] = l
 	}
@@ -318,6 +335,19 @@ func (s *store) PruneLeases(ctx context.Context, before time.Time) (int64, error
 	for id, l := range s.db.leases {
 		if l.Closed && l.Expires.Before(before) || l.Settle.Before(before) {
 			delete(s.db.leases, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *store) PruneOnce(ctx context.Context, before time.Time) (int64, error) {
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	var n int64
+	for k, o := range s.db.once {
+		if o.Created.Before(before) {
+			delete(s.db.once, k)
 			n++
 		}
 	}

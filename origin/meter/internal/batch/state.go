@@ -110,6 +110,11 @@ type State struct {
 	floor     time.Time
 	joined    []Periods // of the leases the reports name
 	adds      []add     // apply's scratch
+
+	// Op.Once keys (once.go).
+	onceKeys []OnceKey
+	once     map[OnceKey]*Once // those stored and those the batch applied
+	newOnce  []*Once
 }
 
 // LedgerRow is a ledger row a passing op of the batch writes. Save stores
@@ -195,6 +200,7 @@ func newState(jobs []Job) *State {
 		}
 	}
 	slices.Sort(s.orgs)
+	s.initOnce()
 	s.sortLeaseNames()
 	slices.SortFunc(s.dayKeys, func(a, b Day) int {
 		if c := strings.Compare(a.Org, b.Org); c != 0 {
@@ -400,6 +406,9 @@ func (s *State) apply(j Job) Outcome {
 	case j.Reports != nil:
 		s.report(j.Op.Now, j.Reports)
 		return Outcome{}
+	}
+	if o := s.onceOf(j.Op); o != nil {
+		return Outcome{Result: s.duplicate(j.Op, o)}
 	}
 	return Outcome{Result: s.applyOp(j.Op)}
 }

@@ -1,0 +1,143 @@
+package batch
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/meter"
+)
+
+// A request is billed once (meter.Op.Once): the first op of a key that
+// is not suspended bills as any op and leaves a record of its outcome; a
+// later op of the key, in the same batch or another, from this Store or
+// another origin's, bills nothing and reports that outcome.
+
+// OnceKey names an applied request: its org and its Op.Once.
+type OnceKey struct {
+	Org, Key string
+}
+
+// Once is the record of the first application of a key.
+type Once struct {
+	OnceKey
+	Created time.Time // the op's Now
+	// RefusedStage and RefusedStep locate the step that refused it in its
+	// op's Stages; -1 when it passed.
+	RefusedStage, RefusedStep int
+	Granted                   int64 // its Result.Granted
+	// LedgerFirst is the id of the first of its LedgerN ledger rows, which
+	// are numbered one after another (0 when it wrote none). For a record
+	// the batch makes, LedgerOffset is the index of that first row in
+	// State.Ledger(), LedgerFirst known only once Save has numbered them.
+	LedgerFirst  int64
+	LedgerN      int
+	LedgerOffset int
+	fresh        bool // made by this batch
+}
+
+// initOnce lists the keys of the batch's ops, sorted.
+func (s *State) initOnce() {
+	s.once = map[OnceKey]*Once{}
+	for op := range s.ops() {
+		if op.Once != "" {
+			s.onceKeys = append(s.onceKeys, OnceKey{op.Org, op.Once})
+		}
+	}
+	slices.SortFunc(s.onceKeys, func(a, b OnceKey) int {
+		if c := strings.Compare(a.Org, b.Org); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	s.onceKeys = slices.Compact(s.onceKeys)
+}
+
+// OnceKeys are the distinct keys of the batch's ops, sorted: the records
+// Load reads.
+func (s *State) OnceKeys() []OnceKey { return s.onceKeys }
+
+// SetOnce records that o's key was applied before the batch.
+func (s *State) SetOnce(o Once) {
+	o.fresh = false
+	s.once[o.OnceKey] = &o
+}
+
+// NewOnce are the records of the keys the batch applied first, in job
+// order: those Save inserts.
+func (s *State) NewOnce() []*Once { return s.newOnce }
+
+// onceOf is the record of op's key, or nil when it has none (or no key).
+func (s *State) onceOf(op meter.Op) *Once {
+	if op.Once == "" {
+		return nil
+	}
+	return s.once[OnceKey{op.Org, op.Once}]
+}
+
+// duplicate is the Result of op, whose key o records: nothing billed,
+// the first application's outcome, the counts as they are.
+func (s *State) duplicate(op meter.Op, o *Once) meter.Result {
+	res := meter.Result{Duplicate: true, Granted: o.Granted}
+	if o.RefusedStage >= 0 && o.RefusedStage < len(op.Stages) && o.RefusedStep >= 0 && o.RefusedStep < len(op.Stages[o.RefusedStage]) {
+		step := op.Stages[o.RefusedStage][o.RefusedStep]
+		res.Refused = &step
+	}
+	if !o.fresh { // a fresh record's rows are numbered by Save (numberDuplicates)
+		for i := range o.LedgerN {
+			res.LedgerIDs = append(res.LedgerIDs, o.LedgerFirst+int64(i))
+		}
+	}
+	s.after(op, &res)
+	return res
+}
+
+// numberDuplicates gives the duplicates of keys the batch applied first
+// the ids Save gave those first applications' ledger rows.
+func (s *State) numberDuplicates(outs []Outcome) {
+	for i, j := range s.jobs {
+		if !j.isOp() || !outs[i].Result.Duplicate {
+			continue
+		}
+		if o := s.onceOf(j.Op); o != nil && o.fresh {
+			for _, r := range s.ledger[o.LedgerOffset : o.LedgerOffset+o.LedgerN] {
+				outs[i].Result.LedgerIDs = append(outs[i].Result.LedgerIDs, r.ID)
+			}
+		}
+	}
+}
+
+// recordOnce keeps the outcome res of op, just applied, when op has a key
+// and billed as it will be billed: a suspended op bills nothing and will
+// be refused again, and a Reserved one is applied again once its
+// organisation's leases are recalled.
+func (s *State) recordOnce(op meter.Op, res meter.Result) {
+	if op.Once == "" || res.Duplicate || res.Suspended || res.Reserved {
+		return
+	}
+	o := &Once{OnceKey: OnceKey{op.Org, op.Once}, Created: Micro(op.Now), RefusedStage: -1, RefusedStep: -1, Granted: res.Granted, fresh: true}
+	if res.Refused != nil {
+		o.RefusedStage, o.RefusedStep = refusedAt(op, res.Refused)
+	} else if n := len(op.Ledger); n > 0 {
+		o.LedgerN, o.LedgerOffset = n, len(s.ledger)-n
+	}
+	s.once[o.OnceKey] = o
+	s.newOnce = append(s.newOnce, o)
+}
+
+// refusedAt locates step, a copy of one of op's steps, in op.Stages: the
+// first step of the same meter, N and limit (a stage's steps are billed
+// all or nothing, so which of two equal steps refused is the same
+// outcome).
+func refusedAt(op meter.Op, step *meter.Step) (stage, index int) {
+	for i, st := range op.Stages {
+		for j, x := range st {
+			if x.Meter == step.Meter && x.N == step.N && x.Force == step.Force && x.Shorten == step.Shorten && sameLimit(x.Limit, step.Limit) {
+				return i, j
+			}
+		}
+	}
+	return -1, -1
+}
+
+func sameLimit(a, b *int64) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
