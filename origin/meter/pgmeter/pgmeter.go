@@ -481,7 +481,7 @@ func (t tx) Save(ctx context.Context, s *batch.State) error {
 	}
 	queueSaveLeases(&w, s)
 	queueLedger(&w, s.Ledger()) // last: it takes the ledger ids' lock
-	queueSaveOnce(&w, s) // after the ledger rows: it reads their ids
+	queueSaveOnce(&w, s)        // after the ledger rows: it reads their ids
 	if w.Len() == 0 {
 		return nil
 	}
