@@ -28,7 +28,8 @@
 // instance.go is one instance and its parked requests; subrequest.go
 // performs what the module asks for (the stall timer, failover);
 // origins.go and probe.go keep the origins (round robin, backoff,
-// liveness); codec.go and guest.go are the ABI's messages.
+// liveness); codec.go and guest.go are the ABI's messages; observe.go
+// tells a Config.Observer what the host does (the edge's metrics).
 package wazero
 
 import (
@@ -134,6 +135,9 @@ type Config struct {
 	// could count only starts.
 	ThreadCPUEvery int
 	Logger         *slog.Logger
+	// Observer, when set, is told what the host does, for metrics
+	// (observe.go).
+	Observer Observer
 }
 
 // Host serves HTTP through a pool of module instances.
@@ -146,6 +150,9 @@ type Host struct {
 		requests, forwards, subrequests, parks, failures, refreshes, failovers, backgrounds, revokes atomic.Int64
 		moduleCPU                                                                                    atomic.Int64 // ns
 	}
+
+	observer Observer     // Config.Observer, or one that does nothing
+	busy     atomic.Int64 // instances inside a module call (Pool)
 
 	keys   edgesig.Keys     // sign the host's own calls (usage replay)
 	revoke edgesig.Receiver // checks the origin's revoke pushes
@@ -247,7 +254,11 @@ func newHost(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	keys := edgesig.KeysOf([]byte(cfg.Secret))
-	h := &Host{cfg: cfg, origins: origins, keys: keys, revoke: edgesig.Receiver{Keys: keys}}
+	h := &Host{cfg: cfg, origins: origins, keys: keys, revoke: edgesig.Receiver{Keys: keys}, observer: cfg.Observer}
+	if h.observer == nil {
+		h.observer = noObserver{}
+	}
+	origins.observer = h.observer
 	h.revoke.Seen.Begin(cfg.Now().UnixMilli()) // a push to the last run is not taken again
 	if u, err := url.Parse(cfg.Revoke); err == nil && u.Host != "" {
 		// A push signed for another edge host is refused here.
@@ -331,7 +342,7 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	in := &instance{g: g, parked: map[int64]chan struct{}{}, woken: map[int64]bool{},
-		clock: h.cfg.ThreadCPU, every: max(h.cfg.ThreadCPUEvery, 1), cpu: &h.stats.moduleCPU}
+		clock: h.cfg.ThreadCPU, every: max(h.cfg.ThreadCPUEvery, 1), cpu: &h.stats.moduleCPU, busy: &h.busy}
 	in.mu.Lock()
 	err = configure(in.call, h.configMessage())
 	in.mu.Unlock()
@@ -478,6 +489,9 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				wh.Add(kv[0], kv[1])
 			}
 			w.WriteHeader(out.Status)
+			if out.Status == http.StatusNotModified {
+				h.observer.NotModified(notModifiedBy(out))
+			}
 			if out.Passthrough {
 				if _, err := io.Copy(w, fwd.Body); err != nil {
 					h.cfg.Logger.Warn("edge: passthrough body", "err", err)

@@ -24,6 +24,7 @@ type instance struct {
 	every  int                  // Config.ThreadCPUEvery, at least 1
 	calls  int                  // calls since the last one clocked
 	cpu    *atomic.Int64        // the Host's count of module CPU, in ns
+	busy   *atomic.Int64        // the Host's count of instances inside a call
 }
 
 // call is g.Call, refused once the instance is dead, and clocked when the
@@ -77,7 +78,9 @@ func (in *instance) do(fn Func, msg message) (*Output, error) {
 	b := msg.AppendJSON(nil)
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.busy.Add(1)
 	raw, err := in.call(fn, b)
+	in.busy.Add(-1)
 	if err != nil {
 		in.kill(fmt.Errorf("edge module instance failed: %w", err))
 		return nil, err

@@ -130,6 +130,7 @@ func (h *Host) flush(ctx context.Context, in *instance) error {
 	msg, _ := h.subrequest(ctx, nil, out)
 	status, failure := msg.Status, msg.Error
 	h.acknowledged(out.URL, out.Body, status)
+	h.observeBackground(out.URL, status, msg.Body)
 	msg.Handle, msg.Now = out.Handle, h.now()
 	if _, err := h.do(in, Resume, msg); err != nil {
 		return fmt.Errorf("flush: resume: %w", err)
@@ -157,6 +158,7 @@ func (h *Host) background(in *instance, bg Background) {
 		msg, _ := h.subrequest(h.bgCtx, nil, &Output{Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body,
 			Signatures: bg.Signatures, Retry: bg.Retry})
 		h.acknowledged(bg.URL, bg.Body, msg.Status)
+		h.observeBackground(bg.URL, msg.Status, msg.Body)
 		msg.Handle, msg.Now = bg.Handle, h.now()
 		out, err := h.do(in, Resume, msg)
 		switch {

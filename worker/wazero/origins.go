@@ -73,6 +73,8 @@ type origins struct {
 	next    atomic.Uint64
 	backoff time.Duration
 	now     func() time.Time // the real clock, never the test clock
+	// observer is told of ejections (probe.go); newHost sets the Host's.
+	observer Observer
 }
 
 type origin struct {
@@ -89,7 +91,7 @@ type origin struct {
 // base alone). With one origin every URL is sent as the module wrote it.
 func newOrigins(base string, list []string, backoff time.Duration) (*origins, error) {
 	base = strings.TrimRight(base, "/")
-	o := &origins{base: base, backoff: backoff, now: time.Now}
+	o := &origins{base: base, backoff: backoff, now: time.Now, observer: noObserver{}}
 	if len(list) == 0 {
 		list = []string{base}
 	}

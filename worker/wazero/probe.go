@@ -97,6 +97,7 @@ func (o *origins) probe(ctx context.Context, client *http.Client, every time.Dur
 					return
 				}
 				if or.probeResult(ok) {
+					o.observer.Ejected(or.base, !ok)
 					if ok {
 						log("edge: origin answers again; back in the rotation", "origin", or.base)
 					} else {

@@ -107,6 +107,9 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 		st.set(func() { st.head = true })
 		resp, err = h.cfg.Client.Do(req)
 		st.set(func() { st.head = false })
+		if t.origin != nil {
+			h.observer.OriginAttempt(t.origin.base, subrequestKind(out), err)
+		}
 		if watched != nil {
 			close(watched)
 		}
@@ -123,6 +126,9 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 		}
 		if i+1 < len(targets) && ctx.Err() == nil && (unsent || out.Retry == retryAny) {
 			h.stats.failovers.Add(1)
+			if t.origin != nil {
+				h.observer.Failover(t.origin.base)
+			}
 			h.cfg.Logger.Warn("edge: origin failed; trying the next", "url", t.url, "err", err)
 			continue
 		}

@@ -313,6 +313,7 @@ func (h *Host) postUsage(ctx context.Context, rs []lease.Report) error {
 				Body: edgesig.BodyHash(body), RequestID: id}, h.now())
 		}}
 	msg, _ := h.subrequest(ctx, nil, out)
+	h.observer.UsageReport(usageResult(msg.Status))
 	switch {
 	case msg.Status == 0:
 		return fmt.Errorf("POST %s: %s", out.URL, msg.Error)

@@ -70,12 +70,15 @@ type config struct {
 	Leases    bool     // LECTERN_EDGE_LEASES: on (default) or off
 	UsageLog  string   // LECTERN_EDGE_USAGE_LOG: default var/edge-usage-<port>.log
 	RevokeURL string   // LECTERN_EDGE_REVOKE_URL: default http://<the listen address>/internal/revoke
+	// MetricsAddr is LECTERN_EDGE_METRICS_ADDR: where GET /metrics is
+	// served behind the admin token (metrics.go), or "off" (the default).
+	MetricsAddr string
 
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
 	LogFormat  string // LECTERN_LOG_FORMAT: json or text
 	LogLevel   string // LECTERN_LOG_LEVEL: debug, info, warn or error
 	AdminAddr  string // LECTERN_ADMIN_ADDR, for the test clock
-	AdminToken string // LECTERN_ADMIN_TOKEN, for the test clock
+	AdminToken string // LECTERN_ADMIN_TOKEN, for the test clock and the metrics (default: var/admin-token's)
 
 	// Not from the environment (zero: the defaults; tests set short
 	// ones). Limits are the listener's, as at the origin (httpsrv.Default);
@@ -115,11 +118,14 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&leases, "LECTERN_EDGE_LEASES", "leases", "on", "answer revalidations within leases from the origin: on or off (docs/edge.md, Leases)")
 	fs.Env(&c.UsageLog, "LECTERN_EDGE_USAGE_LOG", "usage-log", "", "the leases' usage log, one per edge (default: var/edge-usage-<port>.log)")
 	fs.Env(&c.RevokeURL, "LECTERN_EDGE_REVOKE_URL", "revoke-url", "", "where the origin reaches this edge's revoke endpoint (default: http://<addr>"+lease.RevokePath+")")
+	fs.Env(&c.MetricsAddr, "LECTERN_EDGE_METRICS_ADDR", "metrics-addr", "off",
+		"address of the Prometheus metrics (GET /metrics, behind the admin token), or off")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "follow the origin's admin test clock; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
 	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
 	fs.Env(&c.AdminAddr, "LECTERN_ADMIN_ADDR", "admin-addr", "127.0.0.1:8081", "admin API address (for the test clock)")
-	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "", "admin API bearer token (for the test clock)")
+	fs.Env(&c.AdminToken, "LECTERN_ADMIN_TOKEN", "admin-token", "",
+		"admin API bearer token: the test clock's, and the metrics' (default for the metrics: the contents of "+adminTokenFile+")")
 	if err := fs.Parse(args, stdout); err != nil {
 		return c, err
 	}
@@ -226,6 +232,17 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	defer mod.Close(context.Background())
 	compiled := time.Since(began)
 
+	var metricsLn net.Listener
+	var metricsToken string
+	if cfg.MetricsAddr != "off" {
+		if metricsToken, err = loadMetricsToken(cfg.AdminToken); err != nil {
+			return err
+		}
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen metrics: %w", err)
+		}
+		defer metricsLn.Close()
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen edge: %w", err)
@@ -250,18 +267,20 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	if !cfg.Leases {
 		revoke, usageLog = "", ""
 	}
+	met := newMetrics(cfg.Origins)
 	h, err := wazero.New(ctx, mod, wazero.Config{
 		Leases: cfg.Leases, Revoke: revoke, UsageLog: usageLog,
 		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		Secret: secret, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
-		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout,
+		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout, Observer: met,
 	})
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer h.Close(context.Background())
+	met.instances(h.Pool)
 
 	fmt.Fprintf(stdout, "\nLectern edge\n  API (edge)         %s/v1\n  module             %s: %s, %d KB, compiled in %s, %d instance(s)\n",
 		edgeURL, cfg.Wasm, mod.Toolchain, (mod.Size+1023)/1024, compiled.Round(time.Millisecond), cfg.Instances)
@@ -275,6 +294,9 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "  leases             off: every revalidation is gated at the origin\n")
 	}
+	if metricsLn != nil {
+		fmt.Fprintf(stdout, "  metrics            http://%s/metrics (Authorization: Bearer <the admin token>)\n", metricsLn.Addr())
+	}
 	if cfg.TestClock {
 		fmt.Fprintf(stdout, "  clock              the origin's test clock (http://%s/admin/v1/clock)\n", cfg.AdminAddr)
 	}
@@ -286,17 +308,32 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	// request's traceparent before the module copies it to the origin.
 	scfg := httpsrv.Config{Limits: cfg.Limits, IDPrefix: "edge_", Logger: log}
 	access := &telemetry.Access{Log: log, Edge: true}
-	srv := httpsrv.New(readiness(cfg, log).Wrap(access.Wrap(h)), scfg)
-	errc := make(chan error, 1)
+	srv := httpsrv.New(readiness(cfg, log).Wrap(access.Wrap(met.wrap(h))), scfg)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(httpsrv.Listener(ln, scfg)) }()
+	// The metrics listener bounds its clients as the public one does.
+	var msrv *http.Server
+	if metricsLn != nil {
+		mcfg := httpsrv.Config{Limits: cfg.Limits, IDPrefix: "edge_", Logger: log}
+		msrv = httpsrv.New(met.handler(metricsToken), mcfg)
+		go func() { errc <- msrv.Serve(httpsrv.Listener(metricsLn, mcfg)) }()
+	}
 	select {
 	case err := <-errc:
+		if msrv != nil {
+			msrv.Close()
+		}
+		srv.Close()
 		return err
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
+	if msrv != nil {
+		err = errors.Join(err, msrv.Shutdown(sctx))
+	}
+	return err
 }
 
 // healthClient makes the readiness checks' calls; each check is bounded
