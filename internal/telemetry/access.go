@@ -27,6 +27,9 @@ type Record struct {
 	code   string
 	billed []string // meter names, in the order first billed
 	edge   string   // "gate" or "forward": a call the edge signed
+	// refused is the purpose and reason of an internal signature the
+	// origin refused on this request (lectern_edge_signatures_refused_total).
+	refused [2]string
 }
 
 type recordKey struct{}
@@ -71,6 +74,18 @@ func (r *Record) SetEdge(kind string) {
 	}
 	r.mu.Lock()
 	r.edge = kind
+	r.mu.Unlock()
+}
+
+// SignatureRefused records that the request's internal signature, for
+// purpose (forward, gate, lease, usage, revoke), was refused for reason
+// (malformed, stale, mismatch, host, replayed).
+func (r *Record) SignatureRefused(purpose, reason string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.refused = [2]string{purpose, reason}
 	r.mu.Unlock()
 }
 

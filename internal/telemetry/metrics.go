@@ -23,6 +23,7 @@ type Metrics struct {
 	duration   *prometheus.HistogramVec
 	refusals   *prometheus.CounterVec
 	edgeCalls  *prometheus.CounterVec
+	sigRefused *prometheus.CounterVec
 	jwks       *prometheus.CounterVec
 	meterApply *prometheus.HistogramVec
 	batchSize  prometheus.Histogram
@@ -53,6 +54,11 @@ func NewMetrics() *Metrics {
 			Name: "lectern_edge_calls_total",
 			Help: "Requests the edge signed, as the origin answered them: kind gate (POST /internal/gate), lease (POST /internal/lease), usage (POST /internal/usage) or forward.",
 		}, []string{"kind", "http_response_status_code"}),
+		sigRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lectern_edge_signatures_refused_total",
+			Help: "Internal calls whose X-Lectern-Edge signature the origin refused, by purpose (forward, gate, lease, usage) and reason " +
+				"(malformed, stale: outside the time window, mismatch: signed over something else or with another key, host: signed for another origin, replayed).",
+		}, []string{"purpose", "reason"}),
 		jwks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lectern_jwks_fetches_total",
 			Help: "Fetches of the token-verification keys (from the JWKS URL, or the dev provider's from the database), by result.",
@@ -81,7 +87,7 @@ func NewMetrics() *Metrics {
 		corpus: prometheus.NewDesc("lectern_corpus_content_version",
 			"The corpus contentVersion being served: 1 on the series of its version.", []string{"content_version"}, nil),
 	}
-	m.reg.MustRegister(m.duration, m.refusals, m.edgeCalls, m.jwks, m.meterApply, m.batchSize, m.commit, m.revoke, corpusCollector{m},
+	m.reg.MustRegister(m.duration, m.refusals, m.edgeCalls, m.sigRefused, m.jwks, m.meterApply, m.batchSize, m.commit, m.revoke, corpusCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -106,6 +112,9 @@ func (m *Metrics) request(rec *Record, method string, status int, d time.Duratio
 	}
 	if rec.edge != "" {
 		m.edgeCalls.WithLabelValues(rec.edge, code).Inc()
+	}
+	if rec.refused[0] != "" {
+		m.sigRefused.WithLabelValues(rec.refused[0], rec.refused[1]).Inc()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/httpsig"
 	"github.com/lectern-api/lectern/internal/telemetry"
+	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/etag"
@@ -25,17 +26,17 @@ import (
 // most param.MaxBody+1 bytes, all the edge forwards) and r.Body replaced
 // by what was read; a longer one cannot be the edge's, and is left to be
 // read on as it came.
-func (s *Server) fromEdge(r *http.Request, id string) bool {
+func (s *Server) fromEdge(r *http.Request, id string) (billing.Once, bool) {
 	v := r.Header.Get(edgesig.Header)
 	if v == "" {
-		return false
+		return billing.Once{}, false
 	}
 	body := ""
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		b, err := io.ReadAll(io.LimitReader(r.Body, param.MaxBody+2))
 		if err != nil || len(b) > param.MaxBody+1 {
 			r.Body = readAgain{io.MultiReader(bytes.NewReader(b), errReader{err}, r.Body), r.Body}
-			return false
+			return billing.Once{}, false
 		}
 		r.Body = readAgain{bytes.NewReader(b), r.Body}
 		body = edgesig.BodyHash(b)
@@ -45,19 +46,22 @@ func (s *Server) fromEdge(r *http.Request, id string) bool {
 
 // acceptEdge checks r's signature for purpose (body: the body's hash),
 // and logs a refusal: a replay, or a call signed for another host, is
-// worth an operator's look.
-func (s *Server) acceptEdge(r *http.Request, purpose, body, id string) bool {
+// worth an operator's look. It returns the key the call's bills are
+// applied under (billing.Once).
+func (s *Server) acceptEdge(r *http.Request, purpose, body, id string) (billing.Once, bool) {
 	v := r.Header.Get(edgesig.Header)
 	if v == "" {
-		return false
+		return billing.Once{}, false
 	}
 	m := httpsig.Message(purpose, r, body)
 	m.RequestID = id
 	if err := s.edge.Accept(v, &m, s.cfg.Now().UnixMilli()); err != nil {
 		s.cfg.Logger.Warn("edge: signature refused", "requestId", id, "purpose", purpose, "host", r.Host, "err", err)
-		return false
+		telemetry.FromContext(r.Context()).SignatureRefused(purpose, edgesig.Reason(err))
+		return billing.Once{}, false
 	}
-	return true
+	sig, _ := edgesig.Parse(v) // Accept parsed it
+	return billing.OnceOf(&m, sig.Time), true
 }
 
 // readAgain is a body read into memory, or partly, closed as the
@@ -95,7 +99,8 @@ func edgeHeaders(w http.ResponseWriter, req *request) {
 // (nothing billed), or the error the request would get.
 func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 	target := r.Header.Get(edgesig.TargetHeader)
-	if _, ok := s.signedInternal(r, id, edgesig.Gate); !ok {
+	_, once, ok := s.signedInternal(r, id, edgesig.Gate)
+	if !ok {
 		s.writeError(w, r, id, apierr.New(apierr.NotFound, "No route matches this path. Every route begins with /v1; see /v1/openapi.json."))
 		return
 	}
@@ -112,6 +117,7 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 	g := new(http.Request)
 	*g = *r
 	g.Method, g.URL, g.RequestURI, g.Body = http.MethodGet, u, target, http.NoBody
+	g = g.WithContext(billing.WithOnce(r.Context(), once))
 	req := &request{id: id, now: s.cfg.Now(), edge: true}
 	if err := s.gate(w, g, req); err != nil {
 		s.writeError(w, g, id, err)

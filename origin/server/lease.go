@@ -27,18 +27,19 @@ import (
 // origin/lease's; this file is their wire.
 
 // signedInternal reads the body of r, the edge's gate, lease or usage
-// call, and returns it when r is a POST signed for purpose over it (ok).
-// A body over wire.MaxBody is not read whole, so it is refused as
-// unsigned: the edge never sends one.
-func (s *Server) signedInternal(r *http.Request, id, purpose string) (body []byte, ok bool) {
+// call, and returns it when r is a POST signed for purpose over it (ok),
+// with the key its bills are applied under. A body over wire.MaxBody is
+// not read whole, so it is refused as unsigned: the edge never sends one.
+func (s *Server) signedInternal(r *http.Request, id, purpose string) (body []byte, once billing.Once, ok bool) {
 	if r.Method != http.MethodPost || r.Header.Get(edgesig.Header) == "" {
-		return nil, false
+		return nil, once, false
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxBody+1))
 	if err != nil || len(b) > wire.MaxBody {
-		return nil, false
+		return nil, once, false
 	}
-	return b, s.acceptEdge(r, purpose, edgesig.BodyHash(b), id)
+	once, ok = s.acceptEdge(r, purpose, edgesig.BodyHash(b), id)
+	return b, once, ok
 }
 
 // noRoute is the answer to an internal call without a valid signature:
@@ -56,7 +57,7 @@ func badMessage(err error) *apierr.Error {
 // and committed before the 204 (the edge then counts them as
 // acknowledged); 400 on a malformed body, 404 without a valid signature.
 func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request, id string) {
-	b, ok := s.signedInternal(r, id, edgesig.Usage)
+	b, _, ok := s.signedInternal(r, id, edgesig.Usage)
 	if !ok {
 		s.writeError(w, r, id, noRoute())
 		return
@@ -83,7 +84,7 @@ func (s *Server) usage(ctx context.Context, b []byte) error {
 // the answer), and the answer is 200 with a lease or with none (calls 0
 // and when to ask again).
 func (s *Server) serveLease(w http.ResponseWriter, r *http.Request, id string) {
-	b, ok := s.signedInternal(r, id, edgesig.Lease)
+	b, _, ok := s.signedInternal(r, id, edgesig.Lease)
 	if !ok {
 		s.writeError(w, r, id, noRoute())
 		return

@@ -219,8 +219,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveFile(w, r, id)
 		return
 	}
-	req := &request{id: id, now: s.cfg.Now(), edge: s.fromEdge(r, id)}
+	once, edge := s.fromEdge(r, id)
+	req := &request{id: id, now: s.cfg.Now(), edge: edge}
 	if req.edge {
+		// Billed once whatever origin serves it (billing.Once).
+		r = r.WithContext(billing.WithOnce(r.Context(), once))
 		telemetry.FromContext(r.Context()).SetEdge("forward")
 		s.applyUsage(r, id)
 	}
@@ -339,8 +342,8 @@ func (s *Server) org(ctx context.Context, c token.Claims) (*store.Org, error) {
 }
 
 // statusError is an API error answered with another status than its
-// code's (apierr.Status): only bodyTimeout's 408, whose condition the
-// spec's codes do not name.
+// code's (apierr.Status): bodyTimeout's 408 and bundleFailed's 503,
+// whose conditions the spec's codes do not name.
 type statusError struct {
 	e      *apierr.Error
 	status int

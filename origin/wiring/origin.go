@@ -109,6 +109,7 @@ type Origin struct {
 
 	stopWatch func() // stops the test clock's Watch and waits for it
 	stopPrune func() // stops the pruning of ended leases
+	stopOnce  func() // stops the pruning of the keys of requests billed once
 }
 
 // Open opens everything and serves in the background. The bound
@@ -205,6 +206,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	if o.leases != nil {
 		o.stopPrune = o.leases.StartPruning()
 	}
+	o.stopOnce = startPruningOnce(o.meters, o.clock.Now, o.log)
 	if o.bundles, err = bundles.Open(opts.BundleDir, opts.BundleMax); err != nil {
 		return nil, err
 	}
@@ -321,6 +323,9 @@ func (o *Origin) Close() error {
 	}
 	if o.stopPrune != nil {
 		o.stopPrune()
+	}
+	if o.stopOnce != nil {
+		o.stopOnce()
 	}
 	if o.meters != nil {
 		errs = append(errs, o.meters.Close())

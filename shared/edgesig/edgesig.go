@@ -248,6 +248,24 @@ var (
 	ErrReplayed  = errors.New("edgesig: signature already accepted")
 )
 
+// Reason names err, a refusal of Receiver.Accept, for a metric's label:
+// malformed, stale, mismatch, host or replayed ("other" for anything else).
+func Reason(err error) string {
+	switch err {
+	case ErrMalformed:
+		return "malformed"
+	case ErrStale:
+		return "stale"
+	case ErrInvalid:
+		return "mismatch"
+	case ErrHost:
+		return "host"
+	case ErrReplayed:
+		return "replayed"
+	}
+	return "other"
+}
+
 // Parse reads a header value: "v2=", the time (decimal, at most 15
 // digits, no leading zero), '.', the nonce (16 lower-case hex digits), '.', the MAC (64
 // lower-case hex digits), nothing else.

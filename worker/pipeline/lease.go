@@ -656,7 +656,7 @@ func (p *Pipeline) Control(c ControlMsg) Output {
 		if !ok {
 			return Output{Kind: Done}
 		}
-		return Output{Kind: Subrequest, Handle: bg.Handle, Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body}
+		return Output{Kind: Subrequest, Handle: bg.Handle, Method: bg.Method, URL: bg.URL, Headers: bg.Headers, Body: bg.Body, Signatures: bg.Signatures}
 	case "revoke":
 		r, err := lease.ParseRevoke(c.Body)
 		if err != nil {

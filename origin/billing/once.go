@@ -1,0 +1,73 @@
+package billing
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/shared/edgesig"
+)
+
+// A request is billed once per organisation whatever origin serves it
+// (docs/decisions/meters.md, "Billed once"): the edge sends a request to
+// another origin when the first does not answer in time, with the same
+// request id and the same signing time, and the first may still serve it
+// later (a frozen process resumes). Its key (meter.Op.Once) is made of
+// what the edge signed, time included, so no client can make two of its
+// requests share one: a client's own X-Request-Id sent twice is two
+// requests, signed at two times.
+
+// Once is the key of an edge call's bill and when the edge signed it.
+type Once struct {
+	Key    string
+	Signed time.Time
+}
+
+// OnceOf is the key of the edge call m (its purpose, method, target,
+// body, token and request id: everything signed but the receiving host,
+// which differs between the origins a request is sent to) signed at
+// unixMilli.
+func OnceOf(m *edgesig.Message, unixMilli int64) Once {
+	h := sha256.New()
+	for _, f := range []string{m.Purpose, m.Method, m.Target, m.Body, m.Auth, m.RequestID, strconv.FormatInt(unixMilli, 10)} {
+		h.Write(strconv.AppendInt(nil, int64(len(f)), 10))
+		h.Write([]byte{':'})
+		h.Write([]byte(f))
+	}
+	return Once{Key: hex.EncodeToString(h.Sum(nil)[:16]), Signed: time.UnixMilli(unixMilli)}
+}
+
+type onceKey struct{}
+
+// WithOnce returns ctx carrying o: every bill of the request is applied
+// under its key.
+func WithOnce(ctx context.Context, o Once) context.Context {
+	return context.WithValue(ctx, onceKey{}, o)
+}
+
+// MaxAge is the oldest an edge call may be when it is billed: a key is
+// kept meter.OnceWindow, and the margin covers the origins' clocks
+// disagreeing. An older call (its origin was frozen for most of an hour;
+// the edge gave up on it long ago) is refused with nothing billed.
+const MaxAge = meter.OnceWindow - 5*time.Minute
+
+// errTooOld refuses the bill of an edge call older than MaxAge: a 500,
+// which no client waits for any more.
+var errTooOld = errors.New("billing: an edge call signed more than " + MaxAge.String() + " ago is not billed (its key may be forgotten)")
+
+// once sets op's key from ctx, or refuses a call too old to bill.
+func once(ctx context.Context, op *meter.Op) error {
+	o, ok := ctx.Value(onceKey{}).(Once)
+	if !ok {
+		return nil
+	}
+	if op.Now.Sub(o.Signed) > MaxAge {
+		return errTooOld
+	}
+	op.Once = o.Key
+	return nil
+}
