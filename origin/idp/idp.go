@@ -50,6 +50,11 @@ type Config struct {
 	// store, so that a copy of the database alone cannot mint tokens.
 	// Required; cmd/origin derives it from LECTERN_SECRET.
 	SealKey []byte
+	// OnToken, when set, is told of every request to the token endpoint:
+	// its grant type (client_credentials, authorization_code, or "other"
+	// for one missing or unsupported) and its result ("ok", the OAuth
+	// error code answered, or server_error). The origin's metrics.
+	OnToken func(grantType, result string)
 
 	// compare checks a secret against its stored hash; tests count or
 	// hold the calls. bcrypt.CompareHashAndPassword when nil.
@@ -68,6 +73,7 @@ type IdP struct {
 	publishAhead time.Duration
 	aead         cipher.AEAD // seals the signing keys at rest
 	limits       Limits
+	onToken      func(grantType, result string) // Config.OnToken, never nil
 
 	compare  func(hash, secret []byte) error
 	gate     *gate     // bounds the concurrent bcrypt comparisons
@@ -144,9 +150,13 @@ func newIdP(cfg Config) (*IdP, error) {
 		opened:       map[string]signingKey{},
 		limits:       cfg.Limits.withDefaults(),
 		compare:      cfg.compare,
+		onToken:      cfg.OnToken,
 	}
 	if p.compare == nil {
 		p.compare = bcrypt.CompareHashAndPassword
+	}
+	if p.onToken == nil {
+		p.onToken = func(string, string) {}
 	}
 	p.gate = newGate(p.limits.SecretChecks, p.limits.SecretWaiters, p.limits.SecretWait)
 	p.failures = newFailures(p.limits)

@@ -26,43 +26,53 @@ func (p *IdP) handleToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, &oauthError{status: http.StatusMethodNotAllowed, code: errInvalidRequest, desc: "use POST"})
+		p.onToken("other", errInvalidRequest)
 		return
 	}
-	body, err := p.token(r)
+	gt, body, err := p.token(r)
 	var oe *oauthError
 	switch {
 	case errors.As(err, &oe):
 		writeError(w, oe)
+		p.onToken(gt, oe.code)
 		return
 	case err != nil:
 		p.serverError(w, r, err)
+		p.onToken(gt, errServerError)
 		return
 	}
+	p.onToken(gt, "ok")
 	// RFC 6749 §5.1: tokens are never cached.
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
 	writeJSON(w, http.StatusOK, body)
 }
 
-func (p *IdP) token(r *http.Request) ([]byte, error) {
+// token answers a token request; gt is its grant type as OnToken names
+// it, whatever the answer.
+func (p *IdP) token(r *http.Request) (gt string, _ []byte, _ error) {
+	gt = "other"
 	form, err := readForm(r)
 	if err != nil {
-		return nil, err
+		return gt, nil, err
+	}
+	switch g := form.Get("grant_type"); g {
+	case grantClientCredentials, grantAuthorizationCode:
+		gt = g
 	}
 	client, err := p.authenticate(r, form)
 	if err != nil {
-		return nil, err
+		return gt, nil, err
 	}
-	gt := form.Get("grant_type")
-	switch gt {
+	switch form.Get("grant_type") {
 	case "":
-		return nil, badRequest(errInvalidRequest, "grant_type is required")
+		return gt, nil, badRequest(errInvalidRequest, "grant_type is required")
 	case grantClientCredentials, grantAuthorizationCode:
 	default:
-		return nil, badRequest(errUnsupportedGrantType, "grant_type must be client_credentials or authorization_code")
+		return gt, nil, badRequest(errUnsupportedGrantType, "grant_type must be client_credentials or authorization_code")
 	}
 	if !slices.Contains(client.GrantTypes, gt) {
-		return nil, badRequest(errUnauthorizedClient, "the client may not use "+gt)
+		return gt, nil, badRequest(errUnauthorizedClient, "the client may not use "+gt)
 	}
 	var g grant
 	if gt == grantClientCredentials {
@@ -71,18 +81,19 @@ func (p *IdP) token(r *http.Request) ([]byte, error) {
 		g, err = p.authorizationCodeGrant(r, client, form)
 	}
 	if err != nil {
-		return nil, err
+		return gt, nil, err
 	}
 	tok, err := p.sign(r.Context(), g)
 	if err != nil {
-		return nil, err
+		return gt, nil, err
 	}
-	return json.Marshal(struct {
+	body, err := json.Marshal(struct {
 		AccessToken string `json:"access_token"`
 		TokenType   string `json:"token_type"`
 		ExpiresIn   int64  `json:"expires_in"`
 		Scope       string `json:"scope"`
 	}{tok, "Bearer", int64(p.ttl / time.Second), g.scope})
+	return gt, body, err
 }
 
 // readForm reads the form-urlencoded body of a token request (RFC 6749

@@ -37,6 +37,7 @@ func (o *Origin) identity(ctx context.Context, d Deployment, opts Options) (*idp
 	icfg := d.IdP(o.store, o.clock.Now, o.log)
 	var provider *idp.IdP
 	if opts.IdPAddr != "" {
+		icfg.OnToken = newTokenRequests(o.metrics.Registry()).observe // dbmetrics.go
 		var err error
 		if provider, err = idp.New(ctx, icfg); err != nil {
 			return nil, nil, err
