@@ -160,6 +160,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	if o.store, o.meters, err = OpenStores(ctx, opts.DB, o.metrics.MeterCommit); err != nil {
 		return nil, err
 	}
+	registerStoreMetrics(o.metrics.Registry(), o.store) // dbmetrics.go
 	settle := func() { SettleMemory(opts.MemoryLimit) }
 	if o.corpus, err = follow.Open(ctx, follow.Config{Store: o.store, Dir: opts.Corpus, Every: opts.CorpusSync,
 		Log: o.log, Stdout: opts.Stdout, Settle: settle, Lift: func() { ReloadMemoryLimit(opts.MemoryLimit) }}); err != nil {
