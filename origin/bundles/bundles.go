@@ -274,6 +274,7 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 			}
 			// Removed behind the store's back: forget it and build again.
 			s.mu.Lock()
+			s.stats.Hits-- // not answered from the store after all
 			if el2, ok := s.files[key]; ok && el2 == el {
 				s.forgetLocked(el)
 			}

@@ -206,7 +206,7 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 		return s.billCallAnd(r, req, tooLarge(ceiling))
 	}
 	if err != nil {
-		return err
+		return s.bundleFailed(req.id, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -384,7 +384,7 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 	})
 	if err != nil {
 		if !clientGone(r) {
-			s.writeError(w, r, id, err)
+			s.writeError(w, r, id, s.bundleFailed(id, err))
 		}
 		return
 	}

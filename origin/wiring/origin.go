@@ -60,8 +60,11 @@ type Options struct {
 	// OriginHosts are the names the edges reach this origin by
 	// (Deployment.OriginHosts).
 	OriginHosts []string
-	BundleDir   string // where the export bundles are kept
+	BundleDir   string // where the export bundles are kept; "": BundleDirOf the public listener
 	BundleMax   int64  // the most bytes of bundles kept; zero: bundles.DefaultMaxBytes
+	// BundleReserve is the bytes kept free on the bundles' volume; zero:
+	// bundles.DefaultReserve's, negative: none.
+	BundleReserve int64
 	// Limits bound what a client may take of each listener; zero fields
 	// are httpsrv.Default's.
 	Limits httpsrv.Limits
@@ -208,7 +211,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 		o.stopPrune = o.leases.StartPruning()
 	}
 	o.stopOnce = startPruningOnce(o.meters, o.clock.Now, o.log)
-	if o.bundles, err = bundles.Open(opts.BundleDir, opts.BundleMax); err != nil {
+	if o.bundles, err = o.openBundles(opts, originLn); err != nil {
 		return nil, err
 	}
 	o.api = d.API(Parts{Started: began, Store: o.store, Meters: &Meters{Store: o.meters, Metrics: o.metrics}, Progress: progress,

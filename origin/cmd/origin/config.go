@@ -89,10 +89,14 @@ type config struct {
 	originHosts []string
 
 	// The export bundles built (origin/bundles): kept in BundleDir, at
-	// most BundleMaxMB mebibytes (parsed by check into bundleMax).
-	BundleDir   string // LECTERN_BUNDLE_DIR: default bundles beside the SQLite database, else var/bundles
-	BundleMaxMB string // LECTERN_BUNDLE_MAX_MB: default 2048
-	bundleMax   int64
+	// most BundleMaxMB mebibytes (parsed by check into bundleMax), never
+	// below BundleReserveMB free on its volume (bundleReserve: 0 for the
+	// store's default, negative for none, as wiring.Options takes it).
+	BundleDir       string // LECTERN_BUNDLE_DIR: default bundles beside the SQLite database, else var/bundles-<port> (wiring.BundleDirOf)
+	BundleMaxMB     string // LECTERN_BUNDLE_MAX_MB: default 2048
+	BundleReserveMB string // LECTERN_BUNDLE_RESERVE_MB: default a tenth of the volume, at most 512
+	bundleMax       int64
+	bundleReserve   int64
 
 	// Limits bound what a client may take of each listener; not from the
 	// environment: zero fields are httpsrv.Default's, tests set short ones.
@@ -138,9 +142,12 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 		"comma-separated base URLs (http[s]://host[:port]) of the edge hosts that take revoke pushes at <url>"+wire.RevokePath+" (default: none, no push)")
 	fs.Env(&c.OriginHosts, "LECTERN_ORIGIN_HOSTS", "origin-hosts", "",
 		"comma-separated host[:port] names the edges reach this origin by, as their LECTERN_ORIGIN_URL writes them; signed calls for another host are refused (default: any)")
-	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", "", "directory of the export bundles built, private to the origin (default: bundles beside the SQLite database, else "+bundleDir+")")
+	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", "", "directory of the export bundles built, private to the origin (default: bundles beside the SQLite database, else var/bundles-<origin port>)")
 	fs.Env(&c.BundleMaxMB, "LECTERN_BUNDLE_MAX_MB", "bundle-max-mb", strconv.Itoa(bundles.DefaultMaxBytes>>20),
 		"most mebibytes of bundles kept; the least recently used go first")
+	fs.Env(&c.BundleReserveMB, "LECTERN_BUNDLE_RESERVE_MB", "bundle-reserve-mb", "",
+		"mebibytes kept free on the bundle directory's volume, below which no bundle is written; 0: none (default: a tenth of the volume, at most "+
+			strconv.Itoa(bundles.DefaultReserveMax>>20)+")")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
 	fs.Switch(&c.Demo, "LECTERN_DEMO", "demo", "make run's walk-through: create the demo organisation and a client on a new database and print their secret and the admin token; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
@@ -162,10 +169,6 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 // off is the address value that turns a listener off: an origin of a
 // deployment may leave the identity provider and the admin API to others.
 const off = "off"
-
-// bundleDir is where the export bundles are kept by default
-// (LECTERN_BUNDLE_DIR) with PostgreSQL.
-const bundleDir = private.StateDir + "/bundles"
 
 // check refuses the settings an origin cannot run with. SQLite (make run)
 // needs none: it is one origin, whose defaults are its own. Origins
@@ -222,11 +225,19 @@ func (c *config) check() error {
 		errs = append(errs, fmt.Errorf("LECTERN_BUNDLE_MAX_MB=%q: want a whole number of mebibytes, at least 1", c.BundleMaxMB))
 	}
 	c.bundleMax = mb << 20
-	if c.BundleDir == "" {
-		c.BundleDir = bundleDir
-		if !wiring.IsPostgres(c.DB) {
-			c.BundleDir = filepath.Join(filepath.Dir(c.DB), "bundles")
+	if c.BundleReserveMB != "" {
+		mb, err := strconv.ParseInt(c.BundleReserveMB, 10, 64)
+		if err != nil || mb < 0 || mb > 1<<30 {
+			errs = append(errs, fmt.Errorf("LECTERN_BUNDLE_RESERVE_MB=%q: want a whole number of mebibytes, 0 for none", c.BundleReserveMB))
 		}
+		if c.bundleReserve = mb << 20; mb == 0 {
+			c.bundleReserve = -1
+		}
+	}
+	if c.BundleDir == "" && !wiring.IsPostgres(c.DB) {
+		// One origin a SQLite database: its bundles beside it. With
+		// PostgreSQL, wiring names one directory an origin by its port.
+		c.BundleDir = filepath.Join(filepath.Dir(c.DB), "bundles")
 	}
 	if c.URLKeys != "" {
 		keys, err := link.ParseKeys(c.URLKeys)
