@@ -18,9 +18,8 @@ import (
 // the others until a probe succeeds again, and every attempt waiting on it
 // for an answer's head is cancelled, so that a GET or PUT goes on to the
 // next origin and a POST (which may have been applied) is answered
-// 500 INTERNAL at once. An attempt waits on a frozen origin at most about
-// ProbeFailures × ProbeEvery + ProbeTimeout (about a second), not the
-// forward timeout.
+// 500 INTERNAL at once. An attempt waits on a frozen origin at most
+// EjectionDelay (1 to 1.25 s with the defaults), not the forward timeout.
 const (
 	DefaultProbeEvery = 250 * time.Millisecond
 	ProbeTimeout      = 500 * time.Millisecond
@@ -29,6 +28,17 @@ const (
 	// serves, whatever its database does.
 	ProbePath = "/healthz"
 )
+
+// EjectionDelay bounds the time from an origin's freezing to its
+// ejection, probing every every: the first probe after the freeze starts
+// within every and fails at its ProbeTimeout; the ticks due meanwhile
+// start the next at once, and each fails at its ProbeTimeout too. A
+// shorter ProbeTimeout (250 ms: 0.5 to 0.75 s) was rejected: a busy
+// origin's /healthz on a loaded host can take that long, and an ejection
+// cuts the attempts waiting on it, answering a POST among them 500.
+func EjectionDelay(every time.Duration) (lo, hi time.Duration) {
+	return ProbeFailures * ProbeTimeout, every + ProbeFailures*max(ProbeTimeout, every)
+}
 
 // ejection is an origin's probed state.
 type ejection struct {
