@@ -151,7 +151,12 @@ func oaDownloads(paths oaObj, e oaEnums) {
 		"head":        op("headMedia", "The headers of a media download, without its bytes", mediaNote, fileParams, fileResponses(true, assetWhat, assets, assetTag)),
 	}
 
-	// An export bundle: a zip built once and kept.
+	// An export bundle: a zip built once and kept, or 503 when the
+	// server has no disk room to build it (origin/server bundleFailed).
+	noRoom := func(rs oaObj) oaObj {
+		rs["503"] = oaError(503, []apierr.Code{apierr.Internal}, oaHeaderRefs("X-Request-Id", "Cache-Control", "Retry-After"), oaNoRoom)
+		return rs
+	}
 	zip := oaObj{"application/zip": oaObj{"schema": binary}}
 	zipTag := hdr("The bundle's strong validator (a hash of all that makes its bytes), so If-Range may use it to resume.", true,
 		oaObj{"type": "string", "pattern": `^"[0-9a-f]{64}"$`})
@@ -169,7 +174,7 @@ func oaDownloads(paths oaObj, e oaEnums) {
 		"summary":     "A zip export's URL",
 		"description": "The `url` of a format=zip_url export (routes /v1/exports/…), valid 15 minutes. " + desc,
 		"parameters":  exportParams,
-		"get":         op("downloadExport", "Download an export bundle by its signed URL", exportNote, fileParams, fileResponses(false, zipWhat, zip, zipTag)),
-		"head":        op("headExport", "The headers and size of an export download, without its bytes", exportNote, fileParams, fileResponses(true, zipWhat, zip, zipTag)),
+		"get":         op("downloadExport", "Download an export bundle by its signed URL", exportNote, fileParams, noRoom(fileResponses(false, zipWhat, zip, zipTag))),
+		"head":        op("headExport", "The headers and size of an export download, without its bytes", exportNote, fileParams, noRoom(fileResponses(true, zipWhat, zip, zipTag))),
 	}
 }

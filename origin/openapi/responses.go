@@ -79,6 +79,10 @@ func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 	}
 	if rt.ID == route.ExportSubject || rt.ID == route.ExportClass { // format=inline over the response ceiling
 		add(apierr.PayloadTooLarge)
+		// format=inline whose bundle the origin has no disk room for:
+		// 503, a status the spec's codes do not name (origin/server
+		// bundleFailed).
+		m[503] = []apierr.Code{apierr.Internal}
 	}
 	if rt.Metered {
 		add(apierr.RateLimited, apierr.QuotaExceeded)
@@ -93,6 +97,7 @@ func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 var oaStatusText = map[int]string{
 	400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
 	408: "Request timeout", 409: "Conflict", 413: "Payload too large", 429: "Too many requests", 500: "Internal error",
+	503: "Service unavailable",
 }
 
 // oaResponses documents every answer of rt: 200 (and 304 where an ETag
@@ -134,17 +139,24 @@ func oaResponses(rt *route.Route) oaObj {
 			if rt.Scope != "" {
 				hs["WWW-Authenticate"] = oaRef("headers", "WWW-Authenticate")
 			}
-		case 409, 429:
+		case 409, 429, 503:
 			hs["Retry-After"] = oaRef("headers", "Retry-After")
 		}
 		more := ""
-		if st == 408 {
+		switch st {
+		case 408:
 			more = "The body did not arrive within the server's read limit; nothing was done and the connection is closed. Send the request again."
+		case 503:
+			more = oaNoRoom
 		}
 		rs[strconv.Itoa(st)] = oaError(st, codes, hs, more)
 	}
 	return rs
 }
+
+// oaNoRoom describes the 503 of an export whose bundle the server has
+// no disk room to build (origin/bundles ErrNoSpace).
+const oaNoRoom = "The export's bundle cannot be built now: the server is short of disk space. Nothing is billed; retry after Retry-After seconds."
 
 // oaError is an error answer of status st: the Error body with the codes
 // it can carry, and headers hs; more, when given, ends its description.
