@@ -184,6 +184,11 @@ req() {
 }
 header() { tr -d '\r' <"$TMP/h" | grep -i "^$1:" | head -1 | cut -d' ' -f2- || true; }
 
+# Liveness without a token, in workerd as under the Go host.
+req "$EDGE/healthz"
+if [ "$status" = 200 ] && grep -q '"status":"ok"' "$TMP/b"; then pass "GET /healthz in workerd: 200 {\"status\":\"ok\"}"
+else fail "GET /healthz in workerd" "status $status, body $(head -c 200 "$TMP/b")"; fi
+
 req "$EDGE/v1/teachers"
 if [ "$status" = 404 ] && grep -q '"code":"NOT_FOUND"' "$TMP/b"; then pass "GET /v1/teachers -> 404 NOT_FOUND"
 else fail "GET /v1/teachers" "status $status, body $(head -c 300 "$TMP/b")"; fi
@@ -377,6 +382,13 @@ else fail "signatures per origin and the body's hash" "$(printf '%s\n' "$out" | 
 if out=$(node worker/cloudflare/leases_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
 	pass "LEASES (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of its values"
 else fail "LEASES" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
+
+# /healthz (GET and HEAD 200 without a token, as the Go host's) and a
+# worker without LECTERN_SECRET (wrangler dev with no .dev.vars): 500 to the
+# client, a log line naming the secret and where to put it (health_check.mjs).
+if out=$(node worker/cloudflare/health_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
+	pass "/healthz and a missing secret (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks"
+else fail "/healthz and a missing secret" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
 
 # Several origins in workerd: a second edge in front of a dead origin and
 # the real one (docs/edge.md, "Several origins"). Every GET is answered by

@@ -369,11 +369,32 @@ async function instantiate(env) {
 	return guest;
 }
 
+/** The secrets the worker needs: never vars (wrangler.toml), put with `wrangler secret put`, or in .dev.vars for `wrangler dev`. */
+const SECRETS = ["LECTERN_SECRET"];
+
+/**
+ * missingConfig names what env lacks, and how to set it: a var is
+ * wrangler.toml's; a secret is .dev.vars' under `wrangler dev` (which
+ * reads no secret of the account) and `wrangler secret put`'s when
+ * deployed. "" when nothing is missing.
+ */
+function missingConfig(env) {
+	const vars = ["ORIGIN_URL", "JWKS_URL", "ISSUER", "AUDIENCE", "PUBLIC_URL"].filter((k) => !env[k]);
+	const secrets = SECRETS.filter((k) => !env[k]);
+	const parts = [];
+	if (secrets.length) {
+		parts.push(
+			`the secret ${secrets.join(", ")} is not set: for wrangler dev put ${secrets.map((k) => `${k}=<the origins' ${k}>`).join(", ")} ` +
+				`in .dev.vars beside wrangler.toml; deployed, run \`wrangler secret put ${secrets[0]}\``,
+		);
+	}
+	if (vars.length) parts.push(`${vars.join(", ")} not set (wrangler.toml's [vars])`);
+	return parts.length ? `worker is missing configuration: ${parts.join("; ")}` : "";
+}
+
 function configFrom(env) {
-	const missing = ["ORIGIN_URL", "JWKS_URL", "ISSUER", "AUDIENCE", "LECTERN_SECRET", "PUBLIC_URL"].filter(
-		(k) => !env[k],
-	);
-	if (missing.length) throw new Error(`worker is missing configuration: ${missing.join(", ")} (see wrangler.toml)`);
+	const missing = missingConfig(env);
+	if (missing) throw new Error(missing);
 	const origins = parseOrigins(env.ORIGIN_URL);
 	const config = {
 		origin: origins[0],
@@ -809,14 +830,26 @@ async function drive(guest, request, ctx) {
 	throw new Error(`edge module took more than ${MAX_STEPS} steps on one request`);
 }
 
+/** HEALTH_PATH answers GET and HEAD 200 {"status":"ok"} once the module runs, without a token, as the Go host's does. */
+const HEALTH_PATH = "/healthz";
+
 export default {
 	async fetch(request, env, ctx) {
 		let guest;
 		try {
 			guest = await getInstance(env);
 		} catch (err) {
-			console.error(`[edge host] cannot start the edge module: ${err && err.stack ? err.stack : err}`);
+			// The cause names what to set; the client learns only that
+			// the edge is not configured.
+			const missing = missingConfig(env);
+			console.error(`[edge host] cannot start the edge module: ${missing || (err && err.stack ? err.stack : err)}`);
 			return hostError(500, "The edge is not configured correctly.");
+		}
+		if (new URL(request.url).pathname === HEALTH_PATH && (request.method === "GET" || request.method === "HEAD")) {
+			return new Response(request.method === "HEAD" ? null : '{"status":"ok"}\n', {
+				status: 200,
+				headers: { "Content-Type": "application/json", "Cache-Control": "no-store" },
+			});
 		}
 		// The guest keeps state per handle and peers may be parked on this
 		// request's JWKS fetch: drive it to its end even if the client goes
