@@ -1,8 +1,9 @@
 // Package admin is the operator's admin API (docs/operations.md, "The admin API"),
 // served on its own listener (LECTERN_ADMIN_ADDR, loopback by default):
 // organisations and their plans, OAuth clients, the export ledger, leak
-// forensics, corpus reload, health, the Prometheus metrics (GET /metrics)
-// and, with LECTERN_TEST_CLOCK=1 only, the test clock.
+// forensics, corpus reload, health, the Prometheus metrics (GET /metrics),
+// its OpenAPI description (GET /admin/v1/openapi.json, openapi.json) and,
+// with LECTERN_TEST_CLOCK=1 only, the test clock.
 //
 // Every call needs "Authorization: Bearer <LECTERN_ADMIN_TOKEN>"; the token
 // is checked before routing, so nothing about the admin surface (not even
@@ -147,6 +148,7 @@ func Handler(cfg Config) http.Handler {
 	a.tokenSum = sum[:]
 
 	a.handle("GET /admin/v1/health", a.health)
+	a.handle("GET /admin/v1/openapi.json", a.openapi)
 	a.handle("POST /admin/v1/orgs", a.createOrg)
 	a.handle("GET /admin/v1/orgs/{orgId}", a.getOrg)
 	a.handle("PATCH /admin/v1/orgs/{orgId}", a.patchOrg)
@@ -167,6 +169,7 @@ func Handler(cfg Config) http.Handler {
 	}
 	if cfg.Metrics != nil {
 		a.mux.Handle("GET /metrics", cfg.Metrics)
+		a.patterns = append(a.patterns, "GET /metrics")
 	}
 	if cfg.TestClock {
 		a.handle("GET /admin/v1/clock", a.getClock)
@@ -180,7 +183,8 @@ type api struct {
 	log      *slog.Logger
 	clk      *clock.Clock
 	mux      *http.ServeMux
-	tokenSum []byte // SHA-256 of cfg.Token
+	tokenSum []byte   // SHA-256 of cfg.Token
+	patterns []string // the routes served, as registered (openapi.json describes them)
 }
 
 // handlerFunc is an admin handler: it writes a success response itself
@@ -197,6 +201,7 @@ func (a *api) handle(pattern string, h handlerFunc) { a.handleBody(pattern, maxB
 // this (origin/wiring.Servers.ServeAdmin), so a caller without it is
 // answered 401 and nothing of its body is read.
 func (a *api) handleBody(pattern string, limit int64, h handlerFunc) {
+	a.patterns = append(a.patterns, pattern)
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			w.Header().Set("Connection", "close") // the body is not read

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/openapi"
@@ -174,7 +175,8 @@ const redoclyVersion = "1.34.5"
 // TestOpenAPILint runs a real OpenAPI linter, Redocly's recommended
 // ruleset, over the description when CI asks for it
 // (LECTERN_OPENAPI_LINT=1) and Node is present; .ci/run installs the
-// pinned CLI.
+// pinned CLI. The admin API's description (origin/admin/openapi.json) is
+// linted in the same run.
 func TestOpenAPILint(t *testing.T) {
 	if os.Getenv("LECTERN_OPENAPI_LINT") != "1" {
 		t.Skip("OpenAPI lint skipped: set LECTERN_OPENAPI_LINT=1 with redocly or npx on PATH (.ci/run does)")
@@ -203,13 +205,17 @@ func TestOpenAPILint(t *testing.T) {
 	if err := os.WriteFile(file, d.Body, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	adminFile := filepath.Join(dir, "admin-openapi.json")
+	if err := os.WriteFile(adminFile, admin.OpenAPI(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := filepath.Abs(filepath.Join("testdata", "redocly.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], "--format=stylish", "--config="+cfg, file)...)
+	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], "--format=stylish", "--config="+cfg, file, adminFile)...)
 	c.Dir = dir
 	c.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_COLOR=1")
 	out, err := c.CombinedOutput()
