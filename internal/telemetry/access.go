@@ -56,6 +56,16 @@ func (r *Record) SetOrg(id string) {
 	r.mu.Unlock()
 }
 
+// Org is the request's organisation as recorded so far ("" for none).
+func (r *Record) Org() string {
+	if r == nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.org
+}
+
 // SetCode records the error code the request was answered with.
 func (r *Record) SetCode(code string) {
 	if r == nil {

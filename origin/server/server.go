@@ -366,7 +366,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, id string, e
 			s.cfg.Logger.Info("request cancelled by the client", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
 			return
 		}
-		s.cfg.Logger.Error("internal error", "requestId", id, "method", r.Method, "path", r.URL.Path, "err", err)
+		// Logged once, here, with what an operator needs to find it: the
+		// request, its organisation and the route it was serving.
+		op := r.URL.Path
+		if rt, _, _ := route.Match(r.Method, r.URL.EscapedPath()); rt != nil {
+			op = rt.OperationID
+		}
+		s.cfg.Logger.Error("internal error", "requestId", id, "method", r.Method, "path", r.URL.Path, "operation", op,
+			"org", telemetry.FromContext(r.Context()).Org(), "err", err)
 		e = apierr.New(apierr.Internal, "Internal error; it is safe to retry once. Quote the requestId if it persists.")
 	}
 	telemetry.FromContext(r.Context()).SetCode(string(e.Code))

@@ -113,6 +113,20 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 		if watched != nil {
 			close(watched)
 		}
+		if err == nil && resp.StatusCode == http.StatusServiceUnavailable && out.Forward && out.Retry == retryAny &&
+			i+1 < len(targets) && ctx.Err() == nil {
+			// The origin could not serve it now (a bundle store without
+			// room, docs/operations.md): nothing was applied, so an
+			// idempotent request goes on to the next origin, as a load
+			// balancer retries a 503.
+			resp.Body.Close()
+			h.stats.failovers.Add(1)
+			if t.origin != nil {
+				h.observer.Failover(t.origin.base)
+			}
+			h.cfg.Logger.Warn("edge: origin answered 503; trying the next", "url", t.url, "requestId", req.Header.Get("X-Request-Id"))
+			continue
+		}
 		if err == nil {
 			break
 		}
@@ -133,8 +147,14 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 			continue
 		}
 		cancel()
-		if st.stalled() {
-			h.cfg.Logger.Warn("edge: the origin did not answer a forward in time", "url", t.url, "timeout", h.cfg.ForwardTimeout)
+		switch {
+		case st.stalled():
+			h.cfg.Logger.Warn("edge: the origin did not answer a forward in time", "url", t.url, "timeout", h.cfg.ForwardTimeout,
+				"requestId", req.Header.Get("X-Request-Id"))
+		case parent.Err() == nil:
+			// The module answers the client 500 INTERNAL ("could not be
+			// reached"): its cause is logged here, once.
+			h.cfg.Logger.Warn("edge: origin unreachable", "url", t.url, "requestId", req.Header.Get("X-Request-Id"), "err", err)
 		}
 		return failed(err)
 	}

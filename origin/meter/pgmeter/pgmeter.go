@@ -69,6 +69,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lectern-api/lectern/origin/internal/pgretry"
 	"strings"
 	"sync"
 	"time"
@@ -592,6 +593,12 @@ func isHour(period string) bool { return strings.Contains(period, "T") }
 // distinct lessons it read on now's UTC day, and its enumeration alarm if
 // one is in force. It sees committed ops only.
 func (s *Store) Usage(ctx context.Context, org string, now time.Time) (meter.Usage, error) {
+	return pgretry.Read(ctx, s.pool.reset, func() (meter.Usage, error) { return s.usage(ctx, org, now) })
+}
+
+// usage is one try of Usage: a connection lost under it is closed by put,
+// so the next try dials a fresh one if no idle one is left.
+func (s *Store) usage(ctx context.Context, org string, now time.Time) (meter.Usage, error) {
 	var u meter.Usage
 	conn, err := s.pool.get(ctx)
 	if err != nil {
@@ -720,6 +727,21 @@ func (p *pool) put(c *pgx.Conn) {
 		return
 	}
 	p.idle <- c
+}
+
+// reset closes the idle connections (pgretry.Read: after a lost one).
+func (p *pool) reset() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for {
+		select {
+		case c := <-p.idle:
+			c.Close(ctx)
+			<-p.slots
+		default:
+			return
+		}
+	}
 }
 
 func (p *pool) close(ctx context.Context) {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/lectern-api/lectern/origin/internal/pgretry"
 
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -39,10 +40,12 @@ func (s *Store) CreateClient(ctx context.Context, c *store.Client) error {
 // generation are read in one statement (one snapshot).
 func (s *Store) GetClient(ctx context.Context, id string) (*store.Client, error) {
 	var c store.Client
-	err := s.pool.QueryRow(ctx, `SELECT
+	_, err := pgretry.Read(ctx, s.pool.Reset, func() (struct{}, error) {
+		return struct{}{}, s.pool.QueryRow(ctx, `SELECT
 		c.id, c.org_id, c.secret_hash, c.scopes, c.grant_types, c.redirect_uris, c.created_at, o.generation
 		FROM clients c JOIN orgs o ON o.id = c.org_id WHERE c.id = $1`, id).
-		Scan(&c.ID, &c.OrgID, &c.SecretHash, &c.Scopes, &c.GrantTypes, &c.RedirectURIs, &c.CreatedAt, &c.OrgGeneration)
+			Scan(&c.ID, &c.OrgID, &c.SecretHash, &c.Scopes, &c.GrantTypes, &c.RedirectURIs, &c.CreatedAt, &c.OrgGeneration)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("get client %s: %w", id, mapErr(err))
 	}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/lectern-api/lectern/origin/internal/pgretry"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,12 +15,14 @@ import (
 // SigningKeys implements store.Store. Keys created in the same
 // microsecond come out in kid order, descending.
 func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT kid, alg, private, created_at
+	keys, err := pgretry.Read(ctx, s.pool.Reset, func() ([]store.SigningKey, error) {
+		rows, _ := s.pool.Query(ctx, `SELECT kid, alg, private, created_at
 		FROM signing_keys ORDER BY created_at DESC, kid DESC`)
-	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SigningKey, error) {
-		var k store.SigningKey
-		err := row.Scan(&k.KID, &k.Alg, &k.Private, &k.CreatedAt)
-		return k, err
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SigningKey, error) {
+			var k store.SigningKey
+			err := row.Scan(&k.KID, &k.Alg, &k.Private, &k.CreatedAt)
+			return k, err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list signing keys: %w", err)

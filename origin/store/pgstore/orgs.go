@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/lectern-api/lectern/origin/internal/pgretry"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lectern-api/lectern/origin/store"
@@ -60,7 +61,9 @@ func (s *Store) CreateOrg(ctx context.Context, o *store.Org) error {
 
 // GetOrg implements store.Store.
 func (s *Store) GetOrg(ctx context.Context, id string) (*store.Org, error) {
-	o, err := scanOrg(s.pool.QueryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = $1`, id))
+	o, err := pgretry.Read(ctx, s.pool.Reset, func() (*store.Org, error) {
+		return scanOrg(s.pool.QueryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = $1`, id))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("get org %s: %w", id, err)
 	}

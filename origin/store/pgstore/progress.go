@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"github.com/lectern-api/lectern/origin/internal/pgretry"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lectern-api/lectern/origin/progress"
@@ -14,6 +15,10 @@ var _ progress.Store = (*Store)(nil)
 // per connection (its default statement cache); the document is decoded
 // from the row's raw bytes before the rows close, not copied first.
 func (s *Store) Progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
+	return pgretry.Read(ctx, s.pool.Reset, func() (progress.Record, error) { return s.progress(ctx, orgID, learner) })
+}
+
+func (s *Store) progress(ctx context.Context, orgID, learner string) (progress.Record, error) {
 	r := progress.Record{OrgID: orgID, Learner: learner}
 	rows, err := s.pool.Query(ctx, `SELECT version, record FROM progress WHERE org_id = $1 AND learner = $2`, orgID, learner)
 	if err != nil {

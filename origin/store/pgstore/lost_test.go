@@ -1,0 +1,69 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lectern-api/lectern/internal/pgschema"
+	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/store/pgstore"
+)
+
+// TestReadsSurviveKilledBackends (issue #33, point 5): the backends of
+// every pooled connection are killed (pg_terminate_backend, as a server
+// restart or an operator does); the next reads, as many at once as the
+// pool held connections, each answer, not one error per dead connection.
+func TestReadsSurviveKilledBackends(t *testing.T) {
+	const what = "the PostgreSQL store's lost-connection test"
+	dsn := pgschema.ForTest(t, what)
+	name := fmt.Sprintf("lectern-lost-%d", time.Now().UnixNano())
+	s, err := pgstore.New(t.Context(), pgschema.WithParam(dsn, "application_name", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateOrg(t.Context(), &store.Org{ID: "acme", Name: "Acme", Tier: "high", Status: "active", Grants: []string{"high"},
+		EclaVersion: 1, RequiredEclaVersion: 1, RenewsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() []error {
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = s.GetOrg(t.Context(), "acme")
+			}()
+		}
+		wg.Wait()
+		return errs
+	}
+	read() // the pool holds several connections now
+	admin, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var killed int
+	if err := admin.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, name).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed < 2 {
+		t.Fatalf("killed %d backends, want the pool's several", killed)
+	}
+	time.Sleep(100 * time.Millisecond) // the terminations land
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = ctx
+	for i, err := range read() {
+		if err != nil {
+			t.Errorf("read %d after %d backends were killed: %v", i, killed, err)
+		}
+	}
+}
