@@ -146,6 +146,33 @@ for (const [method, body, retried] of [["POST", '{"mediaIds":["m1"]}', false], [
 	check(a.got === 1 && want, `${method}${body ? " with a body" : ""} to an origin that resets after reading it: ${retried ? "sent on to the other" : "not sent on, 500"} (${statuses(rs)}; a ${a.got}, b ${b.got})`);
 }
 
+// An origin without room for a bundle answers 503 (nothing applied): a GET
+// goes on to the other origin, a POST gets the 503; every origin full, the
+// client gets the 503.
+{
+	const full = { got: 0 };
+	const srv = http.createServer((req, res) => {
+		req.resume();
+		req.on("end", () => {
+			full.got++;
+			res.writeHead(503, { "content-type": "application/json", "retry-after": "10", "x-request-id": req.headers["x-request-id"] ?? "" });
+			res.end(JSON.stringify({ error: { code: "INTERNAL", message: "no room", requestId: req.headers["x-request-id"] ?? "" } }));
+		});
+	});
+	servers.push(srv);
+	full.url = await listen(srv);
+	const b = await liveOrigin("b");
+	const send = await edge(`${full.url},${b.url}`);
+	const gets = await times(4, () => send("GET"));
+	check(gets.every((r) => r.status === 200 && r.origin === "b") && full.got >= 1,
+		`an origin answering 503: GETs go on to the other (${statuses(gets)}; full ${full.got})`);
+	const posts = await times(2, (i) => send("POST", `{"n":${i}}`));
+	check(posts.some((r) => r.status === 503), `an origin answering 503: a POST it got is answered 503, not sent on (${statuses(posts)})`);
+	const only = await edge(`${full.url},${full.url}/again`);
+	const r = await only("GET");
+	check(r.status === 503, `every origin answering 503: 503 (${r.status})`);
+}
+
 // One origin: as before several existed. Down, 500 INTERNAL on every
 // request (no backoff to skip to); a bad list refuses to configure.
 {

@@ -154,15 +154,24 @@ class Origins {
  * once init.signal has aborted (the subrequest timeout bounds all
  * attempts together). With signatures (an output's, several origins),
  * each attempt carries as X-Lectern-Edge the entry of the origin it goes
- * to; without, init.headers as they are.
+ * to; without, init.headers as they are. A forward (forward set) marked
+ * "any" that an origin answers 503 (it could not serve it now, a bundle
+ * store without room: nothing applied) goes on to the next origin too, as
+ * the wazero host's does; the last origin's 503 is the answer.
  */
-async function fetchOrigin(origins, url, init, retry, signatures) {
+async function fetchOrigin(origins, url, init, retry, signatures, forward = false) {
 	const repeatable = retry === RETRY_ANY;
 	const targets = origins.route(url);
 	for (let i = 0; ; i++) {
 		const { url: target, origin } = targets[i];
 		try {
-			return await fetch(target, { ...init, headers: signedFor(init.headers, origin, signatures) });
+			const resp = await fetch(target, { ...init, headers: signedFor(init.headers, origin, signatures) });
+			if (forward && repeatable && resp.status === 503 && i + 1 < targets.length && !init.signal?.aborted) {
+				await resp.body?.cancel();
+				console.warn(`[edge host] ${init.method} ${target} answered 503; trying the next origin`);
+				continue;
+			}
+			return resp;
 		} catch (err) {
 			if (init.signal?.aborted) throw err;
 			origins.failed(origin);
@@ -797,7 +806,7 @@ async function drive(guest, request, ctx) {
 							body: out.method === "GET" || out.method === "HEAD" ? null : body,
 							redirect: "manual",
 						};
-						const resp = await fetchOrigin(guest.origins, out.url, init, out.retry, out.signatures);
+						const resp = await fetchOrigin(guest.origins, out.url, init, out.retry, out.signatures, true);
 						forwarded = resp;
 						msg.status = resp.status;
 						msg.headers = headerPairs(resp.headers);
