@@ -81,7 +81,8 @@ func NewMetrics() *Metrics {
 		revoke: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "lectern_lease_revoke_duration_seconds",
 			Help: "Time a change that revokes leases (an admin change, a reload, the alarm) waited before it was answered, by how it ended: " +
-				"waited=push (every lease taken back by a push) or expiry (waited for leases no push reached, such as a frozen edge's, to expire).",
+				"waited=push (every lease that still served taken back by a push its edge answered), expiry (waited for a lease no push could reach to expire: " +
+				"no revoke URL, or a push refused or not sent) or push_timeout (waited for a lease whose edge did not answer its push, a frozen edge's, to expire).",
 			Buckets: []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34, 61},
 		}, []string{"waited"}),
 		corpus: prometheus.NewDesc("lectern_corpus_content_version",
@@ -147,16 +148,13 @@ func (m *Metrics) MeterCommit(ops int, d time.Duration, err error) {
 	m.commit.WithLabelValues(result(err)).Observe(d.Seconds())
 }
 
-// LeaseRevoke records one revocation of leases that took d, and whether
-// it waited for leases no push reached to expire. It has the signature of
+// LeaseRevoke records one revocation of leases that took d, and how it
+// ended: waited is "push", "expiry" or "push_timeout" (lease.WaitedPush,
+// WaitedExpiry, WaitedPushTimeout). It has the signature of
 // lease.Config.OnRevoke.
-func (m *Metrics) LeaseRevoke(d time.Duration, waitedForExpiry bool) {
+func (m *Metrics) LeaseRevoke(d time.Duration, waited string) {
 	if m == nil {
 		return
-	}
-	waited := "push"
-	if waitedForExpiry {
-		waited = "expiry"
 	}
 	m.revoke.WithLabelValues(waited).Observe(d.Seconds())
 }

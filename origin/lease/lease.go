@@ -63,12 +63,14 @@ const (
 
 // settle is when a lease's reservation ends without a final report. An
 // edge host that takes pushes (a revoke URL: the wazero host) logs every
-// use before answering it and reports the log after a crash, at its next
-// start: its lease reserves until that final report, at most until the
-// month ends, so the uses it reports late are billed within the quota
-// (a dead edge's block stays reserved meanwhile: docs/edge.md). One that
-// cannot (Cloudflare) loses what it did not report with its isolate:
-// its reservation ends SettleGrace after the lease.
+// use before answering it and reports the log after a crash or a freeze,
+// when it runs again: its lease reserves until that final report, at
+// most until the month ends, so the uses it reports late are billed
+// exactly and within the quota (a dead edge's block stays reserved
+// meanwhile: docs/edge.md). The lease itself is over at its expiry
+// (over, revoke.go): no change, reading or recall waits for it past
+// that. One that cannot (Cloudflare) loses what it did not report with
+// its isolate: its reservation ends SettleGrace after the lease.
 func settle(now, expires time.Time, revokeURL string) time.Time {
 	if revokeURL != "" {
 		return meter.NextMonth(now)
@@ -77,21 +79,23 @@ func settle(now, expires time.Time, revokeURL string) time.Time {
 }
 
 // SettleGrace is how long after its expiry a lease still reserves its
-// calls without a final report: time for the edge's last report to
-// arrive (lease.ReportInterval, and a round trip).
+// calls without a final report where its host keeps no log: time for the
+// edge's last report to arrive (lease.ReportInterval, and a round trip).
+// Settle and Recall push to a lease until SettleGrace after its expiry.
 const SettleGrace = 2 * time.Second
 
-// PushTimeout bounds one revoke push, connection and answer included;
-// SettleTimeout bounds all of Settle's pushes.
-const (
-	PushTimeout   = 2 * time.Second
-	SettleTimeout = 2 * time.Second
-	// LicenseSettleTimeout bounds the settle of GET /v1/license, which
-	// must answer at once whatever an edge does: an edge that does not
-	// answer within it (frozen, far) has its uses counted when it reports
-	// them (docs/edge.md, Taking leases back).
-	LicenseSettleTimeout = 250 * time.Millisecond
-)
+// PushTimeout bounds one revoke push, connection and answer included: a
+// host that does not answer within it is silent (SilentFor). No caller
+// waits for a push past the end of its leases (Revoke) or its own bound
+// (Settle).
+const PushTimeout = 2 * time.Second
+
+// SettleTimeout bounds the settle of a reading, GET /v1/license and the
+// admin API's GET of an organisation, which must answer at once whatever
+// an edge does: the usage of an edge that does not answer within it
+// (frozen, far) is not in the reading (Unsettled), and is billed when it
+// reports it (docs/edge.md, Taking leases back).
+const SettleTimeout = 250 * time.Millisecond
 
 // Config is what a Manager needs.
 type Config struct {
@@ -110,9 +114,9 @@ type Config struct {
 	// (LECTERN_LEASE_RETENTION; zero: DefaultRetention; prune.go).
 	Retention time.Duration
 	// OnRevoke, when set, is told of each revocation (an admin change, a
-	// reload, the alarm): how long it took, and whether it waited for
-	// leases no push reached to expire (the origin's metrics).
-	OnRevoke func(took time.Duration, waitedForExpiry bool)
+	// reload, the alarm): how long it took, and how it ended: WaitedPush,
+	// WaitedExpiry or WaitedPushTimeout (the origin's metrics).
+	OnRevoke func(took time.Duration, waited string)
 	// Now is the origin's clock (the admin test clock when set).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -133,6 +137,7 @@ type Manager struct {
 	client  *http.Client
 	edges   map[string]bool // the canonical base URLs of cfg.Edges
 	recalls flights         // one recall of an organisation at a time
+	silence silence         // edge hosts that did not answer a push
 }
 
 // New returns a Manager.
@@ -220,6 +225,9 @@ type Grant struct {
 // validity would be under MinValid, or fewer than wire.MinCalls calls
 // could be reserved (near the quota every 304 is then gated, exact).
 func (m *Manager) Grant(ctx context.Context, a Ask) (Grant, error) {
+	if a.RevokeURL != "" && m.AllowsRevokeURL(a.RevokeURL) {
+		m.silence.heard(a.RevokeURL, time.Now()) // its host runs: push to it again
+	}
 	if m.cfg.Off {
 		return Grant{Retry: RetryOff}, nil
 	}

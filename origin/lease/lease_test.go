@@ -225,10 +225,10 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, s leaseStore) {
 				e := leasetest.NewEdge(t, edgeKeys, time.Now)
-				var revokes []bool // OnRevoke's waitedForExpiry, the metric's label
+				var revokes []string // OnRevoke's waited, the metric's label
 				m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, TTL: 200 * time.Millisecond,
 					Edges:    []string{e.Base(), redirect.URL},
-					OnRevoke: func(_ time.Duration, expiry bool) { revokes = append(revokes, expiry) }})
+					OnRevoke: func(_ time.Duration, waited string) { revokes = append(revokes, waited) }})
 				g := grant(t, m, acme(nil), 8, c.url(e), time.Now())
 				l := recorded(t, s, "acme", g.ID)
 				if err := m.Revoke(context.Background(), "acme"); err != nil {
@@ -237,8 +237,8 @@ func TestRevokeWaitsForExpiry(t *testing.T) {
 				if now := time.Now(); now.Before(l.Expires) {
 					t.Errorf("Revoke returned at %v, before the lease's expiry %v", now, l.Expires)
 				}
-				if len(revokes) != 1 || !revokes[0] {
-					t.Errorf("OnRevoke told %v, want one revocation that waited for expiry", revokes)
+				if len(revokes) != 1 || revokes[0] != lease.WaitedExpiry {
+					t.Errorf("OnRevoke told %q, want one revocation that waited for expiry", revokes)
 				}
 			})
 		})
@@ -427,42 +427,64 @@ func TestPruneKeepsRetention(t *testing.T) {
 	})
 }
 
-// TestSettleWithinBound (issue #28, point 2): a frozen edge (its push
-// held, unanswered) does not hold up a settle beyond the bound it is
-// given: GET /v1/license settles within lease.LicenseSettleTimeout, and
-// its reading lacks only what that edge has not reported. A revocation
-// whose push reached every lease tells OnRevoke it did not wait for
-// expiry.
+// TestSettleWithinBound (issue #28, point 2; #33): a frozen edge (its
+// push held, unanswered) does not hold up a settle beyond the bound it is
+// given (lease.SettleTimeout, GET /v1/license's and the admin reading's),
+// and the settle says what its reading lacks: that edge's lease, at most
+// its block less what was reported. The push goes on: its answer, when it
+// comes, is applied. A revocation whose push reached every lease tells
+// OnRevoke it waited for the push.
 func TestSettleWithinBound(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s leaseStore) {
 		e := leasetest.NewEdge(t, edgeKeys, time.Now)
-		var revokes []bool
+		var revokes []string
 		m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, Edges: []string{e.Base()},
-			OnRevoke: func(_ time.Duration, expiry bool) { revokes = append(revokes, expiry) }})
+			OnRevoke: func(_ time.Duration, waited string) { revokes = append(revokes, waited) }})
 		g := grant(t, m, acme(nil), 8, e.URL(), time.Now())
+		if err := m.Report(context.Background(), []wire.Report{{Lease: g.ID, Used: 1}}); err != nil {
+			t.Fatal(err)
+		}
 		e.Set(g.ID, 3)
 		arrived := e.Hold()
 		began := time.Now()
-		m.Settle(context.Background(), "acme", lease.LicenseSettleTimeout)
+		u := m.Settle(context.Background(), "acme", lease.SettleTimeout)
 		took := time.Since(began)
 		<-arrived
-		e.Release()
 		// The push was held throughout; the settle ended at its bound
 		// (250 ms), not at the push's (2 s).
-		if took > lease.SettleTimeout/2 {
-			t.Errorf("a settle bound at %s took %s with the edge frozen", lease.LicenseSettleTimeout, took)
+		if took > lease.PushTimeout/2 {
+			t.Errorf("a settle bound at %s took %s with the edge frozen", lease.SettleTimeout, took)
 		}
-		if got := calls(t, s, "acme", time.Now()); got != 0 {
-			t.Errorf("billed %d after a settle the edge did not answer, want 0 (its 3 uses are reported later)", got)
+		if want := (lease.Unsettled{Leases: 1, Calls: 7}); u != want || u.Settled() {
+			t.Errorf("the settle left %+v unsettled, want %+v", u, want)
 		}
+		if got := calls(t, s, "acme", time.Now()); got != 1 {
+			t.Errorf("billed %d after a settle the edge did not answer, want 1 (its 3 uses are reported later)", got)
+		}
+		e.Release() // the held push is answered now, and applied
+		waitFor(t, "the late answer of the settle's push billed", func() bool { return calls(t, s, "acme", time.Now()) == 3 })
+		if u := m.Settle(context.Background(), "acme", lease.SettleTimeout); !u.Settled() {
+			t.Errorf("a settle the edge answered left %+v", u)
+		}
+		e.Set(g.ID, 4)
 		if err := m.Revoke(context.Background(), "acme"); err != nil {
 			t.Fatal(err)
 		}
-		if got := calls(t, s, "acme", time.Now()); got != 3 {
-			t.Errorf("billed %d after the revoke's push, want 3", got)
+		if got := calls(t, s, "acme", time.Now()); got != 4 {
+			t.Errorf("billed %d after the revoke's push, want 4", got)
 		}
-		if len(revokes) != 1 || revokes[0] {
-			t.Errorf("OnRevoke told %v, want one revocation that did not wait for expiry", revokes)
+		if len(revokes) != 1 || revokes[0] != lease.WaitedPush {
+			t.Errorf("OnRevoke told %q, want one revocation that waited for the push", revokes)
 		}
 	})
+}
+
+// waitFor polls cond every 10 ms for at most 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+	}
 }

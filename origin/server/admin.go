@@ -15,11 +15,15 @@ import (
 // GET /admin/v1/orgs/{orgId}): its effective status (licence.Status), and as
 // members its meters in the current month and hour and today's
 // enumeration count against its granted lessons, with the alarm in force
-// if there is one.
+// if there is one. The meters are settled first, within
+// lease.SettleTimeout as GET /v1/license's are: meters.settled says
+// whether every edge holding a lease answered, and meters.unreported is
+// the most calls the edges that did not may still report (billed then,
+// reserved until then).
 func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (string, map[string]any, error) {
 	now := s.cfg.Now()
 	c := s.cfg.Content().Corpus
-	s.settle(ctx, o, lease.SettleTimeout)
+	unsettled := s.settle(ctx, o, lease.SettleTimeout)
 	u, err := s.cfg.Meters.Usage(ctx, meter.Key(o), now)
 	if err != nil {
 		return "", nil, err
@@ -44,6 +48,8 @@ func (s *Server) OrgExtras(ctx context.Context, o *store.Org) (string, map[strin
 			"hour": map[string]int64{
 				"calls": u.Get(meter.HourCalls), "lessonreads": u.Get(meter.HourLessonReads), "mints": u.Get(meter.HourMints),
 			},
+			"settled":    unsettled.Settled(),
+			"unreported": unsettled.Calls,
 		},
 		"enumeration": enumeration,
 	}, nil

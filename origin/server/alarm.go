@@ -7,6 +7,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
+	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -57,11 +58,12 @@ func (s *Server) revokeTripped(ctx context.Context, req *request) {
 
 // settle collects the usage of o's leases the edges hold unreported,
 // before its meters are read, waiting at most within for the edges
-// (lease.Manager.Settle).
-func (s *Server) settle(ctx context.Context, o *store.Org, within time.Duration) {
-	if s.cfg.Leases != nil {
-		s.cfg.Leases.Settle(ctx, meter.Key(o), within)
+// (lease.Manager.Settle), and returns what it could not collect.
+func (s *Server) settle(ctx context.Context, o *store.Org, within time.Duration) lease.Unsettled {
+	if s.cfg.Leases == nil {
+		return lease.Unsettled{}
 	}
+	return s.cfg.Leases.Settle(ctx, meter.Key(o), within)
 }
 
 // Reinstate lifts the enumeration alarm of o (the admin API calls it

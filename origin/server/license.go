@@ -38,7 +38,7 @@ type quotaValue struct {
 // §8); the pipeline lets it past the gate for that reason.
 func (s *Server) license(w http.ResponseWriter, r *http.Request, req *request) error {
 	o := req.org
-	s.settle(r.Context(), o, lease.LicenseSettleTimeout)
+	s.settle(r.Context(), o, lease.SettleTimeout)
 	u, err := s.cfg.Meters.Usage(r.Context(), meter.Key(o), req.now)
 	if err != nil {
 		return err

@@ -130,7 +130,7 @@ type LeaseSettings struct {
 	// (LECTERN_LEASE_RETENTION; zero: lease.DefaultRetention).
 	Retention time.Duration
 	// OnRevoke is told of each revocation (lease.Config.OnRevoke).
-	OnRevoke func(took time.Duration, waitedForExpiry bool)
+	OnRevoke func(took time.Duration, waited string)
 	// Edges are the base URLs of the edge hosts that take revoke pushes
 	// (LECTERN_EDGE_URLS, lease.ParseEdges); none: no push is made, and
 	// a lease request naming a revoke URL is refused.

@@ -31,6 +31,8 @@ type Edge struct {
 	status  int           // answered instead of the reports, when set
 	arrived chan struct{} // when held: told of each push
 	release chan struct{} // when held: each push waits until it is closed
+	frozen  bool          // each push waits until its sender gives up
+	sent    int           // pushes received, answered or not
 }
 
 // NewEdge serves an Edge checking signatures with keys (the deployment's
@@ -99,9 +101,40 @@ func (e *Edge) Release() {
 	e.arrived, e.release = nil, nil
 }
 
+// Freeze makes every later push go unanswered, as a SIGSTOPped host's
+// would: it is held until its sender gives up (closes the connection),
+// then dropped unrecorded. Thaw ends it.
+func (e *Edge) Freeze() {
+	e.mu.Lock()
+	e.frozen = true
+	e.mu.Unlock()
+}
+
+// Thaw answers pushes again.
+func (e *Edge) Thaw() {
+	e.mu.Lock()
+	e.frozen = false
+	e.mu.Unlock()
+}
+
+// Received is how many pushes arrived, frozen ones included.
+func (e *Edge) Received() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sent
+}
+
 func (e *Edge) serve(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	e.sent++
+	frozen := e.frozen
+	e.mu.Unlock()
+	b, _ := io.ReadAll(r.Body) // read whole, so that the server sees the sender close
+	if frozen {
+		<-r.Context().Done()
+		return
+	}
 	id := r.Header.Get("X-Request-Id")
-	b, _ := io.ReadAll(r.Body)
 	m := httpsig.Message(edgesig.Revoke, r, edgesig.BodyHash(b))
 	if r.Method != http.MethodPost || r.URL.Path != lease.RevokePath || id == "" {
 		e.t.Errorf("a push that is no revoke: %s %s %v", r.Method, r.URL, r.Header)
