@@ -26,7 +26,11 @@
 // granted lessons, so that the enumeration alarm does not suspend it.
 //
 // Faults: the origin is killed with SIGKILL (once; twice in the long run)
-// and tools/stack restarts it; on PostgreSQL the server is restarted once
+// and tools/stack restarts it; its bundle directory is removed (it makes
+// it again); on PostgreSQL a second origin serves beside it behind the
+// same edge and is stopped with SIGSTOP for 10 s (once; twice in the long
+// run: the edge sends what it holds to the other, and each request must
+// still be billed once), and the server is restarted once
 // (pg_ctlcluster for the cluster on the DSN's port, else `service
 // postgresql restart`; skipped, saying why, when neither works here: they
 // need root or the cluster's owner).
@@ -43,7 +47,8 @@
 //  2. The export ledger (GET /admin/v1/orgs/{orgId}/ledger) holds a row for
 //     every URL a mint answered, under the row id its link names, and for
 //     every export shipped, matched by the request id the client sent;
-//     and no row of a request that was refused.
+//     no row of a request that was refused; and no request billed twice:
+//     one whose answer was lost has at most the rows it asked for.
 //  3. No acknowledged progress write is lost: each learner's final record
 //     (GET /v1/progress, every page) holds every class a PUT answered 200
 //     for, with a bestScore and score those PUTs explain, and an XP that
@@ -52,6 +57,8 @@
 //     after each fault, and the recovery time: from the fault to the
 //     first success of a request begun after it. A fault the stack never
 //     recovers from fails the run.
+//  5. Every download begun after the bundle directory was removed (until
+//     the next fault) got a definite answer: no 5xx.
 //
 // Answers no request of the mix may get (a 400 on a valid request, a
 // wrong request id) are listed and fail the run too.
@@ -171,15 +178,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	adminToken := "soak-" + crand.Text()
+	bundleDir := filepath.Join(dir, "bundles") // the stack's origin's: a fault removes it
 	env := append(baseEnv(), "LECTERN_EDGE_ADDR="+addrs[0], "LECTERN_ORIGIN_ADDR="+addrs[1], "LECTERN_IDP_ADDR="+addrs[2],
 		"LECTERN_ADMIN_ADDR="+addrs[3], "LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_SECRET=soak-"+crand.Text()+crand.Text(),
 		"LECTERN_ISSUER=http://"+addrs[2], "LECTERN_DB="+db, "LECTERN_CORPUS="+cfg.corpusDir,
-		"LECTERN_EDGE_WASM="+filepath.Join(bin, stackbin.Module), "LECTERN_LOG_LEVEL=warn")
+		"LECTERN_EDGE_WASM="+filepath.Join(bin, stackbin.Module), "LECTERN_LOG_LEVEL=warn",
+		"LECTERN_BUNDLE_DIR="+bundleDir, "LECTERN_EDGE_URLS=http://"+addrs[0])
 	logFile, err := os.Create(filepath.Join(dir, "stack.log"))
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
+	// On PostgreSQL a second origin serves beside the stack's, behind the
+	// same edge; a fault freezes it.
+	var second *peer
+	if cfg.pg != "" {
+		peerAddrs := make([]string, 3) // origin, identity provider, admin API
+		for i := range peerAddrs {
+			if peerAddrs[i], err = stackbin.FreeAddr(); err != nil {
+				return err
+			}
+		}
+		penv := append(env[:len(env):len(env)], "LECTERN_ORIGIN_ADDR="+peerAddrs[0], "LECTERN_IDP_ADDR="+peerAddrs[1],
+			"LECTERN_ADMIN_ADDR="+peerAddrs[2], "LECTERN_BUNDLE_DIR="+filepath.Join(dir, "bundles-second"))
+		if second, err = startPeer(ctx, bin, dir, penv, logFile, peerAddrs[0], peerAddrs[2], adminToken); err != nil {
+			return err
+		}
+		defer second.stop()
+		env = append(env, "LECTERN_ORIGIN_URL=http://"+addrs[1]+","+second.url)
+	}
 	fmt.Fprintf(stdout, "soak: built in %s; starting the stack on %s (log: %s)\n", time.Since(began).Round(100*time.Millisecond), store, logFile.Name())
 	stackBegan := time.Now()
 	st, err := startStack(ctx, bin, dir, env, logFile)
@@ -221,14 +248,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		at   float64
 		what string
 	}
-	schedule := []planned{{1.0 / 3, "SIGKILL origin"}}
+	schedule := []planned{{1.0 / 3, "SIGKILL origin"}, {0.5, faultBundles}}
 	if cfg.pg != "" {
-		schedule = append(schedule, planned{2.0 / 3, "restart PostgreSQL"})
+		schedule = append(schedule, planned{2.0 / 3, "restart PostgreSQL"}, planned{0.1, faultFreeze})
 	}
 	if !cfg.short {
-		schedule = []planned{{0.25, "SIGKILL origin"}, {0.75, "SIGKILL origin"}}
+		schedule = []planned{{0.25, "SIGKILL origin"}, {0.75, "SIGKILL origin"}, {0.4, faultBundles}}
 		if cfg.pg != "" {
-			schedule = append(schedule, planned{0.5, "restart PostgreSQL"})
+			schedule = append(schedule, planned{0.5, "restart PostgreSQL"}, planned{0.1, faultFreeze}, planned{0.6, faultFreeze})
 		}
 	}
 	sort.Slice(schedule, func(i, j int) bool { return schedule[i].at < schedule[j].at })
@@ -268,6 +295,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			if !st.awaitOrigin(3 * time.Minute) {
 				fmt.Fprintf(stdout, "soak: the origin did not come back within 3 minutes:\n%s\n", st.lastLines())
 			}
+		case faultFreeze:
+			if err := second.freeze(mixCtx, freezeFor); err != nil {
+				return err
+			}
+			f.Done = time.Now()
+		case faultBundles:
+			if err := os.RemoveAll(bundleDir); err != nil {
+				return err
+			}
+			f.Done = time.Now()
 		case "restart PostgreSQL":
 			if pgFault == nil {
 				f.Skipped = pgSkip
@@ -355,6 +392,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return nil
 }
 
+// The faults of issue #33: the second origin stopped with SIGSTOP (the
+// edge fails over what it holds; each request is still billed once), and
+// the stack's origin's bundle directory removed (it makes it again:
+// downloads go on).
+const (
+	faultFreeze  = "SIGSTOP second origin"
+	faultBundles = "remove bundle directory"
+	freezeFor    = 10 * time.Second
+)
+
 // summary is what the report prints.
 type summary struct {
 	store, module   string
@@ -432,6 +479,10 @@ func report(w io.Writer, s summary) (failed bool) {
 	ff := printWindows(w, s.faults, s.window, s.end, s.outs)
 	failed = verdict(w, ff) || failed
 
+	n, bf := checkBundleFault(s.faults, s.outs)
+	fmt.Fprintf(w, "\n(5) downloads after the bundle directory was removed: %d, none without an answer or 5xx\n", n)
+	failed = verdict(w, bf) || failed
+
 	fmt.Fprintf(w, "\nanswers no request of the mix may get: %d\n", len(unexpected))
 	sort.Strings(unexpected)
 	failed = verdict(w, unexpected) || failed
@@ -441,6 +492,38 @@ func report(w io.Writer, s summary) (failed bool) {
 		fmt.Fprintln(w, "\nsoak: every check passed")
 	}
 	return failed
+}
+
+// checkBundleFault holds the downloads that began after the bundle
+// directory was removed, until the next fault, to a definite answer: the
+// origin makes the directory again (no 500). It returns how many there
+// were.
+func checkBundleFault(faults []fault, outs []outcome) (int, []string) {
+	var failures []string
+	n := 0
+	for i, f := range faults {
+		if f.What != faultBundles || f.Skipped != "" {
+			continue
+		}
+		until := time.Time{}
+		for _, g := range faults {
+			if g.At.After(f.At) && (until.IsZero() || g.At.Before(until)) {
+				until = g.At
+			}
+		}
+		for j := range outs {
+			o := &outs[j]
+			if o.Kind != kFile || o.Start.Before(faults[i].Done) || !until.IsZero() && !o.End.Before(until) {
+				continue
+			}
+			n++
+			if !o.answered() && len(failures) < 20 {
+				failures = append(failures, fmt.Sprintf("download (request %s) at +%s after the directory went: status %d %s",
+					o.ReqID, o.Start.Sub(f.Done).Round(time.Millisecond), o.Status, o.Code))
+			}
+		}
+	}
+	return n, failures
 }
 
 // verdict prints PASS, or FAIL and up to 20 failures; it reports a

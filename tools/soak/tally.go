@@ -286,6 +286,11 @@ func checkLedger(names []string, outs []outcome, rows [][]ledgerRow) ledgerRepor
 		}
 		if !o.answered() {
 			owners[o.Org][o.ReqID] = true
+			// Its answer was lost (an origin killed or frozen under it,
+			// the edge sending it to another): billed at most once.
+			if most := max(o.N, 1); isExport && len(byReq[o.Org][o.ReqID]) > 1 || !isExport && len(byReq[o.Org][o.ReqID]) > most {
+				fail("%s: request %s without an answer has %d ledger rows: billed twice", names[o.Org], o.ReqID, len(byReq[o.Org][o.ReqID]))
+			}
 			continue
 		}
 		if o.Status != 200 {
