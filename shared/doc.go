@@ -66,6 +66,7 @@
 //	origin/internal/jsonbody      strict JSON bodies for the admin API
 //	origin/internal/pgmig         PostgreSQL migrations
 //	origin/internal/pgsession     the session settings of every PostgreSQL connection
+//	origin/internal/pgretry       a read sent again after its PostgreSQL connection was lost
 //	origin/internal/private       owner-only modes for files holding secrets; the secret and admin token kept in var/
 //	origin/internal/sqlitemig     SQLite migrations
 //	origin/lessondoc              the lesson routes' documents, pre-rendered once per corpus

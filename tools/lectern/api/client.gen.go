@@ -8190,6 +8190,13 @@ type DownloadExportResponse500Headers struct {
 	XRequestId *string
 }
 
+// DownloadExportResponse503Headers the declared response headers of an HTTP 503 response for DownloadExport
+type DownloadExportResponse503Headers struct {
+	CacheControl *string
+	RetryAfter   *int
+	XRequestId   *string
+}
+
 type DownloadExportResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8201,6 +8208,8 @@ type DownloadExportResponse struct {
 	JSON429 *Error
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *DownloadExportResponse200Headers
 	// Headers206 the parsed response headers for an HTTP 206 response
@@ -8219,6 +8228,8 @@ type DownloadExportResponse struct {
 	Headers429 *DownloadExportResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DownloadExportResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DownloadExportResponse503Headers
 }
 
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
@@ -8239,6 +8250,11 @@ func (r DownloadExportResponse) GetJSON429() *Error {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r DownloadExportResponse) GetJSON500() *Error {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DownloadExportResponse) GetJSON503() *Error {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8338,6 +8354,13 @@ type HeadExportResponse500Headers struct {
 	XRequestId *string
 }
 
+// HeadExportResponse503Headers the declared response headers of an HTTP 503 response for HeadExport
+type HeadExportResponse503Headers struct {
+	CacheControl *string
+	RetryAfter   *int
+	XRequestId   *string
+}
+
 type HeadExportResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8349,6 +8372,8 @@ type HeadExportResponse struct {
 	JSON429 *Error
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *HeadExportResponse200Headers
 	// Headers206 the parsed response headers for an HTTP 206 response
@@ -8367,6 +8392,8 @@ type HeadExportResponse struct {
 	Headers429 *HeadExportResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *HeadExportResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HeadExportResponse503Headers
 }
 
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
@@ -8387,6 +8414,11 @@ func (r HeadExportResponse) GetJSON429() *Error {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r HeadExportResponse) GetJSON500() *Error {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r HeadExportResponse) GetJSON503() *Error {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8771,6 +8803,12 @@ type ExportClassResponse500Headers struct {
 	XRequestId *string
 }
 
+// ExportClassResponse503Headers the declared response headers of an HTTP 503 response for ExportClass
+type ExportClassResponse503Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
 type ExportClassResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8790,6 +8828,8 @@ type ExportClassResponse struct {
 	JSON429 *Error
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ExportClassResponse200Headers
 	// Headers304 the parsed response headers for an HTTP 304 response
@@ -8808,6 +8848,8 @@ type ExportClassResponse struct {
 	Headers429 *ExportClassResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ExportClassResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExportClassResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8848,6 +8890,11 @@ func (r ExportClassResponse) GetJSON429() *Error {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ExportClassResponse) GetJSON500() *Error {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExportClassResponse) GetJSON503() *Error {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8936,6 +8983,12 @@ type ExportSubjectResponse500Headers struct {
 	XRequestId *string
 }
 
+// ExportSubjectResponse503Headers the declared response headers of an HTTP 503 response for ExportSubject
+type ExportSubjectResponse503Headers struct {
+	RetryAfter *int
+	XRequestId *string
+}
+
 type ExportSubjectResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8955,6 +9008,8 @@ type ExportSubjectResponse struct {
 	JSON429 *Error
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ExportSubjectResponse200Headers
 	// Headers304 the parsed response headers for an HTTP 304 response
@@ -8973,6 +9028,8 @@ type ExportSubjectResponse struct {
 	Headers429 *ExportSubjectResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ExportSubjectResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExportSubjectResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9013,6 +9070,11 @@ func (r ExportSubjectResponse) GetJSON429() *Error {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ExportSubjectResponse) GetJSON500() *Error {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExportSubjectResponse) GetJSON503() *Error {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -11677,6 +11739,13 @@ func ParseDownloadExportResponse(rsp *http.Response) (*DownloadExportResponse, e
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -11931,6 +12000,30 @@ func ParseDownloadExportResponse(rsp *http.Response) (*DownloadExportResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DownloadExportResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -11992,6 +12085,13 @@ func ParseHeadExportResponse(rsp *http.Response) (*HeadExportResponse, error) {
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
@@ -12247,6 +12347,30 @@ func ParseHeadExportResponse(rsp *http.Response) (*HeadExportResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers HeadExportResponse503Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -12948,6 +13072,13 @@ func ParseExportClassResponse(rsp *http.Response) (*ExportClassResponse, error) 
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -13125,6 +13256,23 @@ func ParseExportClassResponse(rsp *http.Response) (*ExportClassResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ExportClassResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -13202,6 +13350,13 @@ func ParseExportSubjectResponse(rsp *http.Response) (*ExportSubjectResponse, err
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
@@ -13380,6 +13535,23 @@ func ParseExportSubjectResponse(rsp *http.Response) (*ExportSubjectResponse, err
 			headers.XRequestId = &value
 		}
 		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ExportSubjectResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
