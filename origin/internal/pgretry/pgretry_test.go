@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +24,10 @@ func TestLost(t *testing.T) {
 	}{
 		{"nil", context.Background(), nil, false},
 		{"no rows", context.Background(), fmt.Errorf("get org: %w", pgx.ErrNoRows), false},
+		{"a store's not found", context.Background(), fmt.Errorf("get org: %w", errors.New("store: not found")), false},
+		{"a decoding error", context.Background(), errors.New("can't scan into dest[0]"), false},
+		{"reset", context.Background(), fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{"network", context.Background(), &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
 		{"unique violation", context.Background(), &pgconn.PgError{Severity: "ERROR", Code: "23505"}, false},
 		{"lock timeout", context.Background(), &pgconn.PgError{Severity: "ERROR", Code: "55P03"}, false},
 		{"admin shutdown", context.Background(), fmt.Errorf("get org: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}), true},
@@ -55,6 +61,10 @@ func TestRead(t *testing.T) {
 	_, err = Read(ctx, fresh, func() (int, error) { tries++; return 0, io.ErrUnexpectedEOF })
 	if tries != 2 || err == nil {
 		t.Errorf("lost twice: %d tries, %v; want 2 and the error", tries, err)
+	}
+	tries = 0
+	if _, err := Read(ctx, fresh, func() (int, error) { tries++; return 0, errors.New("store: not found") }); err == nil || tries != 1 {
+		t.Errorf("not found: %v after %d tries, want once", err, tries)
 	}
 	tries = 0
 	if _, err := Read(ctx, fresh, func() (int, error) { tries++; return 0, pgx.ErrNoRows }); !errors.Is(err, pgx.ErrNoRows) || tries != 1 {

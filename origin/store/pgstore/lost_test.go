@@ -1,7 +1,7 @@
 package pgstore_test
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -58,12 +58,35 @@ func TestReadsSurviveKilledBackends(t *testing.T) {
 		t.Fatalf("killed %d backends, want the pool's several", killed)
 	}
 	time.Sleep(100 * time.Millisecond) // the terminations land
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = ctx
 	for i, err := range read() {
 		if err != nil {
 			t.Errorf("read %d after %d backends were killed: %v", i, killed, err)
 		}
+	}
+}
+
+// A read of what is not there is an answer, not a lost connection: the
+// pool keeps its connections (the readiness probe reads a missing
+// organisation every few seconds).
+func TestNotFoundKeepsThePool(t *testing.T) {
+	s, err := pgstore.New(t.Context(), pgschema.ForTest(t, "the PostgreSQL store's lost-connection test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	for range 4 { // a few connections open
+		wg.Add(1)
+		go func() { defer wg.Done(); s.GetOrg(t.Context(), "nobody") }()
+	}
+	wg.Wait()
+	before := s.PoolStat().TotalConns()
+	for range 10 {
+		if _, err := s.GetOrg(t.Context(), "nobody"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("GetOrg of no organisation: %v", err)
+		}
+	}
+	if after := s.PoolStat().TotalConns(); after < before || before == 0 {
+		t.Errorf("the pool held %d connections, then %d after reads of a missing organisation: reset", before, after)
 	}
 }
