@@ -65,7 +65,7 @@ func NewMetrics() *Metrics {
 		}, []string{"source", "result"}),
 		meterApply: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lectern_meter_apply_duration_seconds",
-			Help:    "Time a request waits for its meter op: the queue, then its batch's transaction; by result (ok, refused, error).",
+			Help:    "Time a request waits for its meter op: the queue, then its batch's transaction; by result (ok, refused, duplicate: billed by another origin, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"result"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{

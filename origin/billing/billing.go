@@ -145,9 +145,7 @@ func (b *Biller) TestprepPage(ctx context.Context, o *store.Org, now time.Time, 
 }
 
 func (b *Biller) apply(ctx context.Context, op meter.Op) (Bill, error) {
-	if err := once(ctx, &op); err != nil {
-		return Bill{}, err
-	}
+	once(ctx, &op)
 	res, err := b.Store.Apply(ctx, op)
 	if err == nil && res.Reserved && b.Leases != nil {
 		b.Leases.Recall(ctx, op.Org)

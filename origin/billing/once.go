@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"strconv"
 	"time"
 
@@ -30,10 +29,11 @@ type Once struct {
 // OnceOf is the key of the edge call m (its purpose, method, target,
 // body, token and request id: everything signed but the receiving host,
 // which differs between the origins a request is sent to) signed at
-// unixMilli.
-func OnceOf(m *edgesig.Message, unixMilli int64) Once {
+// unixMilli, with its If-None-Match (not signed, but it decides what a
+// GET bills: two requests differing in it are two).
+func OnceOf(m *edgesig.Message, unixMilli int64, ifNoneMatch string) Once {
 	h := sha256.New()
-	for _, f := range []string{m.Purpose, m.Method, m.Target, m.Body, m.Auth, m.RequestID, strconv.FormatInt(unixMilli, 10)} {
+	for _, f := range []string{m.Purpose, m.Method, m.Target, m.Body, m.Auth, m.RequestID, strconv.FormatInt(unixMilli, 10), ifNoneMatch} {
 		h.Write(strconv.AppendInt(nil, int64(len(f)), 10))
 		h.Write([]byte{':'})
 		h.Write([]byte(f))
@@ -49,25 +49,12 @@ func WithOnce(ctx context.Context, o Once) context.Context {
 	return context.WithValue(ctx, onceKey{}, o)
 }
 
-// MaxAge is the oldest an edge call may be when it is billed: a key is
-// kept meter.OnceWindow, and the margin covers the origins' clocks
-// disagreeing. An older call (its origin was frozen for most of an hour;
-// the edge gave up on it long ago) is refused with nothing billed.
-const MaxAge = meter.OnceWindow - 5*time.Minute
-
-// errTooOld refuses the bill of an edge call older than MaxAge: a 500,
-// which no client waits for any more.
-var errTooOld = errors.New("billing: an edge call signed more than " + MaxAge.String() + " ago is not billed (its key may be forgotten)")
-
-// once sets op's key from ctx, or refuses a call too old to bill.
-func once(ctx context.Context, op *meter.Op) error {
-	o, ok := ctx.Value(onceKey{}).(Once)
-	if !ok {
-		return nil
+// once sets op's key from ctx. The meters refuse it when it was signed
+// more than meter.OnceMaxAge before their transaction (an origin frozen
+// for most of an hour between the request and its bill; the edge gave up
+// on it long ago): meter.ErrTooOld, a 500 that no client waits for.
+func once(ctx context.Context, op *meter.Op) {
+	if o, ok := ctx.Value(onceKey{}).(Once); ok {
+		op.Once, op.OnceSigned = o.Key, o.Signed
 	}
-	if op.Now.Sub(o.Signed) > MaxAge {
-		return errTooOld
-	}
-	op.Once = o.Key
-	return nil
 }

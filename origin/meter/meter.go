@@ -19,6 +19,7 @@ package meter
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/lectern-api/lectern/origin/store"
@@ -105,12 +106,25 @@ type Op struct {
 	// outcome (Result.Duplicate). Keys are kept OnceWindow (PruneOnce);
 	// at most MaxOnce bytes.
 	Once string
+	// OnceSigned is when the edge signed the request of Once (zero: not
+	// known). An op signed more than OnceMaxAge before the database's
+	// clock at its transaction is refused, nothing applied (ErrTooOld):
+	// its key may already be forgotten, and its client gave up long ago.
+	OnceSigned time.Time
 }
 
-// OnceWindow is how long an Op.Once key is kept: a request the edge sent
-// longer ago than this is not billed at all (the origin refuses it), so a
-// key is never needed after it.
-const OnceWindow = time.Hour
+// ErrTooOld is Apply's refusal of an op whose OnceSigned is older than
+// OnceMaxAge: nothing was applied.
+var ErrTooOld = errors.New("meter: the request was signed too long ago to be billed once (its key may be forgotten)")
+
+// OnceWindow is how long an Op.Once key is kept, and OnceMaxAge how old
+// an op's request may be when it is applied (Op.OnceSigned): the margin
+// covers the origins' clocks disagreeing, so a key is never needed after
+// it is pruned.
+const (
+	OnceWindow = time.Hour
+	OnceMaxAge = OnceWindow - 5*time.Minute
+)
 
 // MaxOnce bounds Op.Once.
 const MaxOnce = 128

@@ -61,7 +61,7 @@ func (s *Server) acceptEdge(r *http.Request, purpose, body, id string) (billing.
 		return billing.Once{}, false
 	}
 	sig, _ := edgesig.Parse(v) // Accept parsed it
-	return billing.OnceOf(&m, sig.Time), true
+	return billing.OnceOf(&m, sig.Time, r.Header.Get("If-None-Match")), true
 }
 
 // readAgain is a body read into memory, or partly, closed as the

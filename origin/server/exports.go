@@ -131,6 +131,9 @@ func (s *Server) exportLink(w http.ResponseWriter, r *http.Request, req *request
 	if err != nil {
 		return err
 	}
+	if len(bill.LedgerIDs) != 1 {
+		return errors.New("export: the meters returned no ledger id for the link")
+	}
 	sub := t.target.Subject
 	name := sub.Tier + "-" + sub.Slug
 	if t.target.Class > 0 {
@@ -266,6 +269,12 @@ func (s *Server) exportRefused(r *http.Request, req *request, classes int, entry
 	}
 	bill, err := s.biller.Export(r.Context(), req.org, req.now, classes, entry)
 	s.counters.note(key, req.now, bill.After)
+	if err == nil && bill.Duplicate {
+		// Another origin billed this very request (the edge sent it on
+		// when this one was slow): it passed there, so it ships here,
+		// billed once (the export's own Export is that duplicate too).
+		return nil
+	}
 	if err == nil {
 		// Not reachable while counters only grow: the export is billed and
 		// its ledger row written, but no bundle ships.

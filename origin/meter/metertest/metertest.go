@@ -124,6 +124,8 @@ func run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store, variant b
 		{"OnceSameBatch", testOnceSameBatch},
 		{"OnceConcurrent", testOnceConcurrentOneStore},
 		{"OncePrune", testOncePrune},
+		{"OnceOtherShape", testOnceOtherShape},
+		{"OnceTooOld", testOnceTooOld},
 	}
 	if kind == Shared {
 		tests = append(tests, []struct {

@@ -1,10 +1,12 @@
 package metertest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/meter"
 )
@@ -169,4 +171,40 @@ func testOncePrune(t *testing.T, open func(t *testing.T) meter.Store) {
 		t.Errorf("after the prune: a duplicate")
 	}
 	checkUsage(t, s, "acme", t0, counters(meter.MonthCalls, 2, meter.HourCalls, 2))
+}
+
+// An op of a key whose first application billed something else (two
+// origins disagreed on what the request bills, or a key was reused) is
+// not its duplicate: it is billed as it is, so nothing is served unbilled.
+func testOnceOtherShape(t *testing.T, open func(t *testing.T) meter.Store) {
+	s := open(t)
+	callOnly := onceOp(meter.Op{Org: "acme", Now: t0, Stages: []meter.Stage{call(nil, nil)}}, "k")
+	apply(t, s, callOnly)
+	readOp := onceOp(read("acme", t0, 3), "k")
+	if res := apply(t, s, readOp); res.Duplicate {
+		t.Errorf("a lesson read under a key first billed as a call: a duplicate")
+	}
+	export := onceOp(mint("acme", 0, 2), "k")
+	if res := apply(t, s, export); res.Duplicate || len(res.LedgerIDs) != 2 {
+		t.Errorf("a mint under a key first billed as a call: Duplicate %v, ledger ids %v", res.Duplicate, res.LedgerIDs)
+	}
+	// The first record stays: the call again is its duplicate.
+	if res := apply(t, s, callOnly); !res.Duplicate {
+		t.Errorf("the first op again: not a duplicate")
+	}
+}
+
+// An op whose request was signed more than OnceMaxAge before the
+// database's clock is refused with nothing applied (its key may be
+// forgotten); one signed just now is billed.
+func testOnceTooOld(t *testing.T, open func(t *testing.T) meter.Store) {
+	s := open(t)
+	op := onceOp(meter.Op{Org: "acme", Now: t0, Stages: []meter.Stage{call(nil, nil)}}, "old")
+	op.OnceSigned = time.Now().Add(-meter.OnceMaxAge - time.Minute)
+	if _, err := s.Apply(t.Context(), op); !errors.Is(err, meter.ErrTooOld) {
+		t.Errorf("an op signed %s ago: %v, want ErrTooOld", meter.OnceMaxAge+time.Minute, err)
+	}
+	op.Once, op.OnceSigned = "new", time.Now()
+	apply(t, s, op)
+	checkUsage(t, s, "acme", t0, counters(meter.MonthCalls, 1, meter.HourCalls, 1))
 }

@@ -258,7 +258,7 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]Outcome, error) {
 	results := make([]Outcome, len(jobs))
 	for i, j := range jobs {
 		results[i] = s.apply(j)
-		if !j.isOp() {
+		if !j.isOp() || results[i].Err != nil {
 			continue
 		}
 		if r := results[i].Result; r.Refused == nil && !r.Suspended && !r.Duplicate && len(j.Op.Ledger) > 0 {

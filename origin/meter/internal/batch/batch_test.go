@@ -124,6 +124,7 @@ func (t *tx) Load(ctx context.Context, s *batch.State) error {
 			s.SetEpoch(org, t.db.epochs[org])
 		}
 	}
+	s.SetClock(time.Now())
 	for _, k := range s.OnceKeys() {
 		if o, ok := t.db.once[k]; ok {
 			s.SetOnce(o)

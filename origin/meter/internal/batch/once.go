@@ -1,7 +1,9 @@
 package batch
 
 import (
+	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +35,44 @@ type Once struct {
 	LedgerFirst  int64
 	LedgerN      int
 	LedgerOffset int
-	fresh        bool // made by this batch
+	// Shape is ShapeOf the op: an op of the key with another shape is not
+	// the same request's (two origins disagreed on what it bills, or a
+	// client reused a key) and is applied as a new one.
+	Shape int64
+	fresh bool // made by this batch
+}
+
+// ShapeOf hashes what op bills, but not its limits (an organisation's
+// plan may change between two origins' reads): each step's meter, units,
+// Force and Shorten, in stage order, its ledger rows' count and targets,
+// and whether it records a lesson read.
+func ShapeOf(op meter.Op) int64 {
+	h := fnv.New64a()
+	var b []byte
+	for _, st := range op.Stages {
+		b = append(b, '|')
+		for _, s := range st {
+			b = append(b, byte(s.Meter), boolByte(s.Force), boolByte(s.Shorten))
+			b = strconv.AppendInt(b, s.N, 10)
+			b = append(b, ',')
+		}
+	}
+	b = strconv.AppendInt(append(b, '#'), int64(len(op.Ledger)), 10)
+	for _, e := range op.Ledger {
+		b = append(append(b, 0), e.Kind+"\x00"+e.Target...)
+	}
+	if op.Read != nil {
+		b = append(append(b, 'r'), op.Read.Lesson...)
+	}
+	h.Write(b)
+	return int64(h.Sum64())
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // initOnce lists the keys of the batch's ops, sorted.
@@ -53,6 +92,17 @@ func (s *State) initOnce() {
 	s.onceKeys = slices.Compact(s.onceKeys)
 }
 
+// SetClock is the database's clock as Load read it: an op whose request
+// was signed more than meter.OnceMaxAge before it is refused
+// (meter.ErrTooOld). Not set: no op is refused for its age.
+func (s *State) SetClock(t time.Time) { s.clock = t }
+
+// tooOld reports whether op's request was signed too long before the
+// batch's clock to be billed once.
+func (s *State) tooOld(op meter.Op) bool {
+	return op.Once != "" && !op.OnceSigned.IsZero() && !s.clock.IsZero() && s.clock.Sub(op.OnceSigned) > meter.OnceMaxAge
+}
+
 // OnceKeys are the distinct keys of the batch's ops, sorted: the records
 // Load reads.
 func (s *State) OnceKeys() []OnceKey { return s.onceKeys }
@@ -67,12 +117,17 @@ func (s *State) SetOnce(o Once) {
 // order: those Save inserts.
 func (s *State) NewOnce() []*Once { return s.newOnce }
 
-// onceOf is the record of op's key, or nil when it has none (or no key).
+// onceOf is the record of op's key, or nil when it has none (or no key),
+// or when the record's op billed something else (Once.Shape).
 func (s *State) onceOf(op meter.Op) *Once {
 	if op.Once == "" {
 		return nil
 	}
-	return s.once[OnceKey{op.Org, op.Once}]
+	o := s.once[OnceKey{op.Org, op.Once}]
+	if o == nil || o.Shape != ShapeOf(op) {
+		return nil
+	}
+	return o
 }
 
 // duplicate is the Result of op, whose key o records: nothing billed,
@@ -115,7 +170,11 @@ func (s *State) recordOnce(op meter.Op, res meter.Result) {
 	if op.Once == "" || res.Duplicate || res.Suspended || res.Reserved {
 		return
 	}
-	o := &Once{OnceKey: OnceKey{op.Org, op.Once}, Created: Micro(op.Now), RefusedStage: -1, RefusedStep: -1, Granted: res.Granted, fresh: true}
+	if _, ok := s.once[OnceKey{op.Org, op.Once}]; ok {
+		return // of another shape: billed anew, the first record kept
+	}
+	o := &Once{OnceKey: OnceKey{op.Org, op.Once}, Created: Micro(op.Now), RefusedStage: -1, RefusedStep: -1, Granted: res.Granted,
+		Shape: ShapeOf(op), fresh: true}
 	if res.Refused != nil {
 		o.RefusedStage, o.RefusedStep = refusedAt(op, res.Refused)
 	} else if n := len(op.Ledger); n > 0 {

@@ -115,6 +115,7 @@ type State struct {
 	onceKeys []OnceKey
 	once     map[OnceKey]*Once // those stored and those the batch applied
 	newOnce  []*Once
+	clock    time.Time // the database's, at Load (SetClock)
 }
 
 // LedgerRow is a ledger row a passing op of the batch writes. Save stores
@@ -406,6 +407,9 @@ func (s *State) apply(j Job) Outcome {
 	case j.Reports != nil:
 		s.report(j.Op.Now, j.Reports)
 		return Outcome{}
+	}
+	if s.tooOld(j.Op) {
+		return Outcome{Err: meter.ErrTooOld}
 	}
 	if o := s.onceOf(j.Op); o != nil {
 		return Outcome{Result: s.duplicate(j.Op, o)}

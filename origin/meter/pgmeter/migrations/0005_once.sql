@@ -6,7 +6,9 @@
 -- edge retried it on another origin) bills nothing and is answered as
 -- the first was. refused_stage and refused_step locate the step that
 -- refused it (-1: it passed); ledger_first is the id of the first of its
--- ledger_n ledger rows. Rows older than meter.OnceWindow are pruned
+-- ledger_n ledger rows; shape is a hash of what the op bills (its steps'
+-- meters and units, its ledger rows, its lesson read), which the same
+-- request's op on another origin matches. Rows older than meter.OnceWindow are pruned
 -- (PruneOnce). An older release ignores the table (expand only).
 
 CREATE TABLE meter_once (
@@ -18,6 +20,7 @@ CREATE TABLE meter_once (
 	granted       bigint      NOT NULL,
 	ledger_first  bigint      NOT NULL,
 	ledger_n      integer     NOT NULL,
+	shape         bigint      NOT NULL,
 	PRIMARY KEY (org, key)
 );
 

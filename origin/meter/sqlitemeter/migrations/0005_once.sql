@@ -16,6 +16,7 @@ CREATE TABLE meter_once (
 	granted       INTEGER NOT NULL,
 	ledger_first  INTEGER NOT NULL,
 	ledger_n      INTEGER NOT NULL,
+	shape         INTEGER NOT NULL,
 	PRIMARY KEY (org, key)
 ) STRICT, WITHOUT ROWID;
 
