@@ -81,7 +81,8 @@ func settle(now, expires time.Time, revokeURL string) time.Time {
 // SettleGrace is how long after its expiry a lease still reserves its
 // calls without a final report where its host keeps no log: time for the
 // edge's last report to arrive (lease.ReportInterval, and a round trip).
-// Settle and Recall push to a lease until SettleGrace after its expiry.
+// Settle pushes to a lease until SettleGrace after its expiry (Recall
+// until its reservation ends).
 const SettleGrace = 2 * time.Second
 
 // PushTimeout bounds one revoke push, connection and answer included: a

@@ -281,6 +281,38 @@ func testSettleAndRecall(t *testing.T, s leaseStore) {
 	}
 }
 
+// TestRecallPastTheGrace: a lease whose host was killed before it used
+// it (no use in its usage log, so no replay reports it) reserves its
+// block until its host answers for it. A recall after the lease's grace
+// pushes to the host, running again, which does not hold it: the lease
+// is closed at what was recorded, and the call refused for its
+// reservation passes (wasmtest's TestLeaseKillPastGrace: a 429 with 21
+// calls of the quota left).
+func TestRecallPastTheGrace(t *testing.T) { eachBackend(t, testRecallPastTheGrace) }
+
+func testRecallPastTheGrace(t *testing.T, s leaseStore) {
+	e := leasetest.NewEdge(t, edgeKeys, time.Now)
+	m := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, TTL: 200 * time.Millisecond, Edges: []string{e.Base()}})
+	// Granted, and over, longer than SettleGrace ago.
+	g := grant(t, m, acme(func(o *store.Org) { o.Quota.Calls = n(40) }), 64, e.URL(), time.Now().Add(-3*lease.SettleGrace))
+	if g.Calls != 10 {
+		t.Fatalf("granted %d calls, want 10", g.Calls)
+	}
+	if got := direct(t, s, "acme", 50); got != 30 {
+		t.Fatalf("%d direct calls passed with the lease's block reserved, want 30", got)
+	}
+	m.Recall(context.Background(), "acme")
+	if ps := e.Pushes(); len(ps) != 1 || len(ps[0].Leases) != 1 || ps[0].Leases[0] != g.ID || ps[0].Keep {
+		t.Errorf("the recall pushed %+v, want one revoke of the lease past its grace", ps)
+	}
+	if open, _ := s.OpenLeases(context.Background(), "acme", time.Now()); len(open) != 0 {
+		t.Errorf("after the recall: open %+v, want none", open)
+	}
+	if got := direct(t, s, "acme", 50); got != 10 {
+		t.Errorf("after the recall: %d direct calls passed, want the 10 the lease reserved", got)
+	}
+}
+
 // The admin change is acknowledged only after the push was answered:
 // Revoke does not return while the edge host holds its answer.
 func TestRevokeWaitsForThePush(t *testing.T) { eachBackend(t, testRevokeWaitsForThePush) }

@@ -22,17 +22,18 @@ import (
 // grant's time plus at most the TTL, Validity), whether or not its edge
 // host reported its final usage: the edge counts the validity from
 // before it asked, so it answers no 304 from the lease after that, and
-// nothing waits for the lease past it (Revoke; Settle and Recall past
-// SettleGrace, the time a running host takes to report it). What the
+// nothing waits for the lease past it (Revoke; Settle past SettleGrace,
+// the time a running host takes to report it). What the
 // lease reserves is another matter: its block stays reserved until its
 // final report (settle), so the uses a host reports late, after a
 // freeze, are billed exactly and still within the quota.
 func over(l meter.Lease, now time.Time) bool { return l.Closed || !now.Before(l.Expires) }
 
 // recent reports whether l may hold usage its host reports at once when
-// asked: it serves, or it ended less than SettleGrace ago. Settle and
-// Recall push to those only; an older one's host has not reported it in
-// time (frozen, dead, cut off), and its usage is billed when it does.
+// asked: it serves, or it ended less than SettleGrace ago. Settle pushes
+// to those only; an older one's host has not reported it in time (frozen,
+// dead, cut off), and its usage is billed when it does. Recall pushes to
+// older ones too (see there).
 func recent(l meter.Lease, now time.Time) bool {
 	return !l.Closed && now.Before(l.Expires.Add(SettleGrace))
 }
@@ -148,13 +149,24 @@ func latest(leases []meter.Lease) time.Time {
 
 // Recall takes back org's leases because a call was refused only for
 // their reservations (meter.Result.Reserved): a push to the host of each
-// recent one that takes one, without keeping it, and its usage applied
-// as final; those that take none are waited for until their reservation
+// open one that takes one, without keeping it, and its usage applied as
+// final; those that take none are waited for until their reservation
 // ends (Settle, on the origin's clock), at most TTL + SettleGrace + 1 s.
-// One whose push fails, whose host is silent or that ended longer ago
-// is not (it reserves until its host reports it: waiting would not free
-// it). The caller then applies its op once more. Concurrent recalls of
-// one organisation share one round.
+// One whose push fails or whose host is silent is not (it reserves until
+// its host reports it: waiting would not free it). The caller then
+// applies its op once more. Concurrent recalls of one organisation share
+// one round.
+//
+// Unlike Settle, Recall pushes to leases that ended longer than
+// SettleGrace ago too: such a lease reserves until its host reports it
+// (settle), and a host's usage log reports only the leases it answered
+// a 304 from. A lease whose grant the host took, or never received,
+// before it was killed, with no use logged, is reported by no replay:
+// only the answer of the host running again (it does not hold the
+// lease: closed at what was recorded, answered) ends its reservation,
+// which would otherwise refuse calls until the month ends. A dead host
+// refuses the push at once, and a frozen one costs one PushTimeout, then
+// is silent.
 // Failures are logged: the op is applied again whatever came of it.
 func (m *Manager) Recall(ctx context.Context, org string) {
 	m.recalls.do(ctx, org, func() {
@@ -166,13 +178,7 @@ func (m *Manager) Recall(ctx context.Context, org string) {
 			m.cfg.Logger.Warn("lease: recall: list the open leases", "org", org, "err", err)
 			return
 		}
-		var pending []meter.Lease
-		for _, l := range open {
-			if recent(l, now) {
-				pending = append(pending, l)
-			}
-		}
-		r := m.takeBack(ctx, pending, false)
+		r := m.takeBack(ctx, open, false)
 		for _, p := range r.pushes {
 			m.waitUntil(ctx, p.done, time.Time{}, deadline)
 		}
