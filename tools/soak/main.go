@@ -301,10 +301,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			}
 			f.Done = time.Now()
 		case faultBundles:
-			if err := os.RemoveAll(bundleDir); err != nil {
+			// Moved away at once (the origin may be writing in it, which
+			// a removal file by file would race), then removed.
+			gone := bundleDir + ".removed"
+			if err := os.Rename(bundleDir, gone); err != nil {
 				return err
 			}
 			f.Done = time.Now()
+			if err := os.RemoveAll(gone); err != nil {
+				return err
+			}
 		case "restart PostgreSQL":
 			if pgFault == nil {
 				f.Skipped = pgSkip
