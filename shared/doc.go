@@ -48,6 +48,7 @@
 //	internal/proctest             for tests: a built command run as a child process, its ready line awaited, killed with SIGKILL
 //	internal/telemetry            the access log, the Prometheus metrics, /healthz and /readyz, the traceparent
 //	internal/telemetry/telemetrytest for tests: a request's access log line, waited for
+//	internal/version              the release (semantic version) and the commit a binary was built from: -version, /healthz
 //	origin/admin                  the operator's admin API
 //	origin/auth                   bearer authentication at the origin
 //	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers

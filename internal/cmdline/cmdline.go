@@ -12,10 +12,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/lectern-api/lectern/internal/version"
 )
 
 // FlagSet is a command's flags.
@@ -125,30 +125,12 @@ func (fs *FlagSet) Parse(args []string, out io.Writer) error {
 	return nil
 }
 
-// Version describes the running binary: the command, the module version,
-// the commit it was built from (with "+modified" for a dirty tree) and
-// the Go version.
+// Version describes the running binary for -version: the command, the
+// release, the commit it was built from (with "+modified" for a dirty
+// tree) and the Go version, as internal/version writes them, e.g.
+// "origin 0.5.0 (commit 1a2b3c4d5e6f, go1.26.0)".
 func Version(name string) string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return name + " (no build information)"
-	}
-	v := []string{name, bi.Main.Version}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "+modified"
-			}
-		}
-	}
-	if rev != "" {
-		v = append(v, "commit "+rev[:min(len(rev), 12)]+modified)
-	}
-	return strings.Join(append(v, bi.GoVersion), " ")
+	return version.Read().String(name)
 }
 
 // Main runs a command: run with the process's arguments, environment and

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/version"
 	"github.com/lectern-api/lectern/shared/token"
 )
 
@@ -30,7 +31,10 @@ type Check struct {
 }
 
 // Health answers GET (and HEAD) /healthz and /readyz without a token:
-// /healthz is 200 while the process serves; /readyz runs the Checks and
+// /healthz is 200 while the process serves, with the release and commit
+// it runs ({"status":"ok","version":"0.5.0","commit":"1a2b3c4d5e6f"}:
+// internal/version; no commit when the build recorded none), so a
+// fleet's versions can be read; /readyz runs the Checks and
 // is 200 when all hold, else 503 with {"status":"not ready","notReady":
 // [names]}. The failing checks' errors go to the log, not to the caller.
 //
@@ -57,6 +61,10 @@ const (
 
 // Wrap returns h behind the health endpoints.
 func (hl *Health) Wrap(h http.Handler) http.Handler {
+	alive := map[string]any{"status": "ok", "version": version.Release}
+	if c := version.Read().Commit; c != "" {
+		alive["commit"] = c
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if (r.URL.Path != HealthPath && r.URL.Path != ReadyPath) ||
 			(r.Method != http.MethodGet && r.Method != http.MethodHead) {
@@ -65,7 +73,7 @@ func (hl *Health) Wrap(h http.Handler) http.Handler {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		if r.URL.Path == HealthPath {
-			writeStatus(w, http.StatusOK, map[string]any{"status": "ok"})
+			writeStatus(w, http.StatusOK, alive)
 			return
 		}
 		if failing := hl.Ready(r.Context()); len(failing) > 0 {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/version"
 	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
@@ -275,8 +276,14 @@ func TestHealth(t *testing.T) {
 	if code, m := probe("GET", ReadyPath); code != 503 || m["status"] != "not ready" || !slices.Equal(names(m), []string{"database"}) {
 		t.Errorf("/readyz not ready: %d %v", code, m)
 	}
-	if code, _ := probe("GET", HealthPath); code != 200 {
-		t.Errorf("/healthz: %d", code)
+	// The release, and the commit when the build recorded one (a test
+	// binary records none: the body then has none).
+	var commit any
+	if c := version.Read().Commit; c != "" {
+		commit = c
+	}
+	if code, m := probe("GET", HealthPath); code != 200 || m["status"] != "ok" || m["version"] != version.Release || m["commit"] != commit {
+		t.Errorf("/healthz: %d %v, want the release %s", code, m, version.Release)
 	}
 	fail.Store(false)
 	for range 5 {

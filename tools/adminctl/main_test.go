@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/version"
 	"github.com/lectern-api/lectern/origin/admin"
 	"github.com/lectern-api/lectern/origin/clock"
 	"github.com/lectern-api/lectern/origin/forensic"
@@ -311,7 +312,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "org"}, []string{"org create", "org delete ID"}},
 		{[]string{"org", "create", "-h"}, []string{"adminctl org create [-id ID]"}},
 		{[]string{"ledger", "acme", "--help"}, []string{"adminctl ledger ORG"}},
-		{[]string{"-version"}, []string{"adminctl "}},
+		{[]string{"-version"}, []string{"adminctl " + version.Release + " ("}},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := run(context.Background(), tc.line, env, &stdout, &stderr); err != nil {

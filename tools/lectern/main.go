@@ -3,6 +3,7 @@
 // billed cost (docs/integrating.md).
 //
 //	lectern help
+//	lectern -version
 //	lectern sync [-tier T,…] [-subject tier/slug,…] [-media] [-json] [-quiet] DIR
 //
 // It reads LECTERN_URL (the API's base URL, the edge in production),
@@ -25,6 +26,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/lectern-api/lectern/internal/cmdline"
 )
 
 // exitStopped is the exit status of a sync that stopped cleanly, short of
@@ -35,6 +38,7 @@ const usage = `lectern: the Lectern API's first-party client
 
 Usage:
   lectern help                 this text
+  lectern -version             its release and commit (CHANGELOG.md)
   lectern sync [flags] DIR     mirror every granted subject into DIR (flags: lectern sync -h)
 
 Environment:
@@ -66,6 +70,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, cmdline.Version("lectern"))
 		return 0
 	case "sync":
 		return runSync(ctx, args[1:], getenv, stdout, stderr)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/version"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -243,6 +244,10 @@ func TestHelp(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"help"}, func(string) string { return "" }, &out, &errb); code != 0 || !strings.Contains(out.String(), "lectern sync") {
 		t.Errorf("help: %d %s", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-version"}, func(string) string { return "" }, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "lectern "+version.Release+" (") {
+		t.Errorf("-version: %d %q", code, out.String())
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"sync", "-h"}, func(string) string { return "" }, &out, &errb); code != 0 {

@@ -1,9 +1,9 @@
 // /healthz and a missing secret in worker.mjs, checked in plain Node with
-// the real module. GET and HEAD /healthz answer 200 {"status":"ok"}
-// without a token, as the Go host's do (other methods reach the module);
-// a worker without LECTERN_SECRET (`wrangler dev` with no .dev.vars)
-// answers 500 "not configured correctly" and logs a line naming the
-// secret and .dev.vars. smoke.sh runs it:
+// the real module. GET and HEAD /healthz answer 200 {"status":"ok",
+// "version":<the release>} without a token, as the Go host's do (other
+// methods reach the module); a worker without LECTERN_SECRET (`wrangler
+// dev` with no .dev.vars) answers 500 "not configured correctly" and logs
+// a line naming the secret and .dev.vars. smoke.sh runs it:
 //
 //   node worker/cloudflare/health_check.mjs <worker.mjs> <worker.wasm>
 import { cleanUp, loadWorker } from "./node_load.mjs";
@@ -30,7 +30,8 @@ async function answer(env, method, path) {
 }
 
 let r = await answer(ENV, "GET", "/healthz");
-check(r.status === 200 && JSON.parse(r.text).status === "ok" && r.type === "application/json", `GET /healthz: ${r.status} ${r.text.trim()}`);
+check(r.status === 200 && JSON.parse(r.text).status === "ok" && /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/.test(JSON.parse(r.text).version) &&
+	r.type === "application/json", `GET /healthz: ${r.status} ${r.text.trim()}`);
 r = await answer(ENV, "HEAD", "/healthz");
 check(r.status === 200 && r.text === "", `HEAD /healthz: ${r.status}`);
 r = await answer(ENV, "POST", "/healthz");

@@ -839,8 +839,11 @@ async function drive(guest, request, ctx) {
 	throw new Error(`edge module took more than ${MAX_STEPS} steps on one request`);
 }
 
-/** HEALTH_PATH answers GET and HEAD 200 {"status":"ok"} once the module runs, without a token, as the Go host's does. */
+/** HEALTH_PATH answers GET and HEAD 200 {"status":"ok","version":RELEASE} once the module runs, without a token, as the Go host's does (which adds its commit: this host has none). */
 const HEALTH_PATH = "/healthz";
+
+/** RELEASE is Lectern's release, internal/version.Release (CHANGELOG.md); a Go test (TestWorkerStatesTheRelease) holds the two equal. */
+const RELEASE = "0.5.0-dev";
 
 export default {
 	async fetch(request, env, ctx) {
@@ -855,7 +858,7 @@ export default {
 			return hostError(500, "The edge is not configured correctly.");
 		}
 		if (new URL(request.url).pathname === HEALTH_PATH && (request.method === "GET" || request.method === "HEAD")) {
-			return new Response(request.method === "HEAD" ? null : '{"status":"ok"}\n', {
+			return new Response(request.method === "HEAD" ? null : JSON.stringify({ status: "ok", version: RELEASE }) + "\n", {
 				status: 200,
 				headers: { "Content-Type": "application/json", "Cache-Control": "no-store" },
 			});

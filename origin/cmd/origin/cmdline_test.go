@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/internal/cmdline"
+	"github.com/lectern-api/lectern/internal/version"
 )
 
-// TestHelpAndVersion: `origin -h` and `origin -version` answer on stdout
-// and start nothing (run returns at once with cmdline.ErrDone, which main
+// TestHelpAndVersion: `origin -h` and `origin -version` (the release)
+// answer on stdout and start nothing (run returns at once with cmdline.ErrDone, which main
 // turns into exit status 0).
 func TestHelpAndVersion(t *testing.T) {
-	for arg, want := range map[string]string{"-h": "$LECTERN_DB", "-version": "origin "} {
+	for arg, want := range map[string]string{"-h": "$LECTERN_DB", "-version": "origin " + version.Release + " ("} {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{arg}, func(string) string { return "" }, &out)
 		if !errors.Is(err, cmdline.ErrDone) || !strings.Contains(out.String(), want) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/internal/telemetry/telemetrytest"
+	"github.com/lectern-api/lectern/internal/version"
 )
 
 // The access log (issue #18, point 1): one JSON line a request on the
@@ -198,8 +199,8 @@ func TestHealthEndpoints(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&m)
 		return resp.StatusCode, m
 	}
-	if code, m := probe(telemetry.HealthPath); code != 200 || m["status"] != "ok" {
-		t.Errorf("/healthz: %d %v", code, m)
+	if code, m := probe(telemetry.HealthPath); code != 200 || m["status"] != "ok" || m["version"] != version.Release {
+		t.Errorf("/healthz: %d %v, want the release %s", code, m, version.Release)
 	}
 	if code, m := probe(telemetry.ReadyPath); code != 200 || m["status"] != "ready" {
 		t.Errorf("/readyz: %d %v", code, m)

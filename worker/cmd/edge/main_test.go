@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/internal/cmdline"
+	"github.com/lectern-api/lectern/internal/version"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -134,10 +135,10 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestHelpAndVersion: `edge -h` and `edge -version` answer on stdout and
-// start nothing.
+// TestHelpAndVersion: `edge -h` and `edge -version` (the release) answer
+// on stdout and start nothing.
 func TestHelpAndVersion(t *testing.T) {
-	for arg, want := range map[string]string{"-h": "$LECTERN_EDGE_WASM", "-version": "edge "} {
+	for arg, want := range map[string]string{"-h": "$LECTERN_EDGE_WASM", "-version": "edge " + version.Release + " ("} {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{arg}, env(nil), &out)
 		if !errors.Is(err, cmdline.ErrDone) || !strings.Contains(out.String(), want) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/internal/telemetry/telemetrytest"
+	"github.com/lectern-api/lectern/internal/version"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
@@ -199,8 +200,8 @@ func TestEdgeHealth(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	if code, m := probe(telemetry.HealthPath); code != 200 || m["status"] != "ok" {
-		t.Errorf("/healthz: %d %v", code, m)
+	if code, m := probe(telemetry.HealthPath); code != 200 || m["status"] != "ok" || m["version"] != version.Release {
+		t.Errorf("/healthz: %d %v, want the release %s", code, m, version.Release)
 	}
 	if m := ready(200); m["status"] != "ready" {
 		t.Errorf("/readyz: %v", m)
