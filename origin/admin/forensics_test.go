@@ -164,6 +164,26 @@ func TestForensicsLessonTag(t *testing.T) {
 	}
 }
 
+// TestForensicsAcceptedSecret (#34, point 3): while LECTERN_SECRET is
+// rotated, a tag made under the accepted secret's keys still names its
+// organisation.
+func TestForensicsAcceptedSecret(t *testing.T) {
+	oldTag := []byte("the old tag key of thirty-two by")
+	e := newEnv(t, func(c *admin.Config) {
+		c.Meters = meterStore(t)
+		c.Forensics = &admin.Forensics{Keys: forensic.Keys{Tag: fxTagKey, Canary: fxCanaryKey},
+			Accepted: forensic.Keys{Tag: oldTag, Canary: []byte("the old canary key of 32 bytes!!")}, Links: fxLinkKeys}
+	})
+	e.do("POST", "/admin/v1/orgs", `{"orgId":"initech"}`).want(t, 201, "")
+	doc, _ := json.Marshal(map[string]any{"lessonId": "high/algebra/3", "cards": []map[string]string{{"body": "A sentence."}},
+		"_license": forensic.Envelope{Lic: forensic.Licence("initech", 1), Tag: forensic.Tag(oldTag, "initech", scope.Of(scope.ContentRead))}})
+	r := e.do("POST", "/admin/v1/forensics?orgs=initech", string(doc), "Content-Type", "application/json")
+	r.want(t, 200, "")
+	if r.body["orgId"] != "initech" {
+		t.Fatalf("a tag of the accepted secret: %s", r.raw)
+	}
+}
+
 // TestForensicsLink: a signed link names the organisation of its ledger
 // row, whole URL or path and query, live or expired; an altered link, or
 // one of a key the deployment does not hold, is not authentic.

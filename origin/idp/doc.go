@@ -30,7 +30,9 @@
 // with AES-256-GCM under Config.SealKey (derived from LECTERN_SECRET) with
 // the kid as associated data: a copy of the database alone cannot mint
 // tokens. A seed an older version stored in the clear is sealed at start;
-// a key that does not open (another secret) stops the start.
+// so is one that opens only with Config.AcceptedSealKey (the secret
+// accepted while LECTERN_SECRET is rotated). A key that opens with
+// neither (another secret) stops the start.
 //
 // Keys rotate by kid on a schedule (keys.go): a new key is published in
 // the JWKS PublishAhead (2 h) before it signs, longer than a verifier

@@ -50,6 +50,12 @@ type Config struct {
 	// store, so that a copy of the database alone cannot mint tokens.
 	// Required; cmd/origin derives it from LECTERN_SECRET.
 	SealKey []byte
+	// AcceptedSealKey (32 bytes, or none), derived from the secret
+	// accepted beside LECTERN_SECRET while it is rotated
+	// (LECTERN_SECRET_ACCEPT), opens the keys sealed under it too; each
+	// such key is sealed again with SealKey once opened. Nothing is
+	// sealed with it.
+	AcceptedSealKey []byte
 	// OnToken, when set, is told of every request to the token endpoint:
 	// its grant type (client_credentials, authorization_code, or "other"
 	// for one missing or unsupported) and its result ("ok", the OAuth
@@ -72,6 +78,7 @@ type IdP struct {
 	rotateAfter  time.Duration
 	publishAhead time.Duration
 	aead         cipher.AEAD // seals the signing keys at rest
+	accepted     cipher.AEAD // opens those sealed under the accepted secret; nil: none
 	limits       Limits
 	onToken      func(grantType, result string) // Config.OnToken, never nil
 
@@ -101,7 +108,8 @@ const dummyHash = "$2a$10$mvpiwazMDdA/P8MWXYMxke2BjsZpd5EMKDMrLjTGSfxQPotn7JFJu"
 // New returns an IdP over cfg.Store. It loads the signing keys, creating
 // the first one on an empty store and the next one when the newest is due
 // for a successor (keys.go: the key schedule). A key that does not open
-// with cfg.SealKey (the deployment secret changed) is an error: the
+// with cfg.SealKey nor cfg.AcceptedSealKey (the deployment secret
+// changed, and the old one is not accepted) is an error: the
 // provider does not start rather than sign with a new key that tokens and
 // verifiers do not know.
 func New(ctx context.Context, cfg Config) (*IdP, error) {
@@ -121,6 +129,19 @@ func New(ctx context.Context, cfg Config) (*IdP, error) {
 	return p, nil
 }
 
+// gcm is AES-256-GCM under key.
+func gcm(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("idp: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("idp: %w", err)
+	}
+	return aead, nil
+}
+
 // newIdP checks cfg and returns a provider that has read no key yet.
 func newIdP(cfg Config) (*IdP, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" || cfg.Store == nil {
@@ -129,13 +150,18 @@ func newIdP(cfg Config) (*IdP, error) {
 	if len(cfg.SealKey) != 32 {
 		return nil, errors.New("idp: SealKey of 32 bytes is required")
 	}
-	block, err := aes.NewCipher(cfg.SealKey)
-	if err != nil {
-		return nil, fmt.Errorf("idp: %w", err)
+	if n := len(cfg.AcceptedSealKey); n != 0 && n != 32 {
+		return nil, errors.New("idp: AcceptedSealKey is not 32 bytes")
 	}
-	aead, err := cipher.NewGCM(block)
+	aead, err := gcm(cfg.SealKey)
 	if err != nil {
-		return nil, fmt.Errorf("idp: %w", err)
+		return nil, err
+	}
+	var accepted cipher.AEAD
+	if len(cfg.AcceptedSealKey) > 0 {
+		if accepted, err = gcm(cfg.AcceptedSealKey); err != nil {
+			return nil, err
+		}
 	}
 	p := &IdP{
 		issuer:       strings.TrimSuffix(cfg.Issuer, "/"),
@@ -147,6 +173,7 @@ func newIdP(cfg Config) (*IdP, error) {
 		rotateAfter:  cfg.RotateAfter,
 		publishAhead: cfg.PublishAhead,
 		aead:         aead,
+		accepted:     accepted,
 		opened:       map[string]signingKey{},
 		limits:       cfg.Limits.withDefaults(),
 		compare:      cfg.compare,

@@ -162,7 +162,8 @@ func (p *IdP) loadLocked(ctx context.Context, now time.Time) error {
 }
 
 // openKey unseals a stored key, once per kid. A key stored in the clear
-// by an older version is sealed in the store on the way.
+// by an older version, or sealed under the accepted secret (a rotation of
+// LECTERN_SECRET), is sealed with the SealKey in the store on the way.
 func (p *IdP) openKey(ctx context.Context, s store.SigningKey) (signingKey, error) {
 	if k, ok := p.opened[s.KID]; ok {
 		return k, nil
@@ -170,7 +171,7 @@ func (p *IdP) openKey(ctx context.Context, s store.SigningKey) (signingKey, erro
 	if s.Alg != algEdDSA {
 		return signingKey{}, fmt.Errorf("signing key %q: unsupported alg %q", s.KID, s.Alg)
 	}
-	seed, clear, err := p.unseal(s.KID, s.Private)
+	seed, reseal, err := p.unseal(s.KID, s.Private)
 	if err != nil {
 		return signingKey{}, err
 	}
@@ -178,13 +179,13 @@ func (p *IdP) openKey(ctx context.Context, s store.SigningKey) (signingKey, erro
 	if kid := keyID(priv.Public().(ed25519.PublicKey)); kid != s.KID {
 		return signingKey{}, fmt.Errorf("signing key %q: kid does not match the key (%q)", s.KID, kid)
 	}
-	if clear {
+	if reseal != "" {
 		// ErrNotFound: another instance sealed it first.
 		err := p.store.ResealSigningKey(ctx, s.KID, s.Private, p.seal(s.KID, seed))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return signingKey{}, fmt.Errorf("seal signing key %q: %w", s.KID, err)
 		}
-		p.log.WarnContext(ctx, "idp: a signing key stored in the clear by an older version is now sealed", "kid", s.KID)
+		p.log.WarnContext(ctx, "idp: a signing key "+reseal+" is now sealed under LECTERN_SECRET", "kid", s.KID)
 	}
 	k := signingKey{kid: s.KID, priv: priv, created: s.CreatedAt}
 	p.opened[s.KID] = k
@@ -204,23 +205,28 @@ func (p *IdP) seal(kid string, seed []byte) []byte {
 	return p.aead.Seal(out, out[1:], seed, []byte(kid))
 }
 
-// unseal returns the seed in a stored key; clear reports a seed stored in
-// the clear (exactly ed25519.SeedSize bytes, as versions before sealing
-// wrote it).
-func (p *IdP) unseal(kid string, b []byte) (seed []byte, clear bool, err error) {
+// unseal returns the seed in a stored key, and why it is to be sealed
+// again ("" when it is not): a seed stored in the clear (exactly
+// ed25519.SeedSize bytes, as versions before sealing wrote it), or one
+// sealed under the accepted secret.
+func (p *IdP) unseal(kid string, b []byte) (seed []byte, reseal string, err error) {
 	if len(b) == ed25519.SeedSize {
-		return b, true, nil
+		return b, "stored in the clear by an older version", nil
 	}
 	n := p.aead.NonceSize()
 	if len(b) != 1+n+ed25519.SeedSize+p.aead.Overhead() || b[0] != sealVersion {
-		return nil, false, fmt.Errorf("signing key %q: not a sealed key (%d bytes)", kid, len(b))
+		return nil, "", fmt.Errorf("signing key %q: not a sealed key (%d bytes)", kid, len(b))
 	}
-	seed, err = p.aead.Open(nil, b[1:1+n], b[1+n:], []byte(kid))
-	if err != nil {
-		return nil, false, fmt.Errorf("signing key %q does not open with this deployment secret (LECTERN_SECRET): "+
-			"it was sealed with another one", kid)
+	if seed, err = p.aead.Open(nil, b[1:1+n], b[1+n:], []byte(kid)); err == nil {
+		return seed, "", nil
 	}
-	return seed, false, nil
+	if p.accepted != nil {
+		if seed, err = p.accepted.Open(nil, b[1:1+n], b[1+n:], []byte(kid)); err == nil {
+			return seed, "sealed under LECTERN_SECRET_ACCEPT", nil
+		}
+	}
+	return nil, "", fmt.Errorf("signing key %q does not open with this deployment secret (LECTERN_SECRET) "+
+		"nor the one accepted beside it (LECTERN_SECRET_ACCEPT): it was sealed with another one", kid)
 }
 
 // published returns the keys the JWKS lists at now: the keys not yet

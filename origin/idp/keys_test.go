@@ -187,6 +187,42 @@ func TestClearKeyIsSealed(t *testing.T) {
 	}
 }
 
+// TestAcceptedSealKey (#34, point 3): a provider whose SealKey is the new
+// secret's and AcceptedSealKey the old one's starts on a store sealed
+// under the old, signs with the same key (tokens and verifiers keep it),
+// and seals it again under the new, so that the old secret can go.
+func TestAcceptedSealKey(t *testing.T) {
+	t.Parallel()
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, c := open(t), clock.New(nil)
+			old, err := provider(t, s, c, testSealKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, kid := mint(t, old)
+			newKey := bytes.Repeat([]byte{7}, 32)
+			p, err := New(t.Context(), Config{Issuer: "https://idp.test", Audience: testAudience, Store: s, Now: c.Now,
+				SealKey: newKey, AcceptedSealKey: testSealKey})
+			if err != nil {
+				t.Fatalf("start with the old secret accepted: %v", err)
+			}
+			if _, k := mint(t, p); k != kid {
+				t.Errorf("signing kid %q, want the old provider's %q", k, kid)
+			}
+			// Sealed again under the new key: it alone opens the store now.
+			if _, err := provider(t, s, c, newKey); err != nil {
+				t.Errorf("the new secret alone after the rotation: %v", err)
+			}
+			if _, err := New(t.Context(), Config{Issuer: "https://idp.test", Audience: testAudience, Store: s, Now: c.Now,
+				SealKey: testSealKey, AcceptedSealKey: newKey}); err != nil {
+				t.Errorf("an origin still on the old secret, the new one accepted: %v", err)
+			}
+		})
+	}
+}
+
 // TestSealBindsKID: a sealed seed moved to another kid's row does not
 // open (the kid is the associated data).
 func TestSealBindsKID(t *testing.T) {
@@ -197,8 +233,8 @@ func TestSealBindsKID(t *testing.T) {
 	}
 	seed := make([]byte, ed25519.SeedSize)
 	sealed := p.seal("kid-a", seed)
-	if got, clear, err := p.unseal("kid-a", sealed); err != nil || clear || !bytes.Equal(got, seed) {
-		t.Fatalf("unseal: %x, %v, %v", got, clear, err)
+	if got, reseal, err := p.unseal("kid-a", sealed); err != nil || reseal != "" || !bytes.Equal(got, seed) {
+		t.Fatalf("unseal: %x, %q, %v", got, reseal, err)
 	}
 	if _, _, err := p.unseal("kid-b", sealed); err == nil {
 		t.Error("a seed sealed for kid-a opened as kid-b")

@@ -58,8 +58,15 @@ type Config struct {
 	TagKey []byte
 	// CursorKey seals pagination cursors.
 	CursorKey []byte
+	// CursorAccepted opens the cursors sealed under the secret accepted
+	// beside the deployment's while it is rotated
+	// (LECTERN_SECRET_ACCEPT); nil: none. Nothing is sealed with it.
+	CursorAccepted []byte
 	// EdgeKeys check the edge's signatures (edgesig.KeysOf the secret).
 	EdgeKeys edgesig.Keys
+	// EdgeAccepted check them too: those of the accepted secret
+	// (edgesig.Receiver.Accepted). Zero: none.
+	EdgeAccepted edgesig.Keys
 	// OriginHosts are the names (host[:port]) the edges reach this origin
 	// by (LECTERN_ORIGIN_HOSTS): a call signed for another is refused, so
 	// one captured on its way to a peer origin cannot be replayed here.
@@ -157,7 +164,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters},
-		edge: edgesig.Receiver{Keys: cfg.EdgeKeys, Hosts: cfg.OriginHosts}}
+		edge: edgesig.Receiver{Keys: cfg.EdgeKeys, Accepted: cfg.EdgeAccepted, Hosts: cfg.OriginHosts}}
 	switch {
 	case !cfg.Started.IsZero():
 		s.edge.Seen.Begin(cfg.Started.UnixMilli())

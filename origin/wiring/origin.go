@@ -45,8 +45,11 @@ type Options struct {
 	TestClock  bool // the admin API's test clock; never in production
 	// Secret is the deployment secret (LECTERN_SECRET); "": var/secret,
 	// SQLite only (private.Secret).
-	Secret  string
-	URLKeys link.Keys // the download links' keys; zero: derived from Secret
+	Secret string
+	// SecretAccepted is the secret accepted beside Secret while it is
+	// rotated (LECTERN_SECRET_ACCEPT, Deployment.Accepted); "": none.
+	SecretAccepted string
+	URLKeys        link.Keys // the download links' keys; zero: derived from Secret
 	// PublicURL is the API's base URL; "": the bound OriginURL.
 	PublicURL  string
 	LicenseURL string
@@ -193,7 +196,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	if opts.PublicURL == "" {
 		opts.PublicURL = o.OriginURL
 	}
-	d := Deployment{Secret: secret, URLKeys: opts.URLKeys, PublicURL: opts.PublicURL, Issuer: opts.Issuer,
+	d := Deployment{Secret: secret, Accepted: []byte(opts.SecretAccepted), URLKeys: opts.URLKeys, PublicURL: opts.PublicURL, Issuer: opts.Issuer,
 		Audience: opts.Audience, LicenseURL: opts.LicenseURL, OriginHosts: opts.OriginHosts}
 	provider, verifier, err := o.identity(ctx, d, opts)
 	if err != nil {
@@ -233,7 +236,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 		Reload: o.corpus.Reload,
 		Orgs:   o.api,
 		Meters: o.meters,
-		Forensics: &admin.Forensics{Keys: d.Forensic(), Links: d.Links(),
+		Forensics: &admin.Forensics{Keys: d.Forensic(), Accepted: d.ForensicAccepted(), Links: d.Links(),
 			TranscriptLesson: o.api.TranscriptLesson},
 		Logger:  o.log,
 		Ready:   func() bool { return len(o.health.Ready(ctx)) == 0 },

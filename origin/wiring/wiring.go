@@ -89,6 +89,12 @@ func IsPostgres(dsn string) bool {
 // URL, and the identity provider whose tokens it accepts.
 type Deployment struct {
 	Secret []byte // LECTERN_SECRET
+	// Accepted is the secret accepted beside Secret while it is rotated
+	// (LECTERN_SECRET_ACCEPT; nil: none): what it keyed, signed or
+	// sealed still verifies and opens (cursors, the edge's signatures,
+	// forensic tags and canaries, the signing seeds, the derived link
+	// key), and nothing is made with it.
+	Accepted []byte
 	// URLKeys sign and check the download links (LECTERN_URL_KEYS); the
 	// zero Keys stands for the one key derived from Secret (link.Derived).
 	URLKeys    link.Keys
@@ -170,7 +176,9 @@ func (d Deployment) API(p Parts) *server.Server {
 		Meters:               p.Meters,
 		TagKey:               d.Forensic().Tag,
 		CursorKey:            subkey.Derive(d.Secret, subkey.Cursor),
+		CursorAccepted:       d.accepted(subkey.Cursor),
 		EdgeKeys:             edgesig.KeysOf(d.Secret),
+		EdgeAccepted:         edgesig.KeysOf(d.Accepted),
 		OriginHosts:          d.OriginHosts,
 		URLKeys:              d.Links(),
 		CanaryKey:            d.Forensic().Canary,
@@ -181,19 +189,35 @@ func (d Deployment) API(p Parts) *server.Server {
 	})
 }
 
+// accepted is the key for purpose derived from the accepted secret, nil
+// when there is none.
+func (d Deployment) accepted(purpose string) []byte {
+	if len(d.Accepted) == 0 {
+		return nil
+	}
+	return subkey.Derive(d.Accepted, purpose)
+}
+
 // Forensic are the keys of d's licence tags and canaries: the public
 // API marks with them, the admin API's forensics reads with them.
 func (d Deployment) Forensic() forensic.Keys {
 	return forensic.Keys{Tag: subkey.Derive(d.Secret, subkey.Tag), Canary: subkey.Derive(d.Secret, subkey.Canary)}
 }
 
-// Links are the keys of d's download links: URLKeys, or the key derived
-// from the secret.
+// ForensicAccepted are the forensic keys of the accepted secret, which
+// the admin API's forensics reads with too; zero when there is none.
+func (d Deployment) ForensicAccepted() forensic.Keys {
+	return forensic.Keys{Tag: d.accepted(subkey.Tag), Canary: d.accepted(subkey.Canary)}
+}
+
+// Links are the keys of d's download links: URLKeys, its entry
+// link.DerivedEntry in place, or when it is zero the key derived from
+// the secret; the accepted secret's derived key verifies too.
 func (d Deployment) Links() link.Keys {
 	if d.URLKeys.IsZero() {
-		return link.Derived(d.Secret)
+		return link.Derived(d.Secret, d.Accepted)
 	}
-	return d.URLKeys
+	return d.URLKeys.WithSecrets(d.Secret, d.Accepted)
 }
 
 // IdP is the configuration of d's identity provider on s, its signing
@@ -201,7 +225,7 @@ func (d Deployment) Links() link.Keys {
 // where an origin reads the provider's keys from the database.
 func (d Deployment) IdP(s store.Store, now func() time.Time, log *slog.Logger) idp.Config {
 	return idp.Config{Issuer: d.Issuer, Audience: d.Audience, Store: s, Now: now, Logger: log,
-		SealKey: subkey.Derive(d.Secret, subkey.IDPKeys)}
+		SealKey: subkey.Derive(d.Secret, subkey.IDPKeys), AcceptedSealKey: d.accepted(subkey.IDPKeys)}
 }
 
 // Servers serves an origin's listeners, every one under the same limits

@@ -107,6 +107,9 @@ func KeysOf(secret []byte) Keys {
 	return k
 }
 
+// IsZero reports whether k has no keys (KeysOf an empty secret).
+func (k Keys) IsZero() bool { return k.k[0] == nil }
+
 // key returns purpose's key, nil for an unknown purpose or no keys.
 func (k Keys) key(purpose string) []byte {
 	for i, p := range purposes {
@@ -340,6 +343,10 @@ func Verify(keys *Keys, value string, m *Message, nowMilli int64) (Signature, er
 // Receiver checks the signatures a host receives.
 type Receiver struct {
 	Keys Keys
+	// Accepted are the keys of the secret accepted beside the
+	// deployment's while it is rotated (LECTERN_SECRET_ACCEPT): a
+	// signature made with either verifies. Zero: none.
+	Accepted Keys
 	// Hosts are the names (host[:port], as the senders' URLs write them)
 	// this receiver answers to; a signature made for another host is
 	// refused, so one captured on its way to a peer cannot be replayed
@@ -355,6 +362,9 @@ func (r *Receiver) Accept(value string, m *Message, nowMilli int64) error {
 		return ErrHost
 	}
 	sig, err := Verify(&r.Keys, value, m, nowMilli)
+	if err == ErrInvalid && !r.Accepted.IsZero() {
+		sig, err = Verify(&r.Accepted, value, m, nowMilli)
+	}
 	if err != nil {
 		return err
 	}

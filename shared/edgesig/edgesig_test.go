@@ -176,6 +176,35 @@ func TestReceiver(t *testing.T) {
 	}
 }
 
+// TestReceiverAccepted (#34, point 3): while the secret is rotated, a
+// receiver takes signatures made with its secret or the accepted one,
+// each once, and no other.
+func TestReceiverAccepted(t *testing.T) {
+	newK, oldK := KeysOf([]byte(secret)), KeysOf([]byte("the-previous-secret-0123456789abcdef"))
+	m := message()
+	const now = 1_790_000_000_000
+	r := &Receiver{Keys: newK, Accepted: oldK}
+	for name, keys := range map[string]Keys{"new": newK, "accepted": oldK} {
+		sig := NewSigner(keys, 1).Sign(&m, now)
+		if err := r.Accept(sig, &m, now); err != nil {
+			t.Errorf("a signature of the %s secret: %v", name, err)
+		}
+		if err := r.Accept(sig, &m, now); !errors.Is(err, ErrReplayed) {
+			t.Errorf("the %s secret's signature replayed: %v", name, err)
+		}
+	}
+	other := NewSigner(KeysOf([]byte("a-third-secret-0123456789abcdef0123")), 1).Sign(&m, now)
+	if err := r.Accept(other, &m, now); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a third secret's signature: %v, want ErrInvalid", err)
+	}
+	if err := (&Receiver{Keys: newK}).Accept(NewSigner(oldK, 9).Sign(&m, now), &m, now); !errors.Is(err, ErrInvalid) {
+		t.Errorf("without Accepted, the old secret's signature: %v, want ErrInvalid", err)
+	}
+	if !(Keys{}).IsZero() || newK.IsZero() {
+		t.Error("IsZero")
+	}
+}
+
 // TestSeenBegin: a receiver that starts refuses what was signed before
 // it started (its last run may have accepted it), and takes what comes
 // after.

@@ -252,10 +252,80 @@ func TestConfigured(t *testing.T) {
 	}
 }
 
+// TestDerivedEntry (#34, point 3): the entry "derived" is the key derived
+// from the secret, so the three steps of a rotation away from it keep
+// every link: "derived,new=…" (the derived key signs, both verify),
+// "new=…,derived" (the new one signs), "new=…".
+func TestDerivedEntry(t *testing.T) {
+	secret := []byte("the-deployment-secret-0123456789abcdef")
+	now := time.Unix(1_800_000_000, 0)
+	before := parse(t, Derived(secret).Sign(mediaLink)) // no LECTERN_URL_KEYS
+	steps := []struct {
+		list, signs string
+	}{
+		{"derived, n=" + secretA, DerivedID},
+		{"n=" + secretA + ",derived", "n"},
+	}
+	for _, st := range steps {
+		k, err := Configured(st.list, secret)
+		if err != nil {
+			t.Fatalf("Configured(%q): %v", st.list, err)
+		}
+		if k.SigningID() != st.signs {
+			t.Errorf("%q signs with %q, want %q", st.list, k.SigningID(), st.signs)
+		}
+		if err := k.Verify(before, now); err != nil {
+			t.Errorf("%q: a link of the derived key made before: %v", st.list, err)
+		}
+		if err := Derived(secret).Verify(parse(t, k.Sign(mediaLink)), now); st.signs == DerivedID && err != nil {
+			t.Errorf("%q: its link does not verify where the list is unset: %v", st.list, err)
+		}
+	}
+	// Unresolved (ParseKeys alone), the entry signs and verifies nothing.
+	k := mustKeys(t, "derived")
+	if s := k.Sign(mediaLink); s != "" {
+		t.Errorf("an unresolved derived entry signed %q", s)
+	}
+	if err := k.Verify(before, now); !errors.Is(err, ErrAltered) {
+		t.Errorf("an unresolved derived entry verified: %v", err)
+	}
+}
+
+// TestDerivedAccepted: with a secret accepted beside the deployment's,
+// the derived key signs with the first and verifies links of both.
+func TestDerivedAccepted(t *testing.T) {
+	oldS, newS := []byte("the-old-secret-0123456789abcdef0123"), []byte("the-new-secret-0123456789abcdef0123")
+	now := time.Unix(1_800_000_000, 0)
+	old := parse(t, Derived(oldS).Sign(mediaLink))
+	for _, list := range []string{"", "derived", "n=" + secretA + ",derived"} {
+		k, err := Configured(list, newS, oldS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Verify(old, now); err != nil {
+			t.Errorf("%q: a link of the accepted secret's key: %v", list, err)
+		}
+		if list != "" {
+			continue
+		}
+		l := parse(t, k.Sign(mediaLink))
+		if err := Derived(newS).Verify(l, now); err != nil {
+			t.Errorf("not signed with the new secret's key: %v", err)
+		}
+		if err := Derived(oldS).Verify(l, now); !errors.Is(err, ErrAltered) {
+			t.Errorf("signed with the accepted secret's key: %v", err)
+		}
+	}
+	if err := Derived(newS).Verify(old, now); !errors.Is(err, ErrAltered) {
+		t.Errorf("without the accepted secret: %v, want ErrAltered", err)
+	}
+}
+
 func TestParseKeysRefuses(t *testing.T) {
 	for _, s := range []string{
 		"a", "=" + secretA, "a=short", "a=" + secretA + ",a=" + secretB, "a b=" + secretA,
 		"a=" + secretA + ",", strings.Repeat("k", MaxKeyID+1) + "=" + secretA,
+		"derived,derived", "derived,s=" + secretA, "s=" + secretA + ",derived", "s=derived", "derived=" + secretA + "x",
 	} {
 		_, err := ParseKeys(s)
 		if err == nil {

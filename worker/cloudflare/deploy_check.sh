@@ -51,7 +51,7 @@ check_vars() {
 	done
 	while IFS='=' read -r name value; do
 		[ -n "$name" ] || continue
-		case "$name" in LECTERN_SECRET | LECTERN_URL_KEYS)
+		case "$name" in LECTERN_SECRET | LECTERN_URL_KEYS | LECTERN_SECRET_ACCEPT)
 			say "$name is a var: it is a secret (wrangler secret put $name --env production)"; bad=1; continue ;;
 		esac
 		# Each URL of the value (ORIGIN_URL may list several).
@@ -66,7 +66,7 @@ check_vars() {
 			case "$url" in http://*) say "production $name is not https: $url"; bad=1 ;; esac
 		done
 	done <<<"$vars"
-	if grep -qE '^[[:space:]]*(LECTERN_SECRET|LECTERN_URL_KEYS)[[:space:]]*=' "$file"; then
+	if grep -qE '^[[:space:]]*(LECTERN_SECRET|LECTERN_URL_KEYS|LECTERN_SECRET_ACCEPT)[[:space:]]*=' "$file"; then
 		say "a secret is set as a var in $file: use wrangler secret put"; bad=1
 	fi
 	return "$bad"

@@ -418,6 +418,10 @@ function configFrom(env) {
 		// The keys of the signed download links, the origin's
 		// LECTERN_URL_KEYS (a secret); unset, the key derived from the secret.
 		urlKeys: env.LECTERN_URL_KEYS ?? "",
+		// During a rotation of LECTERN_SECRET, the other secret (a secret
+		// binding too, the origins' LECTERN_SECRET_ACCEPT): links of the
+		// key derived from it still verify; nothing is signed with it.
+		secretAccept: env.LECTERN_SECRET_ACCEPT ?? "",
 		leases: leasesFrom(env.LEASES),
 		// An isolate has no address the origin could push a revocation to:
 		// the origin waits for its leases to expire instead.

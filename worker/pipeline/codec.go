@@ -32,10 +32,12 @@ var (
 //	{"origin": "...", "jwksUrl": "...", "issuer": "...", "audience": "...",
 //	 "secret": "...", "resourceMetadata": "...", "urlKeys": "...",
 //	 "leases": true, "revoke": "http://.../internal/revoke", "reportEvery": 0,
-//	 "origins": "http://10.0.0.1:8080,http://10.0.0.2:8080"}
+//	 "origins": "http://10.0.0.1:8080,http://10.0.0.2:8080", "secretAccept": "..."}
 //
-// Every member but resourceMetadata, urlKeys, leases, revoke, reportEvery
-// and origins is required. origins, with several origins, lists them all
+// Every member but resourceMetadata, urlKeys, leases, revoke, reportEvery,
+// origins and secretAccept is required. secretAccept is
+// LECTERN_SECRET_ACCEPT, the secret accepted beside secret while it is
+// rotated: links of the key derived from it still verify. origins, with several origins, lists them all
 // (origin first, comma-separated): each call to the origin is then signed
 // for each (Output.Signatures). urlKeys is LECTERN_URL_KEYS
 // (shared/link.ParseKeys); without it the link key is the one derived
@@ -48,9 +50,9 @@ func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
 	var urlKeys string
 	var origins string
-	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "origins", "leases", "reportEvery"}
-	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys, &cfg.Revoke, &origins}
-	var v [11]raw
+	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "origins", "secretAccept", "leases", "reportEvery"}
+	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys, &cfg.Revoke, &origins, &cfg.SecretAccept}
+	var v [12]raw
 	a, err := open(b, names, v[:], false, nil)
 	if err != nil {
 		return cfg, err
@@ -61,25 +63,25 @@ func ParseConfig(b []byte) (Config, error) {
 		if !ok {
 			return cfg, errors.New("pipeline: config member " + name + " is not a string")
 		}
-		if s == "" && name != "resourceMetadata" && name != "urlKeys" && name != "revoke" && name != "origins" {
+		if s == "" && name != "resourceMetadata" && name != "urlKeys" && name != "revoke" && name != "origins" && name != "secretAccept" {
 			return cfg, errors.New("pipeline: config member " + name + " is missing")
 		}
 		*dst = s
 	}
 	var ok bool
-	if cfg.Leases, ok = boolean(v[9]); !ok {
+	if cfg.Leases, ok = boolean(v[10]); !ok {
 		return cfg, errors.New("pipeline: config member leases is not a boolean")
 	}
 	if len(cfg.Revoke) > 2048 {
 		return cfg, errors.New("pipeline: config member revoke is too long")
 	}
-	if cfg.ReportEvery, err = reportEvery(b, v[10]); err != nil {
+	if cfg.ReportEvery, err = reportEvery(b, v[11]); err != nil {
 		return cfg, err
 	}
 	if cfg.Origins, err = parseOrigins(origins, cfg.Origin); err != nil {
 		return cfg, err
 	}
-	if cfg.URLKeys, err = link.Configured(urlKeys, []byte(cfg.Secret)); err != nil {
+	if cfg.URLKeys, err = link.Configured(urlKeys, []byte(cfg.Secret), []byte(cfg.SecretAccept)); err != nil {
 		return cfg, errors.New("pipeline: config member urlKeys: " + err.Error())
 	}
 	return cfg, nil

@@ -117,6 +117,33 @@ func TestDownloadRefused(t *testing.T) {
 	}
 }
 
+// TestDownloadAcceptedSecret (#34, point 3): while LECTERN_SECRET is
+// rotated, the edge checks links of the key derived from either secret,
+// without urlKeys and with its entry "derived", as the origins do.
+func TestDownloadAcceptedSecret(t *testing.T) {
+	const other = "the-other-secret-of-the-rotation-0123456789"
+	for _, urlKeys := range []string{"", ",\"urlKeys\":\"derived," + testURLKeys + "\""} {
+		msg := `{"origin":"http://o","jwksUrl":"http://o/jwks","issuer":"http://o","audience":"a","secret":"` + testCfg.Secret +
+			`","secretAccept":"` + other + `"` + urlKeys + `}`
+		cfg, err := ParseConfig([]byte(msg))
+		if err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		cfg.Random = &counter{}
+		p := New(cfg)
+		for name, secret := range map[string]string{"the secret": testCfg.Secret, "the accepted secret": other} {
+			path, query := signedLink(link.Derived([]byte(secret)), t0.Add(time.Minute))
+			if out := p.Start(get(path, query, t0ms)); out.Kind != Subrequest {
+				t.Errorf("urlKeys %q: a link of %s's derived key: %s %d", urlKeys, name, out.Kind, out.Status)
+			}
+		}
+		path, query := signedLink(link.Derived([]byte("a-third-secret-of-the-rotation-0123456789")), t0.Add(time.Minute))
+		if out := p.Start(get(path, query, t0ms)); out.Kind != Response || out.Status != 404 {
+			t.Errorf("urlKeys %q: a link of a third secret: %s %d", urlKeys, out.Kind, out.Status)
+		}
+	}
+}
+
 // Without urlKeys the edge checks with the key derived from the secret,
 // as the origin does.
 func TestDownloadDerivedKey(t *testing.T) {

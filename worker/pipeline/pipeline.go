@@ -46,6 +46,10 @@ type Config struct {
 	// URLKeys check the signed download links (LECTERN_URL_KEYS); the
 	// zero Keys stands for the key derived from Secret (link.Derived).
 	URLKeys link.Keys
+	// SecretAccept is LECTERN_SECRET_ACCEPT, the secret accepted beside
+	// Secret while it is rotated: the links of the key derived from it
+	// verify (URLKeys); nothing is signed with it.
+	SecretAccept string
 	// Leases turns the edge's leases on (docs/edge.md, "Leases"): off,
 	// every matching revalidation costs a gate call, as before leases.
 	Leases bool
@@ -121,7 +125,7 @@ func New(cfg Config) *Pipeline {
 	io.ReadFull(r, seed[:]) // nonces need only differ: the zero bytes would do
 	keys := cfg.URLKeys
 	if keys.IsZero() {
-		keys = link.Derived([]byte(cfg.Secret))
+		keys = link.Derived([]byte(cfg.Secret), []byte(cfg.SecretAccept))
 	}
 	return &Pipeline{
 		urlKeys:          keys,

@@ -146,6 +146,9 @@ type ConfigMessage struct {
 	// Origins lists every origin, Origin first, comma-separated, when
 	// there are several: the module then signs each call for each.
 	Origins string `json:"origins,omitempty"`
+	// SecretAccept is LECTERN_SECRET_ACCEPT, the secret accepted beside
+	// secret while it is rotated; absent: none.
+	SecretAccept string `json:"secretAccept,omitempty"`
 }
 
 // configure sends c through call (Guest.Call, or a Host's instance's,

@@ -65,6 +65,11 @@ type Config struct {
 	Secret           string // LECTERN_SECRET, shared with the origin
 	ResourceMetadata string // URL named in 401 challenges
 	URLKeys          string // LECTERN_URL_KEYS, as the origin's; empty: the key derived from Secret
+	// SecretAccept is LECTERN_SECRET_ACCEPT, as the origins': the secret
+	// accepted beside Secret while it is rotated. The origins' revoke
+	// pushes signed with it are taken, and links of its derived key
+	// verify; the host and the module sign with Secret only.
+	SecretAccept string
 
 	// Origins, when there are several, are the origins' base URLs
 	// (docs/edge.md, "Several origins"): the module is configured with the
@@ -254,7 +259,8 @@ func newHost(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	keys := edgesig.KeysOf([]byte(cfg.Secret))
-	h := &Host{cfg: cfg, origins: origins, keys: keys, revoke: edgesig.Receiver{Keys: keys}, observer: cfg.Observer}
+	h := &Host{cfg: cfg, origins: origins, keys: keys, observer: cfg.Observer,
+		revoke: edgesig.Receiver{Keys: keys, Accepted: edgesig.KeysOf([]byte(cfg.SecretAccept))}}
 	if h.observer == nil {
 		h.observer = noObserver{}
 	}
@@ -361,7 +367,7 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 func (h *Host) configMessage() ConfigMessage {
 	c := ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
 		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys,
-		Leases: h.cfg.Leases, Revoke: h.cfg.Revoke}
+		SecretAccept: h.cfg.SecretAccept, Leases: h.cfg.Leases, Revoke: h.cfg.Revoke}
 	if h.origins != nil && len(h.origins.list) > 1 {
 		bases := make([]string, len(h.origins.list))
 		for i, o := range h.origins.list {

@@ -95,6 +95,26 @@ func postRevoke(t *testing.T, base, method, sig, body string) (int, string, stri
 	return resp.StatusCode, e.Error.Code, string(b)
 }
 
+// TestRevokeAcceptedSecret (#34, point 3): while LECTERN_SECRET is
+// rotated, the host takes revoke pushes signed with the secret or the
+// one accepted beside it (origins not yet restarted sign with it).
+func TestRevokeAcceptedSecret(t *testing.T) {
+	const accepted = "the-accepted-secret-of-the-rotation-0123"
+	_, base := leasedHost(t, "http://127.0.0.1:1", func(c *Config) { c.SecretAccept = accepted })
+	good := `{"leases":["L1"],"keep":false}`
+	for name, keys := range map[string]edgesig.Keys{
+		"the secret": edgesig.KeysOf([]byte(testSecret)), "the accepted secret": edgesig.KeysOf([]byte(accepted)),
+	} {
+		if status, code, body := revoke(t, base, "POST", edgesig.Revoke, &keys, time.Now(), good); status != 200 {
+			t.Errorf("a push signed with %s: %d %s\n%s", name, status, code, body)
+		}
+	}
+	other := edgesig.KeysOf([]byte("another-secret-of-at-least-32-characters"))
+	if status, code, _ := revoke(t, base, "POST", edgesig.Revoke, &other, time.Now(), good); status != 404 {
+		t.Errorf("a push signed with a third secret: %d %s", status, code)
+	}
+}
+
 // TestRevokeEndpoint: only the origin's signature (the edge key, purpose
 // Revoke, POST to the endpoint) reaches it, and everything else is the
 // module's 404 as for any path outside /v1; a body that is not a revoke

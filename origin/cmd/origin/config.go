@@ -54,6 +54,10 @@ type config struct {
 	// needs the same. When unset it is kept in var/secret, created on
 	// first start: SQLite only (dev), a PostgreSQL deployment must set it.
 	Secret string // LECTERN_SECRET
+	// SecretAccept is a second secret accepted beside Secret while it is
+	// rotated: what it keyed, signed or sealed still verifies and opens,
+	// and nothing is made with it (docs/operations.md, Rotating keys).
+	SecretAccept string // LECTERN_SECRET_ACCEPT
 	// URLKeys sign and check the download links: LECTERN_URL_KEYS,
 	// "kid=secret,…" (the first signs, all verify; shared/link), parsed by
 	// check into urlKeys. Unset: one key derived from the secret.
@@ -132,7 +136,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.JWKSURL, "LECTERN_JWKS_URL", "jwks-url", "", "JWKS URL of another issuer (default: the dev identity provider's keys, from the database)")
 	fs.Env(&c.Audience, "LECTERN_AUDIENCE", "audience", "lectern-api", "token audience")
 	fs.Env(&c.Secret, "LECTERN_SECRET", "secret", "", "deployment secret, at least 32 characters (default: var/secret, created; required with PostgreSQL)")
-	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links: the first signs, all verify (default: one derived from the secret)")
+	fs.Env(&c.SecretAccept, "LECTERN_SECRET_ACCEPT", "secret-accept", "", "during a rotation of LECTERN_SECRET, the other secret: what it keyed, signed or sealed is still accepted, nothing new is made with it (default: none)")
+	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links, or derived for the one derived from the secret: the first signs, all verify (default: derived)")
 	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<origin-addr>)")
 	fs.Env(&c.LicenseURL, "LECTERN_LICENSE_URL", "license-url", "https://lectern.example/licence", "link to the licence terms")
 	fs.OnOff(&c.Leases, "LECTERN_LEASES", "leases", true, "grant the edge leases of licence state and calls")
@@ -238,6 +243,12 @@ func (c *config) check() error {
 		// One origin a SQLite database: its bundles beside it. With
 		// PostgreSQL, wiring names one directory an origin by its port.
 		c.BundleDir = filepath.Join(filepath.Dir(c.DB), "bundles")
+	}
+	if c.SecretAccept != "" && len(c.SecretAccept) < 32 {
+		errs = append(errs, errors.New("LECTERN_SECRET_ACCEPT must be at least 32 characters, as LECTERN_SECRET"))
+	}
+	if c.SecretAccept != "" && c.SecretAccept == c.Secret {
+		errs = append(errs, errors.New("LECTERN_SECRET_ACCEPT is LECTERN_SECRET: during a rotation it is the other secret (the new one, then the old one)"))
 	}
 	if c.URLKeys != "" {
 		keys, err := link.ParseKeys(c.URLKeys)

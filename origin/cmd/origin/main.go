@@ -50,7 +50,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (*wiring.Origin, e
 	o, err := wiring.Open(ctx, wiring.Options{
 		OriginAddr: listenAddr(cfg.OriginAddr), IdPAddr: listenAddr(cfg.IdPAddr), AdminAddr: listenAddr(cfg.AdminAddr),
 		AdminToken: cfg.AdminToken, DB: cfg.DB, Corpus: cfg.Corpus, CorpusSync: cfg.CorpusSync, TestClock: cfg.TestClock,
-		Secret: cfg.Secret, URLKeys: cfg.urlKeys, PublicURL: cfg.PublicURL, LicenseURL: cfg.LicenseURL,
+		Secret: cfg.Secret, SecretAccepted: cfg.SecretAccept, URLKeys: cfg.urlKeys, PublicURL: cfg.PublicURL, LicenseURL: cfg.LicenseURL,
 		Issuer: cfg.Issuer, JWKSURL: cfg.JWKSURL, Audience: cfg.Audience,
 		Leases:      wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL, Retention: cfg.leaseRetention, Edges: cfg.edgeURLs},
 		OriginHosts: cfg.originHosts, BundleDir: cfg.BundleDir, BundleMax: cfg.bundleMax, BundleReserve: cfg.bundleReserve, Limits: cfg.Limits,

@@ -73,6 +73,9 @@ type config struct {
 	// MetricsAddr is LECTERN_EDGE_METRICS_ADDR: where GET /metrics is
 	// served behind the admin token (metrics.go), or "off" (the default).
 	MetricsAddr string
+	// SecretAccept is LECTERN_SECRET_ACCEPT, the origins': the secret
+	// accepted beside Secret while it is rotated.
+	SecretAccept string
 
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
 	LogFormat  string // LECTERN_LOG_FORMAT: json or text
@@ -111,7 +114,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 		"JWKS URL (default: <issuer>/.well-known/jwks.json, which every origin's identity provider serves; set it only for another OAuth2 server)")
 	fs.Env(&c.Audience, "LECTERN_AUDIENCE", "audience", "lectern-api", "token audience")
 	fs.Env(&c.Secret, "LECTERN_SECRET", "secret", "", "deployment secret shared with the origin (default: the contents of "+secretFile+")")
-	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links, the origin's (default: one derived from the secret)")
+	fs.Env(&c.SecretAccept, "LECTERN_SECRET_ACCEPT", "secret-accept", "", "during a rotation of LECTERN_SECRET, the other secret, the origins': still accepted, never signed with (default: none)")
+	fs.Env(&c.URLKeys, "LECTERN_URL_KEYS", "url-keys", "", "kid=secret,… keys of the signed download links, or derived for the one derived from the secret, the origin's (default: derived)")
 	fs.Env(&c.PublicURL, "LECTERN_PUBLIC_URL", "public-url", "", "the API's public base URL (default: http://<addr>)")
 	fs.Env(&c.Wasm, "LECTERN_EDGE_WASM", "wasm", "build/worker.wasm", "the edge module (make worker builds it)")
 	fs.Env(&instances, "LECTERN_EDGE_INSTANCES", "instances", "", "module instances serving in parallel (default: GOMAXPROCS, at most 4)")
@@ -175,6 +179,9 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 		if _, err := link.ParseKeys(c.URLKeys); err != nil {
 			return c, err
 		}
+	}
+	if c.SecretAccept != "" && len(c.SecretAccept) < 32 {
+		return c, errors.New("LECTERN_SECRET_ACCEPT must be at least 32 characters, as LECTERN_SECRET")
 	}
 	if c.TestClock && c.AdminToken == "" {
 		return c, errors.New("LECTERN_TEST_CLOCK=1 needs LECTERN_ADMIN_TOKEN to read the origin's clock")
@@ -271,7 +278,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	h, err := wazero.New(ctx, mod, wazero.Config{
 		Leases: cfg.Leases, Revoke: revoke, UsageLog: usageLog,
 		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
-		Secret: secret, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
+		Secret: secret, SecretAccept: cfg.SecretAccept, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
 		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout, Observer: met,
 	})
