@@ -4,7 +4,7 @@
 //
 //	lectern help
 //	lectern -version
-//	lectern sync [-tier T,…] [-subject tier/slug,…] [-media] [-json] [-quiet] DIR
+//	lectern sync [-tier T,…] [-subject tier/slug,…] [-prune] [-media] [-json] [-quiet] DIR
 //
 // It reads LECTERN_URL (the API's base URL, the edge in production),
 // LECTERN_CLIENT_ID and LECTERN_CLIENT_SECRET, finds the token endpoint
@@ -87,28 +87,45 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	fs.SetOutput(stderr)
 	var o syncOptions
 	var tiers, subjects string
-	fs.StringVar(&tiers, "tier", "", "only these tiers, comma-separated (topics, college, high, middle, primary)")
-	fs.StringVar(&subjects, "subject", "", "only these subjects, comma-separated, as tier/slug")
+	fs.StringVar(&tiers, "tier", "", "update only these tiers, comma-separated (topics, college, high, middle, primary); the rest of DIR is kept")
+	fs.StringVar(&subjects, "subject", "", "update only these subjects, comma-separated, as tier/slug; the rest of DIR is kept")
+	fs.BoolVar(&o.Prune, "prune", false, "also remove from DIR the subjects -tier and -subject do not select (without it, only subjects no longer granted are removed)")
 	fs.BoolVar(&o.Media, "media", false, "also mint and download every asset of the subjects (spends the download quota and the hourly mint cap)")
 	fs.BoolVar(&o.JSON, "json", false, "end with a machine-readable summary on standard output")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: lectern sync [flags] DIR\n\nMirror every granted subject into DIR (see lectern help).\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: lectern sync [flags] DIR [flags]\n\nMirror every granted subject into DIR (see lectern help).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0 // flag printed the usage
+	// Flags go before DIR or after it; after --, everything is DIR.
+	var dirs []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0 // flag printed the usage
+			}
+			return 2
 		}
-		return 2
+		rest := fs.Args()
+		if n := len(args) - len(rest); len(rest) == 0 || n > 0 && args[n-1] == "--" {
+			dirs = append(dirs, rest...)
+			break
+		}
+		dirs, args = append(dirs, rest[0]), rest[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(dirs) != 1 {
 		fmt.Fprintln(stderr, "lectern sync: want one directory")
 		fs.Usage()
 		return 2
 	}
-	o.Dir = fs.Arg(0)
-	o.Tiers, o.Subjects = list(tiers), list(subjects)
+	o.Dir = dirs[0]
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	if o.Tiers, o.Subjects, err = parseSelection(tiers, subjects, set["tier"], set["subject"]); err != nil {
+		fmt.Fprintln(stderr, "lectern sync:", err)
+		return 2
+	}
 	cfg := clientConfig{URL: getenv("LECTERN_URL"), ClientID: getenv("LECTERN_CLIENT_ID"), Secret: getenv("LECTERN_CLIENT_SECRET")}
 	if cfg.URL == "" || cfg.ClientID == "" || cfg.Secret == "" {
 		fmt.Fprintln(stderr, "lectern sync: set LECTERN_URL, LECTERN_CLIENT_ID and LECTERN_CLIENT_SECRET")
@@ -119,6 +136,12 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 		o.Progress = io.Discard
 	}
 	sum, err := syncDir(ctx, cfg, o)
+	if errors.As(err, new(*usageError)) {
+		// A selection the organisation's grants or subjects cannot take:
+		// refused before any export, as a bad flag is.
+		fmt.Fprintln(stderr, "lectern sync:", err)
+		return 2
+	}
 	if o.JSON {
 		writeSummary(stdout, sum)
 	} else {

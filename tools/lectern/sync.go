@@ -1,28 +1,35 @@
 package main
 
 import (
+	"archive/zip"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
-	"crypto/sha256"
-
+	"github.com/lectern-api/lectern/shared/id"
 	"github.com/schollz/progressbar/v3"
 )
 
 // syncOptions are what lectern sync is asked to do.
 type syncOptions struct {
-	Dir             string
-	Tiers, Subjects []string // filters; empty: every granted one
+	Dir string
+	// Tiers and Subjects ("<tier>/<slug>") select what the run updates;
+	// empty: every granted subject. The subjects held outside the
+	// selection are kept, unless Prune.
+	Tiers, Subjects []string
+	Prune           bool
 	Media           bool
 	JSON, Quiet     bool
 	Progress        io.Writer // where progress goes (a terminal gets bars)
@@ -37,9 +44,11 @@ type summary struct {
 		Fetched   int `json:"fetched"`   // exported and downloaded this run
 		Verified  int `json:"verified"`  // checked against their manifest this run
 		Unchanged int `json:"unchanged"` // kept: same content digest
-		Removed   int `json:"removed"`   // no longer granted: removed
+		Outside   int `json:"outside"`   // held outside -tier/-subject: kept as they were
+		Removed   int `json:"removed"`   // removed: RemovedSubjects says why
 	} `json:"subjects"`
-	Files struct {
+	RemovedSubjects []removal `json:"removedSubjects,omitempty"`
+	Files           struct {
 		Fetched  int `json:"fetched"`
 		Verified int `json:"verified"`
 	} `json:"files"`
@@ -57,6 +66,19 @@ type summary struct {
 	Error    string           `json:"error,omitempty"`
 }
 
+// removal is a subject the run took out of the mirror, and why.
+type removal struct {
+	Subject string `json:"subject"`
+	Reason  string `json:"reason"`
+}
+
+// The reasons of a removal.
+const (
+	removedUngranted = "no longer granted"
+	removedUnlisted  = "no longer listed"
+	removedPruned    = "not selected (-prune)"
+)
+
 func (s summary) line() string {
 	b := make([]string, 0, 4)
 	for _, m := range []string{"calls", "exports", "downloads"} {
@@ -66,8 +88,12 @@ func (s summary) line() string {
 	if !s.Complete {
 		state = "incomplete"
 	}
-	return fmt.Sprintf("lectern sync: %s at %s: %d subjects held (%d fetched, %d unchanged, %d removed), %d media fetched, %d bytes; billed: %s",
-		state, s.ContentVersion, s.Subjects.Held, s.Subjects.Fetched, s.Subjects.Unchanged, s.Subjects.Removed, s.Media.Fetched, s.Bytes, strings.Join(b, ", "))
+	outside := ""
+	if s.Subjects.Outside > 0 {
+		outside = fmt.Sprintf(", %d outside the selection", s.Subjects.Outside)
+	}
+	return fmt.Sprintf("lectern sync: %s at %s: %d subjects held (%d fetched, %d unchanged%s, %d removed), %d media fetched, %d bytes; billed: %s",
+		state, s.ContentVersion, s.Subjects.Held, s.Subjects.Fetched, s.Subjects.Unchanged, outside, s.Subjects.Removed, s.Media.Fetched, s.Bytes, strings.Join(b, ", "))
 }
 
 func writeSummary(w io.Writer, s summary) {
@@ -143,62 +169,162 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	if before.Status != "active" {
 		return fmt.Errorf("the organisation's plan is %s: content cannot be read", before.Status)
 	}
-	filter := strings.Join(s.o.Tiers, ",") + "|" + strings.Join(s.o.Subjects, ",")
+	// A selection no grant covers is refused before anything is billed.
+	if err := s.o.checkGranted(before.ContentGrants); err != nil {
+		return err
+	}
+	filter, whole := s.o.filter(), s.o.filter() == wholeFilter
 	st := &m.st
-	if st.Complete && st.ContentVersion == s.ver && sameGrants(st.Grants, before.ContentGrants) && st.Filter == filter &&
-		len(st.Pending) == 0 && (!s.o.Media || st.MediaComplete) && s.held() {
+	// current: the last run completed at this contentVersion and these
+	// grants; wholeCurrent: and it selected every granted subject, so
+	// any selection of them is current too.
+	current := st.Complete && st.ContentVersion == s.ver && sameGrants(st.Grants, before.ContentGrants)
+	wholeCurrent := current && st.Filter == wholeFilter
+	if current && (st.Filter == filter || wholeCurrent && s.selectionHeld()) && len(st.Pending) == 0 &&
+		(!s.o.Media || st.MediaComplete) && s.held() && !(s.o.Prune && s.anyOutside()) {
 		// Nothing moved: nothing to ask that bills.
-		s.sum.Subjects.Unchanged = len(st.Subjects)
+		for ref := range st.Subjects {
+			if s.o.selects(ref) {
+				s.sum.Subjects.Unchanged++
+			} else {
+				s.sum.Subjects.Outside++
+			}
+		}
 		s.sum.Complete = true
 		s.say("up to date at %s: %d subjects; nothing billed", s.ver, len(st.Subjects))
 		return nil
 	}
+	mediaWhole := st.MediaComplete
 	st.Complete, st.MediaComplete = false, false
 	subjects, err := s.listSubjects(ctx)
 	if err != nil {
 		return err
 	}
-	wanted := map[string]bool{}
+	listed := map[string]bool{}
 	for _, sub := range subjects {
-		wanted[sub.ref()] = true
+		listed[sub.ref()] = true
 	}
-	// Subjects no longer granted (or no longer asked for) leave the mirror.
+	// What no grant covers leaves the mirror, selected or not; what the
+	// selection covers and the listing no longer has leaves it too;
+	// anything else held outside the selection stays, unless -prune.
+	refs := make([]string, 0, len(st.Subjects))
 	for ref := range st.Subjects {
-		if !wanted[ref] {
-			if err := s.remove(ref); err != nil {
-				return err
-			}
-			s.sum.Subjects.Removed++
-		}
+		refs = append(refs, ref)
 	}
+	slices.Sort(refs)
+	for _, ref := range refs {
+		why := s.removal(ref, before.ContentGrants, listed)
+		if why == "" {
+			if !s.o.selects(ref) {
+				s.sum.Subjects.Outside++
+			}
+			continue
+		}
+		if err := s.remove(ref); err != nil {
+			return err
+		}
+		s.sum.Subjects.Removed++
+		s.sum.RemovedSubjects = append(s.sum.RemovedSubjects, removal{Subject: ref, Reason: why})
+		s.say("removed %s: %s", ref, why)
+	}
+	// A pending export outside the selection is kept for the run that
+	// selects it: its link is paid for.
 	for ref := range st.Pending {
-		if !wanted[ref] {
+		if s.removal(ref, before.ContentGrants, listed) != "" {
 			delete(st.Pending, ref)
 		}
 	}
 	for _, sub := range subjects {
 		if err := s.subject(ctx, sub); err != nil {
-			m.save()
-			return err
+			return s.saveAfter(err)
 		}
 	}
+	// A selection of a mirror current as a whole leaves it current as a
+	// whole: nothing outside the selection moved at this contentVersion.
+	keepWhole := wholeCurrent && !whole && !s.o.Prune
 	st.ContentVersion, st.Grants, st.Filter, st.Complete = s.ver, before.ContentGrants, filter, true
+	if keepWhole {
+		st.Filter = wholeFilter
+	}
 	if err := m.save(); err != nil {
-		return err
+		return fmt.Errorf("write the state: %w", err)
 	}
 	s.sweep()
 	if s.o.Media {
-		if err := s.media(ctx); err != nil {
-			m.save()
-			return err
+		if err := s.selectedMedia(ctx); err != nil {
+			return s.saveAfter(err)
 		}
-		st.MediaComplete = true
-		if err := m.save(); err != nil {
-			return err
-		}
+	}
+	// The state's MediaComplete is of what its Filter selects.
+	st.MediaComplete = s.o.Media
+	if keepWhole {
+		st.MediaComplete = mediaWhole
+	}
+	if err := m.save(); err != nil {
+		return fmt.Errorf("write the state: %w", err)
 	}
 	s.sum.Complete = true
 	return nil
+}
+
+// saveAfter writes the state after err stopped the run: err, with the
+// write's own error when it fails too.
+func (s *syncer) saveAfter(err error) error {
+	if serr := s.m.save(); serr != nil {
+		return errors.Join(err, fmt.Errorf("write the state: %w", serr))
+	}
+	return err
+}
+
+// removal is why the subject ref leaves the mirror this run, or "" when
+// it stays: grants are the organisation's, listed the subjects the
+// listing of the selection answered.
+func (s *syncer) removal(ref string, grants []string, listed map[string]bool) string {
+	switch {
+	case !granted(grants, ref):
+		return removedUngranted
+	case s.o.selects(ref) && !listed[ref]:
+		return removedUnlisted
+	case s.o.Prune && !s.o.selects(ref):
+		return removedPruned
+	}
+	return ""
+}
+
+// selectedMedia brings the media of the selected subjects held.
+func (s *syncer) selectedMedia(ctx context.Context) error {
+	// media takes the subjects of the state (it never writes the state):
+	// it is shown only those selected while it runs.
+	all := s.m.st.Subjects
+	selected := make(map[string]*heldSubject, len(all))
+	for ref, h := range all {
+		if s.o.selects(ref) {
+			selected[ref] = h
+		}
+	}
+	s.m.st.Subjects = selected
+	defer func() { s.m.st.Subjects = all }()
+	return s.media(ctx)
+}
+
+// selectionHeld reports whether each subject -subject names is held.
+func (s *syncer) selectionHeld() bool {
+	for _, ref := range s.o.Subjects {
+		if s.m.st.Subjects[ref] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// anyOutside reports whether a subject held is outside the selection.
+func (s *syncer) anyOutside() bool {
+	for ref := range s.m.st.Subjects {
+		if !s.o.selects(ref) {
+			return true
+		}
+	}
+	return false
 }
 
 // held reports whether every subject of the state is in the mirror.
@@ -211,33 +337,25 @@ func (s *syncer) held() bool {
 	return true
 }
 
-// listSubjects lists the granted subjects the filters keep, in tier then
-// slug order.
+// listSubjects lists the granted subjects the selection keeps, in tier
+// then slug order.
 func (s *syncer) listSubjects(ctx context.Context) ([]subject, error) {
-	tier := ""
-	if len(s.o.Tiers) == 1 {
-		tier = s.o.Tiers[0]
-	}
-	all, err := s.api.subjects(ctx, tier)
+	all, err := s.api.subjects(ctx, s.o.listTier())
 	if err != nil {
 		return nil, stopOr(err, "list the subjects")
 	}
 	var out []subject
 	for _, sub := range all {
-		if !slices.Contains(tiers, sub.Tier) || !validSlug(sub.Slug) {
+		if !id.ValidTier(sub.Tier) || !id.ValidSlug(sub.Slug) {
 			return nil, fmt.Errorf("the subject list names %q/%q, not a tier and slug this client will make a path of", sub.Tier, sub.Slug)
 		}
-		if len(s.o.Tiers) > 0 && !slices.Contains(s.o.Tiers, sub.Tier) ||
-			len(s.o.Subjects) > 0 && !slices.Contains(s.o.Subjects, sub.ref()) {
-			continue
+		if s.o.selects(sub.ref()) {
+			out = append(out, sub)
 		}
-		out = append(out, sub)
 	}
-	if len(s.o.Subjects) > 0 && len(out) < len(s.o.Subjects) {
-		for _, want := range s.o.Subjects {
-			if !slices.ContainsFunc(out, func(sub subject) bool { return sub.ref() == want }) {
-				return nil, fmt.Errorf("-subject %s: no granted subject of that tier/slug", want)
-			}
+	for _, want := range s.o.Subjects {
+		if !slices.ContainsFunc(out, func(sub subject) bool { return sub.ref() == want }) {
+			return nil, &usageError{fmt.Sprintf("-subject %s: the organisation's subjects have no such subject", want)}
 		}
 	}
 	return out, nil
@@ -305,7 +423,10 @@ func (s *syncer) subject(ctx context.Context, sub subject) error {
 }
 
 // install checks the downloaded bundle of sub, unpacks it into a new
-// object and swaps the subject's link to it.
+// object and swaps the subject's link to it. A bundle that fails its
+// check is dropped with its export (the next run exports again); a local
+// failure (no room, a write refused) keeps both, so the next run installs
+// the same download without a new export while the link is valid.
 func (s *syncer) install(sub subject, part string) error {
 	st := &s.m.st
 	ref := sub.ref()
@@ -313,17 +434,28 @@ func (s *syncer) install(sub subject, part string) error {
 	object := sub.Tier + "-" + sub.Slug + "-" + hex.EncodeToString(sum[:6])
 	tmp := s.m.path("objects", object+".tmp")
 	os.RemoveAll(tmp)
-	files, bytes, err := unpack(part, tmp, ref)
+	err := s.roomFor(part, ref)
+	var files int
+	var bytes int64
+	if err == nil {
+		files, bytes, err = unpackBundle(part, tmp, ref)
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.m.path("objects", object))
+	}
 	if err != nil {
 		os.RemoveAll(tmp)
-		os.Remove(part) // what was downloaded is not the bundle: download again
+		if localFault(err) {
+			keep := ""
+			if p := st.Pending[ref]; p != nil {
+				keep = fmt.Sprintf("; its export is kept, valid until %s: run again before then and it is installed without a new export",
+					p.ExpiresAt.Local().Format(time.DateTime))
+			}
+			return fmt.Errorf("unpack %s: %w%s", ref, err, keep)
+		}
+		os.Remove(part) // what was downloaded is not the bundle: export again
 		delete(st.Pending, ref)
-		s.m.save()
 		return fmt.Errorf("verify %s: %w", ref, err)
-	}
-	final := s.m.path("objects", object)
-	if err := os.Rename(tmp, final); err != nil {
-		return err
 	}
 	// The verified object is named in the state before the link moves to
 	// it, so a kill between the two is finished by the next run (adopt),
@@ -331,7 +463,7 @@ func (s *syncer) install(sub subject, part string) error {
 	if p := st.Pending[ref]; p != nil {
 		p.Object, p.Files, p.Bytes = object, files, bytes
 		if err := s.m.save(); err != nil {
-			return err
+			return fmt.Errorf("write the state: %w", err)
 		}
 	}
 	os.Remove(part)
@@ -339,6 +471,93 @@ func (s *syncer) install(sub subject, part string) error {
 	s.sum.Files.Fetched += files
 	s.sum.Files.Verified += files
 	return s.swap(sub, object, files, bytes)
+}
+
+// unpackBundle is unpack; tests replace it to fail as a full disk does.
+var unpackBundle = unpack
+
+// freeSpace is the bytes free to an unprivileged writer in dir's file
+// system; tests replace it.
+var freeSpace = statfsFree
+
+func statfsFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// noSpaceError is a bundle that needs more room than the mirror's file
+// system has free.
+type noSpaceError struct {
+	need, free int64
+	dir        string
+}
+
+func (e *noSpaceError) Error() string {
+	return fmt.Sprintf("no space left: unpacking needs %d bytes, %s has %d free", e.need, e.dir, e.free)
+}
+
+func (e *noSpaceError) Unwrap() error { return syscall.ENOSPC }
+
+// roomFor checks, before anything is written, that the files the bundle's
+// manifest lists fit in the free space of the mirror's file system (each
+// rounded up to a 4 KiB block). A bundle whose manifest cannot be read, or
+// whose sizes are not its entries', is left to unpack to refuse.
+func (s *syncer) roomFor(part, ref string) error {
+	zr, err := zip.OpenReader(part)
+	if err != nil {
+		return nil
+	}
+	defer zr.Close()
+	entries := map[string]*zip.File{}
+	for _, f := range zr.File {
+		entries[f.Name] = f
+	}
+	mf := entries["manifest.json"]
+	if mf == nil {
+		return nil
+	}
+	raw, err := readEntry(mf, 16<<20)
+	if err != nil {
+		return nil
+	}
+	var m bundleManifest
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	const block = 4096
+	blocks := func(n int64) int64 { return (n + block - 1) / block * block }
+	need := block + blocks(int64(len(raw))) // the directory and the manifest
+	for _, f := range m.Files {
+		e := entries[f.Name]
+		if e == nil || f.Bytes < 0 || e.UncompressedSize64 != uint64(f.Bytes) {
+			return nil
+		}
+		need += blocks(f.Bytes)
+	}
+	dir := s.m.path("objects")
+	free, err := freeSpace(dir)
+	if err != nil || free >= need {
+		return nil
+	}
+	return &noSpaceError{need: need, free: free, dir: dir}
+}
+
+// localFault reports whether err, from installing a bundle, is this
+// machine's (a file system refusing a write: no room, read-only, no
+// permission, an I/O error) rather than the bundle's: unpack reports what
+// is wrong with a bundle in errors of its own, never an *fs.PathError. A
+// name that exists already is the bundle's (a file listed twice).
+func localFault(err error) bool {
+	if errors.Is(err, fs.ErrExist) {
+		return false
+	}
+	var pe *fs.PathError
+	var le *os.LinkError
+	var se *os.SyscallError
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.As(err, &se) || errors.Is(err, syscall.ENOSPC)
 }
 
 // swap points the subject's link at object, verified, and records it.
@@ -466,20 +685,99 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// tiers are the API's tier values (spec: Conventions).
-var tiers = []string{"topics", "college", "high", "middle", "primary"}
+// wholeFilter is the filter of a run that selects every granted subject.
+const wholeFilter = "|"
 
-// validSlug reports whether slug is safe as a path segment: lower-case
-// letters, digits and inner hyphens, as the corpus writes slugs.
-func validSlug(slug string) bool {
-	if slug == "" || len(slug) > 100 || slug[0] == '-' || slug[len(slug)-1] == '-' {
-		return false
+// filter is the selection as the state records it.
+func (o syncOptions) filter() string {
+	return strings.Join(o.Tiers, ",") + "|" + strings.Join(o.Subjects, ",")
+}
+
+// selects reports whether the subject ref is in the selection.
+func (o syncOptions) selects(ref string) bool {
+	tier, _, _ := strings.Cut(ref, "/")
+	return (len(o.Tiers) == 0 || slices.Contains(o.Tiers, tier)) &&
+		(len(o.Subjects) == 0 || slices.Contains(o.Subjects, ref))
+}
+
+// listTier is the tier the listing asks for: the one tier the selection
+// takes subjects from, or "" for all.
+func (o syncOptions) listTier() string {
+	if len(o.Tiers) == 1 {
+		return o.Tiers[0]
 	}
-	for i := 0; i < len(slug); i++ {
-		c := slug[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
+	tier := ""
+	for i, ref := range o.Subjects {
+		t, _, _ := strings.Cut(ref, "/")
+		if i > 0 && t != tier {
+			return ""
+		}
+		tier = t
+	}
+	return tier
+}
+
+// checkGranted refuses a selection that names a tier or a subject no
+// grant covers: it could select nothing.
+func (o syncOptions) checkGranted(grants []string) error {
+	for _, t := range o.Tiers {
+		if !slices.ContainsFunc(grants, func(g string) bool { return g == t || strings.HasPrefix(g, t+"/") }) {
+			return &usageError{fmt.Sprintf("-tier %s: not granted to the organisation (its grants: %s)", t, strings.Join(grants, ", "))}
 		}
 	}
-	return true
+	for _, ref := range o.Subjects {
+		if !granted(grants, ref) {
+			return &usageError{fmt.Sprintf("-subject %s: not granted to the organisation (its grants: %s)", ref, strings.Join(grants, ", "))}
+		}
+	}
+	return nil
 }
+
+// granted reports whether a grant covers the subject ref: its tier, or
+// the subject itself (spec: contentGrants).
+func granted(grants []string, ref string) bool {
+	tier, _, _ := strings.Cut(ref, "/")
+	return slices.Contains(grants, tier) || slices.Contains(grants, ref)
+}
+
+// usageError is a selection the run cannot take: lectern exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// parseSelection reads the values of -tier and -subject (comma-separated)
+// with the API's own rules (shared/id): a tier is one of id.Tiers, a
+// subject <tier>/<slug> with an id.ValidSlug slug. A flag given with no
+// value selects nothing and is refused. The lists come back sorted,
+// without repeats.
+func parseSelection(tierFlag, subjectFlag string, tierSet, subjectSet bool) (tiers, subjects []string, err error) {
+	tiers, subjects = list(tierFlag), list(subjectFlag)
+	if tierSet && len(tiers) == 0 {
+		return nil, nil, &usageError{"-tier names no tier"}
+	}
+	if subjectSet && len(subjects) == 0 {
+		return nil, nil, &usageError{"-subject names no subject"}
+	}
+	for _, t := range tiers {
+		if !id.ValidTier(t) {
+			return nil, nil, &usageError{fmt.Sprintf("-tier: %q is not a tier (%s)", t, strings.Join(id.Tiers, ", "))}
+		}
+	}
+	for _, ref := range subjects {
+		tier, slug, ok := strings.Cut(ref, "/")
+		if !ok || !id.ValidTier(tier) || !id.ValidSlug(slug) {
+			return nil, nil, &usageError{fmt.Sprintf("-subject: %q is not tier/slug (a tier of %s, a slug of lower-case letters and digits with single inner hyphens, at most %d bytes)",
+				ref, strings.Join(id.Tiers, ", "), id.MaxSlugLen)}
+		}
+		if len(tiers) > 0 && !slices.Contains(tiers, tier) {
+			return nil, nil, &usageError{fmt.Sprintf("-subject %s is not of a -tier named (%s)", ref, strings.Join(tiers, ","))}
+		}
+	}
+	slices.Sort(tiers)
+	slices.Sort(subjects)
+	return slices.Compact(tiers), slices.Compact(subjects), nil
+}
+
+// validSlug reports whether slug is a subject slug, by the API's own rule
+// (id.ValidSlug): safe as a path segment.
+func validSlug(slug string) bool { return id.ValidSlug(slug) }
