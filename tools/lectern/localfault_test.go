@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -97,4 +98,37 @@ func restore(t *testing.T) {
 	reset := func() { unpackBundle, freeSpace = unpack, statfsFree }
 	reset()
 	t.Cleanup(reset)
+}
+
+// The same on a real full file system: a tmpfs of 128 KiB takes the
+// download of high/algebra (43 KB) but not its files (about 240 KB in
+// blocks); once it is grown, the next run installs the same download.
+// It needs root (mount), else it is skipped.
+func TestSyncFullDiskTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	restore(t)
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	s := newTestStack(t, nil)
+	one := "high/algebra"
+	code, sum := runSyncCmd(t, s, dir, "-subject", one)
+	if code != 1 || !strings.Contains(sum.Error, "no space left") {
+		t.Fatalf("on a full tmpfs: exit %d, %+v", code, sum)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=4m", dir).CombinedOutput(); err != nil {
+		t.Fatalf("grow the tmpfs: %v: %s", err, out)
+	}
+	code, sum = runSyncCmd(t, s, dir, "-subject", one)
+	if code != 0 || !sum.Complete {
+		t.Fatalf("after the tmpfs grew: exit %d, %+v", code, sum)
+	}
+	checkMirror(t, dir, []string{one})
+	if got := s.exports(); got != 1 || sum.Billed["exports"] != 0 || sum.Billed["downloads"] != 0 {
+		t.Errorf("after the tmpfs grew: %d exports in all, billed %v", got, sum.Billed)
+	}
 }
