@@ -46,6 +46,14 @@ func TestSyncFlags(t *testing.T) {
 		t.Errorf("bad flags billed %d calls", got)
 	}
 
+	// A granted tier without that slug: known only from the listing, so
+	// refused after its call, before any export.
+	var out0, errb0 bytes.Buffer
+	if code := run(t.Context(), []string{"sync", "-subject", "high/no-such", dir}, s.env(), &out0, &errb0); code != 2 ||
+		!strings.Contains(errb0.String(), "-subject high/no-such: the organisation's subjects have no such subject") || s.exports() != 0 {
+		t.Errorf("-subject high/no-such: exit %d, %d exports: %s", code, s.exports(), errb0.String())
+	}
+
 	// Flags after DIR work, before or after it alike.
 	var out, errb bytes.Buffer
 	if code := run(t.Context(), []string{"sync", "-json", dir, "-subject", "high/algebra", "-quiet"}, s.env(), &out, &errb); code != 0 {
