@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // bundleManifest is what the sync reads of a bundle's manifest.json.
@@ -27,6 +28,12 @@ type bundleManifest struct {
 // there, with its size and SHA-256, and no other file but the manifest)
 // and writes the files into dir, which it creates; it syncs them. It
 // returns the number of files and their bytes.
+//
+// Before it writes a byte, each entry's size in the zip must be the one
+// the manifest lists, and their sum must fit the disk's free space; while
+// it writes, an entry's data stops at that size (archive/zip refuses data
+// past the size its header declares), so a bundle never writes more than
+// its manifest declares.
 func unpack(path, dir, subject string) (files int, bytes int64, err error) {
 	zr, err := zip.OpenReader(path)
 	if err != nil {
@@ -57,6 +64,25 @@ func unpack(path, dir, subject string) (files int, bytes int64, err error) {
 	}
 	if len(m.Files)+1 != len(entries) {
 		return 0, 0, fmt.Errorf("the bundle holds %d files, its manifest lists %d", len(entries), len(m.Files)+1)
+	}
+	total := int64(len(raw))
+	for _, mfile := range m.Files {
+		if !validSHA256(mfile.SHA256) {
+			return 0, 0, fmt.Errorf("the manifest lists %q without a sha256", mfile.Name)
+		}
+		f := entries[mfile.Name]
+		if f == nil || mfile.Name == "manifest.json" {
+			return 0, 0, fmt.Errorf("the manifest lists %q, which the bundle does not hold", mfile.Name)
+		}
+		if mfile.Bytes < 0 || f.UncompressedSize64 != uint64(mfile.Bytes) {
+			return 0, 0, fmt.Errorf("%s is of %d bytes in the zip, the manifest lists %d", mfile.Name, f.UncompressedSize64, mfile.Bytes)
+		}
+		if total += mfile.Bytes; total < 0 || total > 1<<60 {
+			return 0, 0, fmt.Errorf("the manifest lists over %s of files", sizeOf(1<<60))
+		}
+	}
+	if free, err := freeBytes(filepath.Dir(dir)); err == nil && total > free {
+		return 0, 0, fmt.Errorf("the bundle's files are %d bytes, more than the %d free on the disk", total, free)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, 0, err
@@ -89,14 +115,7 @@ func unpack(path, dir, subject string) (files int, bytes int64, err error) {
 		return nil
 	}
 	for _, mfile := range m.Files {
-		if !validSHA256(mfile.SHA256) {
-			return 0, 0, fmt.Errorf("the manifest lists %q without a sha256", mfile.Name)
-		}
-		f := entries[mfile.Name]
-		if f == nil || mfile.Name == "manifest.json" {
-			return 0, 0, fmt.Errorf("the manifest lists %q, which the bundle does not hold", mfile.Name)
-		}
-		if err := write(mfile.Name, f, mfile.Bytes, mfile.SHA256); err != nil {
+		if err := write(mfile.Name, entries[mfile.Name], mfile.Bytes, mfile.SHA256); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -121,6 +140,16 @@ func readEntry(f *zip.File, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is over %d bytes", f.Name, max)
 	}
 	return b, nil
+}
+
+// freeBytes is the space free to an unprivileged user on the file system
+// of path.
+func freeBytes(path string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // validSHA256 reports whether s is a SHA-256 in lower-case hex.

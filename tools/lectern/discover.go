@@ -5,52 +5,72 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// clientConfig is what the command is told: the API's base URL and the
-// organisation's client credentials.
+// clientConfig is what the command is told: the API's base URL, the
+// organisation's client credentials, and the bounds of its exchanges.
 type clientConfig struct {
 	URL, ClientID, Secret string
+	Limits                limits
 }
 
-// plainClient is the client of the calls that take no token: discovery and
-// the download links. Its timeouts bound a server that stops answering.
+// plainClient is the client of the calls that take no credential:
+// discovery and the download links. It sends no Authorization header to
+// any host, follows redirects only to https (http on loopback), and bounds
+// each answer to the default limits until tokenClient sets the
+// configured ones.
 func plainClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost:   8,
-		ResponseHeaderTimeout: 60 * time.Second,
-		IdleConnTimeout:       90 * time.Second,
-	}}
+	c := &http.Client{}
+	setPlain(c, defaultLimits)
+	return c
 }
 
-// tokenClient is an HTTP client that sends the organisation's token with
-// every request and gets a new one before it expires. The token endpoint
-// is found from the API itself: a request without a token is answered 401
-// with a challenge naming the protected resource metadata (RFC 9728),
-// which names the authorization server, whose metadata (RFC 8414) names
-// the token endpoint.
+// setPlain makes c a plain client of the bounds l.
+func setPlain(c *http.Client, l limits) {
+	c.Transport = &guard{base: l.transport(), max: l.MaxDownload, bound: "the -max-download bound",
+		idle: l.Idle, connect: l.Connect, header: l.Header}
+	c.CheckRedirect = redirects("")
+}
+
+// tokenClient is an HTTP client that sends the organisation's token to the
+// API's origin (LECTERN_URL's scheme, host and port) and nowhere else, and
+// gets a new one before it expires. The token endpoint is found from the
+// API itself: a request without a token is answered 401 with a challenge
+// naming the protected resource metadata (RFC 9728), which names the
+// authorization server, whose metadata (RFC 8414) names the token
+// endpoint; the client secret goes there and nowhere else. No client
+// follows a redirect off the origin its credential belongs to, and each
+// JSON answer is bounded (maxJSON). It sets plain's bounds to cfg's.
 func tokenClient(ctx context.Context, cfg clientConfig, plain *http.Client, scopes []string) (*http.Client, error) {
-	tokenURL, err := discoverTokenURL(ctx, plain, strings.TrimSuffix(cfg.URL, "/"))
+	l := cfg.Limits.orDefault()
+	setPlain(plain, l)
+	base := strings.TrimSuffix(cfg.URL, "/")
+	tokenURL, err := discoverTokenURL(ctx, plain, base)
 	if err != nil {
 		return nil, fmt.Errorf("find the token endpoint: %w", err)
 	}
+	jsonGuard := func(origin string) *guard {
+		return &guard{base: l.transport(), creds: []string{origin}, max: maxJSON, bound: "the bound of a JSON answer",
+			idle: l.Idle, connect: l.Connect, header: l.Header}
+	}
+	tokenOrigin, apiOrigin := originOf(tokenURL), originOf(base)
+	secretClient := &http.Client{Transport: jsonGuard(tokenOrigin), CheckRedirect: redirects(tokenOrigin)}
 	cc := clientcredentials.Config{ClientID: cfg.ClientID, ClientSecret: cfg.Secret, TokenURL: tokenURL,
 		Scopes: scopes, AuthStyle: oauth2.AuthStyleInHeader}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, plain)
-	ts := cc.TokenSource(ctx)
+	ts := cc.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, secretClient))
 	if _, err := ts.Token(); err != nil {
 		return nil, fmt.Errorf("get a token at %s: %w", tokenURL, err)
 	}
-	return oauth2.NewClient(ctx, ts), nil
+	// oauth2.NewClient's transport sets the token on every request,
+	// redirects to other hosts included: the guard under it refuses any
+	// but the API's origin, and the redirect policy says why first.
+	return &http.Client{Transport: &oauth2.Transport{Source: ts, Base: jsonGuard(apiOrigin)}, CheckRedirect: redirects(apiOrigin)}, nil
 }
 
 // discoverTokenURL finds the token endpoint of the API at base. Every
@@ -116,13 +136,10 @@ func secureURL(raw string) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("%q is not an absolute URL", raw)
 	}
-	if u.Scheme == "https" {
-		return nil
+	if err := secure(u); err != nil {
+		return fmt.Errorf("%w: the token's discovery and endpoint must be https (http only on a loopback host)", err)
 	}
-	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && (u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()) {
-		return nil
-	}
-	return fmt.Errorf("%s: the token's discovery and endpoint must be https (http only on a loopback host)", raw)
+	return nil
 }
 
 // wellKnown is the RFC 8414 metadata URL of the issuer iss: the well-known
@@ -174,6 +191,9 @@ func challengeParam(h, name string) string {
 	return ""
 }
 
+// maxMetadata is the most bytes of a discovery document.
+const maxMetadata = 1 << 20
+
 // getJSON GETs u and decodes its 200 JSON body into v.
 func getJSON(ctx context.Context, c *http.Client, u string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
@@ -188,5 +208,12 @@ func getJSON(ctx context.Context, c *http.Client, u string, v any) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadata+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxMetadata {
+		return fmt.Errorf("GET %s: the metadata is over %s", u, sizeOf(maxMetadata))
+	}
+	return json.Unmarshal(b, v)
 }

@@ -51,6 +51,13 @@ trips the enumeration alarm), checks every file against the bundle's manifest,
 and replaces a subject in DIR only whole. A second run with nothing changed
 bills nothing. Exit status: 0 complete, 3 stopped short (a quota spent; what it
 holds is kept and verified), 1 failure, 2 usage.
+
+Its token goes only to LECTERN_URL's scheme, host and port, its secret only to
+the token endpoint it finds; it speaks https only (plain http to a loopback
+host) and follows no redirect that leaves those. What a server can make it
+wait for or write is bounded: -timeout (the whole run, 1h), -connect-timeout,
+-header-timeout and -idle-timeout (seconds), -max-download (a download, 2GiB),
+a JSON answer (16 MiB), and a bundle's files (the sizes its manifest lists).
 `
 
 func main() {
@@ -93,6 +100,7 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	fs.BoolVar(&o.Media, "media", false, "also mint and download every asset of the subjects (spends the download quota and the hourly mint cap)")
 	fs.BoolVar(&o.JSON, "json", false, "end with a machine-readable summary on standard output")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress")
+	lim, timeout := limitFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: lectern sync [flags] DIR [flags]\n\nMirror every granted subject into DIR (see lectern help).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -126,7 +134,7 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintln(stderr, "lectern sync:", err)
 		return 2
 	}
-	cfg := clientConfig{URL: getenv("LECTERN_URL"), ClientID: getenv("LECTERN_CLIENT_ID"), Secret: getenv("LECTERN_CLIENT_SECRET")}
+	cfg := clientConfig{URL: getenv("LECTERN_URL"), ClientID: getenv("LECTERN_CLIENT_ID"), Secret: getenv("LECTERN_CLIENT_SECRET"), Limits: *lim}
 	if cfg.URL == "" || cfg.ClientID == "" || cfg.Secret == "" {
 		fmt.Fprintln(stderr, "lectern sync: set LECTERN_URL, LECTERN_CLIENT_ID and LECTERN_CLIENT_SECRET")
 		return 2
@@ -135,7 +143,7 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	if o.Quiet {
 		o.Progress = io.Discard
 	}
-	sum, err := syncDir(ctx, cfg, o)
+	sum, err := syncWithin(ctx, *timeout, cfg, o)
 	if errors.As(err, new(*usageError)) {
 		// A selection the organisation's grants or subjects cannot take:
 		// refused before any export, as a bad flag is.

@@ -53,6 +53,9 @@ func (s *syncer) media(ctx context.Context) error {
 			if !validLocation(it.Location) {
 				return fmt.Errorf("%s: media location %q is not a path under media/", ref, it.Location)
 			}
+			if it.Bytes < 0 {
+				return fmt.Errorf("%s: media %s of %d bytes", ref, it.MediaID, it.Bytes)
+			}
 			if st, err := os.Stat(filepath.Join(s.o.Dir, filepath.FromSlash(it.Location))); err == nil && st.Size() == it.Bytes {
 				s.sum.Media.Held++
 				continue
@@ -132,18 +135,19 @@ func (s *syncer) downloadMedia(ctx context.Context, items []mediaItem, urls []mi
 }
 
 // oneMedia downloads one asset into a part file under .lectern/tmp and
-// renames it into place once whole.
+// renames it into place once whole: never more than the bytes
+// media-manifest.json lists for it.
 func (s *syncer) oneMedia(ctx context.Context, it mediaItem, url string) error {
 	h := sha256.Sum256([]byte(it.MediaID))
 	part := s.m.path("tmp", "media-"+hex.EncodeToString(h[:8]))
 	etag := ""
 	for attempt := 0; attempt < 3; attempt++ {
 		var err error
-		etag, err = fetch(ctx, s.plain, url, part, etag, nil, nil)
+		etag, err = fetchSized(ctx, s.plain, url, part, etag, it.Bytes, nil, nil)
 		if err == nil {
 			break
 		}
-		if attempt == 2 || errors.Is(err, errLinkGone) || ctx.Err() != nil {
+		if attempt == 2 || errors.Is(err, errLinkGone) || errors.Is(err, errSize) || ctx.Err() != nil {
 			return fmt.Errorf("download %s: %w", it.MediaID, err)
 		}
 	}
