@@ -640,3 +640,19 @@ func TestByteSizeFlag(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
+
+// The bounds are in the help texts: lectern help names them, lectern sync
+// -h gives each flag with its default.
+func TestBoundsInHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	run(context.Background(), []string{"help"}, func(string) string { return "" }, &out, &errb)
+	run(context.Background(), []string{"sync", "-h"}, func(string) string { return "" }, &out, &errb)
+	help := out.String() + errb.String()
+	for _, want := range []string{"-timeout duration", "(default 1h0m0s)", "-connect-timeout duration", "(default 10s)",
+		"-header-timeout duration", "-idle-timeout duration", "-max-download bytes", "(default 2 GiB)", "16 MiB",
+		"LECTERN_URL's scheme, host and port", "https only"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("the help texts do not say %q", want)
+		}
+	}
+}

@@ -306,7 +306,7 @@ func limitFlags(fs *flag.FlagSet) (*limits, *time.Duration) {
 	fs.DurationVar(&l.Connect, "connect-timeout", l.Connect, "the longest wait for a connection and its TLS handshake")
 	fs.DurationVar(&l.Header, "header-timeout", l.Header, "the longest wait for an answer's header once a request is sent")
 	fs.DurationVar(&l.Idle, "idle-timeout", l.Idle, "the longest wait for the next bytes of an answer's body")
-	fs.Var((*byteSize)(&l.MaxDownload), "max-download", "the most bytes of one download (a zip export, a media asset); a download never passes its Content-Length nor, for media, the size media-manifest.json lists, and a JSON answer never passes "+sizeOf(maxJSON))
+	fs.Var((*byteSize)(&l.MaxDownload), "max-download", "the most `bytes` of one download, e.g. 512MiB (a download also stops at its Content-Length, a media asset at the size media-manifest.json lists; a JSON answer at "+sizeOf(maxJSON)+")")
 	return &l, &timeout
 }
 
