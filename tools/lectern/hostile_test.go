@@ -352,7 +352,7 @@ func endless(written *atomic.Int64, declared, stop int64) http.HandlerFunc {
 // Content-Length over -max-download.
 func TestEndlessDownload(t *testing.T) {
 	const bound = 4 << 20
-	const stop = 96 << 20
+	const stop = 128 << 20
 	plain := &http.Client{}
 	setPlain(plain, limits{MaxDownload: bound}.orDefault())
 	for _, tc := range []struct {
@@ -385,7 +385,9 @@ func TestEndlessDownload(t *testing.T) {
 				t.Errorf("the part holds %d bytes, want at most %d", st.Size(), tc.max)
 			}
 			srv.Close() // waits for the handler: what it wrote is final
-			if w := written.Load(); w > bound+(8<<20) {
+			// Past the bound, only what the sockets buffered (tcp_rmem's
+			// maximum is 32 MiB on Linux) may have left the server.
+			if w := written.Load(); w > bound+(40<<20) {
 				t.Errorf("the server wrote %d bytes before the client went", w)
 			}
 		})
@@ -401,7 +403,7 @@ func TestEndlessJSON(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"items":[{"slug":"`))
 		a := bytes.Repeat([]byte("a"), 64<<10)
-		for written.Load() < 96<<20 {
+		for written.Load() < 128<<20 {
 			n, err := w.Write(a)
 			written.Add(int64(n))
 			if err != nil {
@@ -415,7 +417,7 @@ func TestEndlessJSON(t *testing.T) {
 		t.Errorf("sync: %v, want the 16 MiB bound", err)
 	}
 	api.Close()
-	if w := written.Load(); w > maxJSON+(8<<20) {
+	if w := written.Load(); w > maxJSON+(40<<20) {
 		t.Errorf("the server wrote %d bytes before the client went", w)
 	}
 }
