@@ -82,7 +82,8 @@ func unpack(path, dir, subject string) (files int, bytes int64, err error) {
 		}
 	}
 	if free, err := freeBytes(filepath.Dir(dir)); err == nil && total > free {
-		return 0, 0, fmt.Errorf("the bundle's files are %d bytes, more than the %d free on the disk", total, free)
+		// ENOSPC: a local failure, which keeps the pending export (sync.go).
+		return 0, 0, fmt.Errorf("no space left: the bundle's files are %d bytes, more than the %d free on the disk: %w", total, free, syscall.ENOSPC)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, 0, err
