@@ -240,6 +240,8 @@ func (l *lockedBuffer) String() string {
 // signed links, a list cursor.
 type artefacts struct {
 	tok        string
+	learner    string // a learner's token (progress.read, progress.write)
+	progress   []byte // the learner's record as GET /v1/progress answered it
 	mediaLink  string // path and query
 	exportLink string
 	cursorPath string // the next page of a list
@@ -298,12 +300,32 @@ func mintArtefactsOf(t *testing.T, s *testStack, corpusDir, org string) artefact
 		t.Fatalf("a page of subjects: %d %s", r.status, r.body)
 	}
 	a.cursorPath = "/v1/subjects?tier=high&limit=1&cursor=" + page.NextCursor
+	a.learner = s.learnerToken(org, "learner-1", "progress.read", "progress.write")
+	if r := s.put("/v1/progress/"+lesson.ID, a.learner, `{"score":80}`); r.status != 200 {
+		t.Fatalf("progress write: %d %s", r.status, r.body)
+	}
+	r = s.get("GET", "/v1/progress", a.learner)
+	if r.status != 200 {
+		t.Fatalf("progress read: %d %s", r.status, r.body)
+	}
+	a.progress = r.body
 	for _, l := range []string{a.mediaLink, a.exportLink} {
 		if r := s.get("GET", l, ""); r.status != 200 {
 			t.Fatalf("download %s from the release that minted it: %d", l, r.status)
 		}
 	}
 	return a
+}
+
+// sameJSON reports whether a and b hold the same JSON value.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
 }
 
 // meters is org's meters as s's admin API reads them.
@@ -337,7 +359,12 @@ func checkArtefacts(t *testing.T, s *testStack, a artefacts) {
 	if r := s.get("GET", "/v1/tiers", a.tok); r.status != 200 {
 		t.Errorf("a token the previous release issued: %d %.200s", r.status, r.body)
 	}
-	calls := 1.0
+	// The learner's record reads the same (with the learner's token of
+	// the previous release).
+	if r := s.get("GET", "/v1/progress", a.learner); r.status != 200 || !sameJSON(r.body, a.progress) {
+		t.Errorf("the progress the previous release recorded: %d %s, was %s", r.status, r.body, a.progress)
+	}
+	calls := 2.0 // the tiers and the progress read
 	switch r := s.get("GET", a.cursorPath, a.tok); {
 	case r.status == 200:
 		calls++
@@ -524,8 +551,8 @@ func TestRollingUpgrade(t *testing.T) {
 	for org, tl := range map[string]*tally{"acme": &acme, "beta": &beta} {
 		m := meters(t, cur, org)
 		// Each organisation's calls before the load: mintArtefacts bills
-		// a mint, an export and a page.
-		if got, want := m["month.calls"], float64(tl.calls.Load()+3); got != want {
+		// a mint, an export, a page and a progress write and read.
+		if got, want := m["month.calls"], float64(tl.calls.Load()+5); got != want {
 			t.Errorf("%s: billed %v calls, answered %v", org, got, want)
 		}
 	}
