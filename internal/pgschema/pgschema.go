@@ -111,3 +111,32 @@ func drop(base, schema string) error {
 	}
 	return nil
 }
+
+// Terminate ends, as pg_terminate_backend does (an operator, a server
+// restart), every session of the database dsn names whose
+// application_name is app, and returns how many it ended, once they are
+// gone.
+func Terminate(t testing.TB, dsn, app string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // TestBilledOnceAcrossFailover (issue #33, point 1): two origins on one
@@ -38,17 +34,7 @@ func TestBilledOnceAcrossFailover(t *testing.T) {
 	}
 	lessons = lessons[:2] // under the enumeration alarm's 40%
 
-	h, err := wazero.New(context.Background(), edgeModule(t), wazero.Config{
-		Origins: []string{ps[0].OriginURL, ps[1].OriginURL}, Issuer: "https://idp.lectern.test",
-		JWKSURL: ps[0].IdPURL + "/.well-known/jwks.json", Audience: "lectern-api",
-		Secret: "a-test-secret-of-at-least-32-characters", ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource",
-		Instances: 2,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close(context.Background()) })
+	_, srv := peerEdge(t, []string{ps[0].OriginURL, ps[1].OriginURL}, ps[0].IdPURL, nil)
 
 	// What the clients were answered, in units.
 	var mu sync.Mutex

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -145,18 +144,7 @@ func wantDownload(t *testing.T, r response, want int) {
 // /metrics, as its exposition writes it after the name and labels.
 func bundleMetric(t *testing.T, s *testStack, series string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", s.AdminURL+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(scrape(t, s), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			return v
 		}

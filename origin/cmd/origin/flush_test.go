@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -26,17 +24,9 @@ func TestUsageFlushesReachEveryOrigin(t *testing.T) {
 	id, secret := ps[0].org(`{"orgId":"acme","contentGrants":["high"]}`, "content.read")
 	tok := ps[0].token(id, secret, "content.read")
 
-	h, err := wazero.New(context.Background(), edgeModule(t), wazero.Config{
-		Origins: []string{ps[0].OriginURL, ps[1].OriginURL}, Issuer: "https://idp.lectern.test",
-		JWKSURL: ps[0].IdPURL + "/.well-known/jwks.json", Audience: "lectern-api",
-		Secret: "a-test-secret-of-at-least-32-characters", ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource",
-		Instances: 1, Leases: true, UsageLog: filepath.Join(t.TempDir(), "usage.log"),
+	h, srv := peerEdge(t, []string{ps[0].OriginURL, ps[1].OriginURL}, ps[0].IdPURL, func(c *wazero.Config) {
+		c.Instances, c.Leases, c.UsageLog = 1, true, filepath.Join(t.TempDir(), "usage.log")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close(context.Background()) })
 
 	get := func(etag string) (int, string) {
 		t.Helper()
@@ -85,9 +75,8 @@ func TestUsageFlushesReachEveryOrigin(t *testing.T) {
 	}
 }
 
-// metric is the value of series (its name and labels as the exposition
-// writes them) on s's admin /metrics; 0 when it is absent.
-func metric(t *testing.T, s *testStack, series string) int {
+// scrape is s's admin /metrics, as its exposition writes it.
+func scrape(t *testing.T, s *testStack) string {
 	t.Helper()
 	req, _ := http.NewRequest("GET", s.AdminURL+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
@@ -96,8 +85,18 @@ func metric(t *testing.T, s *testStack, series string) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\d+)`).FindSubmatch(b)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// metric is the integer value of series on s's admin /metrics; 0 when
+// the series is absent (a counter never incremented).
+func metric(t *testing.T, s *testStack, series string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(scrape(t, s))
 	if m == nil {
 		return 0
 	}

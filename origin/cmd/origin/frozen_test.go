@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // TestPeersFrozenBehindEdge (issue #28, point 1): two origins on one
@@ -27,17 +23,7 @@ func TestPeersFrozenBehindEdge(t *testing.T) {
 	id, secret := ps[0].org(`{"orgId":"acme","contentGrants":["high"]}`, "content.read")
 	tok := ps[0].token(id, secret, "content.read")
 
-	h, err := wazero.New(context.Background(), edgeModule(t), wazero.Config{
-		Origins: []string{ps[0].OriginURL, ps[1].OriginURL}, Issuer: "https://idp.lectern.test",
-		JWKSURL: ps[0].IdPURL + "/.well-known/jwks.json", Audience: "lectern-api",
-		Secret: "a-test-secret-of-at-least-32-characters", ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource",
-		Instances: 2,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); h.Close(context.Background()) })
+	_, srv := peerEdge(t, []string{ps[0].OriginURL, ps[1].OriginURL}, ps[0].IdPURL, nil)
 
 	var done, failed atomic.Int64
 	var slowest atomic.Int64 // ns

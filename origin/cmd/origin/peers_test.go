@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
+	"github.com/lectern-api/lectern/worker/wazero"
 )
 
 // Issue #14: several origins on one PostgreSQL database, each a process
@@ -96,6 +99,29 @@ func startPeers(t *testing.T, db *peerDB, dirs ...string) []*peer {
 		}
 	}
 	return ps
+}
+
+// peerEdge is an edge (the module under the wazero host, as
+// worker/cmd/edge runs it) in front of origins, on a real listener, its
+// keys from the identity provider at idp (every peer's serves the same);
+// adjust, when set, changes its configuration. Both end with the test.
+func peerEdge(t *testing.T, origins []string, idp string, adjust func(*wazero.Config)) (*wazero.Host, *httptest.Server) {
+	t.Helper()
+	cfg := wazero.Config{
+		Origins: origins, Issuer: "https://idp.lectern.test", JWKSURL: idp + "/.well-known/jwks.json", Audience: "lectern-api",
+		Secret: "a-test-secret-of-at-least-32-characters", ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource",
+		Instances: 2,
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	h, err := wazero.New(context.Background(), edgeModule(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close(context.Background()) })
+	return h, srv
 }
 
 // peerClient is an HTTP client whose requests give up after 20 s.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -437,16 +436,9 @@ func TestRollingUpgrade(t *testing.T) {
 	jwks := cur.IdPURL + "/.well-known/jwks.json"
 
 	// This release's edge, in-process, leases on.
-	h, err := wazero.New(context.Background(), edgeModule(t), wazero.Config{
-		Origins: []string{old.OriginURL, cur.OriginURL}, Issuer: "https://idp.lectern.test", JWKSURL: jwks, Audience: "lectern-api",
-		Secret: "a-test-secret-of-at-least-32-characters", ResourceMetadata: "http://edge.test/.well-known/oauth-protected-resource",
-		Instances: 2, Leases: true, UsageLog: filepath.Join(t.TempDir(), "usage.log"),
+	h, newEdge := peerEdge(t, []string{old.OriginURL, cur.OriginURL}, cur.IdPURL, func(c *wazero.Config) {
+		c.Leases, c.UsageLog = true, filepath.Join(t.TempDir(), "usage.log")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	newEdge := httptest.NewServer(h)
-	t.Cleanup(func() { newEdge.Close(); h.Close(context.Background()) })
 	// The previous release's edge, a child process.
 	oldEdgeAddr := freeAddr(t)
 	cmd := exec.Command(p.edge)

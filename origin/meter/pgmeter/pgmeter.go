@@ -733,21 +733,18 @@ func (p *pool) put(c *pgx.Conn) {
 func (p *pool) reset() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	for {
-		select {
-		case c := <-p.idle:
-			c.Close(ctx)
-			<-p.slots
-		default:
-			return
-		}
-	}
+	p.drain(ctx)
 }
 
 func (p *pool) close(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
+	p.drain(ctx)
+}
+
+// drain closes the idle connections, giving back their slots.
+func (p *pool) drain(ctx context.Context) {
 	for {
 		select {
 		case c := <-p.idle:

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
@@ -45,19 +43,10 @@ func TestReadsSurviveKilledBackends(t *testing.T) {
 		return errs
 	}
 	read() // the pool holds several connections now
-	admin, err := pgxpool.New(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	var killed int
-	if err := admin.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, name).Scan(&killed); err != nil {
-		t.Fatal(err)
-	}
+	killed := pgschema.Terminate(t, dsn, name)
 	if killed < 2 {
 		t.Fatalf("killed %d backends, want the pool's several", killed)
 	}
-	time.Sleep(100 * time.Millisecond) // the terminations land
 	for i, err := range read() {
 		if err != nil {
 			t.Errorf("read %d after %d backends were killed: %v", i, killed, err)
