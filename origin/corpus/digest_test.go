@@ -168,3 +168,40 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	})
 }
+
+// The corpus's ContentDigest covers every file but corpus.json: the same
+// files under another declared version digest the same, and one changed
+// byte anywhere moves it (issue #35, point 8: a reload is refused when the
+// version stays and the digest moves).
+func TestCorpusContentDigest(t *testing.T) {
+	a, err := corpus.Load(generated(t, "2026-11-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirB := generated(t, "2026-12-01")
+	b, err := corpus.Load(dirB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !digestRE.MatchString(a.ContentDigest) || a.ContentDigest != b.ContentDigest || a.ContentVersion == b.ContentVersion {
+		t.Fatalf("same files under %s and %s: digests %q and %q, want one sha256:<64 hex>", a.ContentVersion, b.ContentVersion, a.ContentDigest, b.ContentDigest)
+	}
+	for _, f := range []string{"tiers.json", "subjects.json", "lessons/" + b.Subjects[0].Ref() + ".json"} {
+		p := filepath.Join(dirB, filepath.FromSlash(f))
+		old, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, append(old, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := corpus.Load(dirB)
+		if err != nil {
+			t.Fatalf("%s with a trailing line break: %v", f, err)
+		}
+		if c.ContentDigest == b.ContentDigest || c.ContentVersion != b.ContentVersion {
+			t.Errorf("%s changed: digest %s, version %s; want another digest, the same version", f, c.ContentDigest, c.ContentVersion)
+		}
+		b = c
+	}
+}

@@ -66,6 +66,7 @@ func Load(dir string) (c *Corpus, err error) {
 }
 
 func load(dir string) (*Corpus, error) {
+	var sums fileSums
 	read := func(name string) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -73,6 +74,9 @@ func load(dir string) (*Corpus, error) {
 		}
 		if err != nil {
 			return nil, errf(name, "", "%v", err)
+		}
+		if name != "corpus.json" {
+			sums.add(name, b)
 		}
 		return b, nil
 	}
@@ -163,6 +167,7 @@ func load(dir string) (*Corpus, error) {
 			return nil, errf("corpus.json", "counts."+k.name, "says %d but the corpus has %d", *k.want, k.got)
 		}
 	}
+	c.ContentDigest = sums.digest(man.Files)
 	return c, nil
 }
 

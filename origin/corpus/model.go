@@ -7,6 +7,11 @@ type Corpus struct {
 	Dir            string
 	Format         string
 	ContentVersion string // <date>+<hash>, from corpus.json
+	// ContentDigest is "sha256:" and the hex SHA-256 of every file but
+	// corpus.json (filedigest.go): what the corpus holds, whatever
+	// version it declares. A reload compares it with the served corpus's
+	// to refuse new content under the served version (origin/corpus/follow).
+	ContentDigest string
 
 	// Tiers present in tiers.json, in canonical order (topics, college,
 	// high, middle, primary), each with its subjects ordered by name.

@@ -212,6 +212,13 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 		c.settle()
 		return "", err
 	}
+	if err := sameVersionOtherContent(dir, ct, c.Content()); err != nil {
+		c.cfg.Log.Warn("origin: a corpus reload was refused: same contentVersion, other content; nothing changed", "dir", dir,
+			"contentVersion", ct.ContentVersion, "digest", ct.ContentDigest, "served", c.Content().ContentDigest)
+		ct = nil // garbage, for settle
+		c.settle()
+		return "", err
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	rec := store.CorpusRecord{Dir: dir, ContentVersion: ct.ContentVersion, LoadedAt: time.Now()}
@@ -232,6 +239,24 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 			c.leases.TTL().String()+". The cause is in the origin's log.")
 	}
 	return ct.ContentVersion, nil
+}
+
+// sameVersionOtherContent refuses next, loaded from dir, when it declares
+// the contentVersion served but holds other content (another
+// ContentDigest): clients (lectern sync, ETags, cursors) go by the
+// version, so every mirror would stay on the old text, and bill nothing,
+// while the API served the new one. A reload of the same content (the
+// same directory again, or a copy) is accepted. Nil when next may be
+// swapped in; else 400 BAD_REQUEST naming dir.
+func sameVersionOtherContent(dir string, next, served *server.Content) *apierr.Error {
+	if served == nil || next.ContentVersion != served.ContentVersion || next.ContentDigest == served.ContentDigest {
+		return nil
+	}
+	return &apierr.Error{Code: apierr.BadRequest, Parameter: "dir",
+		Message: "The corpus in " + dir + " declares contentVersion " + next.ContentVersion +
+			", the version served, but its content differs (digest " + next.ContentDigest + ", served " +
+			served.ContentDigest + "); nothing was changed. The contentVersion must move whenever the content changes " +
+			"(clients re-pull only when it does): give corpus.json a new contentVersion and reload."}
 }
 
 // revokeAll takes back every edge lease once a corpus is swapped in:
