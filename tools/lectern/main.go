@@ -40,6 +40,7 @@ Usage:
   lectern help                 this text
   lectern -version             its release and commit (CHANGELOG.md)
   lectern sync [flags] DIR     mirror every granted subject into DIR (flags: lectern sync -h)
+  lectern check [-json] DIR    verify DIR against its manifests, offline; exit 1 on a difference
 
 Environment:
   LECTERN_URL            the API's base URL (the edge in production), e.g. https://api.example
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "-version", "--version", "version":
 		fmt.Fprintln(stdout, cmdline.Version("lectern"))
 		return 0
+	case "check":
+		return runCheck(args[1:], stdout, stderr)
 	case "sync":
 		return runSync(ctx, args[1:], getenv, stdout, stderr)
 	}
@@ -100,6 +103,7 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	fs.BoolVar(&o.Media, "media", false, "also mint and download every asset of the subjects (spends the download quota and the hourly mint cap)")
 	fs.BoolVar(&o.JSON, "json", false, "end with a machine-readable summary on standard output")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress")
+	fs.BoolVar(&o.Verify, "verify", false, "rehash every file held before taking a subject as unchanged (without it: each file's size and modification time); a damaged subject is exported again, billed, said first")
 	lim, timeout := limitFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: lectern sync [flags] DIR [flags]\n\nMirror every granted subject into DIR (see lectern help).\n\nFlags:\n")

@@ -47,6 +47,22 @@ type heldSubject struct {
 	Object         string `json:"object"` // its directory under .lectern/objects
 	Files          int    `json:"files"`
 	Bytes          int64  `json:"bytes"`
+	// Classes is the subject's classCount when it was exported: what a
+	// new export of it bills in downloads (0 in older state files).
+	Classes int `json:"classes,omitempty"`
+	// Manifest is the sha256 of the subject's manifest.json as installed.
+	Manifest string `json:"manifest,omitempty"`
+	// Stamps are each file's size and modification time as installed, by
+	// name (manifest.json included): a run compares them to notice a file
+	// changed or removed locally without reading it. Absent in older state
+	// files: a run records them once the sizes match the manifest.
+	Stamps map[string]fileStamp `json:"stamps,omitempty"`
+}
+
+// fileStamp is a file's size and modification time (Unix nanoseconds).
+type fileStamp struct {
+	Size  int64 `json:"size"`
+	Mtime int64 `json:"mtime"`
 }
 
 // pendingExport is an export whose bundle is not yet verified.
@@ -87,26 +103,36 @@ func openMirror(dir string) (*mirror, error) {
 		return nil, fmt.Errorf("another lectern sync holds %s", dir)
 	}
 	m := &mirror{dir: dir, lockF: f}
-	b, err := os.ReadFile(m.path("state.json"))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		m.st = state{Version: 1}
-	case err != nil:
+	st, err := readState(m.path("state.json"))
+	if err != nil {
 		m.Close()
 		return nil, err
+	}
+	m.st = st
+	return m, nil
+}
+
+// readState reads the state file at path; a mirror without one holds
+// nothing.
+func readState(path string) (state, error) {
+	st := state{Version: 1}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return st, err
 	default:
-		if err := json.Unmarshal(b, &m.st); err != nil || m.st.Version != 1 {
-			m.Close()
-			return nil, fmt.Errorf("%s is not a state file of this lectern (%v)", m.path("state.json"), err)
+		if err := json.Unmarshal(b, &st); err != nil || st.Version != 1 {
+			return st, fmt.Errorf("%s is not a state file of this lectern (%v)", path, err)
 		}
 	}
-	if m.st.Subjects == nil {
-		m.st.Subjects = map[string]*heldSubject{}
+	if st.Subjects == nil {
+		st.Subjects = map[string]*heldSubject{}
 	}
-	if m.st.Pending == nil {
-		m.st.Pending = map[string]*pendingExport{}
+	if st.Pending == nil {
+		st.Pending = map[string]*pendingExport{}
 	}
-	return m, nil
+	return st, nil
 }
 
 // path is name under the mirror's .lectern directory.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,8 +33,11 @@ type syncOptions struct {
 	Prune           bool
 	Media           bool
 	JSON, Quiet     bool
-	Progress        io.Writer // where progress goes (a terminal gets bars)
-	now             func() time.Time
+	// Verify rehashes every file held before taking a subject as
+	// unchanged (without it: each file's size and modification time).
+	Verify   bool
+	Progress io.Writer // where progress goes (a terminal gets bars)
+	now      func() time.Time
 }
 
 // summary is what a sync did, printed at its end (-json: as JSON).
@@ -46,6 +50,7 @@ type summary struct {
 		Unchanged int `json:"unchanged"` // kept: same content digest
 		Outside   int `json:"outside"`   // held outside -tier/-subject: kept as they were
 		Removed   int `json:"removed"`   // removed: RemovedSubjects says why
+		Repaired  int `json:"repaired"`  // held, changed or removed locally: exported again
 	} `json:"subjects"`
 	RemovedSubjects []removal `json:"removedSubjects,omitempty"`
 	Files           struct {
@@ -109,8 +114,12 @@ type syncer struct {
 	api   *apiClient
 	plain *http.Client
 	sum   summary
-	ver   string  // the contentVersion of this run
-	lic   license // the licence status at the start of this run
+	ver   string // the contentVersion of this run
+	// inspected are the subjects held inspected this run (present), with
+	// their differences.
+	inspected map[string][]difference
+	stamped   bool    // a subject's stamps were recorded: the state is to be saved
+	lic       license // the licence status at the start of this run
 }
 
 // syncDir mirrors the granted subjects into o.Dir.
@@ -188,6 +197,11 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 				s.sum.Subjects.Unchanged++
 			} else {
 				s.sum.Subjects.Outside++
+			}
+		}
+		if s.stamped {
+			if err := m.save(); err != nil {
+				return fmt.Errorf("write the state: %w", err)
 			}
 		}
 		s.sum.Complete = true
@@ -367,10 +381,17 @@ func (s *syncer) listSubjects(ctx context.Context) ([]subject, error) {
 func (s *syncer) subject(ctx context.Context, sub subject) error {
 	st := &s.m.st
 	ref := sub.ref()
-	if h := st.Subjects[ref]; h != nil && sub.ContentDigest != "" && h.Digest == sub.ContentDigest && s.present(ref, h) {
-		h.ContentVersion = s.ver
-		s.sum.Subjects.Unchanged++
-		return nil
+	if h := st.Subjects[ref]; h != nil && sub.ContentDigest != "" && h.Digest == sub.ContentDigest {
+		diffs := s.damage(ref, h)
+		if len(diffs) == 0 {
+			h.ContentVersion = s.ver
+			s.sum.Subjects.Unchanged++
+			return nil
+		}
+		// Damaged here: this client keeps no bundle, so the repair is a
+		// new export, billed; said before it is made.
+		s.sum.Subjects.Repaired++
+		s.warn("%s: %s; re-export bills %s", ref, damageLine(diffs), exportCost(sub.ClassCount))
 	}
 	if p := st.Pending[ref]; p != nil && p.Object != "" && p.Digest == sub.ContentDigest && p.ContentVersion == s.ver {
 		if _, err := os.Stat(filepath.Join(s.m.path("objects", p.Object), "manifest.json")); err == nil {
@@ -568,7 +589,16 @@ func (s *syncer) swap(sub subject, object string, files int, bytes int64) error 
 		return err
 	}
 	old := st.Subjects[ref]
-	st.Subjects[ref] = &heldSubject{Digest: sub.ContentDigest, ContentVersion: s.ver, Object: object, Files: files, Bytes: bytes}
+	h := &heldSubject{Digest: sub.ContentDigest, ContentVersion: s.ver, Object: object, Files: files, Bytes: bytes, Classes: sub.ClassCount}
+	if raw, err := os.ReadFile(filepath.Join(s.m.path("objects", object), "manifest.json")); err == nil {
+		h.Manifest = sha256Hex(raw)
+	}
+	// The files' stamps as installed: a later run notices a change by them.
+	if _, stamps := inspectSubject(s.o.Dir, ref, h, false); stamps != nil {
+		h.Stamps = stamps
+	}
+	st.Subjects[ref] = h
+	delete(s.inspected, ref)
 	delete(st.Pending, ref)
 	if err := s.m.save(); err != nil {
 		return err
@@ -630,14 +660,30 @@ func (s *syncer) link(ref, object string) error {
 	return syncDirEntry(filepath.Dir(dst))
 }
 
-// present reports whether the subject ref is in the mirror as h says.
+// present reports whether the subject ref is in the mirror as h says:
+// its link, and each file as installed (inspectSubject: by size and
+// modification time, rehashed with -verify). A state without the files'
+// stamps gets them once the files pass.
 func (s *syncer) present(ref string, h *heldSubject) bool {
-	t, err := os.Readlink(filepath.Join(s.o.Dir, filepath.FromSlash(ref)))
-	if err != nil || filepath.Base(t) != h.Object {
-		return false
+	return len(s.damage(ref, h)) == 0
+}
+
+// damage is how the subject ref differs from h in the mirror, inspected
+// once a run.
+func (s *syncer) damage(ref string, h *heldSubject) []difference {
+	if s.inspected == nil {
+		s.inspected = map[string][]difference{}
 	}
-	_, err = os.Stat(filepath.Join(s.m.path("objects", h.Object), "manifest.json"))
-	return err == nil
+	if d, ok := s.inspected[ref]; ok {
+		return d
+	}
+	diffs, stamps := inspectSubject(s.o.Dir, ref, h, s.o.Verify)
+	if len(diffs) == 0 && stamps != nil && !maps.Equal(stamps, h.Stamps) {
+		h.Stamps = stamps // saved with the state
+		s.stamped = true
+	}
+	s.inspected[ref] = diffs
+	return diffs
 }
 
 // remove takes a subject out of the mirror: its link, then its files.
@@ -673,6 +719,41 @@ func (s *syncer) say(format string, args ...any) {
 	if s.o.Progress != nil && !s.o.JSON {
 		fmt.Fprintf(s.o.Progress, "lectern sync: "+format+"\n", args...)
 	}
+}
+
+// warn writes a line the user must see before it happens (what a repair
+// bills), unless -quiet; -json does not silence it.
+func (s *syncer) warn(format string, args ...any) {
+	if s.o.Progress != nil {
+		fmt.Fprintf(s.o.Progress, "lectern sync: "+format+"\n", args...)
+	}
+}
+
+// damageLine says what differs in a subject, e.g. "2 files changed
+// locally, 1 missing".
+func damageLine(diffs []difference) string {
+	n := map[string]int{}
+	for _, d := range diffs {
+		n[d.Kind]++
+	}
+	var parts []string
+	for _, k := range []string{diffChanged, diffMissing, diffExtra} {
+		if n[k] == 0 {
+			continue
+		}
+		noun := "files"
+		if n[k] == 1 {
+			noun = "file"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s %s", n[k], noun, k))
+	}
+	return strings.Join(parts, ", ") + " locally"
+}
+
+// exportCost is what a subject export of a subject of classes classes
+// bills (spec: 1 call, 1 export, a download per class).
+func exportCost(classes int) string {
+	return fmt.Sprintf("1 export, %d downloads and 1 call", classes)
 }
 
 // isTerminal reports whether w is a terminal.
