@@ -13,7 +13,8 @@
 //
 // Exit status: 0 when the mirror is complete; 3 when it stopped cleanly
 // short of complete (a quota spent, an hourly cap too far off), holding
-// what it verified; 1 on any other failure; 2 on a usage error.
+// what it verified; 1 on any other failure; 2 on a usage error; 130 when
+// SIGINT interrupted it (143: SIGTERM), the state left consistent.
 package main
 
 import (
@@ -23,9 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/lectern-api/lectern/internal/cmdline"
 )
@@ -51,7 +50,8 @@ lectern sync takes whole subjects as zip exports (never lesson by lesson, which
 trips the enumeration alarm), checks every file against the bundle's manifest,
 and replaces a subject in DIR only whole. A second run with nothing changed
 bills nothing. Exit status: 0 complete, 3 stopped short (a quota spent; what it
-holds is kept and verified), 1 failure, 2 usage.
+holds is kept and verified), 1 failure, 2 usage, 130 interrupted (Ctrl-C: the
+step under way is abandoned or ends, DIR is left consistent; run it again).
 
 Its token goes only to LECTERN_URL's scheme, host and port, its secret only to
 the token endpoint it finds; it speaks https only (plain http to a loopback
@@ -62,7 +62,7 @@ a JSON answer (16 MiB), and a bundle's files (the sizes its manifest lists).
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(context.Background()) // interrupt.go
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -148,6 +148,7 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 		o.Progress = io.Discard
 	}
 	sum, err := syncWithin(ctx, *timeout, cfg, o)
+	in := interruptedRun(ctx, err, &sum)
 	if errors.As(err, new(*usageError)) {
 		// A selection the organisation's grants or subjects cannot take:
 		// refused before any export, as a bad flag is.
@@ -161,6 +162,9 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	var stopped *stoppedError
 	switch {
+	case in != nil:
+		fmt.Fprintf(stderr, "lectern sync: %s: %s is consistent; run lectern sync again to go on\n", in, o.Dir)
+		return in.code()
 	case errors.As(err, &stopped):
 		fmt.Fprintln(stderr, "lectern sync: stopped:", stopped.Reason)
 		return exitStopped

@@ -93,12 +93,16 @@ func (s summary) line() string {
 	if !s.Complete {
 		state = "incomplete"
 	}
+	version := s.ContentVersion
+	if version == "" {
+		version = "no contentVersion yet"
+	}
 	outside := ""
 	if s.Subjects.Outside > 0 {
 		outside = fmt.Sprintf(", %d outside the selection", s.Subjects.Outside)
 	}
 	return fmt.Sprintf("lectern sync: %s at %s: %d subjects held (%d fetched, %d unchanged%s, %d removed), %d media fetched, %d bytes; billed: %s",
-		state, s.ContentVersion, s.Subjects.Held, s.Subjects.Fetched, s.Subjects.Unchanged, outside, s.Subjects.Removed, s.Media.Fetched, s.Bytes, strings.Join(b, ", "))
+		state, version, s.Subjects.Held, s.Subjects.Fetched, s.Subjects.Unchanged, outside, s.Subjects.Removed, s.Media.Fetched, s.Bytes, strings.Join(b, ", "))
 }
 
 func writeSummary(w io.Writer, s summary) {
@@ -120,6 +124,7 @@ type syncer struct {
 	inspected map[string][]difference
 	stamped   bool    // a subject's stamps were recorded: the state is to be saved
 	lic       license // the licence status at the start of this run
+	prog      progress
 }
 
 // syncDir mirrors the granted subjects into o.Dir.
@@ -130,6 +135,10 @@ func syncDir(ctx context.Context, cfg clientConfig, o syncOptions) (summary, err
 	s := &syncer{o: o, plain: plainClient()}
 	s.sum.Billed = map[string]int64{}
 	err := s.run(ctx, cfg)
+	if s.sum.ContentVersion == "" && s.m != nil {
+		// The licence was not read: the version DIR holds.
+		s.sum.ContentVersion = s.m.st.ContentVersion
+	}
 	if err != nil {
 		var stopped *stoppedError
 		if errors.As(err, &stopped) {
@@ -205,6 +214,7 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 			}
 		}
 		s.sum.Complete = true
+		s.progressAll(s.sum.Subjects.Unchanged)
 		s.say("up to date at %s: %d subjects; nothing billed", s.ver, len(st.Subjects))
 		return nil
 	}
@@ -248,10 +258,16 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 			delete(st.Pending, ref)
 		}
 	}
+	s.prog = progress{total: len(subjects)}
 	for _, sub := range subjects {
+		if err := stopIfInterrupted(ctx); err != nil {
+			return s.saveAfter(err)
+		}
+		fetched := s.sum.Subjects.Fetched
 		if err := s.subject(ctx, sub); err != nil {
 			return s.saveAfter(err)
 		}
+		s.progressed(fetched)
 	}
 	// A selection of a mirror current as a whole leaves it current as a
 	// whole: nothing outside the selection moved at this contentVersion.
