@@ -103,6 +103,7 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	fs.BoolVar(&o.Media, "media", false, "also mint and download every asset of the subjects (spends the download quota and the hourly mint cap)")
 	fs.BoolVar(&o.JSON, "json", false, "end with a machine-readable summary on standard output")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "say what a run would do with each subject (fetch, repair, unchanged, remove) and what it would bill, asking only the unmetered GET /v1/license: nothing changed, nothing billed")
 	fs.BoolVar(&o.Verify, "verify", false, "rehash every file held before taking a subject as unchanged (without it: each file's size and modification time); a damaged subject is exported again, billed, said first")
 	lim, timeout := limitFlags(fs)
 	fs.Usage = func() {

@@ -35,7 +35,9 @@ type syncOptions struct {
 	JSON, Quiet     bool
 	// Verify rehashes every file held before taking a subject as
 	// unchanged (without it: each file's size and modification time).
-	Verify   bool
+	Verify bool
+	// DryRun plans the run without a billed call (dryrun.go).
+	DryRun   bool
 	Progress io.Writer // where progress goes (a terminal gets bars)
 	now      func() time.Time
 }
@@ -67,8 +69,10 @@ type summary struct {
 	// client of the organisation would show here too).
 	Billed   map[string]int64 `json:"billed"`
 	Complete bool             `json:"complete"`
-	Stopped  string           `json:"stopped,omitempty"`
-	Error    string           `json:"error,omitempty"`
+	// DryRun is a dry run's plan (-dry-run): nothing was done.
+	DryRun  *dryRun `json:"dryRun,omitempty"`
+	Stopped string  `json:"stopped,omitempty"`
+	Error   string  `json:"error,omitempty"`
 }
 
 // removal is a subject the run took out of the mirror, and why.
@@ -85,6 +89,9 @@ const (
 )
 
 func (s summary) line() string {
+	if s.DryRun != nil {
+		return s.dryRunText()
+	}
 	b := make([]string, 0, 4)
 	for _, m := range []string{"calls", "exports", "downloads"} {
 		b = append(b, fmt.Sprintf("%s %d", m, s.Billed[m]))
@@ -151,11 +158,20 @@ func syncDir(ctx context.Context, cfg clientConfig, o syncOptions) (summary, err
 }
 
 func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
-	m, err := openMirror(s.o.Dir)
-	if err != nil {
-		return err
+	var m *mirror
+	var err error
+	if s.o.DryRun {
+		// Read only: no directory made, no lock taken.
+		m = &mirror{dir: s.o.Dir}
+		if m.st, err = readState(m.path("state.json")); err != nil {
+			return err
+		}
+	} else {
+		if m, err = openMirror(s.o.Dir); err != nil {
+			return err
+		}
+		defer m.Close()
 	}
-	defer m.Close()
 	s.m = m
 	scopes := []string{"service-api/content.read", "service-api/content.export"}
 	if s.o.Media {
@@ -190,6 +206,10 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	// A selection no grant covers is refused before anything is billed.
 	if err := s.o.checkGranted(before.ContentGrants); err != nil {
 		return err
+	}
+	if s.o.DryRun {
+		s.plan(before)
+		return nil
 	}
 	filter, whole := s.o.filter(), s.o.filter() == wholeFilter
 	st := &m.st
