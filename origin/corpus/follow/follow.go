@@ -212,13 +212,23 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 		c.settle()
 		return "", err
 	}
-	if err := sameVersionOtherContent(dir, ct, c.Content()); err != nil {
+	served := c.Content()
+	if rec := c.record(ctx); rec != nil && rec.ContentVersion == ct.ContentVersion && rec.ContentVersion != served.ContentVersion {
+		// This origin has not followed the record yet: the other origins
+		// serve the recorded directory under that version, and would not
+		// load this one.
+		if rc, err := corpus.Load(rec.Dir); err == nil && rc.ContentVersion == rec.ContentVersion {
+			served = &server.Content{Corpus: rc}
+		}
+	}
+	if err := sameVersionOtherContent(dir, ct, served); err != nil {
 		c.cfg.Log.Warn("origin: a corpus reload was refused: same contentVersion, other content; nothing changed", "dir", dir,
-			"contentVersion", ct.ContentVersion, "digest", ct.ContentDigest, "served", c.Content().ContentDigest)
-		ct = nil // garbage, for settle
+			"contentVersion", ct.ContentVersion, "digest", ct.ContentDigest, "served", served.ContentDigest, "servedDir", served.Dir)
+		ct, served = nil, nil // garbage, for settle
 		c.settle()
 		return "", err
 	}
+	served = nil
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	rec := store.CorpusRecord{Dir: dir, ContentVersion: ct.ContentVersion, LoadedAt: time.Now()}

@@ -388,3 +388,61 @@ func (h *heldCorpus) waitOpened(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Issue #35, point 8: a reload declaring the version of the record with
+// other content is refused on an origin that has not followed the record
+// yet (it serves the previous version): the other origins serve the
+// recorded directory under that version and would never load this one.
+func TestReloadRefusedAgainstTheRecord(t *testing.T) {
+	storeA, storeB := twoOrigins(t, "sqlite")
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus1"), 1)
+	a := open(t, Config{Store: storeA(), Dir: filepath.Join(dir, "corpus1")})
+	b := open(t, Config{Store: storeB(), Dir: filepath.Join(dir, "corpus1")}) // not following
+	v2 := writeCorpus(t, filepath.Join(dir, "corpus2"), 2)
+	if got, err := a.Reload(t.Context(), filepath.Join(dir, "corpus2")); err != nil || got != v2 {
+		t.Fatalf("reload on A: %s, %v", got, err)
+	}
+	edited := filepath.Join(dir, "edited")
+	writeCorpus(t, edited, 2)
+	p := filepath.Join(edited, "tiers.json")
+	old, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(old), `"label": "Topics"`, `"label": "Topics, revised"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v1 := version(b)
+	_, err := b.Reload(t.Context(), edited)
+	if e := (*apierr.Error)(nil); !errors.As(err, &e) || e.Code != apierr.BadRequest || !strings.Contains(e.Message, "contentVersion must move") {
+		t.Fatalf("reload on B of other content under the recorded %s: %v, want BAD_REQUEST", v2, err)
+	}
+	if rec, _ := storeB().Corpus(t.Context()); rec.Dir != filepath.Join(dir, "corpus2") || version(b) != v1 {
+		t.Errorf("after the refusal: record %+v, B serves %s; want corpus2 recorded, B on %s", rec, version(b), v1)
+	}
+	// The same content as the record's is accepted.
+	if got, err := b.Reload(t.Context(), filepath.Join(dir, "corpus2")); err != nil || got != v2 {
+		t.Errorf("reload on B of the recorded corpus: %s, %v", got, err)
+	}
+}
+
+// On the origin itself: the served version with other content is
+// refused, the same content again accepted.
+func TestReloadRefusedAgainstTheServed(t *testing.T) {
+	dir := t.TempDir()
+	writeCorpus(t, filepath.Join(dir, "corpus1"), 1)
+	c := open(t, Config{Store: openSQLite(t), Dir: filepath.Join(dir, "corpus1")})
+	v1 := version(c)
+	edited := filepath.Join(dir, "edited")
+	writeCorpus(t, edited, 1)
+	if got, err := c.Reload(t.Context(), edited); err != nil || got != v1 {
+		t.Fatalf("reload of a copy: %s, %v", got, err)
+	}
+	p := filepath.Join(edited, "subjects.json")
+	old, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, append(old, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Reload(t.Context(), edited)
+	if e := (*apierr.Error)(nil); !errors.As(err, &e) || e.Code != apierr.BadRequest || e.Parameter != "dir" {
+		t.Fatalf("reload of other content under %s: %v, want BAD_REQUEST on dir", v1, err)
+	}
+}
