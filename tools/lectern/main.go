@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/lectern-api/lectern/internal/cmdline"
 )
@@ -104,6 +105,7 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	fs.BoolVar(&o.JSON, "json", false, "end with a machine-readable summary on standard output")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "say what a run would do with each subject (fetch, repair, unchanged, remove) and what it would bill, asking only the unmetered GET /v1/license: nothing changed, nothing billed")
+	fs.DurationVar(&o.KeepPrevious, "keep-previous", 5*time.Minute, "keep a subject's previous copy this long after its link moves to the new one (or it leaves DIR), for readers that resolved the link before; a later run removes it (0: at once)")
 	fs.BoolVar(&o.Verify, "verify", false, "rehash every file held before taking a subject as unchanged (without it: each file's size and modification time); a damaged subject is exported again, billed, said first")
 	lim, timeout := limitFlags(fs)
 	fs.Usage = func() {

@@ -38,6 +38,16 @@ type state struct {
 	// reused while valid, so a run killed mid-download resumes without
 	// exporting (and billing) again.
 	Pending map[string]*pendingExport `json:"pending"`
+	// Retired are the objects subjects' links named before a swap or a
+	// removal, kept for the readers that resolved a link before it moved
+	// until Until (-keep-previous), then removed by a run (keep.go).
+	Retired []retiredObject `json:"retired,omitempty"`
+}
+
+// retiredObject is an object no link names any more, kept a while.
+type retiredObject struct {
+	Object string    `json:"object"`
+	Until  time.Time `json:"until"`
 }
 
 // heldSubject is a subject the mirror holds, verified.

@@ -36,6 +36,10 @@ type syncOptions struct {
 	// Verify rehashes every file held before taking a subject as
 	// unchanged (without it: each file's size and modification time).
 	Verify bool
+	// KeepPrevious is how long a subject's previous copy stays after its
+	// link moves (or the subject leaves), for readers that resolved the
+	// link before (keep.go); 0: removed at once.
+	KeepPrevious time.Duration
 	// DryRun plans the run without a billed call (dryrun.go).
 	DryRun   bool
 	Progress io.Writer // where progress goes (a terminal gets bars)
@@ -210,6 +214,12 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	if s.o.DryRun {
 		s.plan(before)
 		return nil
+	}
+	// Previous copies whose grace has passed leave, whatever this run does.
+	if s.reap() {
+		if err := m.save(); err != nil {
+			return fmt.Errorf("write the state: %w", err)
+		}
 	}
 	filter, whole := s.o.filter(), s.o.filter() == wholeFilter
 	st := &m.st
@@ -636,12 +646,13 @@ func (s *syncer) swap(sub subject, object string, files int, bytes int64) error 
 	st.Subjects[ref] = h
 	delete(s.inspected, ref)
 	delete(st.Pending, ref)
+	if old != nil && old.Object != object {
+		s.retire(old.Object)
+	}
 	if err := s.m.save(); err != nil {
 		return err
 	}
-	if old != nil && old.Object != object {
-		os.RemoveAll(s.m.path("objects", old.Object))
-	}
+	s.reap()
 	return nil
 }
 
@@ -657,6 +668,9 @@ func (s *syncer) sweep() {
 		if p.Object != "" {
 			named[p.Object] = true
 		}
+	}
+	for _, r := range s.m.st.Retired {
+		named[r.Object] = true
 	}
 	if des, err := os.ReadDir(s.m.path("objects")); err == nil {
 		for _, de := range des {
@@ -729,12 +743,13 @@ func (s *syncer) remove(ref string) error {
 		return err
 	}
 	delete(s.m.st.Subjects, ref)
+	if h != nil {
+		s.retire(h.Object)
+	}
 	if err := s.m.save(); err != nil {
 		return err
 	}
-	if h != nil {
-		os.RemoveAll(s.m.path("objects", h.Object))
-	}
+	s.reap()
 	return nil
 }
 
