@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
@@ -15,6 +16,12 @@ import (
 
 // DemoOrg is the organisation make run creates on a new database.
 const DemoOrg = "demo"
+
+// DemoScopes are the scopes of the client the walk-through creates with
+// adminctl on a database that has the demo organisation: those lectern
+// sync asks for, -media's included (the first client has every scope),
+// so the walk-through's lectern sync line runs with either client.
+var DemoScopes = []string{scope.ContentRead, scope.ContentExport, scope.MediaDownload}
 
 // Announce prints the addresses served and, under make run (demo:
 // LECTERN_DEMO), creates the demo organisation and its client on a new
@@ -52,7 +59,8 @@ func (o *Origin) Announce(ctx context.Context, stdout io.Writer, demo bool) erro
 	}
 	fmt.Fprintf(stdout, "\nThe demo organisation %q exists: its first client's secret was shown once, when it was created.\n", DemoOrg)
 	if o.AdminURL == "" {
-		fmt.Fprintf(stdout, "Create a client of it with `adminctl client create %s -scopes content.read` on an admin API of the deployment (this origin has none).\n", DemoOrg)
+		fmt.Fprintf(stdout, "Create a client of it with `adminctl client create %s -scopes %s` on an admin API of the deployment (this origin has none).\n",
+			DemoOrg, strings.Join(DemoScopes, ","))
 		return nil
 	}
 	// adminctl prints the answer's JSON pretty-printed.
@@ -64,10 +72,11 @@ func (o *Origin) Announce(ctx context.Context, stdout io.Writer, demo bool) erro
 	}
 	fmt.Fprintf(stdout, `
 Try it with a new client (adminctl client create; its secret is shown once):
-  CLIENT=$(%sgo run ./tools/adminctl -addr %s client create %s -scopes content.read)
+  CLIENT=$(%sgo run ./tools/adminctl -addr %s client create %s -scopes %s)
   CLIENT_ID=$(printf '%%s' "$CLIENT" | sed -n 's/.*"clientId": *"\([^"]*\)".*/\1/p')
   CLIENT_SECRET=$(printf '%%s' "$CLIENT" | sed -n 's/.*"clientSecret": *"\([^"]*\)".*/\1/p')
-%s`, token, o.AdminURL, DemoOrg, o.tryIt(`"$CLIENT_ID:$CLIENT_SECRET"`))
+%s%s`, token, o.AdminURL, DemoOrg, strings.Join(DemoScopes, ","), o.tryIt(`"$CLIENT_ID:$CLIENT_SECRET"`),
+		o.syncIt(`"$CLIENT_ID"`, `"$CLIENT_SECRET"`))
 	return nil
 }
 
@@ -85,7 +94,7 @@ Created the demo organisation %q (every tier granted) and its client:
   client secret  %s   (shown once)
 
 Try it:
-%s`, DemoOrg, clientID, clientSecret, o.tryIt("'"+clientID+":"+clientSecret+"'"))
+%s%s`, DemoOrg, clientID, clientSecret, o.tryIt("'"+clientID+":"+clientSecret+"'"), o.syncIt("'"+clientID+"'", "'"+clientSecret+"'"))
 	return nil
 }
 
@@ -99,6 +108,19 @@ func (o *Origin) tryIt(credentials string) string {
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/license
   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/tiers
 `, credentials, tokenBase(o.IdPURL, o.issuer), o.OriginURL, o.OriginURL)
+}
+
+// syncIt is the walk-through's closing paragraph: lectern sync of every
+// granted subject into var/mirror with the client whose id and secret
+// (quoted for the shell) are given, through the API's public URL (the
+// edge under make run). It follows tryIt after a blank line, so that
+// tryIt's lines stay the part a test runs as pasted.
+func (o *Origin) syncIt(clientID, clientSecret string) string {
+	return fmt.Sprintf(`
+Mirror every granted subject with lectern sync (docs/integrating.md, "What lectern sync needs"; add -media for the media assets):
+  LECTERN_URL=%s LECTERN_CLIENT_ID=%s LECTERN_CLIENT_SECRET=%s \
+    go run ./tools/lectern sync var/mirror
+`, o.publicURL, clientID, clientSecret)
 }
 
 // orOff is url, or "off" for a listener that is off.

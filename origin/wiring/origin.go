@@ -96,19 +96,20 @@ type Origin struct {
 	AdminToken                  string
 	AdminTokenFile              string // where AdminToken is kept; "" when configured
 
-	issuer  string // the tokens' iss, resolved
-	corpus  *follow.Corpus
-	clock   *clock.Clock
-	store   store.Store
-	meters  meter.Store
-	bundles *bundles.Store // the export bundles built (LECTERN_BUNDLE_DIR)
-	leases  *lease.Manager // nil when the meters keep no leases
-	api     *server.Server
-	handler http.Handler // the public API as served: health, access log, api
-	servers Servers      // every listener, under Options.Limits
-	log     *slog.Logger
-	metrics *telemetry.Metrics // served at the admin API's GET /metrics
-	health  *telemetry.Health  // /healthz and /readyz on the public API
+	issuer    string // the tokens' iss, resolved
+	publicURL string // the API's base URL, resolved: LECTERN_URL of make run's lectern sync
+	corpus    *follow.Corpus
+	clock     *clock.Clock
+	store     store.Store
+	meters    meter.Store
+	bundles   *bundles.Store // the export bundles built (LECTERN_BUNDLE_DIR)
+	leases    *lease.Manager // nil when the meters keep no leases
+	api       *server.Server
+	handler   http.Handler // the public API as served: health, access log, api
+	servers   Servers      // every listener, under Options.Limits
+	log       *slog.Logger
+	metrics   *telemetry.Metrics // served at the admin API's GET /metrics
+	health    *telemetry.Health  // /healthz and /readyz on the public API
 	// jwksReady is the readiness check of the token-verification keys
 	// (identity.go).
 	jwksReady func(ctx context.Context) error
@@ -196,6 +197,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	if opts.PublicURL == "" {
 		opts.PublicURL = o.OriginURL
 	}
+	o.publicURL = opts.PublicURL
 	d := Deployment{Secret: secret, Accepted: []byte(opts.SecretAccepted), URLKeys: opts.URLKeys, PublicURL: opts.PublicURL, Issuer: opts.Issuer,
 		Audience: opts.Audience, LicenseURL: opts.LicenseURL, OriginHosts: opts.OriginHosts}
 	provider, verifier, err := o.identity(ctx, d, opts)

@@ -17,7 +17,7 @@
 //	org suspend ID
 //	org reinstate ID
 //	org delete ID
-//	client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]
+//	client create ORG [-scopes content.read,content.export] [-grant-types T,...] [-redirect-uris U,...]
 //	ledger ORG [-after ID] [-limit N]
 //	ledger archive -before RFC3339 [-o FILE]
 //	ledger trim -before RFC3339 [-yes]
@@ -73,9 +73,11 @@ var commands = []struct{ synopsis, about string }{
 	{"org suspend ID", "Suspend an organisation: its next call is refused."},
 	{"org reinstate ID", "Reinstate a suspended organisation (the enumeration alarm's suspension included)."},
 	{"org delete ID", "Delete an organisation and its clients."},
-	{"client create ORG -scopes content.read,media.download [-grant-types T,...] [-redirect-uris U,...]",
+	{"client create ORG [-scopes content.read,content.export] [-grant-types T,...] [-redirect-uris U,...]",
 		"Create an OAuth client of ORG and print its id and secret (shown once).\n" +
 			"Scopes are named short, by their suffix, or in full: content.read means " + scope.Prefix + "content.read.\n" +
+			"Without -scopes the client gets " + strings.Join(defaultScopes, ",") + ": what lectern sync needs;\n" +
+			"lectern sync -media needs media.download too (-scopes content.read,content.export,media.download).\n" +
 			"The scopes: " + strings.Join(scope.All, ", ") + ".\n" +
 			"Grant types: client_credentials (the default) and authorization_code, for learner apps (with -redirect-uris)."},
 	{"ledger ORG [-after ID] [-limit N]", "List ORG's export ledger (minted URLs and shipped exports) in commit order.\n" +
@@ -95,6 +97,13 @@ var commands = []struct{ synopsis, about string }{
 	{"clock set RFC3339", "Move the test clock forward to a time."},
 	{"help [COMMAND]", "Show this list, or one command's help (as does COMMAND -h)."},
 }
+
+// defaultScopes are a new client's scopes when client create names none:
+// those `lectern sync` asks for (content.read for the listings,
+// content.export for the exports), so a client made without thinking of
+// scopes can sync. media.download, which sync -media adds, is asked for
+// by name (docs/decisions/lectern-sync.md).
+var defaultScopes = []string{scope.ContentRead, scope.ContentExport}
 
 // usage is the command line and the commands.
 func usage() string {
@@ -331,7 +340,8 @@ func parse(args []string) (call, error) {
 		return call{"PATCH", "/admin/v1/orgs/" + url.PathEscape(pos[0]), []byte(*raw), ""}, nil
 	case "client create":
 		fs := newFlags(cmd)
-		scopes := fs.String("scopes", "", "scopes, comma-separated: suffixes (content.read) or full names")
+		scopes := fs.String("scopes", "", "scopes, comma-separated: suffixes (content.read) or full names (default "+
+			strings.Join(defaultScopes, ",")+")")
 		grants := fs.String("grant-types", "", "grant types, comma-separated (default client_credentials)")
 		redirects := fs.String("redirect-uris", "", "redirect URIs, comma-separated (for authorization_code)")
 		pos, err := parseFlags(fs, rest)
@@ -341,10 +351,17 @@ func parse(args []string) (call, error) {
 		if err := positional(cmd, pos, 1); err != nil {
 			return call{}, err
 		}
-		if *scopes == "" {
-			return call{}, errors.New("client create needs -scopes")
+		given := list(*scopes)
+		if len(given) == 0 {
+			set := false
+			fs.Visit(func(f *flag.Flag) { set = set || f.Name == "scopes" })
+			if set {
+				return call{}, errors.New("client create: -scopes is empty (omit it for the default, " +
+					strings.Join(defaultScopes, ",") + ")")
+			}
+			given = append([]string(nil), defaultScopes...)
 		}
-		body := map[string]any{"scopes": list(*scopes)}
+		body := map[string]any{"scopes": given}
 		if *grants != "" {
 			body["grantTypes"] = list(*grants)
 		}

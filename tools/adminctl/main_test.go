@@ -174,7 +174,8 @@ func TestUsageErrors(t *testing.T) {
 		{"org", "patch", "acme"},
 		{"org", "patch", "acme", "-json", "{"},
 		{"org", "create", "-json", "[1]"},
-		{"client", "create", "acme"},
+		{"client", "create", "acme", "-scopes", ""},
+		{"client", "create", "acme", "-scopes", " , "},
 		{"clock", "advance", "-5"},
 		{"clock", "advance", "soon"},
 		{"health", "now"},
@@ -338,5 +339,35 @@ func TestHelp(t *testing.T) {
 		if !help(io.Discard, strings.Fields(commandName(c.synopsis))) {
 			t.Errorf("help %q finds nothing", commandName(c.synopsis))
 		}
+	}
+}
+
+// issue #35, point 9: a client created without -scopes can run lectern
+// sync (content.read for the listings, content.export for the exports);
+// media.download, for sync -media, is asked for by name. Before, client
+// create without -scopes was a usage error.
+func TestClientCreateDefaultScopes(t *testing.T) {
+	for _, tt := range []struct {
+		line []string
+		want string
+	}{
+		{[]string{"client", "create", "acme"}, `{"scopes":["content.read","content.export"]}`},
+		{[]string{"client", "create", "-grant-types", "client_credentials", "acme"},
+			`{"grantTypes":["client_credentials"],"scopes":["content.read","content.export"]}`},
+		{[]string{"client", "create", "acme", "-scopes", "content.read,content.export,media.download"},
+			`{"scopes":["content.read","content.export","media.download"]}`},
+	} {
+		c, err := parse(tt.line)
+		if err != nil {
+			t.Errorf("%q: %v", tt.line, err)
+			continue
+		}
+		if c.method != "POST" || c.path != "/admin/v1/orgs/acme/clients" || string(c.body) != tt.want {
+			t.Errorf("%q: %s %s %s, want POST /admin/v1/orgs/acme/clients %s", tt.line, c.method, c.path, c.body, tt.want)
+		}
+	}
+	var out bytes.Buffer
+	if !help(&out, []string{"client", "create"}) || !strings.Contains(out.String(), "Without -scopes the client gets content.read,content.export") {
+		t.Errorf("client create's help does not say its default scopes:\n%s", out.String())
 	}
 }

@@ -57,7 +57,7 @@ func TestWalkThrough(t *testing.T) {
 	if !strings.Contains(out, "admin token        "+token) {
 		t.Errorf("the second start does not print the kept token:\n%s", out)
 	}
-	if !strings.Contains(out, "adminctl -addr "+second.AdminURL+" client create demo -scopes content.read") ||
+	if !strings.Contains(out, "adminctl -addr "+second.AdminURL+" client create demo -scopes content.read,content.export,media.download") ||
 		!strings.Contains(out, "$(cat "+private.AdminTokenFile+")") {
 		t.Errorf("the walk-through on an existing database does not create a client with adminctl:\n%s", out)
 	}
