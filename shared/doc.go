@@ -47,6 +47,7 @@
 //	internal/pgschema             a temporary PostgreSQL schema: for a tool's run, and for a test in LECTERN_TEST_PG's database
 //	internal/proctest             for tests: a built command run as a child process, its ready line awaited, killed with SIGKILL
 //	internal/telemetry            the access log, the Prometheus metrics, /healthz and /readyz, the traceparent
+//	internal/tmpfstest            for tests: a small tmpfs that fills up for real
 //	internal/telemetry/telemetrytest for tests: a request's access log line, waited for
 //	internal/version              the release (semantic version) and the commit a binary was built from: -version, /healthz
 //	origin/admin                  the operator's admin API

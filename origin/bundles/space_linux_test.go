@@ -3,6 +3,7 @@ package bundles
 import (
 	"context"
 	"errors"
+	"github.com/lectern-api/lectern/internal/tmpfstest"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,31 +11,13 @@ import (
 	"testing"
 )
 
-// smallVolume mounts a tmpfs of size (such as "1m") on a new directory
-// and returns it; it is unmounted when the test ends. Mounting needs
-// root: without it the test is skipped, since no other volume fills up
-// for real (TestReserve covers the eviction logic on a volume of a set
-// size).
-func smallVolume(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs that fills up for real (ENOSPC)")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Skipf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
 // A full volume: the build's ENOSPC has the least recently used bundles
 // evicted and the build tried again; a bundle bigger than the volume is
 // ErrNoSpace, leaving nothing behind; and once space is back (a file
 // that is not a bundle removed) the next Get succeeds.
 func TestVolumeFull(t *testing.T) {
 	const k = 1 << 10
-	vol := smallVolume(t, "1m")
+	vol := tmpfstest.Mount(t, "1m")
 	s, err := Open(filepath.Join(vol, "bundles"), 0, Reserve(0))
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +91,7 @@ func fill(t *testing.T, path string) {
 // keeps free: bundles stop short of filling it.
 func TestDefaultReserveKeepsRoom(t *testing.T) {
 	const k = 1 << 10
-	vol := smallVolume(t, "1m")
+	vol := tmpfstest.Mount(t, "1m")
 	if r := DefaultReserve(vol); r < 90*k || r > 110*k {
 		t.Fatalf("got a default reserve of %d bytes on 1 MiB, want about a tenth", r)
 	}

@@ -247,27 +247,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, checkUsage)
 		fs.PrintDefaults()
 	}
-	var dirs []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); len(rest) == 0 || n > 0 && args[n-1] == "--" {
-			dirs = append(dirs, rest...)
-			break
-		}
-		dirs, args = append(dirs, rest[0]), rest[1:]
+	dir, code := parseDir(fs, args, stderr)
+	if code >= 0 {
+		return code
 	}
-	if len(dirs) != 1 {
-		fmt.Fprintln(stderr, "lectern check: want one directory")
-		fs.Usage()
-		return 2
-	}
-	rep, err := checkDir(dirs[0])
+	rep, err := checkDir(dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "lectern check:", err)
 		return 2

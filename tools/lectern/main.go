@@ -112,28 +112,11 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprint(stderr, "Usage: lectern sync [flags] DIR [flags]\n\nMirror every granted subject into DIR (see lectern help).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	// Flags go before DIR or after it; after --, everything is DIR.
-	var dirs []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0 // flag printed the usage
-			}
-			return 2
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); len(rest) == 0 || n > 0 && args[n-1] == "--" {
-			dirs = append(dirs, rest...)
-			break
-		}
-		dirs, args = append(dirs, rest[0]), rest[1:]
+	dir, code := parseDir(fs, args, stderr)
+	if code >= 0 {
+		return code
 	}
-	if len(dirs) != 1 {
-		fmt.Fprintln(stderr, "lectern sync: want one directory")
-		fs.Usage()
-		return 2
-	}
-	o.Dir = dirs[0]
+	o.Dir = dir
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
@@ -187,4 +170,31 @@ func list(s string) []string {
 		}
 	}
 	return out
+}
+
+// parseDir parses args, flags before or after the one directory (after
+// --, everything is the directory), and returns it with -1; or, having
+// printed why, the exit status: 0 for -h, 2 for a usage error.
+func parseDir(fs *flag.FlagSet, args []string, stderr io.Writer) (string, int) {
+	var dirs []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", 0 // flag printed the usage
+			}
+			return "", 2
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); len(rest) == 0 || n > 0 && args[n-1] == "--" {
+			dirs = append(dirs, rest...)
+			break
+		}
+		dirs, args = append(dirs, rest[0]), rest[1:]
+	}
+	if len(dirs) != 1 {
+		fmt.Fprintln(stderr, fs.Name()+": want one directory")
+		fs.Usage()
+		return "", 2
+	}
+	return dirs[0], -1
 }

@@ -2,29 +2,13 @@ package main
 
 import (
 	"errors"
+	"github.com/lectern-api/lectern/internal/tmpfstest"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 )
-
-// smallVolume mounts a tmpfs of size (such as "1m") on a new directory,
-// unmounted when the test ends. Mounting needs root: without it the test
-// is skipped (origin/bundles' TestReserve covers the store's logic on a
-// volume of a set size without one).
-func smallVolume(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs that fills up for real")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Skipf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
 
 // fillVolume writes path until its volume is full, then gives back
 // leave bytes of it.
@@ -76,7 +60,7 @@ func TestBundleVolumeFull(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeCorpus(t, filepath.Join(dir, "corpus"))
-			vol := smallVolume(t, tc.size)
+			vol := tmpfstest.Mount(t, tc.size)
 			over := map[string]string{"LECTERN_BUNDLE_DIR": filepath.Join(vol, "bundles"), "LECTERN_BUNDLE_RESERVE_MB": tc.reserve}
 			if tc.beside {
 				over["LECTERN_DB"], over["LECTERN_BUNDLE_DIR"] = filepath.Join(vol, "lectern.db"), "" // bundles beside it
