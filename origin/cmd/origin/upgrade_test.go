@@ -149,8 +149,9 @@ func freeAddr(t *testing.T) string {
 // oldOrigin is the previous release's origin as a child process.
 type oldOrigin struct {
 	*testStack
-	cmd *exec.Cmd
-	log *lockedBuffer
+	cmd    *exec.Cmd
+	log    *lockedBuffer
+	exited chan struct{} // closed once its one Wait returned
 }
 
 // startOldOrigin starts the previous release's origin on db with the
@@ -170,13 +171,13 @@ func startOldOrigin(t *testing.T, p previous, db, corpusDir string, over ...stri
 		"LECTERN_ADMIN_TOKEN=admin-token-for-tests", "LECTERN_DB="+db, "LECTERN_CORPUS="+corpusDir,
 		"LECTERN_SECRET=a-test-secret-of-at-least-32-characters", "LECTERN_ISSUER=https://idp.lectern.test",
 		"LECTERN_BUNDLE_DIR="+filepath.Join(cmd.Dir, "bundles"), "LECTERN_LOG_LEVEL=warn"), over...)
-	o := &oldOrigin{cmd: cmd, log: &lockedBuffer{}}
+	o := &oldOrigin{cmd: cmd, log: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = o.log, o.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	exited := o.exited
+	go func() { cmd.Wait(); close(exited) }() // the only Wait: a second one may take its output's end and hang
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
@@ -208,10 +209,8 @@ func startOldOrigin(t *testing.T, p previous, db, corpusDir string, over ...stri
 func (o *oldOrigin) stop(t *testing.T) {
 	t.Helper()
 	o.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- o.cmd.Wait() }()
 	select {
-	case <-done:
+	case <-o.exited:
 	case <-time.After(time.Minute):
 		t.Fatalf("the previous release's origin did not stop in a minute")
 	}
