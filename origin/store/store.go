@@ -217,6 +217,11 @@ type Store interface {
 	// one statement, so that origins starting at once on a new database
 	// agree; ErrConflict when one is.
 	RecordFirstCorpus(ctx context.Context, c CorpusRecord) error
+	// PinCorpusVersion records digest as contentVersion version's content
+	// (corpus.Corpus.ContentDigest) unless the version holds one already,
+	// and returns the digest it holds: the first pinned, whichever store
+	// of the database pinned it. A version's digest never changes.
+	PinCorpusVersion(ctx context.Context, version, digest string, at time.Time) (string, error)
 
 	Close() error
 }

@@ -123,8 +123,14 @@ func Open(ctx context.Context, cfg Config) (*Corpus, error) {
 	if rec != nil {
 		ct, err := build(rec.Dir, rec.ContentVersion)
 		if err == nil {
+			err = c.pin(ctx, rec.Dir, ct)
+		}
+		if err == nil {
 			c.content.Store(ct)
 			return c, nil
+		}
+		if isStoreError(err) {
+			return nil, err
 		}
 		recErr = err
 		c.failed = failure{*rec, time.Now()}
@@ -135,6 +141,9 @@ func Open(ctx context.Context, cfg Config) (*Corpus, error) {
 	}
 	ct, err := server.Build(loaded)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.pin(ctx, cfg.Dir, ct); err != nil {
 		return nil, err
 	}
 	c.content.Store(ct)
@@ -212,25 +221,18 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 		c.settle()
 		return "", err
 	}
-	served := c.Content()
-	if rec := c.record(ctx); rec != nil && rec.ContentVersion == ct.ContentVersion && rec.ContentVersion != served.ContentVersion {
-		// This origin has not followed the record yet: the other origins
-		// serve the recorded directory under that version, and would not
-		// load this one.
-		if rc, err := corpus.Load(rec.Dir); err == nil && rc.ContentVersion == rec.ContentVersion {
-			served = &server.Content{Corpus: rc}
-		}
-	}
-	if err := sameVersionOtherContent(dir, ct, served); err != nil {
-		c.cfg.Log.Warn("origin: a corpus reload was refused: same contentVersion, other content; nothing changed", "dir", dir,
-			"contentVersion", ct.ContentVersion, "digest", ct.ContentDigest, "served", served.ContentDigest, "servedDir", served.Dir)
-		ct, served = nil, nil // garbage, for settle
-		c.settle()
-		return "", err
-	}
-	served = nil
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	if err := c.pin(rctx, dir, ct); err != nil {
+		ct = nil // garbage, for settle
+		c.settle()
+		if isStoreError(err) {
+			c.cfg.Log.Error("origin: a reloaded corpus's contentVersion could not be checked; nothing changed", "dir", dir, "err", err)
+			return "", apierr.New(apierr.Internal, "The corpus in "+dir+" loaded but its contentVersion could not be "+
+				"checked against the database, so nothing changed; the cause is in the origin's log. Retry.")
+		}
+		return "", err
+	}
 	rec := store.CorpusRecord{Dir: dir, ContentVersion: ct.ContentVersion, LoadedAt: time.Now()}
 	if err := c.cfg.Store.RecordCorpus(rctx, rec); err != nil {
 		ct = nil // garbage, for settle
@@ -251,22 +253,39 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 	return ct.ContentVersion, nil
 }
 
-// sameVersionOtherContent refuses next, loaded from dir, when it declares
-// the contentVersion served but holds other content (another
-// ContentDigest): clients (lectern sync, ETags, cursors) go by the
-// version, so every mirror would stay on the old text, and bill nothing,
-// while the API served the new one. A reload of the same content (the
-// same directory again, or a copy) is accepted. Nil when next may be
-// swapped in; else 400 BAD_REQUEST naming dir.
-func sameVersionOtherContent(dir string, next, served *server.Content) *apierr.Error {
-	if served == nil || next.ContentVersion != served.ContentVersion || next.ContentDigest == served.ContentDigest {
+// pin refuses ct, loaded from dir, when it declares a contentVersion the
+// deployment first served with other content (another ContentDigest,
+// store.Store.PinCorpusVersion), and records its digest as the version's
+// when the version is new. Clients (lectern sync, ETags, cursors) go by
+// the version, so every mirror would stay on the old text, and bill
+// nothing, while the API served the new one. The same content again (the
+// same directory, or a copy) passes. The refusal is a 400 BAD_REQUEST on
+// dir (an *apierr.Error); a database failure is a storeError.
+func (c *Corpus) pin(ctx context.Context, dir string, ct *server.Content) error {
+	pinned, err := c.cfg.Store.PinCorpusVersion(ctx, ct.ContentVersion, ct.ContentDigest, time.Now())
+	if err != nil {
+		return storeError{err}
+	}
+	if pinned == ct.ContentDigest {
 		return nil
 	}
+	c.cfg.Log.Warn("origin: a corpus was refused: a contentVersion served before, with other content", "dir", dir,
+		"contentVersion", ct.ContentVersion, "digest", ct.ContentDigest, "first", pinned)
 	return &apierr.Error{Code: apierr.BadRequest, Parameter: "dir",
-		Message: "The corpus in " + dir + " declares contentVersion " + next.ContentVersion +
-			", the version served, but its content differs (digest " + next.ContentDigest + ", served " +
-			served.ContentDigest + "); nothing was changed. The contentVersion must move whenever the content changes " +
+		Message: "The corpus in " + dir + " declares contentVersion " + ct.ContentVersion +
+			", which this deployment served with other content (digest " + pinned + ", this corpus " +
+			ct.ContentDigest + "); nothing was changed. The contentVersion must move whenever the content changes " +
 			"(clients re-pull only when it does): give corpus.json a new contentVersion and reload."}
+}
+
+// storeError is a database failure of pin, apart from its refusal.
+type storeError struct{ error }
+
+func (e storeError) Unwrap() error { return e.error }
+
+func isStoreError(err error) bool {
+	var se storeError
+	return errors.As(err, &se)
 }
 
 // revokeAll takes back every edge lease once a corpus is swapped in:
@@ -338,7 +357,11 @@ func (c *Corpus) Sync(ctx context.Context) {
 	}
 	c.lift()
 	ct, err := build(rec.Dir, rec.ContentVersion)
+	if err == nil {
+		err = c.pin(ctx, rec.Dir, ct)
+	}
 	if err != nil {
+		ct = nil // garbage, for settle
 		c.settle()
 		c.failed = failure{*rec, time.Now()}
 		c.cfg.Log.Error("origin: the deployment's corpus did not load here; still serving the current one",

@@ -446,3 +446,92 @@ func TestReloadRefusedAgainstTheServed(t *testing.T) {
 		t.Fatalf("reload of other content under %s: %v, want BAD_REQUEST on dir", v1, err)
 	}
 }
+
+// editInPlace changes one label of the corpus in dir, keeping its
+// contentVersion: other content under the same version.
+func editInPlace(t *testing.T, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, "tiers.json")
+	old, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(old), `"label": "Topics"`, `"label": "Topics, revised"`, 1)
+	if edited == string(old) {
+		t.Fatal("the edit changed nothing")
+	}
+	if err := os.WriteFile(p, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue #35, point 8, at a start: an origin restarted on a corpus whose
+// files changed under the version it served refuses to start, whether
+// the changed directory is the recorded one or LECTERN_CORPUS, on both
+// backends; the same content restarts.
+func TestStartRefusesOtherContentUnderAVersion(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			storeA, storeB := twoOrigins(t, db)
+			dir := filepath.Join(t.TempDir(), "corpus")
+			v := writeCorpus(t, dir, 1)
+			a, err := Open(t.Context(), Config{Store: storeA(), Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Close()
+			again := open(t, Config{Store: storeB(), Dir: dir})
+			if version(again) != v {
+				t.Fatalf("restart on the same content serves %s, want %s", version(again), v)
+			}
+			editInPlace(t, dir)
+			_, err = Open(t.Context(), Config{Store: storeB(), Dir: dir})
+			if e := (*apierr.Error)(nil); !errors.As(err, &e) || e.Code != apierr.BadRequest || !strings.Contains(e.Message, "contentVersion must move") {
+				t.Fatalf("start on other content under %s: %v, want the refusal", v, err)
+			}
+		})
+	}
+}
+
+// Going back: a reload of an earlier version's number with other content
+// is refused although that version is no longer served or recorded.
+func TestReloadRefusedForAnEarlierVersion(t *testing.T) {
+	dir := t.TempDir()
+	v1 := writeCorpus(t, filepath.Join(dir, "corpus1"), 1)
+	c := open(t, Config{Store: openSQLite(t), Dir: filepath.Join(dir, "corpus1")})
+	v2 := writeCorpus(t, filepath.Join(dir, "corpus2"), 2)
+	if got, err := c.Reload(t.Context(), filepath.Join(dir, "corpus2")); err != nil || got != v2 {
+		t.Fatalf("reload of %s: %s, %v", v2, got, err)
+	}
+	editInPlace(t, filepath.Join(dir, "corpus1"))
+	_, err := c.Reload(t.Context(), filepath.Join(dir, "corpus1"))
+	if e := (*apierr.Error)(nil); !errors.As(err, &e) || e.Code != apierr.BadRequest || e.Parameter != "dir" {
+		t.Fatalf("reload of %s with other content: %v, want BAD_REQUEST on dir", v1, err)
+	}
+	if version(c) != v2 {
+		t.Errorf("after the refusal the origin serves %s, want %s", version(c), v2)
+	}
+}
+
+// Following: an origin whose copy of the recorded directory holds other
+// content than the origin that recorded it served stays on its corpus.
+func TestFollowRefusesOtherContentUnderAVersion(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			storeA, storeB := twoOrigins(t, db)
+			dir := t.TempDir()
+			v1 := writeCorpus(t, filepath.Join(dir, "corpus1"), 1)
+			a := open(t, Config{Store: storeA(), Dir: filepath.Join(dir, "corpus1")})
+			b := open(t, Config{Store: storeB(), Dir: filepath.Join(dir, "corpus1")})
+			v2 := writeCorpus(t, filepath.Join(dir, "corpus2"), 2)
+			if got, err := a.Reload(t.Context(), filepath.Join(dir, "corpus2")); err != nil || got != v2 {
+				t.Fatalf("reload on A: %s, %v", got, err)
+			}
+			editInPlace(t, filepath.Join(dir, "corpus2"))
+			b.Sync(t.Context())
+			if version(b) != v1 {
+				t.Fatalf("B followed to %s over other content, want it kept on %s", version(b), v1)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -40,4 +41,20 @@ func (s *Store) RecordFirstCorpus(ctx context.Context, c store.CorpusRecord) err
 		return fmt.Errorf("record the first corpus: %w", store.ErrConflict)
 	}
 	return nil
+}
+
+// PinCorpusVersion implements store.Store: the insert, then the read in
+// its own statement, which sees a row another store committed while the
+// insert waited on it (a read in the insert's statement would not).
+func (s *Store) PinCorpusVersion(ctx context.Context, version, digest string, at time.Time) (string, error) {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO corpus_versions (content_version, content_digest, recorded_at)
+		VALUES ($1, $2, $3) ON CONFLICT (content_version) DO NOTHING`, version, digest, at); err != nil {
+		return "", fmt.Errorf("pin contentVersion %s: %w", version, err)
+	}
+	var pinned string
+	if err := s.pool.QueryRow(ctx, `SELECT content_digest FROM corpus_versions WHERE content_version = $1`,
+		version).Scan(&pinned); err != nil {
+		return "", fmt.Errorf("read contentVersion %s's digest: %w", version, mapErr(err))
+	}
+	return pinned, nil
 }

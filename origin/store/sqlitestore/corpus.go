@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/store"
 )
@@ -42,4 +43,18 @@ func (s *Store) RecordFirstCorpus(ctx context.Context, c store.CorpusRecord) err
 		return fmt.Errorf("record the first corpus: %w", store.ErrConflict)
 	}
 	return nil
+}
+
+// PinCorpusVersion implements store.Store.
+func (s *Store) PinCorpusVersion(ctx context.Context, version, digest string, at time.Time) (string, error) {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO corpus_versions (content_version, content_digest, recorded_at)
+		VALUES (?, ?, ?) ON CONFLICT (content_version) DO NOTHING`, version, digest, stamp(at)); err != nil {
+		return "", fmt.Errorf("pin contentVersion %s: %w", version, err)
+	}
+	var pinned string
+	if err := s.db.QueryRowContext(ctx, `SELECT content_digest FROM corpus_versions WHERE content_version = ?`,
+		version).Scan(&pinned); err != nil {
+		return "", fmt.Errorf("read contentVersion %s's digest: %w", version, mapErr(err))
+	}
+	return pinned, nil
 }

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,6 +84,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"ReadsDuringWrites", testReadsDuringWrites},
 		{"TestClock", testTestClock},
 		{"CorpusRecord", testCorpusRecord},
+		{"CorpusVersionPin", testCorpusVersionPin},
 	}
 	if kind == Shared {
 		tests = append(tests, struct {
@@ -1132,4 +1134,48 @@ func testCorpusRecord(t *testing.T, open Opener) {
 	stop()
 	s = openStore(t, open)
 	read(s, "after reopening", next)
+}
+
+// testCorpusVersionPin: the first digest pinned to a version is the one
+// every later pin returns, from any store of the database, concurrent
+// pins agree on one, other versions are apart, and pins survive
+// reopening.
+func testCorpusVersionPin(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s, stop := openRestartable(t, open)
+	stores := []store.Store{s}
+	if s2, err := open(ctx); err == nil { // Shared
+		closeAtEnd(t, s2)
+		stores = append(stores, s2)
+	}
+	const v = "2026-03-01+0a0b"
+	pinned := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range pinned {
+		wg.Go(func() {
+			got, err := stores[i%len(stores)].PinCorpusVersion(ctx, v, fmt.Sprintf("digest-%d", i), t0)
+			if err != nil {
+				t.Errorf("concurrent PinCorpusVersion: %v", err)
+			}
+			pinned[i] = got
+		})
+	}
+	wg.Wait()
+	first := pinned[0]
+	if !strings.HasPrefix(first, "digest-") {
+		t.Fatalf("PinCorpusVersion answered %q, want one of the pinned digests", first)
+	}
+	for i, got := range pinned {
+		if got != first {
+			t.Fatalf("pin %d answered %q, pin 0 %q: concurrent pins of one version disagree", i, got, first)
+		}
+	}
+	if got, err := s.PinCorpusVersion(ctx, "2026-03-02+0c0d", "other", t0); err != nil || got != "other" {
+		t.Fatalf("pin of another version: %q, %v; want its own digest", got, err)
+	}
+	stop()
+	s = openStore(t, open)
+	if got, err := s.PinCorpusVersion(ctx, v, "changed", t0.Add(time.Hour)); err != nil || got != first {
+		t.Fatalf("pin after reopening: %q, %v; want the first pinned %q", got, err, first)
+	}
 }

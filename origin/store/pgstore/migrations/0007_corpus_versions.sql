@@ -1,0 +1,12 @@
+-- Each contentVersion's content (issue #35): the corpus's ContentDigest
+-- the first time an origin of the deployment served that version. A
+-- version's row is never changed, so that a corpus declaring a version
+-- the deployment served with other content is refused at a reload, at
+-- a start and when an origin follows the record (origin/corpus/follow):
+-- clients re-pull only when the version moves.
+
+CREATE TABLE corpus_versions (
+	content_version text PRIMARY KEY,
+	content_digest  text NOT NULL,
+	recorded_at     timestamptz NOT NULL
+);

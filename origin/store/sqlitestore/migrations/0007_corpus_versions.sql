@@ -1,0 +1,11 @@
+-- Each contentVersion's content (issue #35): the corpus's ContentDigest
+-- the first time the origin served that version. A version's row is never
+-- changed, so that a corpus declaring a version already served with other
+-- content is refused at a reload and at a start (origin/corpus/follow):
+-- clients re-pull only when the version moves.
+
+CREATE TABLE corpus_versions (
+	content_version TEXT PRIMARY KEY,
+	content_digest  TEXT NOT NULL,
+	recorded_at     TEXT NOT NULL
+) STRICT;
