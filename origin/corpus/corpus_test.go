@@ -314,6 +314,10 @@ func TestLoadFaults(t *testing.T) {
 			cd["media"] = append(m, m[len(m)-1])
 		}), `a second image asset on card "c1"`},
 		{"media escapes root", lesson(func(v map[string]any) { obj(v, "classes", 0, "cards", 0, "media", 0)["location"] = "../etc/passwd" }), `media[0].location: "../etc/passwd" is not a clean relative path`},
+		{"media sha256 upper case", lesson(func(v map[string]any) {
+			obj(v, "classes", 0, "cards", 0, "media", 0)["sha256"] = strings.Repeat("AB", 32)
+		}), `media[0].sha256: "ABAB`},
+		{"media sha256 short", lesson(func(v map[string]any) { obj(v, "classes", 0, "cards", 0, "media", 0)["sha256"] = "abc" }), `media[0].sha256: "abc" is not 64 lowercase hex digits`},
 		{"tier mismatch", lesson(func(v map[string]any) { v["tier"] = "college" }), `lessons/high/algebra.json: tier: "college" does not match`},
 		{"interactive config not an object", lesson(func(v map[string]any) {
 			cl := obj(v, "classes", 2)

@@ -151,6 +151,9 @@ func (d *digester) lesson(l *Lesson) {
 			d.int(m.Bytes)
 			d.int(int64(m.DurationSec))
 			d.str(m.Location)
+			if m.SHA256 != "" { // absent: the digests of corpora without it stay as they were
+				d.str("sha256:" + m.SHA256)
+			}
 		}
 	}
 	d.count(len(l.Quiz))

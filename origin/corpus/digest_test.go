@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lectern-api/lectern/origin/corpus"
@@ -81,6 +82,9 @@ func TestContentDigest(t *testing.T) {
 		{name: "media location", file: algebra, edit: func(v map[string]any) {
 			m := obj(class2(v), "cards", 0, "media", 0)
 			m["location"] = "media/elsewhere/" + filepath.Base(m["location"].(string))
+		}},
+		{name: "media sha256 declared", file: algebra, edit: func(v map[string]any) {
+			obj(class2(v), "cards", 0, "media", 0)["sha256"] = strings.Repeat("0f", 32)
 		}},
 		{name: "media mime", file: algebra, edit: func(v map[string]any) {
 			m := obj(class2(v), "cards", 0, "media", 0)

@@ -124,6 +124,7 @@ type MediaJSON struct {
 	Bytes       *int64 `json:"bytes"`
 	DurationSec int    `json:"durationSec,omitempty"` // > 0 for audio and video; optional for images
 	MIME        string `json:"mime"`
+	SHA256      string `json:"sha256,omitempty"` // optional: lowercase hex SHA-256 of the file
 }
 
 // QuizJSON is one end-of-class quiz question.

@@ -258,9 +258,12 @@ func parseMedia(file, mf string, mj *MediaJSON, l *Lesson, cardID string) (*Medi
 	if !strings.HasPrefix(mj.MIME, mj.Type+"/") || len(mj.MIME) == len(mj.Type)+1 {
 		return nil, errf(file, mf+".mime", "%q is not a %s/* type", mj.MIME, mj.Type)
 	}
+	if mj.SHA256 != "" && !isSHA256(mj.SHA256) {
+		return nil, errf(file, mf+".sha256", "%q is not 64 lowercase hex digits", mj.SHA256)
+	}
 	return &Media{
 		ID: l.ID + "#" + cardID + "#" + mj.Type, Lesson: l, CardID: cardID, Type: mj.Type,
-		Location: loc, Bytes: *mj.Bytes, DurationSec: mj.DurationSec, MIME: mj.MIME,
+		Location: loc, Bytes: *mj.Bytes, DurationSec: mj.DurationSec, MIME: mj.MIME, SHA256: mj.SHA256,
 	}, nil
 }
 
@@ -434,4 +437,17 @@ func mediaRank(t string) int {
 		return 2
 	}
 	return -1
+}
+
+// isSHA256 reports whether s is a SHA-256 in lowercase hex.
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -159,6 +159,7 @@ type Media struct {
 	Bytes       int64
 	DurationSec int // audio and video; 0 for images
 	MIME        string
+	SHA256      string // lowercase hex SHA-256 of the file; "" when the corpus does not declare it
 }
 
 // QuizItem is one end-of-class quiz question.

@@ -92,6 +92,10 @@ func (b *Builder) mediaManifest(dst []byte, lessons []*corpus.Lesson) []byte {
 			dst = jsonenc.String(dst, m.MIME)
 			dst = append(dst, `,"bytes":`...)
 			dst = strconv.AppendInt(dst, m.Bytes, 10)
+			if m.SHA256 != "" {
+				dst = append(dst, `,"sha256":"`...)
+				dst = append(append(dst, m.SHA256...), '"')
+			}
 			dst = append(dst, `,"location":`...)
 			dst = jsonenc.String(dst, m.Location)
 			dst = append(dst, '}')
