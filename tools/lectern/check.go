@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/lectern-api/lectern/shared/id"
@@ -171,6 +172,7 @@ func fileSHA256(path string) (string, error) {
 type checkReport struct {
 	Subjects    int          `json:"subjects"`
 	Files       int          `json:"files"`
+	Media       int          `json:"media"` // assets checked
 	Differences []difference `json:"differences"`
 	Clean       bool         `json:"clean"`
 }
@@ -218,6 +220,7 @@ func checkDir(dir string) (checkReport, error) {
 			}
 		}
 	}
+	rep.Differences = append(rep.Differences, inspectMedia(dir, st, &rep.Media)...)
 	sort.SliceStable(rep.Differences, func(i, j int) bool { return rep.Differences[i].Subject < rep.Differences[j].Subject })
 	rep.Clean = len(rep.Differences) == 0
 	return rep, nil
@@ -228,9 +231,12 @@ const checkUsage = `Usage: lectern check [-json] DIR
 Verify the mirror in DIR against its manifests, without the network: every
 subject's link, every file its manifest.json lists (size and sha256, each
 file read and rehashed), and any file or subject the mirror does not hold.
-Each difference is one line: missing, changed or extra. Media (-media) is
-not checked. Nothing is billed and nothing is repaired: lectern sync DIR
-repairs (it says what that bills first).
+Media under DIR/media are checked against the subjects' media-manifest.json:
+each asset's size, and its sha256 where the manifest lists one (rehashed);
+an asset missing counts once a -media run completed; a file no subject (nor
+a previous copy kept for readers) lists is extra. Each difference is one
+line: missing, changed or extra. Nothing is billed and nothing is repaired:
+lectern sync DIR repairs (it says what that bills first).
 
 Exit status: 0 the mirror is as its manifests say; 1 a difference; 2 a usage
 error, or DIR could not be checked (not a mirror, a sync running in it).
@@ -266,9 +272,90 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !rep.Clean {
-		fmt.Fprintf(stderr, "lectern check: %d differences in %d subjects (%d files)\n", len(rep.Differences), rep.Subjects, rep.Files)
+		fmt.Fprintf(stderr, "lectern check: %d differences in %d subjects (%d files, %d media)\n", len(rep.Differences), rep.Subjects, rep.Files, rep.Media)
 		return exitDifferences
 	}
-	fmt.Fprintf(stderr, "lectern check: %d subjects, %d files: as their manifests say\n", rep.Subjects, rep.Files)
+	fmt.Fprintf(stderr, "lectern check: %d subjects, %d files, %d media: as their manifests say\n", rep.Subjects, rep.Files, rep.Media)
 	return 0
+}
+
+// mediaSubject is the Subject of a difference in DIR/media.
+const mediaSubject = "media"
+
+// inspectMedia compares DIR/media with the media-manifest.json of every
+// subject held, rehashing each asset that has a sha256; n counts the
+// assets checked. An asset missing is a difference once a -media run
+// completed (st.MediaComplete); a file listed by no subject held nor by a
+// copy kept for readers is extra.
+func inspectMedia(dir string, st state, n *int) []difference {
+	root := filepath.Join(dir, "media")
+	if _, err := os.Lstat(root); err != nil && !st.MediaComplete {
+		return nil
+	}
+	var diffs []difference
+	add := func(loc, kind, detail string) {
+		diffs = append(diffs, difference{Subject: mediaSubject, File: strings.TrimPrefix(loc, "media/"), Kind: kind, Detail: detail})
+	}
+	listed := map[string]bool{}
+	objects := func(yield func(string, bool) bool) {
+		for _, h := range st.Subjects {
+			if !yield(h.Object, true) {
+				return
+			}
+		}
+		for _, r := range st.Retired {
+			if !yield(r.Object, false) {
+				return
+			}
+		}
+	}
+	for obj, held := range objects {
+		items, err := readMediaManifest(filepath.Join(dir, metaDir, "objects", obj))
+		if err != nil {
+			if held {
+				add(obj, diffChanged, "media-manifest.json of "+obj+": "+err.Error())
+			}
+			continue
+		}
+		for _, it := range items {
+			if listed[it.Location] {
+				continue
+			}
+			listed[it.Location] = true
+			if !held {
+				continue
+			}
+			*n++
+			p := filepath.Join(dir, filepath.FromSlash(it.Location))
+			fi, err := os.Lstat(p)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				if st.MediaComplete {
+					add(it.Location, diffMissing, it.MediaID)
+				}
+			case err != nil:
+				add(it.Location, diffChanged, err.Error())
+			case !fi.Mode().IsRegular():
+				add(it.Location, diffChanged, "not a regular file")
+			case fi.Size() != it.Bytes:
+				add(it.Location, diffChanged, fmt.Sprintf("%d bytes, media-manifest.json lists %d", fi.Size(), it.Bytes))
+			case it.SHA256 != "":
+				if sum, err := fileSHA256(p); err != nil {
+					add(it.Location, diffChanged, err.Error())
+				} else if sum != it.SHA256 {
+					add(it.Location, diffChanged, "its sha256 is not media-manifest.json's")
+				}
+			}
+		}
+	}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if rel, err := filepath.Rel(dir, p); err == nil && !listed[filepath.ToSlash(rel)] {
+			add(filepath.ToSlash(rel), diffExtra, "no subject held lists it")
+		}
+		return nil
+	})
+	return diffs
 }

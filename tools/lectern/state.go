@@ -17,6 +17,7 @@ import (
 //	                           swapped in one rename, so a reader sees the old copy or the new, whole
 //	media/…                    the assets (-media), at the location media-manifest.json names
 //	.lectern/state.json        what the mirror holds (state), replaced in one rename
+//	.lectern/media-sums.json   the assets hashed and found as their manifest says (mediaSums)
 //	.lectern/objects/<name>/   a subject's verified files
 //	.lectern/tmp/              downloads in progress (resumed by the next run)
 //	.lectern/lock              held while a sync runs
@@ -94,6 +95,7 @@ type mirror struct {
 	dir   string
 	st    state
 	lockF *os.File
+	sums  *mediaSums // read by mediaSums, once
 }
 
 // openMirror opens (creating) the mirror in dir and takes its lock: two

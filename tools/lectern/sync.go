@@ -66,6 +66,7 @@ type summary struct {
 	Media struct {
 		Fetched int `json:"fetched"`
 		Held    int `json:"held"`
+		Removed int `json:"removed"` // files no subject held lists any more
 	} `json:"media"`
 	Bytes int64 `json:"bytes"` // downloaded this run
 	// Billed are the units billed to the organisation while the sync ran,
@@ -112,8 +113,13 @@ func (s summary) line() string {
 	if s.Subjects.Outside > 0 {
 		outside = fmt.Sprintf(", %d outside the selection", s.Subjects.Outside)
 	}
-	return fmt.Sprintf("lectern sync: %s at %s: %d subjects held (%d fetched, %d unchanged%s, %d removed), %d media fetched, %d bytes; billed: %s",
-		state, version, s.Subjects.Held, s.Subjects.Fetched, s.Subjects.Unchanged, outside, s.Subjects.Removed, s.Media.Fetched, s.Bytes, strings.Join(b, ", "))
+	mediaRemoved := ""
+	if s.Media.Removed > 0 {
+		mediaRemoved = fmt.Sprintf(" (%d removed)", s.Media.Removed)
+	}
+	return fmt.Sprintf("lectern sync: %s at %s: %d subjects held (%d fetched, %d unchanged%s, %d removed), %d media fetched%s, %d bytes; billed: %s",
+		state, version, s.Subjects.Held, s.Subjects.Fetched, s.Subjects.Unchanged, outside, s.Subjects.Removed, s.Media.Fetched, mediaRemoved,
+		s.Bytes, strings.Join(b, ", "))
 }
 
 func writeSummary(w io.Writer, s summary) {
@@ -136,6 +142,7 @@ type syncer struct {
 	stamped   bool    // a subject's stamps were recorded: the state is to be saved
 	lic       license // the licence status at the start of this run
 	prog      progress
+	mprog     mediaProgress
 }
 
 // syncDir mirrors the granted subjects into o.Dir.
@@ -220,6 +227,7 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 		if err := m.save(); err != nil {
 			return fmt.Errorf("write the state: %w", err)
 		}
+		s.sweepMedia()
 	}
 	filter, whole := s.o.filter(), s.o.filter() == wholeFilter
 	st := &m.st
@@ -229,7 +237,7 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	current := st.Complete && st.ContentVersion == s.ver && sameGrants(st.Grants, before.ContentGrants)
 	wholeCurrent := current && st.Filter == wholeFilter
 	if current && (st.Filter == filter || wholeCurrent && s.selectionHeld()) && len(st.Pending) == 0 &&
-		(!s.o.Media || st.MediaComplete) && s.held() && !(s.o.Prune && s.anyOutside()) {
+		(!s.o.Media || st.MediaComplete && s.mediaHeld()) && s.held() && !(s.o.Prune && s.anyOutside()) {
 		// Nothing moved: nothing to ask that bills.
 		for ref := range st.Subjects {
 			if s.o.selects(ref) {
@@ -310,6 +318,7 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 		return fmt.Errorf("write the state: %w", err)
 	}
 	s.sweep()
+	s.sweepMedia()
 	if s.o.Media {
 		if err := s.selectedMedia(ctx); err != nil {
 			return s.saveAfter(err)
