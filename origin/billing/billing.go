@@ -72,7 +72,7 @@ func call(o *store.Org) []meter.Stage {
 // only (a bad id, an ambiguous subject, an expired cursor, an unknown
 // subject, test, section or media id).
 func (b *Biller) Call(ctx context.Context, o *store.Org, now time.Time) (Bill, error) {
-	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: call(o)})
+	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: call(o)}, "")
 }
 
 // LessonRead bills a lesson, transcript, quiz or media-list read: one call
@@ -82,7 +82,7 @@ func (b *Biller) Call(ctx context.Context, o *store.Org, now time.Time) (Bill, e
 // alarm: it is served, and the organisation's next call is refused.
 func (b *Biller) LessonRead(ctx context.Context, o *store.Org, now time.Time, read *meter.Read) (Bill, error) {
 	stages := append(call(o), meter.Stage{{Meter: meter.HourLessonReads, N: 1, Limit: o.RateLimits.LessonReadsPerHour}})
-	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Read: read})
+	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Read: read}, "")
 }
 
 // Mint bills a batch of media URLs, one per ledger entry (duplicates
@@ -96,7 +96,7 @@ func (b *Biller) Mint(ctx context.Context, o *store.Org, now time.Time, urls []m
 	stages := append(call(o),
 		meter.Stage{{Meter: meter.HourMints, N: n, Limit: o.RateLimits.URLMintsPerHour}},
 		meter.Stage{{Meter: meter.MonthDownloads, N: n, Limit: o.Quota.Downloads}})
-	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Ledger: urls})
+	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Ledger: urls}, "")
 }
 
 // Export bills an export that ships a bundle or a signed link, and writes
@@ -107,11 +107,55 @@ func (b *Biller) Mint(ctx context.Context, o *store.Org, now time.Time, urls []m
 // call only and writes no row. An inline export answered 304, or refused
 // 413, is Call instead.
 func (b *Biller) Export(ctx context.Context, o *store.Org, now time.Time, classes int, export meter.Entry) (Bill, error) {
-	stages := append(call(o), meter.Stage{
+	op := exportOp(o, now, classes)
+	op.Ledger = []meter.Entry{export}
+	return b.apply(ctx, op, "")
+}
+
+// The order of an inline export (issue #36, point 3): it used to build
+// its bundle and only then bill, so eight at once with room for one built
+// eight bundles and refused seven. Now its units are reserved first, as a
+// mint's are: ReserveExport bills the export's op, but for its ledger row,
+// before any bundle work, so a refused export builds nothing however many
+// arrive at once; Shipped writes the row once the bundle ships, and
+// Refund gives back the export and its downloads when it does not (a 413,
+// no room, a failed build), the call staying billed, as the spec bills a
+// 413. Each of the three is applied under a Once key of its own (the
+// request's, and "/shipped" or "/refund" after it), so an edge sending
+// the request to a second origin bills, ships and refunds it once.
+
+// ReserveExport bills an inline export before its bundle is read or
+// built: Export's op without its ledger row (Shipped writes it). Every
+// inline export is billed so, whether its bundle is stored or not, so
+// that two origins serving one request apply one op of one shape.
+func (b *Biller) ReserveExport(ctx context.Context, o *store.Org, now time.Time, classes int) (Bill, error) {
+	return b.apply(ctx, exportOp(o, now, classes), "")
+}
+
+// Shipped writes the ledger row of an inline export ReserveExport billed,
+// once its bundle ships; it bills nothing.
+func (b *Biller) Shipped(ctx context.Context, o *store.Org, now time.Time, export meter.Entry) error {
+	_, err := b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Ledger: []meter.Entry{export}}, "/shipped")
+	return err
+}
+
+// Refund gives back the export and the downloads ReserveExport billed for
+// an inline export that does not ship; its call stays billed.
+func (b *Biller) Refund(ctx context.Context, o *store.Org, now time.Time, classes int) error {
+	_, err := b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: []meter.Stage{{
+		{Meter: meter.MonthExports, N: 1, Refund: true},
+		{Meter: meter.MonthDownloads, N: int64(classes), Refund: true},
+	}}}, "/refund")
+	return err
+}
+
+// exportOp is the op of an export of classes classes, without a ledger
+// row.
+func exportOp(o *store.Org, now time.Time, classes int) meter.Op {
+	return meter.Op{Org: meter.Key(o), Now: now, Stages: append(call(o), meter.Stage{
 		{Meter: meter.MonthExports, N: 1, Limit: o.Quota.Exports},
 		{Meter: meter.MonthDownloads, N: int64(classes), Limit: o.Quota.Downloads},
-	})
-	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: stages, Ledger: []meter.Entry{export}})
+	})}
 }
 
 // ExportSpent reports whether an export of classes classes by o is sure
@@ -141,11 +185,17 @@ func (b *Biller) TestprepPage(ctx context.Context, o *store.Org, now time.Time, 
 	if want > 0 {
 		st = append(st, meter.Step{Meter: meter.MonthTestprepItems, N: int64(want), Limit: o.Quota.TestprepItems, Shorten: true})
 	}
-	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: append(call(o), st)})
+	return b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: append(call(o), st)}, "")
 }
 
-func (b *Biller) apply(ctx context.Context, op meter.Op) (Bill, error) {
+// apply applies op under the request's Once key followed by suffix: ""
+// for a request's bill, another for a second op of the request
+// (Shipped, Refund), whose shape differs.
+func (b *Biller) apply(ctx context.Context, op meter.Op, suffix string) (Bill, error) {
 	once(ctx, &op)
+	if op.Once != "" {
+		op.Once += suffix
+	}
 	res, err := b.Store.Apply(ctx, op)
 	if err == nil && res.Reserved && b.Leases != nil {
 		b.Leases.Recall(ctx, op.Org)

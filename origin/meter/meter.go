@@ -81,6 +81,14 @@ type Step struct {
 	// Shorten grants min(N, what is left) when at least one unit is
 	// left, instead of refusing (test-prep pages).
 	Shorten bool
+	// Refund gives back N units an earlier op of the same request billed
+	// (an inline export reserved before its bundle was built, which did
+	// not ship): the count goes down by N, never below 0, and the step is
+	// never refused; an op of refunds alone is applied even when the
+	// enumeration alarm is in force (it takes nothing). A refund step has
+	// no Limit, Force or Shorten (an op with one is invalid). Apply it at the billing op's Now, so that it
+	// counts in the same periods, and under a Once key of its own.
+	Refund bool
 }
 
 // Stage is a set of steps billed all or nothing.

@@ -126,6 +126,7 @@ func run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store, variant b
 		{"OncePrune", testOncePrune},
 		{"OnceOtherShape", testOnceOtherShape},
 		{"OnceTooOld", testOnceTooOld},
+		{"Refund", testRefund},
 	}
 	if kind == Shared {
 		tests = append(tests, []struct {

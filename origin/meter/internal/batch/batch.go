@@ -47,6 +47,9 @@ func Validate(op meter.Op) error {
 			if st.N < 0 {
 				return fmt.Errorf("meter op: negative N %d on %s", st.N, st.Meter)
 			}
+			if st.Refund && (st.Limit != nil || st.Force || st.Shorten) {
+				return fmt.Errorf("meter op: a refund of %s with a limit, Force or Shorten", st.Meter)
+			}
 		}
 	}
 	if r := op.Read; r != nil {

@@ -44,7 +44,7 @@ type Once struct {
 
 // ShapeOf hashes what op bills, but not its limits (an organisation's
 // plan may change between two origins' reads): each step's meter, units,
-// Force and Shorten, in stage order, its ledger rows' count and targets,
+// Force, Shorten and Refund, in stage order, its ledger rows' count and targets,
 // and whether it records a lesson read.
 func ShapeOf(op meter.Op) int64 {
 	h := fnv.New64a()
@@ -53,6 +53,9 @@ func ShapeOf(op meter.Op) int64 {
 		b = append(b, '|')
 		for _, s := range st {
 			b = append(b, byte(s.Meter), boolByte(s.Force), boolByte(s.Shorten))
+			if s.Refund { // only then: the shapes of the ops before refunds stay as N-1 computes them
+				b = append(b, 'R')
+			}
 			b = strconv.AppendInt(b, s.N, 10)
 			b = append(b, ',')
 		}

@@ -425,7 +425,8 @@ type add struct {
 
 // applyOp evaluates op against s and records its effects in s.
 //
-// An op of an org whose alarm is in force is refused whole (Suspended).
+// An op of an org whose alarm is in force is refused whole (Suspended),
+// but a refund (refundOnly).
 // Otherwise a stage is billed all or nothing. Within a stage, a step that
 // does not fit its limit refuses the op and bills none of the stage, even
 // when another step of the stage is a Force step over its limit (a
@@ -442,7 +443,7 @@ type add struct {
 func (s *State) applyOp(op meter.Op) meter.Result {
 	var res meter.Result
 	a := s.alarms[op.Org]
-	if a.InForce {
+	if a.InForce && !refundOnly(op) {
 		res.Suspended = true
 		s.after(op, &res)
 		return res
@@ -486,6 +487,23 @@ func (s *State) applyOp(op meter.Op) meter.Result {
 	return res
 }
 
+// refundOnly reports whether op only gives back (meter.Step.Refund): it
+// is applied even when its org's alarm is in force, since it takes
+// nothing, and the request it refunds passed before the alarm.
+func refundOnly(op meter.Op) bool {
+	if op.Read != nil || len(op.Ledger) > 0 || len(op.Stages) == 0 {
+		return false
+	}
+	for _, st := range op.Stages {
+		for _, step := range st {
+			if !step.Refund {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // evaluate runs op's stages against s without changing it, appending to
 // adds what the stages it bills add; it returns them, the N granted to a
 // Shorten step of a billed stage (-1: none) and the step that refused the
@@ -507,6 +525,9 @@ func (s *State) evaluate(op meter.Op, reserve bool, adds []add) ([]add, int64, *
 				}
 			}
 			n := st.N
+			if st.Refund {
+				n = -min(n, cur) // never below 0
+			}
 			if st.Limit != nil {
 				left := *st.Limit - cur
 				if reserve {
