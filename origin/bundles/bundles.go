@@ -7,9 +7,18 @@
 // directory, synced and renamed into place, so that a reader never sees a
 // partial bundle and a crash leaves at most a temporary file, which Open
 // removes. The store is bounded: when the bundles it holds add up to more
-// than its bound, the least recently used go (a reader holding one open
-// keeps reading it: the file is unlinked, not cut). The bound may be
-// exceeded by the newest bundle alone when it is bigger than the bound.
+// than its bound, bundles go (a reader holding one open keeps reading it:
+// the file is unlinked, not cut). The bound may be exceeded by the newest
+// bundle alone when it is bigger than the bound.
+//
+// Bundles are kept per owner (an organisation: tenants.go). No owner
+// holds more than its share of the bound (OrgShare): past it, its own
+// least recently used bundles go first. When the store as a whole is over
+// its bound, or short of room on its volume, the owner holding the most
+// bytes gives up its least recently used bundle first, so one
+// organisation's churn evicts its own bundles, never a smaller holder's.
+// And an owner builds at most BuildsPerHour bundles an hour (Admit), so
+// that its churn is bounded in work as well as in bytes.
 //
 // A store belongs to one process: several origins each keep their own
 // directory and build their own copy of a bundle (its bytes are the same
@@ -40,6 +49,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/internal/filelock"
 )
@@ -69,6 +79,15 @@ type Stats struct {
 	Purged    int64 // bundles removed by Purge
 	Bytes     int64 // the bytes of the bundles held now
 	Files     int   // the bundles held now
+	Owners    int   // the owners holding bundles now ("" counted: bundles a previous process left)
+
+	// ShareEvictions are the bundles removed because their owner held
+	// more than its share (OrgShare); Evictions, those removed for the
+	// bound, are taken from the largest holder first.
+	ShareEvictions int64
+	// Limited are the Admits refused because their owner had built its
+	// BuildsPerHour bundles this hour.
+	Limited int64
 
 	// SpaceEvictions are the bundles removed to make room on the volume:
 	// for the reserve, or after the volume refused a write.
@@ -102,16 +121,25 @@ type Store struct {
 	// volume of a set size.
 	volume func(dir string) (volume, error)
 
+	share   int64            // the most bytes one owner holds; 0: no share (tenants.go)
+	perHour int              // the most builds an owner starts an hour; 0: no bound
+	now     func() time.Time // the clock of the hourly bound
+
 	mu      sync.Mutex
-	files   map[string]*list.Element // of *entry, most recently used at the front
-	lru     list.List
+	files   map[string]*list.Element // of *entry, in its owner's tenant.lru
+	tenants map[string]*tenant       // by owner
+	tick    uint64                   // the last entry.used given
+	hours   map[string]*hourly       // builds of each owner this hour (tenants.go)
+	pending map[string]*admission    // admitted keys whose build has not started, by key
 	flights map[string]*flight
 	stats   Stats
 }
 
 type entry struct {
-	key  string
-	size int64
+	key   string
+	owner string // "" when not known (a bundle a previous process left)
+	size  int64
+	used  uint64 // Store.tick when last built or read: a global order of use
 }
 
 // flight is one build of a key, which every Get of the key during it
@@ -137,14 +165,16 @@ const lockName = ".lock"
 
 // Open opens the store in dir (created when
 // missing, and made private to its owner) bounded to max bytes (DefaultMaxBytes when max <= 0),
-// keeping the reserve of free space opts set (by default DefaultReserve's). The
-// bundles a previous process left are kept, oldest first in line for
-// eviction; temporary files it left are removed.
+// keeping the reserve of free space opts set (by default DefaultReserve's),
+// each owner's share (by default DefaultOrgShare percent of max) and its
+// builds an hour (by default DefaultBuildsPerHour). The bundles a previous
+// process left are kept, owned by "" until a Get names their owner, oldest
+// first in line for eviction; temporary files it left are removed.
 func Open(dir string, max int64, opts ...Option) (*Store, error) {
 	if max <= 0 {
 		max = DefaultMaxBytes
 	}
-	o := options{reserve: -1}
+	o := options{reserve: -1, share: DefaultOrgShare, perHour: DefaultBuildsPerHour, now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -160,7 +190,12 @@ func Open(dir string, max int64, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("bundle store %s: another store has it (one directory an origin): %w", dir, err)
 	}
 	s := &Store{dir: dir, max: max, reserve: o.reserve, lock: lock, volume: volumeOf, builds: make(chan struct{}, runtime.GOMAXPROCS(0)),
-		files: map[string]*list.Element{}, flights: map[string]*flight{}}
+		share: max * int64(o.share) / 100, perHour: o.perHour, now: o.now,
+		files: map[string]*list.Element{}, tenants: map[string]*tenant{}, hours: map[string]*hourly{},
+		pending: map[string]*admission{}, flights: map[string]*flight{}}
+	if o.share <= 0 || o.share >= 100 {
+		s.share = 0
+	}
 	if s.reserve < 0 {
 		s.reserve = DefaultReserve(dir)
 	}
@@ -184,22 +219,19 @@ func Open(dir string, max int64, opts ...Option) (*Store, error) {
 		if err != nil || !info.Mode().IsRegular() || !validKey(name) {
 			continue
 		}
-		kept = append(kept, found{entry{name, info.Size()}, info.ModTime().UnixNano()})
+		kept = append(kept, found{entry{key: name, size: info.Size()}, info.ModTime().UnixNano()})
 	}
-	// The most recently written first, so that the oldest is evicted first.
+	// The oldest first, so that it is the least recently used.
 	for i := 1; i < len(kept); i++ {
-		for j := i; j > 0 && kept[j].mod > kept[j-1].mod; j-- {
+		for j := i; j > 0 && kept[j].mod < kept[j-1].mod; j-- {
 			kept[j], kept[j-1] = kept[j-1], kept[j]
 		}
 	}
-	for _, f := range kept {
-		e := f.entry
-		s.files[e.key] = s.lru.PushBack(&e)
-		s.stats.Bytes += e.size
-		s.stats.Files++
-	}
 	s.mu.Lock()
-	s.evictLocked("")
+	for _, f := range kept {
+		s.insertLocked(f.key, "", f.size)
+	}
+	s.evictLocked("", "")
 	s.mu.Unlock()
 	return s, nil
 }
@@ -222,6 +254,30 @@ func (s *Store) Has(key string) bool {
 	return ok
 }
 
+// Stored opens the bundle of key, owned by owner, when the store holds it,
+// as a Get of it would (a hit), and reports false when it does not (a Get
+// would build it): nothing is built.
+func (s *Store) Stored(key, owner string) (*os.File, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.files[key]
+	if !ok {
+		return nil, false
+	}
+	f, err := os.Open(filepath.Join(s.dir, key))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			s.forgetLocked(el) // removed behind the store's back
+		} else {
+			s.stats.Other++
+		}
+		return nil, false
+	}
+	s.touchLocked(el, owner)
+	s.stats.Hits++
+	return f, true
+}
+
 // Close releases the store's directory for another store.
 func (s *Store) Close() error {
 	s.dirMu.Lock()
@@ -239,7 +295,8 @@ func (s *Store) Stats() Stats {
 	return s.stats
 }
 
-// Get opens the bundle of key, building it first with build when the
+// Get opens the bundle of key, owned by owner (an organisation, whose
+// share and builds it counts in), building it first with build when the
 // store does not hold it: build writes the bundle's bytes, and its error
 // is Get's (nothing is stored then). One build of a key runs at a time,
 // and every Get of the key waits for it; a Get whose ctx ends while it
@@ -252,14 +309,14 @@ func (s *Store) Stats() Stats {
 // room): it must write the same bytes each time. A bundle the store has
 // no room for, even after eviction, is ErrNoSpace: temporary, since the
 // next Get tries again.
-func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error) (*os.File, error) {
+func (s *Store) Get(ctx context.Context, key, owner string, build func(io.Writer) error) (*os.File, error) {
 	if !validKey(key) {
 		return nil, errors.New("bundle store: malformed key")
 	}
 	for {
 		s.mu.Lock()
 		if el, ok := s.files[key]; ok {
-			s.lru.MoveToFront(el)
+			s.touchLocked(el, owner)
 			s.stats.Hits++
 			s.mu.Unlock()
 			f, err := os.Open(filepath.Join(s.dir, key))
@@ -285,7 +342,7 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 		if !ok {
 			fl = &flight{done: make(chan struct{}), abandoned: make(chan struct{}), stop: make(chan struct{})}
 			s.flights[key] = fl
-			go s.fly(key, fl, build)
+			go s.fly(key, owner, fl, build)
 		}
 		fl.waiters++
 		s.mu.Unlock()
@@ -312,14 +369,17 @@ func (s *Store) Get(ctx context.Context, key string, build func(io.Writer) error
 	}
 }
 
-// fly builds key's bundle into the store and ends fl with the outcome.
-func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
+// fly builds key's bundle for owner into the store and ends fl with the
+// outcome.
+func (s *Store) fly(key, owner string, fl *flight, build func(io.Writer) error) {
 	var size int64
 	err := errAbandoned
 	select {
 	case s.builds <- struct{}{}:
 		s.mu.Lock()
-		fl.started = fl.waiters > 0
+		if fl.started = fl.waiters > 0; fl.started {
+			s.builtLocked(key, owner)
+		}
 		s.mu.Unlock()
 		if fl.started {
 			size, err = s.keep(key, fl.stop, build)
@@ -336,12 +396,9 @@ func (s *Store) fly(key string, fl *flight, build func(io.Writer) error) {
 	}
 	s.mu.Lock()
 	if err == nil {
-		e := &entry{key, size}
-		s.files[key] = s.lru.PushFront(e)
+		s.insertLocked(key, owner, size)
 		s.stats.Builds++
-		s.stats.Bytes += size
-		s.stats.Files++
-		s.evictLocked(key)
+		s.evictLocked(key, owner)
 	}
 	delete(s.flights, key)
 	fl.err = err
@@ -409,8 +466,7 @@ func (s *Store) Purge() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for el := s.lru.Back(); el != nil; {
-		prev := el.Prev()
+	for _, el := range s.filesLocked() {
 		e := el.Value.(*entry)
 		if err := os.Remove(filepath.Join(s.dir, e.key)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("bundle store: %w", err))
@@ -418,35 +474,8 @@ func (s *Store) Purge() error {
 			s.forgetLocked(el)
 			s.stats.Purged++
 		}
-		el = prev
 	}
 	return errors.Join(errs...)
-}
-
-// evictLocked removes the least recently used bundles, but keep, while
-// the store holds more than its bound.
-func (s *Store) evictLocked(keep string) {
-	for s.stats.Bytes > s.max {
-		el := s.lru.Back()
-		for el != nil && el.Value.(*entry).key == keep {
-			el = el.Prev()
-		}
-		if el == nil {
-			return
-		}
-		e := el.Value.(*entry)
-		s.forgetLocked(el)
-		s.stats.Evictions++
-		os.Remove(filepath.Join(s.dir, e.key))
-	}
-}
-
-func (s *Store) forgetLocked(el *list.Element) {
-	e := el.Value.(*entry)
-	s.lru.Remove(el)
-	delete(s.files, e.key)
-	s.stats.Bytes -= e.size
-	s.stats.Files--
 }
 
 // sink is a build's file as the build writes it: a write fails once stop

@@ -39,7 +39,7 @@ func read(t *testing.T, f *os.File, err error) string {
 // get reads key's bundle from s, built with build when s lacks it.
 func get(t *testing.T, s *Store, key string, build func(io.Writer) error) string {
 	t.Helper()
-	f, err := s.Get(context.Background(), key, build)
+	f, err := s.Get(context.Background(), key, "", build)
 	return read(t, f, err)
 }
 
@@ -74,7 +74,7 @@ func TestBuiltOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f, err := s.Get(context.Background(), key, build)
+			f, err := s.Get(context.Background(), key, "", build)
 			got[i] = read(t, f, err)
 		}()
 	}
@@ -93,7 +93,7 @@ func TestBuiltOnce(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// Later Gets read the file; build is not called.
-	f, err := s.Get(context.Background(), key, func(io.Writer) error { t.Error("built again"); return nil })
+	f, err := s.Get(context.Background(), key, "", func(io.Writer) error { t.Error("built again"); return nil })
 	read(t, f, err)
 }
 
@@ -103,7 +103,7 @@ func TestBuildFails(t *testing.T) {
 	s := open(t, dir, 0)
 	key := Key("x")
 	boom := errors.New("boom")
-	_, err := s.Get(context.Background(), key, func(w io.Writer) error {
+	_, err := s.Get(context.Background(), key, "", func(w io.Writer) error {
 		io.WriteString(w, strings.Repeat("half", 1<<15))
 		return boom
 	})
@@ -113,7 +113,7 @@ func TestBuildFails(t *testing.T) {
 	if des, _ := os.ReadDir(dir); len(des) != 1 || des[0].Name() != lockName {
 		t.Errorf("a failed build left %v", des)
 	}
-	f, err := s.Get(context.Background(), key, writing("whole"))
+	f, err := s.Get(context.Background(), key, "", writing("whole"))
 	if g := read(t, f, err); g != "whole" {
 		t.Errorf("read %q", g)
 	}
@@ -129,7 +129,7 @@ func TestAtomic(t *testing.T) {
 	goOn := make(chan struct{})
 	done := make(chan string)
 	go func() {
-		f, err := s.Get(context.Background(), key, func(w io.Writer) error {
+		f, err := s.Get(context.Background(), key, "", func(w io.Writer) error {
 			io.WriteString(w, strings.Repeat("a", 200<<10)) // past the buffer
 			close(mid)
 			<-goOn
@@ -157,7 +157,7 @@ func TestEviction(t *testing.T) {
 	a, b, c := Key("a"), Key("b"), Key("c")
 	get(t, s, a, writing(strings.Repeat("a", 10)))
 	get(t, s, b, writing(strings.Repeat("b", 10)))
-	held, err := s.Get(ctx, a, writing("rebuilt")) // a is now the most recent
+	held, err := s.Get(ctx, a, "", writing("rebuilt")) // a is now the most recent
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestReopen(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "notes.tmp")); err != nil {
 		t.Error("Open removed a temporary file that is not a bundle's")
 	}
-	f, err := s2.Get(context.Background(), key, func(io.Writer) error { t.Error("built again"); return nil })
+	f, err := s2.Get(context.Background(), key, "", func(io.Writer) error { t.Error("built again"); return nil })
 	if g := read(t, f, err); g != "kept" {
 		t.Errorf("read %q", g)
 	}
@@ -222,11 +222,11 @@ func TestWaitCancelled(t *testing.T) {
 	errc := make(chan error)
 	stays := make(chan string)
 	go func() {
-		_, err := s.Get(ctx, key, build)
+		_, err := s.Get(ctx, key, "", build)
 		errc <- err
 	}()
 	go func() {
-		f, err := s.Get(context.Background(), key, build)
+		f, err := s.Get(context.Background(), key, "", build)
 		stays <- read(t, f, err)
 	}()
 	time.Sleep(10 * time.Millisecond)
@@ -245,7 +245,7 @@ func TestWaitCancelled(t *testing.T) {
 
 func TestMalformedKey(t *testing.T) {
 	s := open(t, t.TempDir(), 0)
-	if _, err := s.Get(context.Background(), "../x", writing("x")); err == nil {
+	if _, err := s.Get(context.Background(), "../x", "", writing("x")); err == nil {
 		t.Error("a malformed key was accepted")
 	}
 }
@@ -260,7 +260,7 @@ func TestPurge(t *testing.T) {
 	a, b, c := Key("a"), Key("b"), Key("c")
 	get(t, s, a, writing("aaa"))
 	get(t, s, b, writing("bbbb"))
-	held, err := s.Get(ctx, a, writing("rebuilt"))
+	held, err := s.Get(ctx, a, "", writing("rebuilt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestPurge(t *testing.T) {
 	building := make(chan struct{})
 	done := make(chan string)
 	go func() {
-		f, err := s.Get(ctx, c, func(w io.Writer) error {
+		f, err := s.Get(ctx, c, "", func(w io.Writer) error {
 			close(building)
 			<-goOn
 			return writing("ccccc")(w)
@@ -294,10 +294,10 @@ func TestPurge(t *testing.T) {
 	if g := <-done; g != "ccccc" {
 		t.Errorf("the bundle built during Purge reads %q", g)
 	}
-	f, err := s.Get(ctx, c, func(io.Writer) error { t.Error("the bundle built during Purge was built again"); return nil })
+	f, err := s.Get(ctx, c, "", func(io.Writer) error { t.Error("the bundle built during Purge was built again"); return nil })
 	read(t, f, err)
 	var builds int
-	f, err = s.Get(ctx, a, func(w io.Writer) error { builds++; return writing("again")(w) })
+	f, err = s.Get(ctx, a, "", func(w io.Writer) error { builds++; return writing("again")(w) })
 	if g := read(t, f, err); g != "again" || builds != 1 {
 		t.Errorf("after Purge: read %q with %d builds, want a new build", g, builds)
 	}
@@ -325,7 +325,7 @@ func TestAbandonedBuildDropped(t *testing.T) {
 	var built atomic.Bool
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := s.Get(ctx, Key("queued"), func(w io.Writer) error { built.Store(true); return writing("q")(w) }); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.Get(ctx, Key("queued"), "", func(w io.Writer) error { built.Store(true); return writing("q")(w) }); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Get = %v", err)
 	}
 	close(release)
@@ -348,7 +348,7 @@ func TestAbandonedBuildStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() {
-		_, err := s.Get(ctx, Key("big"), func(w io.Writer) error {
+		_, err := s.Get(ctx, Key("big"), "", func(w io.Writer) error {
 			io.WriteString(w, strings.Repeat("a", 100<<10))
 			close(started)
 			<-goOn

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/lectern-api/lectern/origin/internal/filelock"
 )
@@ -43,6 +44,9 @@ type Option func(*options)
 
 type options struct {
 	reserve int64 // < 0: DefaultReserve
+	share   int   // percent of the bound one owner may hold (tenants.go)
+	perHour int   // builds an owner may start an hour
+	now     func() time.Time
 }
 
 // Reserve keeps bytes free on the store's volume: no bundle is written
@@ -114,7 +118,8 @@ func (s *Store) take(n int64) error {
 	return nil
 }
 
-// makeRoom evicts the least recently used bundles until the volume has
+// makeRoom evicts bundles, the least recently used of the largest holder
+// first (victimLocked), until the volume has
 // need bytes above the reserve, or none is left, and reports whether the
 // room is there. Where the volume cannot be read it evicts need bytes of
 // bundles and reports true: the next try tells. A bundle a download
@@ -126,7 +131,7 @@ func (s *Store) makeRoom(need int64) bool {
 		s.mu.Lock()
 		var freed int64
 		for (ok && h < need) || (!ok && freed < need) {
-			el := s.lru.Back()
+			el := s.victimLocked("")
 			if el == nil {
 				break
 			}
@@ -252,12 +257,10 @@ func (s *Store) remake() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.MissingDir++
-	for el := s.lru.Back(); el != nil; {
-		prev := el.Prev()
+	for _, el := range s.filesLocked() {
 		if _, err := os.Stat(filepath.Join(s.dir, el.Value.(*entry).key)); errors.Is(err, fs.ErrNotExist) {
 			s.forgetLocked(el)
 		}
-		el = prev
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func TestVolumeFull(t *testing.T) {
 	get(t, s, a, bytesOf('a', 400*k))
 	get(t, s, b, bytesOf('b', 400*k))
 	var tries int
-	f, err := s.Get(ctx, c, func(w io.Writer) error { tries++; return bytesOf('c', 400*k)(w) })
+	f, err := s.Get(ctx, c, "", func(w io.Writer) error { tries++; return bytesOf('c', 400*k)(w) })
 	if g := read(t, f, err); len(g) != 400*k {
 		t.Fatalf("c on a full volume: got %d bytes, want %d", len(g), 400*k)
 	}
@@ -36,7 +36,7 @@ func TestVolumeFull(t *testing.T) {
 		t.Errorf("got %d tries, stats %+v, a held %v; want 2 tries, one ENOSPC and a evicted", tries, st, s.Has(a))
 	}
 
-	_, err = s.Get(ctx, Key("huge"), bytesOf('h', 2048*k))
+	_, err = s.Get(ctx, Key("huge"), "", bytesOf('h', 2048*k))
 	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a bundle bigger than the volume: got %v, want ErrNoSpace from ENOSPC", err)
 	}
@@ -55,7 +55,7 @@ func TestVolumeFull(t *testing.T) {
 	filler := filepath.Join(vol, "filler")
 	fill(t, filler)
 	tries = 0
-	_, err = s.Get(ctx, a, func(w io.Writer) error { tries++; return bytesOf('a', 400*k)(w) })
+	_, err = s.Get(ctx, a, "", func(w io.Writer) error { tries++; return bytesOf('a', 400*k)(w) })
 	if !errors.Is(err, ErrNoSpace) || tries != 1 {
 		t.Fatalf("a full volume: got %v in %d tries, want ErrNoSpace in 1", err, tries)
 	}
@@ -98,7 +98,7 @@ func TestDefaultReserveKeepsRoom(t *testing.T) {
 	s := open(t, filepath.Join(vol, "bundles"), 0)
 	defer s.Close()
 	for i := range 8 {
-		_, err := s.Get(context.Background(), Key("b", string(rune('a'+i))), bytesOf('x', 200*k))
+		_, err := s.Get(context.Background(), Key("b", string(rune('a'+i))), "", bytesOf('x', 200*k))
 		if err != nil && !errors.Is(err, ErrNoSpace) {
 			t.Fatalf("bundle %d: %v", i, err)
 		}

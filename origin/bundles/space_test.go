@@ -68,7 +68,7 @@ func TestReserve(t *testing.T) {
 	// 100 KiB above the reserve: b's try stops there, a is evicted, and
 	// the second try keeps b.
 	var tries int
-	f, err := s.Get(ctx, b, func(w io.Writer) error { tries++; return bytesOf('b', 300*k)(w) })
+	f, err := s.Get(ctx, b, "", func(w io.Writer) error { tries++; return bytesOf('b', 300*k)(w) })
 	if g := read(t, f, err); len(g) != 300*k {
 		t.Fatalf("b: got %d bytes, want %d", len(g), 300*k)
 	}
@@ -79,7 +79,7 @@ func TestReserve(t *testing.T) {
 		t.Errorf("after b: stats %+v", st)
 	}
 	// Bigger than all the room above the reserve, b evicted included.
-	_, err = s.Get(ctx, c, bytesOf('c', 500*k))
+	_, err = s.Get(ctx, c, "", bytesOf('c', 500*k))
 	if !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("c: got %v, want ErrNoSpace", err)
 	}
@@ -104,7 +104,7 @@ func TestReserveRefusesBeforeBuilding(t *testing.T) {
 	get(t, s, a, bytesOf('a', 100<<10))
 	s.reserve = 1 << 20 // the whole volume: never any room
 	var built bool
-	_, err := s.Get(context.Background(), Key("b"), func(w io.Writer) error { built = true; return nil })
+	_, err := s.Get(context.Background(), Key("b"), "", func(w io.Writer) error { built = true; return nil })
 	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "reserve") {
 		t.Fatalf("got %v, want ErrNoSpace for the reserve", err)
 	}
@@ -134,7 +134,7 @@ func TestMissingDirRemade(t *testing.T) {
 		t.Fatal(err)
 	}
 	var builds int
-	f, err := s.Get(context.Background(), a, func(w io.Writer) error { builds++; return writing("a again")(w) })
+	f, err := s.Get(context.Background(), a, "", func(w io.Writer) error { builds++; return writing("a again")(w) })
 	if g := read(t, f, err); g != "a again" || builds != 1 {
 		t.Fatalf("got %q in %d builds, want a again in 1", g, builds)
 	}
@@ -158,7 +158,7 @@ func TestMissingDirDuringBuild(t *testing.T) {
 	s := open(t, dir, 0)
 	defer s.Close()
 	var tries int
-	f, err := s.Get(context.Background(), Key("a"), func(w io.Writer) error {
+	f, err := s.Get(context.Background(), Key("a"), "", func(w io.Writer) error {
 		if tries++; tries == 1 {
 			if err := os.RemoveAll(dir); err != nil {
 				return err

@@ -157,17 +157,24 @@ func (s *Server) exportLink(w http.ResponseWriter, r *http.Request, req *request
 // 413 is a file's size), below what would fill a disk.
 const inlineStoreLimit = 1 << 30
 
-// exportInline answers format=inline. Every refusal that needs no bundle
-// is decided first (exportRefused): a spent quota, an hourly cap or the
-// enumeration alarm answers without any bundle work. Then the bundle is
-// taken from the store (built once, exports.go storedBundle), its size
-// measured against the ceiling (413 PAYLOAD_TOO_LARGE bills the call
-// only), and only then the export is billed and the bundle sent, read
-// from its file: the data goes straight into the body (base64 needs no
-// JSON escaping), without Content-Encoding: it is compressed already
-// (spec: Transport).
+// exportInline answers format=inline, reserving before any bundle work
+// (issue #36, point 3). A refusal the counters the origin last saw show
+// certain comes first (exportRefused). A bundle the store lacks must be
+// built: the build is one of the organisation's downloads (their bounds,
+// downloads.go) and one of its builds of the hour (bundles.Store.Admit),
+// each refused 429 RATE_LIMITED, free. Then the export's units are
+// reserved (billing.Biller.ReserveExport: the call, the export and its
+// downloads, in one transaction): a refusal there builds nothing, however
+// many exports arrive at once. Only then is the bundle read or built (once,
+// storedBundle), its size measured against the ceiling (413
+// PAYLOAD_TOO_LARGE gives back all but the call, as the spec bills it), its
+// ledger row written, and the bundle sent, read from its file: the data
+// goes straight into the body (base64 needs no JSON escaping), without
+// Content-Encoding: it is compressed already (spec: Transport).
 func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *request, t exportTarget) error {
-	if err := s.exportRefused(r, req, t.target.Classes(), ledgerEntry(req, t, "inline")); err != nil {
+	classes := t.target.Classes()
+	pre, err := s.exportRefused(r, req, classes)
+	if err != nil {
 		return err
 	}
 	env, err := json.Marshal(s.envelope(req))
@@ -175,56 +182,41 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 		return err
 	}
 	head := `{"format":"inline","encoding":"gzip+base64","archive":"tar","data":"`
-	tail := `","classes":` + strconv.Itoa(t.target.Classes()) + `,"contentVersion":` + strconv.Quote(req.corpus.ContentVersion) +
+	tail := `","classes":` + strconv.Itoa(classes) + `,"contentVersion":` + strconv.Quote(req.corpus.ContentVersion) +
 		`,"_license":` + string(env) + `}`
 	ceiling := s.cfg.InlineCeiling
 	if ceiling <= 0 {
 		ceiling = DefaultInlineCeiling
 	}
 	limit := ceiling - int64(len(head)+len(tail))
+	res := &reservation{s: s, r: r, req: req, classes: classes, bill: pre}
 	if limit <= 0 {
-		return s.billCallAnd(r, req, tooLarge(ceiling))
-	}
-	bundle := s.bundle(req.org, req.claims.Scope, t.target)
-	key := s.bundleKey(req.corpus, "inline", req.org, bundle)
-	kept, err := s.bundleStore()
-	if err != nil {
-		return err
-	}
-	if !kept.Has(key) {
-		// A build is one of the organisation's downloads (their bounds,
-		// downloads.go): the bundle work its inline exports may cause is
-		// bounded as theirs is. A stored bundle is read, billed, as it is.
-		release, err := s.downloadSlot(meter.Key(req.org))
-		if err != nil {
-			return err
+		if pre != nil {
+			res.refund()
+			return tooLarge(ceiling) // the reservation billed the call
 		}
-		defer release()
-	}
-	f, err := kept.Get(r.Context(), key, func(w io.Writer) error {
-		_, err := s.exporter(req.corpus).WriteInline(w, bundle, inlineStoreLimit)
-		return err
-	})
-	if errors.Is(err, export.ErrTooLarge) {
 		return s.billCallAnd(r, req, tooLarge(ceiling))
 	}
+	f, err := s.inlineBundle(r, req, t, res)
 	if err != nil {
-		return s.bundleFailed(req.id, err)
+		res.refund()
+		return err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
+		res.refund()
 		return err
 	}
 	if st.Size() > limit {
-		return s.billCallAnd(r, req, tooLarge(ceiling))
+		res.refund()
+		return tooLarge(ceiling) // the reservation billed the call
 	}
-	bill, err := s.biller.Export(r.Context(), req.org, req.now, t.target.Classes(), ledgerEntry(req, t, "inline"))
-	s.counters.note(meter.Key(req.org), req.now, bill.After)
-	if err != nil {
+	if err := s.biller.Shipped(r.Context(), req.org, req.now, ledgerEntry(req, t, "inline")); err != nil {
+		res.refund()
 		return err
 	}
-	contentHeaders(w, req, t.tag, bill)
+	contentHeaders(w, req, t.tag, *res.bill)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.FormatInt(int64(len(head))+st.Size()+int64(len(tail)), 10))
@@ -240,48 +232,131 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 	return nil
 }
 
-// exportRefused answers, before any bundle work, an export the meters are
-// sure to refuse: when the organisation's counters (the last the origin
-// saw in these periods, else read from the meters, nothing billed) show a
-// quota or hourly cap the export bills spent (billing.ExportSpent), it
-// bills the export (Biller.Export), which then refuses it and bills
-// exactly what the spec says (the call, or nothing); when the enumeration
-// alarm is in force it answers ORG_SUSPENDED, billing nothing, as the
-// meters would. Counters only grow within their period and the limits are
-// the organisation's as the request read it, so a refusal read here is a
-// refusal there; an export it lets through is decided by the meters as
-// before.
-func (s *Server) exportRefused(r *http.Request, req *request, classes int, entry meter.Entry) error {
+// inlineBundle opens the inline bundle of t, reserving the export first
+// (res.reserve) when exportRefused has not: a stored bundle is read; one
+// the store lacks is built, once a download and a build of the hour are
+// taken (free refusals, before the reservation). A bundle the export
+// limit refuses is ErrTooLarge's 413.
+func (s *Server) inlineBundle(r *http.Request, req *request, t exportTarget, res *reservation) (*os.File, error) {
+	bundle := s.bundle(req.org, req.claims.Scope, t.target)
+	key := s.bundleKey(req.corpus, "inline", req.org, bundle)
+	kept, err := s.bundleStore()
+	if err != nil {
+		return nil, err
+	}
+	owner := meter.Key(req.org)
+	if f, ok := kept.Stored(key, owner); ok {
+		if err := res.reserve(); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
+	}
+	release, err := s.downloadSlot(owner)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	done, err := kept.Admit(owner, key)
+	if err != nil {
+		return nil, buildsLimited(err)
+	}
+	defer done()
+	if err := res.reserve(); err != nil {
+		return nil, err
+	}
+	f, err := kept.Get(r.Context(), key, owner, func(w io.Writer) error {
+		_, err := s.exporter(req.corpus).WriteInline(w, bundle, inlineStoreLimit)
+		return err
+	})
+	if errors.Is(err, export.ErrTooLarge) {
+		ceiling := s.cfg.InlineCeiling
+		if ceiling <= 0 {
+			ceiling = DefaultInlineCeiling
+		}
+		return nil, tooLarge(ceiling)
+	}
+	if err != nil {
+		return nil, s.bundleFailed(req.id, err)
+	}
+	return f, nil
+}
+
+// reservation is an inline export's units, billed before its bundle work
+// (billing.Biller.ReserveExport); bill is nil until they are.
+type reservation struct {
+	s       *Server
+	r       *http.Request
+	req     *request
+	classes int
+	bill    *billing.Bill
+}
+
+// reserve bills the export's units, unless they are billed already; a
+// refusal (429, or 403 ORG_SUSPENDED) is the error.
+func (v *reservation) reserve() error {
+	if v.bill != nil {
+		return nil
+	}
+	bill, err := v.s.biller.ReserveExport(v.r.Context(), v.req.org, v.req.now, v.classes)
+	v.s.counters.note(meter.Key(v.req.org), v.req.now, bill.After)
+	if err != nil {
+		return err
+	}
+	v.bill = &bill
+	return nil
+}
+
+// refund gives back the export and downloads reserved for an export that
+// does not ship; the call stays billed. A reservation that was another
+// origin's (the edge sent the request to both: Bill.Duplicate) is that
+// origin's to refund or ship. The refund is applied even when the client
+// has gone; its failure is logged, since the answer is the export's.
+func (v *reservation) refund() {
+	if v.bill == nil || v.bill.Duplicate {
+		return
+	}
+	ctx := context.WithoutCancel(v.r.Context())
+	if err := v.s.biller.Refund(ctx, v.req.org, v.req.now, v.classes); err != nil {
+		v.s.cfg.Logger.Error("inline export: its reserved export and downloads could not be given back", "requestId", v.req.id, "err", err)
+	}
+	v.bill = nil
+}
+
+// exportRefused answers, before any bundle work or reservation, an export
+// the meters are sure to refuse: when the organisation's counters (the
+// last the origin saw in these periods, else read from the meters,
+// nothing billed) show a quota or hourly cap the export bills spent
+// (billing.ExportSpent), it reserves the export (Biller.ReserveExport),
+// which then refuses it and bills exactly what the spec says (the call,
+// or nothing); when the enumeration alarm is in force it answers
+// ORG_SUSPENDED, billing nothing, as the meters would. Counters grow
+// within their period but by a refund (a reserved export that did not
+// ship), so the meters may pass an export read here as spent: that
+// reservation is the export's, and is returned. Nil when nothing was
+// billed: the export is reserved later, once its bundle work is allowed.
+func (s *Server) exportRefused(r *http.Request, req *request, classes int) (*billing.Bill, error) {
 	key := meter.Key(req.org)
 	c, known := s.counters.get(key, req.now)
 	if !known || !billing.ExportSpent(req.org, c, classes) {
 		u, err := s.cfg.Meters.Usage(r.Context(), key, req.now)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.counters.note(key, req.now, u.Counters)
 		if u.Alarm != nil {
-			return billing.Suspended()
+			return nil, billing.Suspended()
 		}
 		if !billing.ExportSpent(req.org, u.Counters, classes) {
-			return nil
+			return nil, nil
 		}
 	}
-	bill, err := s.biller.Export(r.Context(), req.org, req.now, classes, entry)
+	bill, err := s.biller.ReserveExport(r.Context(), req.org, req.now, classes)
 	s.counters.note(key, req.now, bill.After)
-	if err == nil && bill.Duplicate {
-		// Another origin billed this very request (the edge sent it on
-		// when this one was slow): it passed there, so it ships here,
-		// billed once (the export's own Export is that duplicate too).
-		return nil
+	if err != nil {
+		return nil, err
 	}
-	if err == nil {
-		// Not reachable while counters only grow: the export is billed and
-		// its ledger row written, but no bundle ships.
-		s.cfg.Logger.Error("export: the meters passed an export whose allowance was read as spent", "requestId", req.id)
-		return errors.New("export: billed after its allowance was read as spent")
-	}
-	return err
+	return &bill, nil
 }
 
 // counters are the last meter counts the origin saw of each organisation
@@ -408,7 +483,9 @@ func (s *Server) serveExportLink(w http.ResponseWriter, r *http.Request, id stri
 }
 
 // storedBundle opens the stored bundle of format ("zip" or "inline") made
-// from b for org under ct, built with build when the store lacks it. Its key is
+// from b for org under ct, built with build when the store lacks it and
+// admits the build (one of org's builds of the hour: else 429
+// RATE_LIMITED, buildsLimited). Its key is
 // everything that makes its bytes: the format, the corpus version and the
 // subject's content digest (a corpus edited under one version moves it),
 // the organisation (id, generation, name), the envelope (licence id and tag,
@@ -420,7 +497,13 @@ func (s *Server) storedBundle(ctx context.Context, ct *Content, format string, o
 	if err != nil {
 		return nil, err
 	}
-	return st.Get(ctx, s.bundleKey(ct, format, org, b), build)
+	key, owner := s.bundleKey(ct, format, org, b), meter.Key(org)
+	done, err := st.Admit(owner, key)
+	if err != nil {
+		return nil, buildsLimited(err)
+	}
+	defer done()
+	return st.Get(ctx, key, owner, build)
 }
 
 // bundleKey is the store's key of the bundle of format made from b for
@@ -441,7 +524,7 @@ func (s *Server) bundleStore() (*bundles.Store, error) {
 		}
 		dir, err := os.MkdirTemp("", "lectern-bundles-")
 		if err == nil {
-			s.tmpBundles.st, err = bundles.Open(dir, 0)
+			s.tmpBundles.st, err = bundles.Open(dir, 0, bundles.Clock(s.cfg.Now))
 		}
 		s.tmpBundles.err = err
 	})

@@ -38,6 +38,16 @@ func (o *Origin) openBundles(opts Options, ln net.Listener) (*bundles.Store, err
 	case r > 0:
 		with = append(with, bundles.Reserve(r))
 	}
+	if opts.BundleOrgShare > 0 {
+		with = append(with, bundles.OrgShare(opts.BundleOrgShare))
+	}
+	switch n := opts.BundleBuildsPerHour; {
+	case n < 0:
+		with = append(with, bundles.BuildsPerHour(0))
+	case n > 0:
+		with = append(with, bundles.BuildsPerHour(n))
+	}
+	with = append(with, bundles.Clock(o.clock.Now))
 	st, err := bundles.Open(dir, opts.BundleMax, with...)
 	if err != nil {
 		return nil, err
@@ -63,7 +73,8 @@ var (
 	bundleBuilds = prometheus.NewDesc("lectern_bundles_builds_total",
 		"Bundles built and stored.", nil, nil)
 	bundleEvictions = prometheus.NewDesc("lectern_bundles_evictions_total",
-		"Bundles removed, by reason: bound (LECTERN_BUNDLE_MAX_MB), space (room on the volume: the reserve, or a write the volume refused), purge.",
+		"Bundles removed, by reason: bound (LECTERN_BUNDLE_MAX_MB, the largest holder's first), share (an organisation past LECTERN_BUNDLE_ORG_SHARE, its own), "+
+			"space (room on the volume: the reserve, or a write the volume refused), purge.",
 		[]string{"reason"}, nil)
 	bundleErrors = prometheus.NewDesc("lectern_bundles_errors_total",
 		"Failures of the store's file work, by kind: enospc (the volume refused a write: full or over quota), "+
@@ -73,6 +84,10 @@ var (
 		"Builds refused for want of room after eviction, each answered 503 with Retry-After, by what refused the last try: "+
 			"reserve (LECTERN_BUNDLE_RESERVE_MB) or full (the volume).",
 		[]string{"reason"}, nil)
+	bundleLimited = prometheus.NewDesc("lectern_bundles_builds_limited_total",
+		"Bundle builds refused 429 RATE_LIMITED because their organisation had LECTERN_BUNDLE_BUILDS_PER_HOUR built this hour.", nil, nil)
+	bundleOwners = prometheus.NewDesc("lectern_bundles_owners",
+		"The organisations holding bundles in the origin's store now.", nil, nil)
 	bundleReserve = prometheus.NewDesc("lectern_bundles_reserve_bytes",
 		"The bytes the store keeps free on its volume: no bundle is written below them.", nil, nil)
 	bundleAvailable = prometheus.NewDesc("lectern_bundles_volume_available_bytes",
@@ -81,7 +96,7 @@ var (
 
 func (c bundleCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{bundleBytes, bundleFiles, bundleHits, bundleBuilds, bundleEvictions,
-		bundleErrors, bundleRefusals, bundleReserve, bundleAvailable} {
+		bundleErrors, bundleRefusals, bundleLimited, bundleOwners, bundleReserve, bundleAvailable} {
 		ch <- d
 	}
 }
@@ -99,6 +114,7 @@ func (c bundleCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(bundleHits, st.Hits)
 	counter(bundleBuilds, st.Builds)
 	counter(bundleEvictions, st.Evictions, "bound")
+	counter(bundleEvictions, st.ShareEvictions, "share")
 	counter(bundleEvictions, st.SpaceEvictions, "space")
 	counter(bundleEvictions, st.Purged, "purge")
 	counter(bundleErrors, st.NoSpace, "enospc")
@@ -106,6 +122,8 @@ func (c bundleCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(bundleErrors, st.Other, "other")
 	counter(bundleRefusals, st.RefusedReserve, "reserve")
 	counter(bundleRefusals, st.RefusedFull, "full")
+	counter(bundleLimited, st.Limited)
+	gauge(bundleOwners, int64(st.Owners))
 	gauge(bundleReserve, c.st.Reserve())
 	if avail, ok := c.st.Available(); ok {
 		gauge(bundleAvailable, avail)

@@ -68,6 +68,12 @@ type Options struct {
 	// BundleReserve is the bytes kept free on the bundles' volume; zero:
 	// bundles.DefaultReserve's, negative: none.
 	BundleReserve int64
+	// BundleOrgShare is the percent of BundleMax one organisation's
+	// bundles may hold; zero: bundles.DefaultOrgShare. BundleBuildsPerHour
+	// bounds the bundles built for one organisation a UTC hour; zero:
+	// bundles.DefaultBuildsPerHour, negative: no bound.
+	BundleOrgShare      int
+	BundleBuildsPerHour int
 	// Limits bound what a client may take of each listener; zero fields
 	// are httpsrv.Default's.
 	Limits httpsrv.Limits

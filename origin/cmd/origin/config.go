@@ -101,6 +101,14 @@ type config struct {
 	BundleReserveMB string // LECTERN_BUNDLE_RESERVE_MB: default a tenth of the volume, at most 512
 	bundleMax       int64
 	bundleReserve   int64
+	// No organisation holds more than BundleOrgShare percent of the
+	// bundles' bound, nor has more than BundleBuildsPerHour built an hour
+	// on this origin (issue #36; parsed by check into bundleOrgShare and
+	// bundleBuildsPerHour).
+	BundleOrgShare      string // LECTERN_BUNDLE_ORG_SHARE: default 25
+	BundleBuildsPerHour string // LECTERN_BUNDLE_BUILDS_PER_HOUR: default 1000, 0 for no bound
+	bundleOrgShare      int
+	bundleBuildsPerHour int
 
 	// Limits bound what a client may take of each listener; not from the
 	// environment: zero fields are httpsrv.Default's, tests set short ones.
@@ -153,6 +161,10 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.BundleReserveMB, "LECTERN_BUNDLE_RESERVE_MB", "bundle-reserve-mb", "",
 		"mebibytes kept free on the bundle directory's volume, below which no bundle is written; 0: none (default: a tenth of the volume, at most "+
 			strconv.Itoa(bundles.DefaultReserveMax>>20)+")")
+	fs.Env(&c.BundleOrgShare, "LECTERN_BUNDLE_ORG_SHARE", "bundle-org-share", strconv.Itoa(bundles.DefaultOrgShare),
+		"most percent of LECTERN_BUNDLE_MAX_MB one organisation's bundles hold; past it its own least recently used go first; 100: no share")
+	fs.Env(&c.BundleBuildsPerHour, "LECTERN_BUNDLE_BUILDS_PER_HOUR", "bundle-builds-per-hour", strconv.Itoa(bundles.DefaultBuildsPerHour),
+		"most export bundles built for one organisation a UTC hour on this origin; one more is 429 RATE_LIMITED; 0: no bound")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
 	fs.Switch(&c.Demo, "LECTERN_DEMO", "demo", "make run's walk-through: create the demo organisation and a client on a new database and print their secret and the admin token; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
@@ -238,6 +250,16 @@ func (c *config) check() error {
 		if c.bundleReserve = mb << 20; mb == 0 {
 			c.bundleReserve = -1
 		}
+	}
+	if n, err := strconv.Atoi(c.BundleOrgShare); err != nil || n < 1 || n > 100 {
+		errs = append(errs, fmt.Errorf("LECTERN_BUNDLE_ORG_SHARE=%q: want a whole percent from 1 to 100 (100: no share)", c.BundleOrgShare))
+	} else {
+		c.bundleOrgShare = n
+	}
+	if n, err := strconv.Atoi(c.BundleBuildsPerHour); err != nil || n < 0 {
+		errs = append(errs, fmt.Errorf("LECTERN_BUNDLE_BUILDS_PER_HOUR=%q: want a whole number of builds, 0 for no bound", c.BundleBuildsPerHour))
+	} else if c.bundleBuildsPerHour = n; n == 0 {
+		c.bundleBuildsPerHour = -1 // wiring.Options: negative, no bound
 	}
 	if c.BundleDir == "" && !wiring.IsPostgres(c.DB) {
 		// One origin a SQLite database: its bundles beside it. With
