@@ -19,9 +19,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// secretCost is the bcrypt cost of client secrets, and of the dummy hash
-// that unknown client ids are checked against. It is a variable only so
-// that tests can lower it: under the race detector one comparison at the
+// secretCost is the bcrypt cost of the client secrets stored in bcrypt
+// (CreateClient, Config.BcryptSecrets). It is a variable only so that
+// tests can lower it: under the race detector one comparison at the
 // default cost takes about a second.
 var secretCost = bcrypt.DefaultCost
 
@@ -180,19 +180,49 @@ func validRedirectURI(ru string) bool {
 	return false
 }
 
-// CreateClient registers a client of organisation orgID and returns its id
-// and secret. The secret is shown only this once: the store keeps a bcrypt
-// hash. The arguments are checked by ValidateClient, whose errors it
-// returns as they are; an unknown organisation is an error wrapping
-// store.ErrNotFound.
+// CreateClient registers a client of organisation orgID on cfg.Store and
+// returns its id and secret: the admin API's registration. The secret is
+// shown only this once: the store keeps its keyed hash under
+// cfg.SealKey's client-secret key (secrets.go), or a bcrypt hash with
+// cfg.BcryptSecrets. The arguments are checked by ValidateClient, whose
+// errors it returns as they are; an unknown organisation is an error
+// wrapping store.ErrNotFound.
+func (cfg Config) CreateClient(ctx context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (clientID, secret string, err error) {
+	if cfg.Store == nil || len(cfg.SealKey) != 32 {
+		return "", "", errors.New("idp: CreateClient needs Store and a SealKey of 32 bytes")
+	}
+	now := time.Now
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	if cfg.BcryptSecrets {
+		return CreateClient(ctx, cfg.Store, now(), orgID, scopes, grantTypes, redirectURIs)
+	}
+	k := newSecretKey(cfg.SealKey)
+	return createClient(ctx, cfg.Store, now(), orgID, scopes, grantTypes, redirectURIs,
+		func(id, secret string) ([]byte, error) { return k.hash(id, secret), nil })
+}
+
+// CreateClient is Config.CreateClient for a caller without the
+// deployment's keys: the store keeps a bcrypt hash of the secret, the
+// form every release checks (0.4.0's too), which a provider replaces by
+// the keyed form at the client's first successful check (unless
+// Config.BcryptSecrets). That first check costs a bcrypt comparison.
 func CreateClient(ctx context.Context, s store.Store, now time.Time, orgID string, scopes, grantTypes, redirectURIs []string) (clientID, secret string, err error) {
+	return createClient(ctx, s, now, orgID, scopes, grantTypes, redirectURIs, func(_, secret string) ([]byte, error) {
+		return bcrypt.GenerateFromPassword([]byte(secret), secretCost)
+	})
+}
+
+func createClient(ctx context.Context, s store.Store, now time.Time, orgID string, scopes, grantTypes, redirectURIs []string,
+	hashOf func(id, secret string) ([]byte, error)) (clientID, secret string, err error) {
 	reg, err := ValidateClient(scopes, grantTypes, redirectURIs)
 	if err != nil {
 		return "", "", err
 	}
 	clientID = "lc_" + randomString(16)
 	secret = randomString(32)
-	hash, err := bcrypt.GenerateFromPassword([]byte(secret), secretCost)
+	hash, err := hashOf(clientID, secret)
 	if err != nil {
 		return "", "", fmt.Errorf("hash client secret: %w", err)
 	}
@@ -218,19 +248,36 @@ func randomString(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// maxSecretLen bounds a presented secret: bcrypt reads 72 bytes at most.
+// maxSecretLen bounds a presented secret: issued secrets are 43 bytes,
+// and bcrypt reads 72 bytes at most.
 const maxSecretLen = 72
+
+// secretHashReplacer is the store method that upgrades a client's stored
+// hash (pgstore and sqlitestore have it): declared here, by its one
+// consumer, so that a store without it still serves (it upgrades
+// nothing).
+type secretHashReplacer interface {
+	// ReplaceClientSecretHash stores newHash for client id while its hash
+	// is still oldHash; store.ErrNotFound otherwise (gone, or upgraded by
+	// another origin first).
+	ReplaceClientSecretHash(ctx context.Context, id string, oldHash, newHash []byte) error
+}
 
 // authenticate identifies the client of a token request (RFC 6749 §2.3.1):
 // HTTP Basic with form-urlencoded id and secret, or client_id and
 // client_secret form fields, never both.
 //
-// The store is always read first, so a deleted client never passes. A
-// secret verified within Limits.VerifiedTTL passes without bcrypt (and
-// without the failure limits: it is right). Otherwise the client id and
-// the remote address must not be blocked by too many failures (429), and
-// the bcrypt comparison must get a slot of the gate (503), before it
-// runs; a failure counts against both.
+// The store is always read first, so a deleted client never passes.
+// Failures count against the remote address and against the pair of
+// client id and address, never against a client id alone: an address
+// with MaxFailures failures, or a client id with MaxFailures failures
+// from that address, is refused (429) before any check, and the right
+// secret from another address passes whatever others sent for its id
+// (issue #36). A keyed hash costs one HMAC, and an unknown client id
+// costs the same HMAC against a dummy, so that timing does not tell which
+// ids exist. A bcrypt hash (stored by 0.4.0) needs a slot of the gate
+// (503 when none frees in time), and once right is replaced by the keyed
+// form, as is a keyed hash under the accepted secret's key.
 func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, error) {
 	id, secret, err := clientCredentials(r, form)
 	if err != nil {
@@ -244,50 +291,71 @@ func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, err
 		return nil, fmt.Errorf("get client: %w", err)
 	}
 	now := p.now()
-	if c != nil && len(secret) <= maxSecretLen && p.verified.has(now, c.ID, c.SecretHash, secret) {
-		return c, nil
-	}
-	idKey, addr := "id:"+id, addrKey(r.RemoteAddr)
-	if wait := p.failures.blocked(now, idKey, addr); wait > 0 {
+	addr := addrKey(r.RemoteAddr)
+	pair := pairKey(id, addr)
+	if wait := p.failures.blocked(now, addr, pair); wait > 0 {
 		secs := int((wait + time.Second - 1) / time.Second)
 		return nil, &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable, retryAfter: secs,
-			desc: fmt.Sprintf("too many failed client authentications for this client or address; retry after %d s", secs)}
+			desc: fmt.Sprintf("too many failed client authentications from this address; retry after %d s", secs)}
 	}
 	failed := &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
 	if len(secret) > maxSecretLen {
-		// bcrypt reads 72 bytes at most: no secret is longer, known
-		// client or not, and no comparison is needed to say so.
-		p.failures.fail(now, idKey, addr)
+		// No issued secret is longer, known client or not: no check is
+		// needed to say so.
+		p.failures.fail(now, addr, pair)
 		return nil, failed
 	}
-	if !p.gate.acquire(r.Context()) {
-		return nil, &oauthError{status: http.StatusServiceUnavailable, code: errTemporarilyUnavailable, retryAfter: 1,
-			desc: "too many client authentications in progress; retry shortly"}
-	}
-	if c != nil && p.verified.has(p.now(), c.ID, c.SecretHash, secret) {
-		// Verified by a check this one waited behind (a burst of one
-		// client's first requests costs one comparison).
+	var result secretCheck
+	switch {
+	case c != nil && isBcrypt(c.SecretHash):
+		if !p.gate.acquire(r.Context()) {
+			return nil, &oauthError{status: http.StatusServiceUnavailable, code: errTemporarilyUnavailable, retryAfter: 1,
+				desc: "too many client authentications in progress; retry shortly"}
+		}
+		err := p.compare(c.SecretHash, []byte(secret))
 		p.gate.release()
-		return c, nil
+		if err == nil {
+			result = secretUpgrade
+			if p.bcryptSecrets {
+				result = secretRight
+			}
+		}
+	default:
+		// A keyed hash, an unknown id (the dummy), or a hash of no known
+		// form: one HMAC each.
+		var hash []byte
+		if c != nil {
+			hash = c.SecretHash
+		}
+		var unknownKid bool
+		result, unknownKid = p.checkKeyed(id, hash, secret)
+		if unknownKid {
+			p.log.WarnContext(r.Context(), "idp: a client's secret hash was made under a secret this origin does not hold "+
+				"(LECTERN_SECRET rotated without LECTERN_SECRET_ACCEPT?): give the client a new secret", "client", id)
+		}
 	}
-	hash := p.dummyHash
-	if c != nil {
-		hash = c.SecretHash
-	}
-	// An unknown id spends the same bcrypt work as a wrong secret, so
-	// that timing does not reveal which ids exist.
-	err = p.compare(hash, []byte(secret))
-	if err != nil || c == nil {
-		p.gate.release()
-		p.failures.fail(p.now(), idKey, addr)
+	if result == secretWrong || c == nil {
+		p.failures.fail(p.now(), addr, pair)
 		return nil, failed
 	}
-	// Remembered before the slot is released, so that a check queued
-	// behind this one finds it (otherwise it could take the slot first
-	// and compare again).
-	p.verified.add(p.now(), c.ID, c.SecretHash, secret)
-	p.gate.release()
+	if result == secretUpgrade {
+		p.upgradeHash(r.Context(), c, secret)
+	}
 	return c, nil
+}
+
+// upgradeHash stores the keyed hash of c's secret, now known right, in
+// place of the hash c was read with. A failure is logged: the client is
+// authenticated either way, and the next check tries again.
+func (p *IdP) upgradeHash(ctx context.Context, c *store.Client, secret string) {
+	rs, ok := p.store.(secretHashReplacer)
+	if !ok {
+		return
+	}
+	err := rs.ReplaceClientSecretHash(ctx, c.ID, c.SecretHash, p.secretKey.hash(c.ID, secret))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		p.log.WarnContext(ctx, "idp: upgrade a client's secret hash", "client", c.ID, "err", err)
+	}
 }
 
 func clientCredentials(r *http.Request, form url.Values) (id, secret string, err error) {

@@ -52,18 +52,24 @@
 //
 // # Clients
 //
-// [CreateClient] registers a client for the admin API, after
+// [Config.CreateClient] registers a client for the admin API, after
 // [ValidateClient], the one validator of registrations, whose errors are
-// the API's 400 body; the secret is returned once and stored as a bcrypt
-// hash. The token endpoint spends one bcrypt comparison whether or not
-// the client exists, so response time does not tell which client ids
-// exist.
+// the API's 400 body; the secret is returned once and stored as an
+// HMAC-SHA-256 under a key derived from the deployment secret
+// (secrets.go): the secrets are 256 random bits, so a slow hash buys
+// nothing, and a check costs a microsecond. An unknown client id costs
+// the same HMAC, so response time does not tell which ids exist. Hashes
+// in bcrypt (release 0.4.0's form, and [CreateClient]'s, for callers
+// without the keys) still check, and are replaced by the keyed form at
+// the next successful check unless [Config.BcryptSecrets] (a rolling
+// upgrade beside 0.4.0 origins).
 //
 // # Limits
 //
-// [Limits] bounds what callers without a valid secret can cost: bcrypt
-// comparisons run behind a small gate (503 when it is full), failed
-// authentications block a client id or a remote address for a window
-// (429), a secret verified recently passes without bcrypt, and each
-// client keeps a bounded number of pending authorization codes.
+// [Limits] bounds what callers without a valid secret can cost: failed
+// authentications block a remote address, or a client id from that
+// address, for a window (429), never a client id everywhere; bcrypt
+// comparisons of old hashes run behind a small gate (503 when it is
+// full); and each client keeps a bounded number of pending authorization
+// codes.
 package idp

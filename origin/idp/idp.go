@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,9 +60,17 @@ type Config struct {
 	// for one missing or unsupported) and its result ("ok", the OAuth
 	// error code answered, or server_error). The origin's metrics.
 	OnToken func(grantType, result string)
+	// BcryptSecrets keeps client secrets in bcrypt, as releases up to
+	// 0.4.0 stored them and as the only form those releases check: new
+	// clients (Config.CreateClient) get bcrypt hashes, and a bcrypt hash
+	// is not replaced by the keyed form at a successful check. For a
+	// rolling upgrade from 0.4.0 with its origins still on the same
+	// database (docs/decisions/identity-provider.md, "Client secrets");
+	// keyed hashes are checked either way.
+	BcryptSecrets bool
 
-	// compare checks a secret against its stored hash; tests count or
-	// hold the calls. bcrypt.CompareHashAndPassword when nil.
+	// compare checks a secret against a stored bcrypt hash; tests count
+	// or hold the calls. bcrypt.CompareHashAndPassword when nil.
 	compare func(hash, secret []byte) error
 }
 
@@ -84,26 +91,21 @@ type IdP struct {
 
 	compare  func(hash, secret []byte) error
 	gate     *gate     // bounds the concurrent bcrypt comparisons
-	failures *failures // failed authentications per client id and address
-	verified *verified // secrets verified recently
+	failures *failures // failed authentications per address, and per client id and address
 
-	// dummyHash is compared against when the client is unknown, so that
-	// an unknown id costs the same bcrypt work as a wrong secret.
-	dummyHash []byte
+	// Client secrets (secrets.go): hashed under secretKey; a hash under
+	// acceptedSecretKey (LECTERN_SECRET_ACCEPT's, nil: none) is checked
+	// and upgraded. dummyMAC is what an unknown client id is compared
+	// against, so that it costs what a wrong secret does.
+	secretKey, acceptedSecretKey *secretKey
+	dummyMAC                     [32]byte
+	bcryptSecrets                bool
 
 	mu       sync.Mutex
 	keys     []signingKey          // newest first
 	loadedAt time.Time             // when keys were read from the store
 	opened   map[string]signingKey // unsealed keys by kid
 }
-
-// dummyHash is a bcrypt hash, at bcrypt.DefaultCost (secretCost), of a
-// random secret nobody kept: comparing a secret against it costs what a
-// real comparison costs, and never passes (an unknown id fails whatever
-// the comparison says). A constant, because making one costs as much as
-// a comparison (about a second under the race detector), and every start
-// of an origin, and every test's, paid it.
-const dummyHash = "$2a$10$mvpiwazMDdA/P8MWXYMxke2BjsZpd5EMKDMrLjTGSfxQPotn7JFJu"
 
 // New returns an IdP over cfg.Store. It loads the signing keys, creating
 // the first one on an empty store and the next one when the newest is due
@@ -116,12 +118,6 @@ func New(ctx context.Context, cfg Config) (*IdP, error) {
 	p, err := newIdP(cfg)
 	if err != nil {
 		return nil, err
-	}
-	p.dummyHash = []byte(dummyHash)
-	if secretCost != bcrypt.DefaultCost { // a test's lower cost
-		if p.dummyHash, err = bcrypt.GenerateFromPassword([]byte(rand.Text()), secretCost); err != nil {
-			return nil, fmt.Errorf("idp: dummy hash: %w", err)
-		}
 	}
 	if _, err := p.signingKey(ctx); err != nil {
 		return nil, fmt.Errorf("idp: %w", err)
@@ -164,20 +160,24 @@ func newIdP(cfg Config) (*IdP, error) {
 		}
 	}
 	p := &IdP{
-		issuer:       strings.TrimSuffix(cfg.Issuer, "/"),
-		audience:     cfg.Audience,
-		store:        cfg.Store,
-		now:          cfg.Now,
-		log:          cfg.Logger,
-		ttl:          cfg.TokenTTL,
-		rotateAfter:  cfg.RotateAfter,
-		publishAhead: cfg.PublishAhead,
-		aead:         aead,
-		accepted:     accepted,
-		opened:       map[string]signingKey{},
-		limits:       cfg.Limits.withDefaults(),
-		compare:      cfg.compare,
-		onToken:      cfg.OnToken,
+		issuer:            strings.TrimSuffix(cfg.Issuer, "/"),
+		audience:          cfg.Audience,
+		store:             cfg.Store,
+		now:               cfg.Now,
+		log:               cfg.Logger,
+		ttl:               cfg.TokenTTL,
+		rotateAfter:       cfg.RotateAfter,
+		publishAhead:      cfg.PublishAhead,
+		aead:              aead,
+		accepted:          accepted,
+		opened:            map[string]signingKey{},
+		limits:            cfg.Limits.withDefaults(),
+		compare:           cfg.compare,
+		onToken:           cfg.OnToken,
+		secretKey:         newSecretKey(cfg.SealKey),
+		acceptedSecretKey: newSecretKey(cfg.AcceptedSealKey),
+		dummyMAC:          newDummyMAC(),
+		bcryptSecrets:     cfg.BcryptSecrets,
 	}
 	if p.compare == nil {
 		p.compare = bcrypt.CompareHashAndPassword
@@ -187,7 +187,6 @@ func newIdP(cfg Config) (*IdP, error) {
 	}
 	p.gate = newGate(p.limits.SecretChecks, p.limits.SecretWaiters, p.limits.SecretWait)
 	p.failures = newFailures(p.limits)
-	p.verified = newVerified(p.limits)
 	if p.now == nil {
 		p.now = time.Now
 	}

@@ -2,10 +2,8 @@ package idp
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
+	"encoding/base64"
 	"net"
 	"net/netip"
 	"runtime"
@@ -15,32 +13,33 @@ import (
 )
 
 // Limits bounds the work that callers who hold no valid secret can make
-// the provider do (issue #13; docs/decisions/identity-provider.md). A zero field takes its default.
+// the provider do (issues #13 and #36; docs/decisions/identity-provider.md).
+// A zero field takes its default.
 type Limits struct {
 	// SecretChecks is how many bcrypt comparisons may run at once:
 	// max(1, GOMAXPROCS/2) by default, so that API requests keep the
-	// other half of the CPUs.
+	// other half of the CPUs. Only hashes stored by releases up to 0.4.0
+	// (or under Config.BcryptSecrets) are bcrypt; a keyed hash is
+	// checked at once, without the gate.
 	SecretChecks int
-	// SecretWaiters is how many more checks may wait for a slot (16 ×
-	// SecretChecks by default, about what 1 s of default-cost checks
-	// clears; negative: none). Past it a token request answers 503
+	// SecretWaiters is how many more bcrypt checks may wait for a slot
+	// (16 × SecretChecks by default, about what 1 s of default-cost
+	// checks clears; negative: none). Past it a token request answers 503
 	// temporarily_unavailable at once, with Retry-After.
 	SecretWaiters int
-	// SecretWait is the longest a check waits for a slot (1 s).
+	// SecretWait is the longest a bcrypt check waits for a slot (1 s).
 	SecretWait time.Duration
-	// MaxFailures failed client authentications from one client id, or
-	// from one remote address (an IPv6 address counts by its /64), within
-	// FailureWindow block further attempts from it until the window ends:
-	// 429 temporarily_unavailable with Retry-After. Defaults: 10, 1 min.
+	// MaxFailures failed client authentications from one remote address
+	// (an IPv6 address counts by its /64), or for one client id from one
+	// address, within FailureWindow block further attempts from that
+	// address (or of that id from that address) until the window ends:
+	// 429 temporarily_unavailable with Retry-After. A client id is never
+	// blocked as such: the right secret from an address without failures
+	// always passes. Defaults: 10, 1 min.
 	MaxFailures   int
 	FailureWindow time.Duration
-	// FailureKeys bounds the ids and addresses tracked (10,000).
+	// FailureKeys bounds the keys tracked (10,000).
 	FailureKeys int
-	// VerifiedTTL is how long a verified secret is remembered, so that it
-	// is not checked with bcrypt again (1 h); VerifiedEntries bounds the
-	// entries (10,000).
-	VerifiedTTL     time.Duration
-	VerifiedEntries int
 	// PendingCodes bounds the unredeemed authorization codes of a client;
 	// past it the oldest is dropped (100).
 	PendingCodes int
@@ -63,14 +62,11 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFailures, 10)
 	defDur(&l.FailureWindow, time.Minute)
 	def(&l.FailureKeys, 10_000)
-	defDur(&l.VerifiedTTL, time.Hour)
-	def(&l.VerifiedEntries, 10_000)
 	def(&l.PendingCodes, 100)
 	l.SecretChecks = max(l.SecretChecks, 1)
 	l.SecretWaiters = max(l.SecretWaiters, 0)
 	l.MaxFailures = max(l.MaxFailures, 1)
 	l.FailureKeys = max(l.FailureKeys, 1)
-	l.VerifiedEntries = max(l.VerifiedEntries, 1)
 	l.PendingCodes = max(l.PendingCodes, 1)
 	return l
 }
@@ -114,7 +110,7 @@ func (g *gate) acquire(ctx context.Context) bool {
 
 func (g *gate) release() { <-g.slots }
 
-// evict is the shared eviction of the two in-memory tables: when
+// evict is the eviction of the failure table: when
 // full it drops expired entries, and if none expired, an eighth of the
 // entries (Go's map order is random enough that an attacker cannot
 // choose which), so an insert costs O(1) amortised.
@@ -191,60 +187,6 @@ func (f *failures) len() int {
 	return len(f.m)
 }
 
-// verified remembers secrets that passed bcrypt, as an HMAC-SHA-256 under
-// a per-process random key of (client id, stored hash, secret): a memory
-// dump holds no secret, and a client whose stored hash changes, or that
-// is deleted (the store is read first), no longer matches.
-type verified struct {
-	key   [32]byte
-	ttl   time.Duration
-	limit int
-	mu    sync.Mutex
-	m     map[[sha256.Size]byte]time.Time // MAC → expiry
-}
-
-func newVerified(l Limits) *verified {
-	v := &verified{ttl: l.VerifiedTTL, limit: l.VerifiedEntries, m: map[[sha256.Size]byte]time.Time{}}
-	rand.Read(v.key[:])
-	return v
-}
-
-func (v *verified) mac(id string, hash []byte, secret string) [sha256.Size]byte {
-	h := hmac.New(sha256.New, v.key[:])
-	for _, part := range [][]byte{[]byte(id), hash, []byte(secret)} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write(part)
-	}
-	var out [sha256.Size]byte
-	h.Sum(out[:0])
-	return out
-}
-
-// has reports whether secret was verified for the client within ttl.
-func (v *verified) has(now time.Time, id string, hash []byte, secret string) bool {
-	k := v.mac(id, hash, secret)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	exp, ok := v.m[k]
-	if ok && !now.Before(exp) {
-		delete(v.m, k)
-		return false
-	}
-	return ok
-}
-
-func (v *verified) add(now time.Time, id string, hash []byte, secret string) {
-	k := v.mac(id, hash, secret)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if _, ok := v.m[k]; !ok {
-		evict(v.m, v.limit, func(exp time.Time) bool { return !now.Before(exp) })
-	}
-	v.m[k] = now.Add(v.ttl)
-}
-
 // addrKey is the failure key of a remote address: the IP, or an IPv6
 // address's /64 (one host usually holds a whole /64).
 func addrKey(remoteAddr string) string {
@@ -262,4 +204,12 @@ func addrKey(remoteAddr string) string {
 		return "addr:" + p.String()
 	}
 	return "addr:" + a.String()
+}
+
+// pairKey is the failure key of a client id from an address (addrKey's):
+// the id by its SHA-256, so that a key's size does not depend on what a
+// caller sends.
+func pairKey(clientID, addr string) string {
+	h := sha256.Sum256([]byte(clientID))
+	return "id:" + base64.RawURLEncoding.EncodeToString(h[:18]) + "@" + addr
 }

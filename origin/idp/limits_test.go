@@ -91,9 +91,21 @@ func (a tokenAnswer) wantRetryAfter(t *testing.T, what string, lo, hi int) {
 	}
 }
 
-// TestFailedAttemptsLimited: after MaxFailures failures a client id, and
-// an address, get 429 with Retry-After, without a bcrypt comparison,
-// until the window ends; a secret verified before still passes.
+// legacyClient registers a client of testOrg whose secret is stored in
+// bcrypt, as release 0.4.0 stored every secret.
+func (e *env) legacyClient(t *testing.T) (id, secret string) {
+	t.Helper()
+	id, secret, err := CreateClient(t.Context(), e.store, e.clock.Now(), testOrg, []string{"content.read"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, secret
+}
+
+// TestFailedAttemptsLimited: after MaxFailures failures from an address,
+// or of one client id from an address, that address (or that id from it)
+// gets 429 with Retry-After, without a check, until the window ends; a
+// client id is never blocked for other addresses.
 func TestFailedAttemptsLimited(t *testing.T) {
 	t.Parallel()
 	cnt := newCounter("")
@@ -101,44 +113,52 @@ func TestFailedAttemptsLimited(t *testing.T) {
 		c.Limits = Limits{MaxFailures: 3, FailureWindow: time.Minute}
 		c.compare = cnt.compare
 	})
-	one, two, three := from("127.0.0.1"), from("127.0.0.2"), from("127.0.0.3")
-	// The machine client's secret is verified, and remembered.
-	e.token(one, e.machine.id, e.machine.secret).want(t, "machine, right secret", 200, "")
+	legacyID, legacySecret := e.legacyClient(t)
+	one, two, three, four := from("127.0.0.1"), from("127.0.0.2"), from("127.0.0.3"), from("127.0.0.4")
 
-	// Per client id: three failures of the app, each from its own address.
+	// Three failures of the app's id, each from its own address, block
+	// nothing: none of those addresses reached MaxFailures.
 	for i, hc := range []*http.Client{one, two, three} {
 		e.token(hc, e.app.id, "wrong").want(t, fmt.Sprintf("app, failure %d", i+1), 401, "invalid_client")
 	}
+	e.token(four, e.app.id, e.app.secret).want(t, "app, right secret from a fresh address", 200, "")
+	e.token(one, e.app.id, e.app.secret).want(t, "app, right secret from an address with one failure", 200, "")
+
+	// Three failures of the legacy client from 127.0.0.5 block that
+	// address, for every id, with no bcrypt comparison.
+	five := from("127.0.0.5")
+	for i := range 3 {
+		e.token(five, legacyID, fmt.Sprint("wrong", i)).want(t, "legacy, wrong secret", 401, "invalid_client")
+	}
 	before := cnt.calls.Load()
-	four := from("127.0.0.4")
-	a := e.token(four, e.app.id, e.app.secret)
-	a.want(t, "app blocked, right secret from a fresh address", 429, "temporarily_unavailable")
-	a.wantRetryAfter(t, "app blocked", 1, 60)
-	e.token(four, e.app.id, "wrong").want(t, "app blocked, wrong secret", 429, "temporarily_unavailable")
+	a := e.token(five, legacyID, legacySecret)
+	a.want(t, "address blocked, right secret", 429, "temporarily_unavailable")
+	a.wantRetryAfter(t, "address blocked", 1, 60)
+	e.token(five, "lc_another", "x").want(t, "address blocked, another id", 429, "temporarily_unavailable")
+	e.token(five, e.machine.id, e.machine.secret).want(t, "address blocked, another client", 429, "temporarily_unavailable")
 	if got := cnt.calls.Load() - before; got != 0 {
 		t.Errorf("blocked requests ran %d bcrypt comparisons, want none", got)
 	}
-	// The block is the app's, not the address's.
-	e.token(four, "lc_nobody", "x").want(t, "another id from the app's address", 401, "invalid_client")
+	// The legacy client itself, from elsewhere, is not blocked.
+	e.token(from("127.0.0.6"), legacyID, legacySecret).want(t, "legacy client from another address", 200, "")
 
-	// Per address: failures of three unknown ids from 127.0.0.5.
-	five := from("127.0.0.5")
+	// Per address: failures of three unknown ids from 127.0.0.7.
+	seven := from("127.0.0.7")
 	for i := range 3 {
-		e.token(five, fmt.Sprintf("lc_nobody%d", i), "x").want(t, "unknown id", 401, "invalid_client")
+		e.token(seven, fmt.Sprintf("lc_nobody%d", i), "x").want(t, "unknown id", 401, "invalid_client")
 	}
-	e.token(five, "lc_another", "x").want(t, "address blocked, another id", 429, "temporarily_unavailable")
-	// A secret verified before is known right without bcrypt: it passes.
-	e.token(five, e.machine.id, e.machine.secret).want(t, "address blocked, verified secret", 200, "")
-	e.token(from("127.0.0.6"), "lc_another", "x").want(t, "another address", 401, "invalid_client")
+	e.token(seven, e.machine.id, e.machine.secret).want(t, "address blocked, right secret", 429, "temporarily_unavailable")
 
 	// The window ends.
 	e.clock.Advance(61 * time.Second)
-	e.token(five, e.app.id, e.app.secret).want(t, "after the window", 200, "")
+	e.token(five, e.machine.id, e.machine.secret).want(t, "after the window", 200, "")
+	e.token(seven, e.machine.id, e.machine.secret).want(t, "after the window", 200, "")
 }
 
-// TestSecretChecksBounded: with one slot and no waiters, a check arriving
+// TestSecretChecksBounded: bcrypt comparisons (the hashes 0.4.0 stored)
+// run behind the gate: with one slot and no waiters, a check arriving
 // while another holds the slot answers 503 at once, without bcrypt; a
-// waiter waits at most SecretWait; a verified secret needs no slot.
+// waiter waits at most SecretWait; a keyed hash needs no slot.
 func TestSecretChecksBounded(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -152,24 +172,25 @@ func TestSecretChecksBounded(t *testing.T) {
 			t.Parallel()
 			cnt := newCounter("held")
 			e := newEnv(t, func(c *Config) { c.Limits = tt.limits; c.compare = cnt.compare })
-			e.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "verify the machine's secret", 200, "")
+			legacyID, legacySecret := e.legacyClient(t)
 
 			held := make(chan tokenAnswer, 1)
-			go func() { held <- e.token(http.DefaultClient, e.app.id, "held") }()
+			go func() { held <- e.token(http.DefaultClient, legacyID, "held") }()
 			<-cnt.entered // the held check has the only slot
 			before := cnt.calls.Load()
-			a := e.token(http.DefaultClient, e.app.id, e.app.secret)
+			a := e.token(http.DefaultClient, legacyID, legacySecret)
 			a.want(t, "while the slot is held", 503, "temporarily_unavailable")
 			a.wantRetryAfter(t, "while the slot is held", 1, 1)
 			if got := cnt.calls.Load() - before; got != 0 {
 				t.Errorf("the refused check ran %d comparisons", got)
 			}
-			// A verified secret takes no slot: API clients are not starved.
-			e.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "verified secret while held", 200, "")
+			// A keyed hash takes no slot: its clients are not starved.
+			e.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "keyed client while held", 200, "")
+			e.token(http.DefaultClient, "lc_nobody", "x").want(t, "unknown id while held", 401, "invalid_client")
 
 			close(cnt.release)
 			(<-held).want(t, "the held check", 401, "invalid_client")
-			e.token(http.DefaultClient, e.app.id, e.app.secret).want(t, "after the release", 200, "")
+			e.token(http.DefaultClient, legacyID, legacySecret).want(t, "after the release", 200, "")
 		})
 	}
 }
@@ -197,54 +218,19 @@ func TestGateWaiters(t *testing.T) {
 	g.release()
 }
 
-// TestVerifiedSecretCache: a verified secret is not compared again until
-// VerifiedTTL passes; a deleted client does not pass from the cache.
-func TestVerifiedSecretCache(t *testing.T) {
-	t.Parallel()
-	cnt := newCounter("")
-	e := newEnv(t, func(c *Config) {
-		c.Limits = Limits{VerifiedTTL: 10 * time.Minute}
-		c.compare = cnt.compare
-	})
-	for i := range 4 {
-		e.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "right secret", 200, "")
-		if got := cnt.calls.Load(); got != 1 {
-			t.Fatalf("after %d tokens: %d comparisons, want 1", i+1, got)
-		}
-	}
-	e.token(http.DefaultClient, e.machine.id, "wrong").want(t, "wrong secret", 401, "invalid_client")
-	e.token(http.DefaultClient, e.machine.id, e.machine.secret+"x").want(t, "longer secret", 401, "invalid_client")
-	if got := cnt.calls.Load(); got != 3 {
-		t.Errorf("wrong secrets: %d comparisons in all, want 3 (not remembered)", got)
-	}
-	e.clock.Advance(10 * time.Minute)
-	e.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "after the TTL", 200, "")
-	if got := cnt.calls.Load(); got != 4 {
-		t.Errorf("after the TTL: %d comparisons in all, want 4", got)
-	}
-	// Deleting the organisation deletes its clients.
-	if err := e.store.DeleteOrg(t.Context(), testOrg); err != nil {
-		t.Fatal(err)
-	}
-	e.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "deleted client", 401, "invalid_client")
-}
-
-// TestTablesBounded: the failure and verified tables stay within their
-// bounds however many ids and addresses fail.
+// TestTablesBounded: the failure table stays within its bound however
+// many ids and addresses fail.
 func TestTablesBounded(t *testing.T) {
 	t.Parallel()
-	l := Limits{FailureKeys: 64, VerifiedEntries: 16}.withDefaults()
-	f, v := newFailures(l), newVerified(l)
+	l := Limits{FailureKeys: 64}.withDefaults()
+	f := newFailures(l)
 	now := time.Now()
 	for i := range 10_000 {
-		f.fail(now, fmt.Sprintf("id:%d", i), addrKey(fmt.Sprintf("[2001:db8:%x::1]:443", i)))
-		v.add(now, fmt.Sprint(i), []byte("hash"), "secret")
+		addr := addrKey(fmt.Sprintf("[2001:db8:%x::1]:443", i))
+		f.fail(now, addr, pairKey(fmt.Sprint(i), addr))
 	}
 	if n := f.len(); n > 64 {
 		t.Errorf("failure table: %d keys, want at most 64", n)
-	}
-	if n := len(v.m); n > 16 {
-		t.Errorf("verified table: %d entries, want at most 16", n)
 	}
 	// One IPv6 host's /64 is one key.
 	if a, b := addrKey("[2001:db8:1:2:aaaa::1]:1"), addrKey("[2001:db8:1:2:bbbb::9]:2"); a != b {
@@ -252,6 +238,10 @@ func TestTablesBounded(t *testing.T) {
 	}
 	if a := addrKey("[::ffff:10.0.0.1]:1"); a != "addr:10.0.0.1" {
 		t.Errorf("IPv4-mapped address: key %q", a)
+	}
+	// A pair key's size does not grow with the id sent.
+	if a, b := pairKey("x", "addr:10.0.0.1"), pairKey(strings.Repeat("x", 10_000), "addr:10.0.0.1"); len(a) != len(b) || a == b {
+		t.Errorf("pair keys %q and %.40q: want equal sizes, distinct", a, b)
 	}
 }
 
@@ -292,56 +282,28 @@ func TestAuthorizeCodesBounded(t *testing.T) {
 func TestConcurrentFailuresAndChecks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *Config) { c.Limits = Limits{SecretChecks: 1, MaxFailures: 1000} })
+	legacyID, legacySecret := e.legacyClient(t)
 	var wg sync.WaitGroup
-	for i := range 16 {
+	for i := range 24 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			id, secret := e.machine.id, e.machine.secret
+			if i%3 == 0 {
+				id, secret = legacyID, legacySecret
+			}
 			if i%2 == 0 {
-				a := e.token(http.DefaultClient, e.machine.id, "wrong")
+				a := e.token(http.DefaultClient, id, "wrong")
 				if a.status != 401 && a.status != 503 {
 					t.Errorf("wrong secret: %d %s", a.status, a.code)
 				}
 				return
 			}
-			a := e.token(http.DefaultClient, e.machine.id, e.machine.secret)
+			a := e.token(http.DefaultClient, id, secret)
 			if a.status != 200 && a.status != 503 {
 				t.Errorf("right secret: %d %s", a.status, a.code)
 			}
 		}()
 	}
 	wg.Wait()
-}
-
-// TestBurstOfOneClientCostsOneCheck: the first requests of one client,
-// arriving together, wait behind one comparison and then pass from the
-// verified secret without one of their own.
-func TestBurstOfOneClientCostsOneCheck(t *testing.T) {
-	t.Parallel()
-	var cp atomic.Pointer[counter] // set once the secret to hold is known
-	e := newEnv(t, func(c *Config) {
-		c.Limits = Limits{SecretChecks: 1, SecretWait: time.Hour}
-		c.compare = func(hash, secret []byte) error { return cp.Load().compare(hash, secret) }
-	})
-	cnt := newCounter(e.machine.secret)
-	cp.Store(cnt)
-	first := make(chan tokenAnswer, 1)
-	go func() { first <- e.token(http.DefaultClient, e.machine.id, e.machine.secret) }()
-	<-cnt.entered // the first holds the slot, inside its comparison
-	const n = 4
-	rest := make(chan tokenAnswer, n)
-	for range n {
-		go func() { rest <- e.token(http.DefaultClient, e.machine.id, e.machine.secret) }()
-	}
-	for e.idp.gate.waiting.Load() != n { // all queued behind the first
-		time.Sleep(time.Millisecond)
-	}
-	close(cnt.release)
-	(<-first).want(t, "first", 200, "")
-	for range n {
-		(<-rest).want(t, "queued", 200, "")
-	}
-	if got := cnt.calls.Load(); got != 1 {
-		t.Errorf("%d comparisons for one client's burst, want 1", got)
-	}
 }

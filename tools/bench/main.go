@@ -51,6 +51,11 @@
 //	         the same with N clients, requests per second; (c) the origin's
 //	         CPU per edge 304 at 500 requests a second, gated and leased, from
 //	         a child origin process's CPU clock
+//	tokens   client_credentials tokens per second from the identity
+//	         provider (tokens.go), ratios to (a) of the same run: (t1) a
+//	         known client, a scenario of the throughput rounds (goal ≥
+//	         2,000/s); (t2) a new client each request, registered with the
+//	         keyed hash; (t3) the same registered with bcrypt, 0.4.0's form
 //	worker   (g) time inside the module's calls per request, the module
 //	         driven directly through its ABI: cached token (a locally
 //	         answered 400, a gated 304, a forward) and a cold verification
@@ -64,7 +69,7 @@
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,progress,exports,edge,leases,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,progress,exports,edge,leases,tokens,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -116,7 +121,7 @@ type options struct {
 	memLimit bool // set the memory limit in process as the origin does
 }
 
-var allSections = []string{"content", "progress", "exports", "edge", "leases", "worker", "module", "memory"}
+var allSections = []string{"content", "progress", "exports", "edge", "leases", "tokens", "worker", "module", "memory"}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -218,7 +223,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		lesson  *corpus.Lesson
 		tgNote  string
 		exports = o.sections["content"] || o.sections["exports"]
-		needStk = exports || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["worker"]
+		needStk = exports || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] || o.sections["worker"]
 	)
 	cdir := o.corpus
 	if (needStk || o.sections["memory"]) && cdir == "" {
@@ -283,12 +288,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), %s, SQLite meters (group commit)\n",
 			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media, where)
 	}
-	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] {
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] {
 		fmt.Fprintf(stdout, "throughput: %d keep-alive clients, median of %d interleaved runs of %v; ratios are to (a) of the same run\n",
 			o.clients, o.runs, o.time)
 	}
 
-	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] {
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] {
 		r, err := throughput(ctx, o, st, tokens, lesson, builds, log, progress)
 		if err != nil {
 			return err

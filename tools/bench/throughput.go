@@ -52,6 +52,9 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 	if o.sections["leases"] {
 		setups = append(setups, tb.leaseSetups(builds)...) // (f) with leases, lease.go
 	}
+	if o.sections["tokens"] {
+		setups = append(setups, tb.tokenSetups()...) // (t1)–(t3), tokens.go
+	}
 	var scenarios []*scenario
 	for _, setup := range setups {
 		s, err := setup()
@@ -64,6 +67,7 @@ func throughput(ctx context.Context, o options, st *stack, tokens []string, less
 		return nil, err
 	}
 	base, _ := scenarios[0].median()
+	tb.baseRate = base.rate()
 	var rows []row
 	for _, s := range scenarios {
 		r := s.row(base)
@@ -91,6 +95,7 @@ type throughputBench struct {
 	lessonPath string
 	etag       string // the lesson's, with Accept-Encoding: gzip
 	closers    []func()
+	baseRate   float64 // (a)'s median rate, once measured: the rows' unit
 }
 
 func (tb *throughputBench) close() {

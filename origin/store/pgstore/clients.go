@@ -51,3 +51,21 @@ func (s *Store) GetClient(ctx context.Context, id string) (*store.Client, error)
 	}
 	return &c, nil
 }
+
+// ReplaceClientSecretHash replaces the stored secret hash of client id
+// with newHash, only while it is still oldHash (the identity provider's
+// upgrade of a hash at a successful check, origin/idp): when the client
+// is gone or its hash has changed since it was read (another origin
+// upgraded it first), nothing is written and the error is
+// store.ErrNotFound.
+func (s *Store) ReplaceClientSecretHash(ctx context.Context, id string, oldHash, newHash []byte) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE clients SET secret_hash = $1 WHERE id = $2 AND secret_hash = $3`,
+		newHash, id, oldHash)
+	if err != nil {
+		return fmt.Errorf("replace secret hash of client %s: %w", id, mapErr(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("replace secret hash of client %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}

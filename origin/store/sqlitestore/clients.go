@@ -49,3 +49,22 @@ func (s *Store) GetClient(ctx context.Context, id string) (*store.Client, error)
 	}
 	return &c, nil
 }
+
+// ReplaceClientSecretHash replaces the stored secret hash of client id
+// with newHash, only while it is still oldHash (the identity provider's
+// upgrade of a hash at a successful check, origin/idp): when the client
+// is gone or its hash has changed since it was read, nothing is written
+// and the error is store.ErrNotFound.
+func (s *Store) ReplaceClientSecretHash(ctx context.Context, id string, oldHash, newHash []byte) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE clients SET secret_hash = ? WHERE id = ? AND secret_hash = ?`,
+		newHash, id, oldHash)
+	if err != nil {
+		return fmt.Errorf("replace secret hash of client %s: %w", id, mapErr(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("replace secret hash of client %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("replace secret hash of client %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package idp
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// storedHash is the secret hash the store holds for client id.
+func (e *env) storedHash(t *testing.T, id string) []byte {
+	t.Helper()
+	c, err := e.store.GetClient(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SecretHash
+}
+
+// TestKeyedSecretHash: Config.CreateClient stores the keyed form (no
+// bcrypt), which checks without a bcrypt comparison, is bound to its
+// client id, and refuses a wrong secret.
+func TestKeyedSecretHash(t *testing.T) {
+	t.Parallel()
+	cnt := newCounter("")
+	e := newEnv(t, func(c *Config) { c.compare = cnt.compare })
+	hash := e.storedHash(t, e.machine.id)
+	kid, mac, ok := parseKeyed(hash)
+	if !ok || kid != e.idp.secretKey.kid || len(mac) != 32 || bytes.Contains(hash, []byte(e.machine.secret)) {
+		t.Fatalf("stored hash %q: want %s%s$<MAC>", hash, keyedPrefix, e.idp.secretKey.kid)
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(e.machine.secret)) == nil {
+		t.Fatal("the keyed hash reads as bcrypt")
+	}
+	for range 3 {
+		e.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "right secret", 200, "")
+	}
+	e.token(http.DefaultClient, e.machine.id, e.machine.secret[1:]).want(t, "wrong secret", 401, "invalid_client")
+	e.token(http.DefaultClient, e.machine.id, e.app.secret).want(t, "another client's secret", 401, "invalid_client")
+	if n := cnt.calls.Load(); n != 0 {
+		t.Errorf("%d bcrypt comparisons, want none", n)
+	}
+	// Bound to the client id: the app's hash does not check the machine's
+	// secret, nor the machine's hash copied to the app.
+	if r, _ := e.idp.checkKeyed(e.app.id, hash, e.machine.secret); r != secretWrong {
+		t.Errorf("the machine's hash checked for the app's id: %v", r)
+	}
+	// Another deployment secret (another SealKey) derives another key.
+	if other := newSecretKey([]byte("another-seal-key-0123456789abcde")); other.kid == e.idp.secretKey.kid ||
+		bytes.Equal(other.mac(e.machine.id, e.machine.secret), mac) {
+		t.Error("two seal keys give one client-secret key")
+	}
+}
+
+// TestBcryptHashUpgraded: a bcrypt hash (as 0.4.0 stored it) passes once
+// with a bcrypt comparison, is then stored in the keyed form, and the
+// next tokens cost no comparison; a wrong secret upgrades nothing.
+func TestBcryptHashUpgraded(t *testing.T) {
+	t.Parallel()
+	cnt := newCounter("")
+	e := newEnv(t, func(c *Config) { c.compare = cnt.compare })
+	id, secret := e.legacyClient(t)
+	old := e.storedHash(t, id)
+	e.token(http.DefaultClient, id, "wrong").want(t, "wrong secret", 401, "invalid_client")
+	if !bytes.Equal(e.storedHash(t, id), old) {
+		t.Fatal("a wrong secret changed the stored hash")
+	}
+	e.token(http.DefaultClient, id, secret).want(t, "first token", 200, "")
+	if _, _, ok := parseKeyed(e.storedHash(t, id)); !ok {
+		t.Fatalf("after a successful check the hash is %q, want the keyed form", e.storedHash(t, id))
+	}
+	before := cnt.calls.Load()
+	for range 3 {
+		e.token(http.DefaultClient, id, secret).want(t, "after the upgrade", 200, "")
+	}
+	if n := cnt.calls.Load() - before; n != 0 {
+		t.Errorf("%d bcrypt comparisons after the upgrade, want none", n)
+	}
+	// Another origin on the same store checks the upgraded hash too.
+	other := &env{t: t, clock: e.clock, store: e.store}
+	other.serve(t)
+	other.token(http.DefaultClient, id, secret).want(t, "another origin", 200, "")
+}
+
+// TestBcryptSecretsKeepsOldOriginsWorking (rolling upgrade from 0.4.0,
+// whose origins check client secrets with bcrypt.CompareHashAndPassword
+// only): under Config.BcryptSecrets a successful check leaves the bcrypt
+// hash as it is, so an old origin on the same database still accepts
+// the secret, and new clients get bcrypt hashes an old origin checks;
+// keyed hashes made before still pass.
+func TestBcryptSecretsKeepsOldOriginsWorking(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.BcryptSecrets = true })
+	oldOrigin := func(id, secret string) error { // 0.4.0's check
+		return bcrypt.CompareHashAndPassword(e.storedHash(t, id), []byte(secret))
+	}
+	id, secret := e.legacyClient(t)
+	for range 2 {
+		e.token(http.DefaultClient, id, secret).want(t, "legacy client", 200, "")
+	}
+	if err := oldOrigin(id, secret); err != nil {
+		t.Errorf("after this release's checks, 0.4.0's check of the legacy client: %v", err)
+	}
+	nid, nsecret, err := e.cfg.CreateClient(t.Context(), testOrg, []string{"content.read"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.token(http.DefaultClient, nid, nsecret).want(t, "client created under BcryptSecrets", 200, "")
+	if err := oldOrigin(nid, nsecret); err != nil {
+		t.Errorf("0.4.0's check of a client created under BcryptSecrets: %v", err)
+	}
+	// A keyed hash (made before the setting, or by another origin)
+	// still checks.
+	k := newSecretKey(testSealKey)
+	if err := e.store.(secretHashReplacer).ReplaceClientSecretHash(t.Context(), nid, e.storedHash(t, nid), k.hash(nid, nsecret)); err != nil {
+		t.Fatal(err)
+	}
+	e.token(http.DefaultClient, nid, nsecret).want(t, "keyed hash under BcryptSecrets", 200, "")
+
+	// Without BcryptSecrets, the same check upgrades, and 0.4.0's check
+	// then refuses: the reason for the setting during the mix.
+	plain := &env{t: t, clock: e.clock, store: e.store}
+	plain.serve(t)
+	plain.token(http.DefaultClient, id, secret).want(t, "legacy client, default", 200, "")
+	if oldOrigin(id, secret) == nil {
+		t.Error("the default upgraded nothing (0.4.0 still checks the hash)")
+	}
+}
+
+// TestSecretHashRotation: a hash made under the secret being rotated out
+// (AcceptedSealKey) passes and is stored again under the current key; a
+// hash under a secret no longer held fails, and says so in the log.
+func TestSecretHashRotation(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := testSealKey, []byte("rotated-idp-seal-key-0123456789a")
+	e := newEnv(t) // clients keyed under testSealKey
+	before := e.storedHash(t, e.machine.id)
+
+	var logs syncBuffer
+	rotated := &env{t: t, clock: e.clock, store: e.store}
+	rotated.serve(t, func(c *Config) {
+		c.SealKey, c.AcceptedSealKey = newKey, oldKey
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	rotated.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "during the rotation", 200, "")
+	kid, _, _ := parseKeyed(e.storedHash(t, e.machine.id))
+	if bytes.Equal(e.storedHash(t, e.machine.id), before) || kid != newSecretKey(newKey).kid {
+		t.Errorf("after a check during the rotation: kid %q, want the new key's %q", kid, newSecretKey(newKey).kid)
+	}
+	rotated.token(http.DefaultClient, e.machine.id, "wrong").want(t, "wrong secret during the rotation", 401, "invalid_client")
+
+	// After the rotation (the old secret no longer accepted): the
+	// upgraded client passes, the app (never checked during it) fails.
+	after := &env{t: t, clock: e.clock, store: e.store}
+	after.serve(t, func(c *Config) {
+		c.SealKey = newKey
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	after.token(http.DefaultClient, e.machine.id, e.machine.secret).want(t, "upgraded client after the rotation", 200, "")
+	after.token(http.DefaultClient, e.app.id, e.app.secret).want(t, "client not checked during the rotation", 401, "invalid_client")
+	if !strings.Contains(logs.String(), "a secret this origin does not hold") || !strings.Contains(logs.String(), e.app.id) {
+		t.Errorf("log %q: want a warning naming the client whose hash no key checks", logs.String())
+	}
+}
+
+// TestUnknownClientCostsAWrongSecret: an unknown client id costs what a
+// wrong secret for a client does (one HMAC; no bcrypt, no gate), so
+// timing does not tell which ids exist; both cost microseconds.
+func TestUnknownClientCostsAWrongSecret(t *testing.T) {
+	cnt := newCounter("")
+	e := newEnv(t, func(c *Config) {
+		c.compare = cnt.compare
+		c.Limits = Limits{MaxFailures: 1 << 30}
+	})
+	const n = 2000
+	measure := func(id, secret string) time.Duration {
+		form := url.Values{"grant_type": {"client_credentials"}}
+		var took []time.Duration
+		for range n {
+			r := httptest.NewRequestWithContext(context.Background(), "POST", "/oauth2/token", nil)
+			r.SetBasicAuth(id, secret)
+			t0 := time.Now()
+			_, err := e.idp.authenticate(r, form)
+			took = append(took, time.Since(t0))
+			if err == nil {
+				t.Fatalf("%s: authenticated", id)
+			}
+		}
+		slices.Sort(took)
+		return took[n/2]
+	}
+	// Interleaved halves, so that drift on a shared machine hits both.
+	var unknown, wrong []time.Duration
+	for range 3 {
+		unknown = append(unknown, measure("lc_AAAAAAAAAAAAAAAAAAAAAA", strings.Repeat("x", 43)))
+		wrong = append(wrong, measure(e.machine.id, strings.Repeat("x", 43)))
+	}
+	slices.Sort(unknown)
+	slices.Sort(wrong)
+	u, w := unknown[1], wrong[1]
+	t.Logf("median check: unknown id %v, wrong secret %v", u, w)
+	if ratio := float64(u) / float64(w); ratio < 0.5 || ratio > 2 {
+		t.Errorf("unknown id %v against wrong secret %v: want the same cost", u, w)
+	}
+	if u > time.Millisecond || w > time.Millisecond {
+		t.Errorf("checks of %v and %v: want microseconds", u, w)
+	}
+	if c := cnt.calls.Load(); c != 0 {
+		t.Errorf("%d bcrypt comparisons, want none", c)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes (loggers).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
