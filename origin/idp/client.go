@@ -323,7 +323,7 @@ func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, err
 	default:
 		// A keyed hash, an unknown id (the dummy), or a hash of no known
 		// form: one HMAC each.
-		var hash []byte
+		hash := p.dummyHash
 		if c != nil {
 			hash = c.SecretHash
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,9 +96,11 @@ type IdP struct {
 
 	// Client secrets (secrets.go): hashed under secretKey; a hash under
 	// acceptedSecretKey (LECTERN_SECRET_ACCEPT's, nil: none) is checked
-	// and upgraded. dummyMAC is what an unknown client id is compared
-	// against, so that it costs what a wrong secret does.
+	// and upgraded. dummyHash, a keyed hash of random bytes, is what an
+	// unknown client id is checked against, so that it costs what a
+	// wrong secret does; dummyMAC stands for a hash of no known form.
 	secretKey, acceptedSecretKey *secretKey
+	dummyHash                    []byte
 	dummyMAC                     [32]byte
 	bcryptSecrets                bool
 
@@ -179,6 +182,7 @@ func newIdP(cfg Config) (*IdP, error) {
 		dummyMAC:          newDummyMAC(),
 		bcryptSecrets:     cfg.BcryptSecrets,
 	}
+	p.dummyHash = p.secretKey.hash(rand.Text(), rand.Text())
 	if p.compare == nil {
 		p.compare = bcrypt.CompareHashAndPassword
 	}
