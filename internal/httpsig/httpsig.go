@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/lectern-api/lectern/shared/edgesig"
@@ -16,7 +17,10 @@ import (
 // Message is what a signature on r covers, for purpose, r's body having
 // hex SHA-256 body (edgesig.BodyHash; "" for none). The host is r.Host,
 // or r.URL's host for a request being sent; a gate call's target is its
-// edgesig.TargetHeader, the conditional GET it asks about.
+// edgesig.TargetHeader, the conditional GET it asks about. A header
+// field's value is its field lines joined by ", " (Value), as the origin
+// reads If-None-Match and X-Lectern-Usage: a line added to a signed field
+// alters it.
 func Message(purpose string, r *http.Request, body string) edgesig.Message {
 	host := r.Host
 	if host == "" && r.URL != nil {
@@ -26,14 +30,36 @@ func Message(purpose string, r *http.Request, body string) edgesig.Message {
 	if purpose == edgesig.Gate {
 		target = r.Header.Get(edgesig.TargetHeader)
 	}
+	h := r.Header
 	return edgesig.Message{Purpose: purpose, Method: r.Method, Host: host, Target: target, Body: body,
-		Auth: r.Header.Get("Authorization"), Usage: r.Header.Get(lease.UsageHeader), RequestID: r.Header.Get("X-Request-Id")}
+		Auth: Value(h, "Authorization"), Usage: Value(h, lease.UsageHeader), RequestID: Value(h, "X-Request-Id"),
+		Header: func(name string) string { return Value(h, name) }}
+}
+
+// Value is the field name of h as a signature covers it: its lines
+// joined by ", ", "" when there is none.
+func Value(h http.Header, name string) string {
+	vs := h.Values(name)
+	switch len(vs) {
+	case 0:
+		return ""
+	case 1:
+		return vs[0]
+	}
+	return strings.Join(vs, ", ")
 }
 
 // Sign sets r's edgesig.Header for purpose at now, body being what r
 // sends. Each call makes a Signer (about 5 µs), so it is safe for
 // concurrent use: for calls made now and then, and tests.
+//
+// A forward without Accept-Encoding is given "identity" first, as the
+// module gives it (what none means to the origin): net/http's Transport
+// would add its own, unsigned.
 func Sign(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now time.Time) {
+	if purpose == edgesig.Forward && len(r.Header.Values("Accept-Encoding")) == 0 {
+		r.Header.Set("Accept-Encoding", "identity")
+	}
 	var seed [8]byte
 	rand.Read(seed[:])
 	m := Message(purpose, r, edgesig.BodyHash(body))

@@ -54,8 +54,11 @@ func (s *Server) acceptEdge(r *http.Request, purpose, body, id string) (billing.
 		return billing.Once{}, false
 	}
 	m := httpsig.Message(purpose, r, body)
-	m.RequestID = id
-	if err := s.edge.Accept(v, &m, s.cfg.Now().UnixMilli()); err != nil {
+	err := edgesig.ErrInvalid // the id the origin keeps must be the one signed (one line, well formed)
+	if m.RequestID == id {
+		err = s.edge.Accept(v, &m, s.cfg.Now().UnixMilli())
+	}
+	if err != nil {
 		s.cfg.Logger.Warn("edge: signature refused", "requestId", id, "purpose", purpose, "host", r.Host, "err", err)
 		telemetry.FromContext(r.Context()).SignatureRefused(purpose, edgesig.Reason(err))
 		return billing.Once{}, false
@@ -111,17 +114,30 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request, id string) {
 		s.writeError(w, r, id, apierr.New(apierr.BadRequest, edgesig.TargetHeader+" is not a /v1 request target."))
 		return
 	}
-	// A shallow copy: the pipeline reads the gate call's own headers
-	// (Authorization, If-None-Match, Accept-Encoding), which the edge
-	// copied from the client's request, and modifies none.
+	// A shallow copy with the signed header fields alone
+	// (edgesig.Signed(edgesig.Gate): Authorization, If-None-Match, ...,
+	// which the edge copied from the client's request): nothing the
+	// signature does not cover reaches the 304 decision.
 	g := new(http.Request)
 	*g = *r
 	g.Method, g.URL, g.RequestURI, g.Body = http.MethodGet, u, target, http.NoBody
+	g.Header = signedFields(r.Header, edgesig.Gate)
 	g = g.WithContext(billing.WithOnce(r.Context(), once))
 	req := &request{id: id, now: s.cfg.Now(), edge: true}
 	if err := s.gate(w, g, req); err != nil {
 		s.writeError(w, g, id, err)
 	}
+}
+
+// signedFields is h's fields that the rule signs for purpose.
+func signedFields(h http.Header, purpose string) http.Header {
+	out := make(http.Header, len(edgesig.Signed(purpose)))
+	for _, name := range edgesig.Signed(purpose) {
+		if vs := h.Values(name); len(vs) > 0 {
+			out[http.CanonicalHeaderKey(name)] = vs
+		}
+	}
+	return out
 }
 
 // gate runs the gate call's request r up to its 304 decision and answers

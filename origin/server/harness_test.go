@@ -146,6 +146,8 @@ type harnessOptions struct {
 	originHosts []string
 	// started is the server's Config.Started (zero: when New runs).
 	started time.Time
+	// acceptV2 is the server's EdgeAcceptV2.
+	acceptV2 bool
 }
 
 func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
@@ -212,6 +214,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Progress:             progressStore,
 		EdgeKeys:             testEdgeKeys,
 		OriginHosts:          opts.originHosts,
+		EdgeAcceptV2:         opts.acceptV2,
 		Started:              opts.started,
 		Leases:               h.leases,
 	})

@@ -72,6 +72,11 @@ type Config struct {
 	// one captured on its way to a peer origin cannot be replayed here.
 	// Empty: a call's own Host field is taken as this origin's.
 	OriginHosts []string
+	// EdgeAcceptV2 takes forwards and gate calls signed by the previous
+	// release's rule, v2, which leaves If-None-Match and the other
+	// answer-changing fields unsigned (edgesig.Receiver.AcceptV2): only
+	// during a rolling upgrade (LECTERN_EDGE_ACCEPT_V2). False: refused.
+	EdgeAcceptV2 bool
 	// Started is when this origin's process started: a signature made
 	// before it may have been accepted by its last run, and is refused
 	// (edgesig.Seen.Begin). Zero: when New runs.
@@ -164,7 +169,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{cfg: cfg, biller: billing.Biller{Store: cfg.Meters},
-		edge: edgesig.Receiver{Keys: cfg.EdgeKeys, Accepted: cfg.EdgeAccepted, Hosts: cfg.OriginHosts}}
+		edge: edgesig.Receiver{Keys: cfg.EdgeKeys, Accepted: cfg.EdgeAccepted, Hosts: cfg.OriginHosts, AcceptV2: cfg.EdgeAcceptV2}}
 	switch {
 	case !cfg.Started.IsZero():
 		s.edge.Seen.Begin(cfg.Started.UnixMilli())

@@ -63,8 +63,11 @@ type Options struct {
 	// OriginHosts are the names the edges reach this origin by
 	// (Deployment.OriginHosts).
 	OriginHosts []string
-	BundleDir   string // where the export bundles are kept; "": BundleDirOf the public listener
-	BundleMax   int64  // the most bytes of bundles kept; zero: bundles.DefaultMaxBytes
+	// EdgeAcceptV2 takes the previous release's edge signatures
+	// (Deployment.EdgeAcceptV2).
+	EdgeAcceptV2 bool
+	BundleDir    string // where the export bundles are kept; "": BundleDirOf the public listener
+	BundleMax    int64  // the most bytes of bundles kept; zero: bundles.DefaultMaxBytes
 	// BundleReserve is the bytes kept free on the bundles' volume; zero:
 	// bundles.DefaultReserve's, negative: none.
 	BundleReserve int64
@@ -205,7 +208,8 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	}
 	o.publicURL = opts.PublicURL
 	d := Deployment{Secret: secret, Accepted: []byte(opts.SecretAccepted), URLKeys: opts.URLKeys, PublicURL: opts.PublicURL, Issuer: opts.Issuer,
-		Audience: opts.Audience, LicenseURL: opts.LicenseURL, OriginHosts: opts.OriginHosts}
+		Audience: opts.Audience, LicenseURL: opts.LicenseURL, OriginHosts: opts.OriginHosts,
+		EdgeAcceptV2: opts.EdgeAcceptV2}
 	provider, verifier, err := o.identity(ctx, d, opts)
 	if err != nil {
 		return nil, err

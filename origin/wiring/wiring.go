@@ -106,6 +106,9 @@ type Deployment struct {
 	// (LECTERN_ORIGIN_HOSTS): an edge's call signed for another host is
 	// refused. None: a call's own Host is taken as this origin's.
 	OriginHosts []string
+	// EdgeAcceptV2 takes forwards and gate calls signed by the previous
+	// release's edges, v2 (LECTERN_EDGE_ACCEPT_V2): a rolling upgrade's.
+	EdgeAcceptV2 bool
 }
 
 // Parts are what one origin's public API serves from.
@@ -180,6 +183,7 @@ func (d Deployment) API(p Parts) *server.Server {
 		EdgeKeys:             edgesig.KeysOf(d.Secret),
 		EdgeAccepted:         edgesig.KeysOf(d.Accepted),
 		OriginHosts:          d.OriginHosts,
+		EdgeAcceptV2:         d.EdgeAcceptV2,
 		URLKeys:              d.Links(),
 		CanaryKey:            d.Forensic().Canary,
 		Progress:             p.Progress,

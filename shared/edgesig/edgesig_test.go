@@ -14,7 +14,8 @@ const secret = "a-test-secret-of-at-least-32-characters"
 
 func message() Message {
 	return Message{Purpose: Forward, Method: "POST", Host: "origin-1.internal:8080", Target: "/v1/media/urls?x=1",
-		Body: BodyHash([]byte(`{"ids":["a"]}`)), Auth: "Bearer abc", Usage: "L1=3", RequestID: "req-1"}
+		Body: BodyHash([]byte(`{"ids":["a"]}`)), Auth: "Bearer abc", Usage: "L1=3", RequestID: "req-1",
+		Fields: []Field{{"if-none-match", `"abc"`}, {"accept-encoding", "gzip"}}}
 }
 
 // TestVerify: a signature verifies for the message it was made for, and
@@ -51,6 +52,9 @@ func TestVerify(t *testing.T) {
 		"no auth":   {edit: func(m *Message) { m.Auth = "" }},
 		"usage":     {edit: func(m *Message) { m.Usage = "L1=4" }},
 		"request":   {edit: func(m *Message) { m.RequestID = "req-2" }},
+		"inm":       {edit: func(m *Message) { m.Fields = []Field{{"if-none-match", `"abd"`}, {"accept-encoding", "gzip"}} }},
+		"no inm":    {edit: func(m *Message) { m.Fields = m.Fields[1:] }},
+		"range":     {edit: func(m *Message) { m.Header = func(string) string { return "bytes=0-1" } }},
 		"too old":   {now: now + Window + 1, want: ErrStale},
 		"too new":   {now: now - Window - 1, want: ErrStale},
 		"other key": {keys: &other},
@@ -58,6 +62,7 @@ func TestVerify(t *testing.T) {
 		"nonce":     {value: strings.Replace(sig, ".", ".1", 1)[:len(sig)], want: ErrMalformed},
 		"tampered":  {value: sig[:len(sig)-1] + "0"},
 		"v1":        {value: "v1" + sig[2:], want: ErrMalformed},
+		"v2 of v3":  {value: "v2" + sig[2:], want: ErrMalformed},
 	} {
 		k, v, mm, at := &keys, sig, m, int64(now)
 		if c.keys != nil {
@@ -99,29 +104,42 @@ func TestPurposeKeys(t *testing.T) {
 	}
 	m := message()
 	m.Purpose = "other"
-	if _, err := Verify(&keys, NewSigner(keys, 0).Sign(&m, 1), &m, 1); !errors.Is(err, ErrInvalid) {
-		t.Errorf("an unknown purpose: %v", err)
+	if _, err := Verify(&keys, NewSigner(keys, 0).Sign(&m, 1), &m, 1); err == nil {
+		t.Error("an unknown purpose's signature verifies")
 	}
 }
 
 // TestSignerFormat: the signed string is the length-prefixed fields, in
-// the order the package doc gives, the host in lower case; the nonce
-// counts up from the seed; a reused Signer signs as a fresh one would.
+// the order the package doc gives, the host in lower case, the signed
+// names then each one's value; the nonce counts up from the seed; a
+// reused Signer signs as a fresh one would. With V2, the previous
+// release's rule.
 func TestSignerFormat(t *testing.T) {
 	keys := KeysOf([]byte(secret))
 	m := message()
 	m.Host = "Origin-1.Internal:8080"
+	names := "accept-encoding;authorization;content-type;if-match;if-none-match;if-range;range;x-lectern-usage;x-request-id"
 	mac := hmac.New(sha256.New, keys.key(Forward))
-	mac.Write([]byte("2:v27:forward4:POST22:origin-1.internal:808018:/v1/media/urls?x=164:" + m.Body +
-		"10:Bearer abc4:L1=35:req-116:00000000000000ff13:1790000000000"))
-	want := "v2=1790000000000.00000000000000ff." + hex.EncodeToString(mac.Sum(nil))
+	mac.Write([]byte("2:v37:forward4:POST22:origin-1.internal:808018:/v1/media/urls?x=164:" + m.Body +
+		"109:" + names + "4:gzip10:Bearer abc0:0:5:\"abc\"0:0:4:L1=35:req-116:00000000000000ff13:1790000000000"))
+	want := "v3=1790000000000.00000000000000ff." + names + "." + hex.EncodeToString(mac.Sum(nil))
 	s := NewSigner(keys, 0xfd)
 	s.Sign(&Message{Purpose: Gate, Method: "GET", Target: "/v1/a-much-longer-target?with=a&query=string"}, 1)
 	if got := s.Sign(&m, 1_790_000_000_000); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got := string(s.Append([]byte("x"), &m, 1_790_000_000_000)); !strings.HasPrefix(got, "xv2=1790000000000.0000000000000100.") {
+	if got := string(s.Append([]byte("x"), &m, 1_790_000_000_000)); !strings.HasPrefix(got, "xv3=1790000000000.0000000000000100."+names+".") {
 		t.Errorf("Append: got %s", got)
+	}
+
+	mac = hmac.New(sha256.New, keys.key(Forward))
+	mac.Write([]byte("2:v27:forward4:POST22:origin-1.internal:808018:/v1/media/urls?x=164:" + m.Body +
+		"10:Bearer abc4:L1=35:req-116:00000000000000ff13:1790000000000"))
+	want = "v2=1790000000000.00000000000000ff." + hex.EncodeToString(mac.Sum(nil))
+	s2 := NewSigner(keys, 0xfe)
+	s2.V2 = true
+	if got := s2.Sign(&m, 1_790_000_000_000); got != want {
+		t.Errorf("v2: got  %s\nwant %s", got, want)
 	}
 }
 
@@ -137,7 +155,7 @@ func TestDigits(t *testing.T) {
 // costs nothing (the edge makes one for every request it passes on).
 func TestSignerAllocations(t *testing.T) {
 	s := NewSigner(KeysOf([]byte(secret)), 1)
-	dst := make([]byte, 0, 128)
+	dst := make([]byte, 0, 256)
 	m := Message{Purpose: Gate, Method: "POST", Host: "127.0.0.1:8080", Target: "/v1/lessons/high/algebra-1/3?detail=full",
 		Auth: "Bearer " + strings.Repeat("x", 600), RequestID: "req_0123456789abcdef01234567"}
 	s.Append(dst, &m, 1_790_000_000_000)
@@ -257,16 +275,26 @@ func FuzzParse(f *testing.F) {
 	keys := KeysOf([]byte(secret))
 	m := message()
 	f.Add(NewSigner(keys, 3).Sign(&m, 1_790_000_000_000))
+	v2 := NewSigner(keys, 3)
+	v2.V2 = true
+	f.Add(v2.Sign(&m, 1_790_000_000_000))
 	f.Add("v2=1.0000000000000000." + strings.Repeat("0", 64))
 	f.Add("v2=..")
 	f.Add("v1=1790000000.abc")
 	f.Add("v2=-1.0000000000000000." + strings.Repeat("A", 64))
+	f.Add(NewSigner(keys, 4).Sign(&Message{Purpose: Gate}, 1_790_000_000_000))
+	f.Add("v3=1.0000000000000000.a;b." + strings.Repeat("0", 64))
+	f.Add("v3=1.0000000000000000.b;a." + strings.Repeat("0", 64))
 	f.Fuzz(func(t *testing.T, v string) {
 		sig, err := Parse(v)
 		if err != nil {
 			return
 		}
-		again := "v2=" + strconv.FormatInt(sig.Time, 10) + "." + string(appendNonce(nil, sig.Nonce)) + "." + hex.EncodeToString(sig.MAC[:])
+		again := "v" + strconv.Itoa(sig.Version) + "=" + strconv.FormatInt(sig.Time, 10) + "." + string(appendNonce(nil, sig.Nonce)) + "."
+		if sig.Version == 3 {
+			again += sig.Names + "."
+		}
+		again += hex.EncodeToString(sig.MAC[:])
 		if again != v {
 			t.Errorf("Parse(%q) accepted a value it would write as %q", v, again)
 		}

@@ -12,7 +12,7 @@ func TestReason(t *testing.T) {
 		err  error
 		want string
 	}{
-		{ErrMalformed, "malformed"}, {ErrStale, "stale"}, {ErrInvalid, "mismatch"}, {ErrHost, "host"},
+		{ErrMalformed, "malformed"}, {ErrStale, "stale"}, {ErrInvalid, "mismatch"}, {ErrHost, "host"}, {ErrUnsigned, "unsigned"}, {ErrVersion, "version"},
 		{ErrReplayed, "replayed"}, {errors.New("x"), "other"}, {fmt.Errorf("wrapped: %w", ErrStale), "other"},
 	} {
 		if got := Reason(tc.err); got != tc.want {

@@ -16,7 +16,8 @@
 // ("fwd-3-1"), so that the origins can tell exactly which value reached
 // them; it also records the configure and start messages. Then the real
 // module, behind origins that verify each signature independently of
-// shared/edgesig, from its documented form (v2: length-prefixed fields,
+// shared/edgesig, from its documented form (v3: length-prefixed fields,
+// the signed header fields named and their values,
 // HMAC-SHA256 under subkey.Derive(secret, "gate/<purpose>")), for their
 // own host and the body they received. Each case loads a fresh copy of the
 // worker (a new isolate). It prints PASS/FAIL lines and exits non-zero on
@@ -440,14 +441,19 @@ const keyOf = (purpose) => crypto.createHmac("sha256", SECRET).update(`lectern/g
 /** Whether req (an origin's record) carries a valid forward signature for host (default: the one it reached) over the body it got. */
 function verifies(req, host = req.origin.host) {
 	const v = req.all("x-lectern-edge");
-	const m = v.length === 1 && /^v2=([1-9][0-9]{0,14})\.([0-9a-f]{16})\.([0-9a-f]{64})$/.exec(v[0]);
+	const m = v.length === 1 && /^v3=([1-9][0-9]{0,14})\.([0-9a-f]{16})\.([a-z0-9;-]+)\.([0-9a-f]{64})$/.exec(v[0]);
 	if (!m) return false;
-	const [, ms, nonce, mac] = m;
+	const [, ms, nonce, names, mac] = m;
 	if (Math.abs(Number(ms) - Date.now()) > 30_000) return false;
+	// Every field a forward must sign (edgesig.Signed), listed.
+	const list = names.split(";");
+	for (const f of ["accept-encoding", "authorization", "content-type", "if-match", "if-none-match", "if-range", "range", "x-lectern-usage", "x-request-id"]) {
+		if (!list.includes(f)) return false;
+	}
 	const field = (s) => `${Buffer.byteLength(s)}:${s}`;
-	const msg = [field("v2"), field("forward"), field(req.method), field(host.toLowerCase()), field(req.target),
-		field(req.body.length ? sha256(req.body) : EMPTY_BODY), field(req.header("authorization") ?? ""),
-		field(req.header("x-lectern-usage") ?? ""), field(req.header("x-request-id") ?? ""), field(nonce), field(ms)].join("");
+	const msg = [field("v3"), field("forward"), field(req.method), field(host.toLowerCase()), field(req.target),
+		field(req.body.length ? sha256(req.body) : EMPTY_BODY), field(names),
+		...list.map((f) => field(req.all(f).join(", "))), field(nonce), field(ms)].join("");
 	return crypto.createHmac("sha256", keyOf("forward")).update(msg).digest("hex") === mac;
 }
 

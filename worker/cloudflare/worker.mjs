@@ -423,6 +423,10 @@ function configFrom(env) {
 		// key derived from it still verify; nothing is signed with it.
 		secretAccept: env.LECTERN_SECRET_ACCEPT ?? "",
 		leases: leasesFrom(env.LEASES),
+		// LECTERN_EDGE_SIGN_V2 = "1": sign by the previous release's rule
+		// (v2) while origins of that release serve; only during a rolling
+		// upgrade (docs/upgrading.md). Unset: v3.
+		signV2: env.LECTERN_EDGE_SIGN_V2 === "1",
 		// An isolate has no address the origin could push a revocation to:
 		// the origin waits for its leases to expire instead.
 		revoke: "",

@@ -32,10 +32,13 @@ var (
 //	{"origin": "...", "jwksUrl": "...", "issuer": "...", "audience": "...",
 //	 "secret": "...", "resourceMetadata": "...", "urlKeys": "...",
 //	 "leases": true, "revoke": "http://.../internal/revoke", "reportEvery": 0,
-//	 "origins": "http://10.0.0.1:8080,http://10.0.0.2:8080", "secretAccept": "..."}
+//	 "origins": "http://10.0.0.1:8080,http://10.0.0.2:8080", "secretAccept": "...",
+//	 "signV2": false}
 //
 // Every member but resourceMetadata, urlKeys, leases, revoke, reportEvery,
-// origins and secretAccept is required. secretAccept is
+// origins, secretAccept and signV2 is required. signV2 (absent: false)
+// signs by the previous release's rule, v2, for an edge upgraded before
+// the origins (docs/upgrading.md). secretAccept is
 // LECTERN_SECRET_ACCEPT, the secret accepted beside secret while it is
 // rotated: links of the key derived from it still verify. origins, with several origins, lists them all
 // (origin first, comma-separated): each call to the origin is then signed
@@ -50,9 +53,9 @@ func ParseConfig(b []byte) (Config, error) {
 	var cfg Config
 	var urlKeys string
 	var origins string
-	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "origins", "secretAccept", "leases", "reportEvery"}
+	names := []string{"origin", "jwksUrl", "issuer", "audience", "secret", "resourceMetadata", "urlKeys", "revoke", "origins", "secretAccept", "leases", "reportEvery", "signV2"}
 	dsts := []*string{&cfg.Origin, &cfg.JWKSURL, &cfg.Issuer, &cfg.Audience, &cfg.Secret, &cfg.ResourceMetadata, &urlKeys, &cfg.Revoke, &origins, &cfg.SecretAccept}
-	var v [12]raw
+	var v [13]raw
 	a, err := open(b, names, v[:], false, nil)
 	if err != nil {
 		return cfg, err
@@ -71,6 +74,9 @@ func ParseConfig(b []byte) (Config, error) {
 	var ok bool
 	if cfg.Leases, ok = boolean(v[10]); !ok {
 		return cfg, errors.New("pipeline: config member leases is not a boolean")
+	}
+	if cfg.SignV2, ok = boolean(v[12]); !ok {
+		return cfg, errors.New("pipeline: config member signV2 is not a boolean")
 	}
 	if len(cfg.Revoke) > 2048 {
 		return cfg, errors.New("pipeline: config member revoke is too long")

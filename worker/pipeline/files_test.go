@@ -51,7 +51,8 @@ func TestDownloadForwarded(t *testing.T) {
 		}
 		h := headerMap(t, out.Headers)
 		keys := edgesig.KeysOf([]byte(testCfg.Secret))
-		m := edgesig.Message{Purpose: edgesig.Forward, Method: method, Host: "origin.test", Target: path + "?" + query, RequestID: h["X-Request-Id"]}
+		m := edgesig.Message{Purpose: edgesig.Forward, Method: method, Host: "origin.test", Target: path + "?" + query, RequestID: h["X-Request-Id"],
+			Header: sentFields(h)}
 		if _, err := edgesig.Verify(&keys, h[edgesig.Header], &m, t0ms); h["Range"] != "bytes=0-9" || err != nil {
 			t.Errorf("%s: forwarded headers %v", method, h)
 		}

@@ -63,6 +63,11 @@ type Config struct {
 	// whose log holds what is unreported: a report per ReportEvery uses
 	// would only cost the origin).
 	ReportEvery int64
+	// SignV2 signs by the previous release's rule (edgesig v2), which
+	// leaves If-None-Match and the other answer-changing fields unsigned:
+	// only for an edge upgraded while origins of that release still run
+	// (docs/upgrading.md). Off, the v3 rule.
+	SignV2 bool
 	// Random, when set, replaces crypto/rand as the source of request
 	// ids. Tests use it; the reactor leaves it nil (WASI random_get backs
 	// crypto/rand in both toolchains).
@@ -100,6 +105,8 @@ type Pipeline struct {
 	rnd           [reqid.RandomBytes]byte // the random bytes of a request id
 	gateURL       string
 
+	signed [8]edgesig.Field // a signed message's Fields, reused
+
 	ls       leaseState
 	leaseOut []Header // a leased 304's header fields, reused
 
@@ -127,13 +134,15 @@ func New(cfg Config) *Pipeline {
 	if keys.IsZero() {
 		keys = link.Derived([]byte(cfg.Secret), []byte(cfg.SecretAccept))
 	}
+	signer := edgesig.NewSigner(edgesig.KeysOf([]byte(cfg.Secret)), binary.LittleEndian.Uint64(seed[:]))
+	signer.V2 = cfg.SignV2
 	return &Pipeline{
 		urlKeys:          keys,
 		origin:           origin,
 		gateURL:          origin + edgesig.GatePath,
 		jwksURL:          cfg.JWKSURL,
 		resourceMetadata: cfg.ResourceMetadata,
-		signer:           edgesig.NewSigner(edgesig.KeysOf([]byte(cfg.Secret)), binary.LittleEndian.Uint64(seed[:])),
+		signer:           signer,
 		hosts:            hosts,
 		verifier:         token.Verifier{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: token.DefaultLeeway},
 		random:           r,
@@ -189,7 +198,7 @@ type pending struct {
 // collection closer; a gated 304 made about twenty.)
 type text struct {
 	n int
-	b [192]byte
+	b [320]byte
 }
 
 // free is the room left, for appending to; nil t has none.
@@ -444,12 +453,16 @@ func (p *Pipeline) signText(st *pending, m *edgesig.Message, now int64) (first s
 	return st.text.keep(p.signer.Append(st.text.free(), m, now)), nil
 }
 
-// gate asks the origin whether the conditional request is a 304.
+// gate asks the origin whether the conditional request is a 304. The
+// signature covers the fields the origin decides on (edgesig.Signed):
+// the token, If-None-Match, the usage reports and the request id.
 func (p *Pipeline) gate(st *pending, now int64) Output {
 	target := st.target()
 	auth := headerValue(st.req.Headers, "Authorization")
 	usage := p.usageHeader()
-	m := edgesig.Message{Purpose: edgesig.Gate, Method: "POST", Target: target, Auth: auth, Usage: usage, RequestID: st.id}
+	p.signed[0] = edgesig.Field{Name: "if-none-match", Value: st.inm}
+	m := edgesig.Message{Purpose: edgesig.Gate, Method: "POST", Target: target, Auth: auth, Usage: usage, RequestID: st.id,
+		Fields: p.signed[:1]}
 	sig, all := p.signText(st, &m, now)
 	h := append(st.sub[:0],
 		Header{"Authorization", auth},
@@ -491,21 +504,37 @@ func (p *Pipeline) gateDone(st *pending, in ResumeMsg) Output {
 	return Output{Kind: Response, Handle: st.handle, Status: in.Status, Headers: h, Body: in.Body}
 }
 
-// forward sends the client's request to the origin, signed.
+// forward sends the client's request to the origin, signed over the
+// fields the origin's answer and bill depend on (edgesig.Signed), as they
+// are sent.
 func (p *Pipeline) forward(st *pending, now int64) Output {
 	target := st.target()
 	usage := p.usageHeader()
-	m := edgesig.Message{Purpose: edgesig.Forward, Method: st.req.Method, Target: target, Body: st.req.BodySHA256,
-		Auth: headerValue(st.req.Headers, "Authorization"), Usage: usage, RequestID: st.id}
-	sig, all := p.signText(st, &m, now)
 	// A copy: the client's fields are the caller's (Start).
-	h := append(make([]Header, 0, len(st.req.Headers)+2), st.req.Headers...)
+	h := append(make([]Header, 0, len(st.req.Headers)+4), st.req.Headers...)
 	// Host is the origin's, from the URL: the signature names it. The
 	// host has read the body already: Expect (100-continue) was the
 	// client's business with the edge, not the origin's.
 	h = filterHeaders(h, func(name string) bool {
 		return internal(name) || equalFold(name, "X-Request-Id") || equalFold(name, "Host") || equalFold(name, "Expect")
 	})
+	// Accept-Encoding is sent, and signed, always: a transport adds its
+	// own to a request without one (Node's and workerd's fetch do), which
+	// would alter a signed field. identity is what none means to the
+	// origin (encoding.Negotiate).
+	if headerCount(h, "Accept-Encoding") == 0 {
+		h = append(h, Header{"Accept-Encoding", "identity"})
+	}
+	m := edgesig.Message{Purpose: edgesig.Forward, Method: st.req.Method, Target: target, Body: st.req.BodySHA256,
+		Auth: combinedValue(h, "Authorization", &st.text), Usage: usage, RequestID: st.id, Fields: p.signed[:0]}
+	for _, name := range edgesig.Signed(edgesig.Forward) {
+		switch name {
+		case "authorization", "x-lectern-usage", "x-request-id":
+		default:
+			m.Fields = append(m.Fields, edgesig.Field{Name: name, Value: combinedValue(h, name, &st.text)})
+		}
+	}
+	sig, all := p.signText(st, &m, now)
 	h = append(h, Header{"X-Request-Id", st.id}, Header{edgesig.Header, sig})
 	if usage != "" {
 		h = append(h, Header{lease.UsageHeader, usage})

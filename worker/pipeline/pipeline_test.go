@@ -433,7 +433,7 @@ func TestForwardPassthrough(t *testing.T) {
 		t.Errorf("X-Request-Id %q", id)
 	}
 	verifySig(t, h["X-Lectern-Edge"], edgesig.Message{Purpose: edgesig.Forward, Method: "POST", Host: "origin.test", Target: "/v1/media/urls",
-		Body: req.BodySHA256, Auth: tok, RequestID: id}, t0ms)
+		Body: req.BodySHA256, Auth: tok, RequestID: id, Header: sentFields(h)}, t0ms)
 	delete(h, "X-Lectern-Edge")
 	delete(h, "X-Request-Id")
 	want := map[string]string{"Authorization": tok, "Content-Type": "application/json", "Content-Length": "40", "Accept-Encoding": "gzip"}
@@ -518,7 +518,7 @@ func gateSetup(t *testing.T) (*Pipeline, string, Output) {
 	h := headerMap(t, out.Headers)
 	target := "/v1/subjects/algebra?tier=high&detail=full"
 	verifySig(t, h["X-Lectern-Edge"], edgesig.Message{Purpose: edgesig.Gate, Method: "POST", Host: "origin.test", Target: target,
-		Auth: tok, RequestID: rid}, t0ms+1000)
+		Auth: tok, RequestID: rid, Header: sentFields(h)}, t0ms+1000)
 	delete(h, "X-Lectern-Edge")
 	want := map[string]string{"Authorization": tok, "If-None-Match": inm, "X-Request-Id": rid, "X-Lectern-Target": target}
 	if want, got := want, h; !reflect.DeepEqual(want, got) {
@@ -562,7 +562,20 @@ func TestGate412Forwards(t *testing.T) {
 		t.Errorf("forward headers %v", h)
 	}
 	verifySig(t, h["X-Lectern-Edge"], edgesig.Message{Purpose: edgesig.Forward, Method: "GET", Host: "origin.test",
-		Target: "/v1/subjects/algebra?tier=high&detail=full", Auth: tok, RequestID: rid}, t0ms+1010)
+		Target: "/v1/subjects/algebra?tier=high&detail=full", Auth: tok, RequestID: rid, Header: sentFields(h)}, t0ms+1010)
+}
+
+// sentFields looks up the header fields of a subrequest (headerMap) by
+// name in any case: a Message's Header for the fields it signs.
+func sentFields(h map[string]string) func(string) string {
+	return func(name string) string {
+		for k, v := range h {
+			if strings.EqualFold(k, name) {
+				return v
+			}
+		}
+		return ""
+	}
 }
 
 // verifySig checks sig is the module's signature of m at now (ms).

@@ -149,6 +149,9 @@ type ConfigMessage struct {
 	// SecretAccept is LECTERN_SECRET_ACCEPT, the secret accepted beside
 	// secret while it is rotated; absent: none.
 	SecretAccept string `json:"secretAccept,omitempty"`
+	// SignV2 signs by the previous release's rule (edgesig v2); absent:
+	// the v3 rule.
+	SignV2 bool `json:"signV2,omitempty"`
 }
 
 // configure sends c through call (Guest.Call, or a Host's instance's,

@@ -70,6 +70,11 @@ type Config struct {
 	// pushes signed with it are taken, and links of its derived key
 	// verify; the host and the module sign with Secret only.
 	SecretAccept string
+	// SignV2 signs every call to the origins, the module's and the
+	// host's own, by the previous release's rule (edgesig v2), which its
+	// origins read: for an edge upgraded before them (LECTERN_EDGE_SIGN_V2,
+	// docs/upgrading.md). Off: the v3 rule.
+	SignV2 bool
 
 	// Origins, when there are several, are the origins' base URLs
 	// (docs/edge.md, "Several origins"): the module is configured with the
@@ -367,7 +372,7 @@ func (h *Host) instantiate(ctx context.Context) (*instance, error) {
 func (h *Host) configMessage() ConfigMessage {
 	c := ConfigMessage{Origin: h.cfg.Origin, JWKSURL: h.cfg.JWKSURL, Issuer: h.cfg.Issuer,
 		Audience: h.cfg.Audience, Secret: h.cfg.Secret, ResourceMetadata: h.cfg.ResourceMetadata, URLKeys: h.cfg.URLKeys,
-		SecretAccept: h.cfg.SecretAccept, Leases: h.cfg.Leases, Revoke: h.cfg.Revoke}
+		SecretAccept: h.cfg.SecretAccept, Leases: h.cfg.Leases, Revoke: h.cfg.Revoke, SignV2: h.cfg.SignV2}
 	if h.origins != nil && len(h.origins.list) > 1 {
 		bases := make([]string, len(h.origins.list))
 		for i, o := range h.origins.list {

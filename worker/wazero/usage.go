@@ -305,6 +305,7 @@ func (h *Host) postUsage(ctx context.Context, rs []lease.Report) error {
 	var seed [8]byte
 	rand.Read(seed[:])
 	signer := edgesig.NewSigner(h.keys, binary.LittleEndian.Uint64(seed[:]))
+	signer.V2 = h.cfg.SignV2
 	// The host's own POST: sent to another origin only when never sent.
 	out := &Output{Method: "POST", URL: h.cfg.Origin + lease.UsagePath, Body: string(body), Retry: retryUnsent,
 		Headers: [][2]string{{"Content-Type", "application/json"}, {"X-Request-Id", id}},

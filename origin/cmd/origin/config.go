@@ -91,6 +91,11 @@ type config struct {
 	// Host is taken as this origin's.
 	OriginHosts string // LECTERN_ORIGIN_HOSTS
 	originHosts []string
+	// EdgeAcceptV2 (LECTERN_EDGE_ACCEPT_V2=1) takes forwards and gate
+	// calls signed by the previous release's edges (the v2 rule, which
+	// leaves If-None-Match and Range unsigned): only while a rolling
+	// upgrade mixes releases (docs/upgrading.md). Default: refused.
+	EdgeAcceptV2 bool
 
 	// The export bundles built (origin/bundles): kept in BundleDir, at
 	// most BundleMaxMB mebibytes (parsed by check into bundleMax), never
@@ -155,6 +160,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 		"comma-separated base URLs (http[s]://host[:port]) of the edge hosts that take revoke pushes at <url>"+wire.RevokePath+" (default: none, no push)")
 	fs.Env(&c.OriginHosts, "LECTERN_ORIGIN_HOSTS", "origin-hosts", "",
 		"comma-separated host[:port] names the edges reach this origin by, as their LECTERN_ORIGIN_URL writes them; signed calls for another host are refused (default: any)")
+	fs.Switch(&c.EdgeAcceptV2, "LECTERN_EDGE_ACCEPT_V2", "edge-accept-v2",
+		"take forwards and gate calls signed by the previous release's edges (the v2 rule, If-None-Match unsigned): only during a rolling upgrade (docs/upgrading.md)")
 	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", "", "directory of the export bundles built, private to the origin (default: bundles beside the SQLite database, else var/bundles-<origin port>)")
 	fs.Env(&c.BundleMaxMB, "LECTERN_BUNDLE_MAX_MB", "bundle-max-mb", strconv.Itoa(bundles.DefaultMaxBytes>>20),
 		"most mebibytes of bundles kept; the least recently used go first")

@@ -53,7 +53,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (*wiring.Origin, e
 		Secret: cfg.Secret, SecretAccepted: cfg.SecretAccept, URLKeys: cfg.urlKeys, PublicURL: cfg.PublicURL, LicenseURL: cfg.LicenseURL,
 		Issuer: cfg.Issuer, JWKSURL: cfg.JWKSURL, Audience: cfg.Audience,
 		Leases:      wiring.LeaseSettings{Off: !cfg.Leases, TTL: cfg.leaseTTL, Retention: cfg.leaseRetention, Edges: cfg.edgeURLs},
-		OriginHosts: cfg.originHosts, BundleDir: cfg.BundleDir, BundleMax: cfg.bundleMax, BundleReserve: cfg.bundleReserve,
+		OriginHosts: cfg.originHosts, EdgeAcceptV2: cfg.EdgeAcceptV2, BundleDir: cfg.BundleDir, BundleMax: cfg.bundleMax, BundleReserve: cfg.bundleReserve,
 		BundleOrgShare: cfg.bundleOrgShare, BundleBuildsPerHour: cfg.bundleBuildsPerHour, Limits: cfg.Limits,
 		MemoryLimit: cfg.autoMemLimit, Log: log, Stdout: stdout, Started: began,
 	})

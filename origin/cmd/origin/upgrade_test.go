@@ -424,8 +424,12 @@ func TestRollingUpgrade(t *testing.T) {
 	db := newPeerDB(t)
 	corpusDir := peerCorpus(t, "")
 	old := startOldOrigin(t, p, db.dsn, corpusDir)
+	// The upgrade's window (docs/upgrading.md): this release's origin
+	// takes the previous edge's v2 forwards and gate calls
+	// (LECTERN_EDGE_ACCEPT_V2), and this release's edge signs v2, which
+	// the previous origin reads (SignV2, LECTERN_EDGE_SIGN_V2).
 	proc, urls, err := startChild(t, "origin", killEnv(t.TempDir(), pgschemaApp(db.dsn, "lectern-new"),
-		"LECTERN_CORPUS="+corpusDir, "LECTERN_ISSUER=https://idp.lectern.test"), nil)
+		"LECTERN_CORPUS="+corpusDir, "LECTERN_ISSUER=https://idp.lectern.test", "LECTERN_EDGE_ACCEPT_V2=1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +440,7 @@ func TestRollingUpgrade(t *testing.T) {
 
 	// This release's edge, in-process, leases on.
 	h, newEdge := peerEdge(t, []string{old.OriginURL, cur.OriginURL}, cur.IdPURL, func(c *wazero.Config) {
-		c.Leases, c.UsageLog = true, filepath.Join(t.TempDir(), "usage.log")
+		c.Leases, c.UsageLog, c.SignV2 = true, filepath.Join(t.TempDir(), "usage.log"), true
 	})
 	// The previous release's edge, a child process.
 	oldEdgeAddr := freeAddr(t)

@@ -76,6 +76,9 @@ type config struct {
 	// SecretAccept is LECTERN_SECRET_ACCEPT, the origins': the secret
 	// accepted beside Secret while it is rotated.
 	SecretAccept string
+	// SignV2 is LECTERN_EDGE_SIGN_V2=1: sign by the previous release's
+	// rule while its origins still serve (docs/upgrading.md).
+	SignV2 bool
 
 	TestClock  bool   // LECTERN_TEST_CLOCK=1
 	LogFormat  string // LECTERN_LOG_FORMAT: json or text
@@ -124,6 +127,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.RevokeURL, "LECTERN_EDGE_REVOKE_URL", "revoke-url", "", "where the origin reaches this edge's revoke endpoint (default: http://<addr>"+lease.RevokePath+")")
 	fs.Env(&c.MetricsAddr, "LECTERN_EDGE_METRICS_ADDR", "metrics-addr", "off",
 		"address of the Prometheus metrics (GET /metrics, behind the admin token), or off")
+	fs.Switch(&c.SignV2, "LECTERN_EDGE_SIGN_V2", "sign-v2",
+		"sign the calls to the origins by the previous release's rule (v2), for origins of that release: only during a rolling upgrade (docs/upgrading.md)")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "follow the origin's admin test clock; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")
 	fs.Env(&c.LogLevel, "LECTERN_LOG_LEVEL", "log-level", telemetry.DefaultLevel, "least level logged: debug, info, warn or error")
@@ -278,7 +283,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	h, err := wazero.New(ctx, mod, wazero.Config{
 		Leases: cfg.Leases, Revoke: revoke, UsageLog: usageLog,
 		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
-		Secret: secret, SecretAccept: cfg.SecretAccept, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
+		Secret: secret, SecretAccept: cfg.SecretAccept, SignV2: cfg.SignV2, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
 		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout, Observer: met,
 	})
