@@ -54,6 +54,7 @@
 //	origin/auth                   bearer authentication at the origin
 //	origin/billing                billing policy: what each route meters, its refusals, RateLimit headers
 //	origin/bundles                the export bundles built, kept on disk: built once, bounded, evicted LRU
+//	origin/changes                the change feed's model: each version's subject and class digests, their difference, since tokens
 //	origin/clock                  the origin's time source, with the test clock
 //	origin/cmd/origin             the origin command: public API, identity provider, admin API
 //	origin/corpus                 the corpus format, its loader and in-memory indexes

@@ -34,7 +34,7 @@ func TestIntegratingDocumentsEveryCode(t *testing.T) {
 			rows[strings.Trim(strings.TrimSpace(c), "`")] += strings.TrimSpace(cells[2]) + " "
 		}
 	}
-	for _, c := range apierr.Codes() {
+	for _, c := range append(apierr.Codes(), apierr.Extensions()...) {
 		if !strings.Contains(rows[string(c)], strconv.Itoa(apierr.Status(c))) {
 			t.Errorf("the error table has no row of %s with status %d", c, apierr.Status(c))
 		}

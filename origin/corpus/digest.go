@@ -40,14 +40,40 @@ type digester struct {
 	h   hash.Hash
 	buf []byte       // encoded, not yet hashed
 	cfg bytes.Buffer // an interactive's config, compacted
+	// part, when set, is fed what h is: the digest of one part of the
+	// subject (its own fields, or one lesson) as it is encoded.
+	part hash.Hash
 }
 
 // flushAt is the size at which the buffer is hashed and emptied.
 const flushAt = 32 << 10
 
 func (d *digester) flush() {
-	d.h.Write(d.buf)
+	d.write(d.buf)
 	d.buf = d.buf[:0]
+}
+
+func (d *digester) write(b []byte) {
+	d.h.Write(b)
+	if d.part != nil {
+		d.part.Write(b)
+	}
+}
+
+// partDigest is the digest of the part encoded since begin, and ends it.
+func (d *digester) partDigest(h hash.Hash) (sum [PartDigestSize]byte) {
+	d.flush()
+	d.part = nil
+	var full [sha256.Size]byte
+	copy(sum[:], h.Sum(full[:0]))
+	return sum
+}
+
+// begin starts a part: what is encoded from now on feeds h (reset) too.
+func (d *digester) begin(h hash.Hash) {
+	d.flush()
+	h.Reset()
+	d.part = h
 }
 
 // text encodes s, a string or bytes: its length, then itself.
@@ -55,7 +81,7 @@ func text[T string | []byte](d *digester, s T) {
 	d.buf = binary.AppendUvarint(d.buf, uint64(len(s)))
 	if len(s) > flushAt {
 		d.flush()
-		d.h.Write([]byte(s))
+		d.write([]byte(s))
 		return
 	}
 	d.buf = append(d.buf, s...)
@@ -93,17 +119,28 @@ func (d *digester) refs(rs []SubjectRef) {
 	}
 }
 
+// PartDigestSize is the size of a lesson's and a subject's own digest
+// (Lesson.Digest, Subject.OwnDigest): the first half of a SHA-256, enough
+// to tell one version of a part from another (nothing is at stake if two
+// collide but a class not fetched again by a delta sync).
+const PartDigestSize = 16
+
 // contentDigest is s's ContentDigest; s's lessons are parsed and its
-// references resolved.
+// references resolved. It sets s.OwnDigest and each lesson's Digest on
+// the way: the SHA-256 of the encoding of the subject's own fields, and
+// of each lesson, as they go into the subject's digest (the change feed
+// compares them between versions).
 func (d *digester) contentDigest(s *Subject) string {
 	if d.h == nil {
 		d.h = sha256.New()
 	}
 	d.h.Reset()
 	d.buf = append(d.buf[:0], digestDomain...)
+	part := sha256.New()
 
 	// The subject's own fields (its coverage and class count are derived
 	// from the classes).
+	d.begin(part)
 	d.str(s.Tier)
 	d.str(s.Slug)
 	d.str(s.Name)
@@ -112,10 +149,13 @@ func (d *digester) contentDigest(s *Subject) string {
 	d.strs(s.Tags)
 	d.refs(s.Prerequisites)
 	d.refs(s.Related)
+	s.OwnDigest = d.partDigest(part)
 
 	d.count(len(s.Lessons))
 	for _, l := range s.Lessons {
+		d.begin(part)
 		d.lesson(l)
+		l.Digest = d.partDigest(part)
 	}
 	d.flush()
 	var sum [sha256.Size]byte

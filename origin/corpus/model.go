@@ -69,6 +69,9 @@ type Subject struct {
 	// equal across corpus versions exactly while that content is
 	// (digest.go).
 	ContentDigest string
+	// OwnDigest tells the subject's own fields (name, description, tags,
+	// references...) from another version's, apart from its lessons.
+	OwnDigest [PartDigestSize]byte
 }
 
 // Ref is the subject's "<tier>/<slug>" reference.
@@ -96,8 +99,11 @@ type Coverage struct {
 
 // Lesson is one class.
 type Lesson struct {
-	ID            string // lessonId: <tier>/<slug>/<number>
-	Subject       *Subject
+	ID      string // lessonId: <tier>/<slug>/<number>
+	Subject *Subject
+	// Digest tells this lesson's content from another version's: what a
+	// class export is made from (digest.go); set by the loader.
+	Digest        [PartDigestSize]byte
 	Number        int
 	Title         string
 	Subtitle      string

@@ -139,6 +139,8 @@ func oaTag(id route.ID) string {
 		return "Licence"
 	case route.Progress, route.PutProgress:
 		return "Progress"
+	case route.Changes:
+		return "Changes"
 	}
 	return "Content"
 }
@@ -152,6 +154,7 @@ func oaTags() []any {
 		oaObj{"name": "Test prep", "description": "Original practice items for four tests."},
 		oaObj{"name": "Licence", "description": "Licence, quota and corpus-version status."},
 		oaObj{"name": "Progress", "description": "The signed-in learner's progress."},
+		oaObj{"name": "Changes", "description": "Extensions beyond the specification (x-lectern-extension): the change feed, what changed since a contentVersion."},
 		oaObj{"name": "Downloads", "description": "The signed links a mint or a zip_url export answers with, under " + link.Prefix + ": no token, unmetered, valid until they expire."},
 	}
 }

@@ -41,6 +41,9 @@ func oaOperation(rt *route.Route, e oaEnums) oaObj {
 	if rt.ID == route.Testprep || rt.ID == route.TestprepItems {
 		op["x-service-sections"] = e.byTest
 	}
+	if rt.Extension {
+		op["x-lectern-extension"] = true
+	}
 	var params []any
 	body := oaObj{"type": "object", "additionalProperties": false, "properties": oaObj{}}
 	var required []string

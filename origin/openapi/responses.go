@@ -77,6 +77,9 @@ func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 	if rt.ID == route.PutProgress {
 		add(apierr.WriteConflict)
 	}
+	if rt.ID == route.Changes {
+		add(apierr.ChangesExpired)
+	}
 	if rt.ID == route.ExportSubject || rt.ID == route.ExportClass { // format=inline over the response ceiling
 		add(apierr.PayloadTooLarge)
 		// format=inline whose bundle the origin has no disk room for:
@@ -96,7 +99,7 @@ func ErrorCodes(rt *route.Route) map[int][]apierr.Code {
 
 var oaStatusText = map[int]string{
 	400: "Bad request", 401: "Unauthenticated", 403: "Forbidden", 404: "Not found",
-	408: "Request timeout", 409: "Conflict", 413: "Payload too large", 429: "Too many requests", 500: "Internal error",
+	408: "Request timeout", 409: "Conflict", 410: "Gone", 413: "Payload too large", 429: "Too many requests", 500: "Internal error",
 	503: "Service unavailable",
 }
 
@@ -207,5 +210,6 @@ func oaResponseSchema(id route.ID) string {
 		route.MediaURLs: "MintResult", route.Search: "SearchResults", route.ExportSubject: "ExportResult",
 		route.ExportClass: "ExportResult", route.Testprep: "TestprepCatalog", route.TestprepItems: "TestprepItemList",
 		route.License: "LicenseStatus", route.Progress: "Progress", route.PutProgress: "ProgressAck",
+		route.Changes: "ChangeList",
 	}[id]
 }

@@ -169,6 +169,26 @@ func oaSchemas(e oaEnums) oaObj {
 			"rationale":        oaString,
 			"optionRationales": oaObj{"type": "array", "items": oaString, "description": "When present, one per option."},
 		}),
+		"ChangeList": oaWith(oaList("An extension (x-lectern-extension): page of the granted lessons added, changed or removed "+
+			"between since and contentVersion, each subject's lessons in class order; every granted lesson of a subject added "+
+			"(newly granted, or new to the corpus) or removed (no longer granted, or gone) is listed too.", "LessonChange", false), oaObj{
+			"from":     oaRef("schemas", "ContentVersion"),
+			"to":       oaRef("schemas", "ContentVersion"),
+			"subjects": oaObj{"type": "array", "items": oaRef("schemas", "SubjectChange"), "description": "The subjects added, changed or removed: on the first page; empty on the others."},
+			"next":     oaObj{"type": "string", "description": "The since to poll with once every page is read: it names contentVersion and the grants held now, so that a grant's change is answered as additions and removals."},
+		}),
+		"LessonChange": oaShaped("A lesson that changed.", oaObj{
+			"lessonId": oaString, "subject": oaString,
+			"change":        oaObj{"type": "string", "enum": []string{"added", "changed", "removed"}},
+			"contentDigest": oaObj{"oneOf": []any{oaRef("schemas", "ContentDigest"), oaObj{"type": "null"}}, "description": "The subject's contentDigest at contentVersion; null when the subject was removed."},
+		}),
+		"SubjectChange": oaShaped("A subject that changed.", oaObj{
+			"subject":              oaString,
+			"change":               oaObj{"type": "string", "enum": []string{"added", "changed", "removed"}},
+			"contentDigest":        oaObj{"oneOf": []any{oaRef("schemas", "ContentDigest"), oaObj{"type": "null"}}, "description": "Its contentDigest at contentVersion; null when removed."},
+			"classCount":           oaCount,
+			"subjectFieldsChanged": oaObj{"type": "boolean", "description": "Its own fields changed (name, description, tags, difficulty, prerequisites, related): a class export does not carry them; export the subject."},
+		}),
 		"LicenseStatus": oaStrict([]string{"orgId", "orgName", "tier", "status", "contentGrants", "quota", "rateLimits", "resetsAt", "eclaVersion", "requiredEclaVersion", "renewsAt", "contentVersion", "licenseUrl"}, oaObj{
 			"orgId": oaString, "orgName": oaString, "tier": oaString, "status": oaString,
 			"contentGrants": oaObj{"type": "array", "items": oaString, "description": "<tier> or <tier>/<subjectSlug>."},
@@ -199,7 +219,7 @@ func oaSchemas(e oaEnums) oaObj {
 }
 
 func oaCodes() []string {
-	cs := apierr.Codes()
+	cs := append(apierr.Codes(), apierr.Extensions()...)
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = string(c)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/lectern-api/lectern/origin/changes"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/lessondoc"
 	"github.com/lectern-api/lectern/origin/openapi"
@@ -17,6 +18,9 @@ type Content struct {
 	search  *search.Index  // (search) the search index: origin/search
 	prep    prepIndex      // (testprep) precomputed test-prep catalog and items: testprep.go
 	openapi *openapi.Doc   // (openapi) the OpenAPI description generated for this corpus: origin/openapi
+	// Parts are the version's subject and class digests, which the
+	// change feed compares and the database keeps (origin/changes).
+	Parts *changes.Version
 }
 
 // Build precomputes c for serving.
@@ -31,5 +35,6 @@ func Build(c *corpus.Corpus) (*Content, error) {
 	ct.search = search.Build(c)   // (search) build
 	ct.prep = buildPrep(c)        // (testprep) build
 	ct.openapi = openapi.Build(c) // (openapi) build
+	ct.Parts = changes.Of(c)      // (changes) build
 	return ct, nil
 }

@@ -208,6 +208,7 @@ func newHarnessOpts(t testing.TB, ct *Content, opts harnessOptions) *harness {
 		Logger:               opts.logger,
 		TagKey:               []byte("test-harness-tag-key-0123456789abcdef"),
 		CursorKey:            []byte("test-harness-cursor-key-0123456789ab"),
+		ChangesKey:           []byte("test-harness-changes-key-0123456789a"),
 		URLKeys:              urlKeys,
 		CanaryKey:            opts.canaryKey,
 		InlineCeiling:        opts.inlineCeiling,

@@ -314,12 +314,12 @@ func openapiDocument(t *testing.T, h *harness) {
 
 	// The error schema: every code, every per-code key.
 	var codes []string
-	for _, c := range apierr.Codes() {
+	for _, c := range append(apierr.Codes(), apierr.Extensions()...) {
 		codes = append(codes, string(c))
 	}
 	errSchema := openapitest.At(doc, "components", "schemas", "Error", "properties", "error")
 	if got := openapitest.Strs(openapitest.At(errSchema, "properties", "code", "enum")); !slices.Equal(got, codes) {
-		t.Errorf("error code enum %v, want apierr.Codes() %v", got, codes)
+		t.Errorf("error code enum %v, want apierr.Codes() and Extensions() %v", got, codes)
 	}
 	for _, k := range []string{"code", "message", "requestId", "parameter", "allowed", "received", "min", "max", "grant",
 		"tiers", "allow", "scope", "retryAfterSeconds", "quotaResetsAt", "hint", "exportsUsed", "exportsLimit"} {

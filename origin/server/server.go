@@ -58,6 +58,10 @@ type Config struct {
 	TagKey []byte
 	// CursorKey seals pagination cursors.
 	CursorKey []byte
+	// ChangesKey seals the change feed's since tokens; ChangesAccepted
+	// opens those sealed under the secret accepted beside the
+	// deployment's (nil: none).
+	ChangesKey, ChangesAccepted []byte
 	// CursorAccepted opens the cursors sealed under the secret accepted
 	// beside the deployment's while it is rotated
 	// (LECTERN_SECRET_ACCEPT); nil: none. Nothing is sealed with it.
@@ -114,9 +118,10 @@ type Server struct {
 	edge      edgesig.Receiver // the edge's signatures, each accepted once
 	biller    billing.Biller
 	endpoints map[route.ID]endpoint
-	exports   exporters // the bundle builder of the corpus served (exports.go)
-	downloads downloads // the downloads in progress per organisation (downloads.go)
-	counters  counters  // the last meter counts seen per organisation (exports.go)
+	exports   exporters  // the bundle builder of the corpus served (exports.go)
+	downloads downloads  // the downloads in progress per organisation (downloads.go)
+	counters  counters   // the last meter counts seen per organisation (exports.go)
+	parts     partsCache // earlier versions' parts, for the change feed (changes.go)
 	// tmpBundles is the bundle store, Config.Bundles or one made on first
 	// use (exports.go, bundleStore).
 	tmpBundles struct {
@@ -198,6 +203,7 @@ func New(cfg Config) *Server {
 		route.MediaURLs:     withBody(param.ParseMint, s.mint),
 		route.Progress:      {serve: s.getProgress}, // route.Record: the 304 is decided after the record is read
 		route.PutProgress:   s.progressBody(),
+		route.Changes:       {serve: s.changes}, // an extension; unmetered
 	}
 	return s
 }

@@ -134,6 +134,14 @@ type AuthCode struct {
 	ExpiresAt   time.Time
 }
 
+// The change feed's history (GET /v1/changes, origin/changes): a
+// version's parts are kept while it is among the KeepVersions last
+// pinned (served) or was pinned within KeepVersionsFor.
+const (
+	KeepVersions    = 20
+	KeepVersionsFor = 90 * 24 * time.Hour
+)
+
 // CorpusRecord is the deployment's corpus: the directory that was loaded,
 // as the reload (or LECTERN_CORPUS) named it, the contentVersion it held
 // and when it was recorded. Every origin on the database converges on it
@@ -218,10 +226,19 @@ type Store interface {
 	// agree; ErrConflict when one is.
 	RecordFirstCorpus(ctx context.Context, c CorpusRecord) error
 	// PinCorpusVersion records digest as contentVersion version's content
-	// (corpus.Corpus.ContentDigest) unless the version holds one already,
-	// and returns the digest it holds: the first pinned, whichever store
-	// of the database pinned it. A version's digest never changes.
-	PinCorpusVersion(ctx context.Context, version, digest string, at time.Time) (string, error)
+	// (corpus.Corpus.ContentDigest), with its parts (the change feed's
+	// record of it, origin/changes), unless the version holds a digest
+	// already, and returns the digest it holds: the first pinned,
+	// whichever store of the database pinned it. A version's digest never
+	// changes; a pin of the same digest sets its parts again when they
+	// were dropped, and its pin time to at. Each pin drops the parts of
+	// the versions past the feed's history: those last pinned more than
+	// KeepVersionsFor before at and not among the KeepVersions last
+	// pinned.
+	PinCorpusVersion(ctx context.Context, version, digest string, parts []byte, at time.Time) (string, error)
+	// CorpusVersionParts reads the parts of version; ErrNotFound when the
+	// version was never pinned or its parts were dropped.
+	CorpusVersionParts(ctx context.Context, version string) ([]byte, error)
 
 	Close() error
 }

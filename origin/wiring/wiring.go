@@ -180,6 +180,8 @@ func (d Deployment) API(p Parts) *server.Server {
 		TagKey:               d.Forensic().Tag,
 		CursorKey:            subkey.Derive(d.Secret, subkey.Cursor),
 		CursorAccepted:       d.accepted(subkey.Cursor),
+		ChangesKey:           subkey.Derive(d.Secret, subkey.Changes),
+		ChangesAccepted:      d.accepted(subkey.Changes),
 		EdgeKeys:             edgesig.KeysOf(d.Secret),
 		EdgeAccepted:         edgesig.KeysOf(d.Accepted),
 		OriginHosts:          d.OriginHosts,

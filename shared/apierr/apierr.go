@@ -49,6 +49,31 @@ const (
 	Internal          Code = "INTERNAL"
 )
 
+// The extensions' codes: beyond the spec's table, each answered only by
+// an extension route (documented as one in the OpenAPI description).
+const (
+	// ChangesExpired: GET /v1/changes was given a since the feed no longer
+	// holds (past its history): run a full sync.
+	ChangesExpired Code = "CHANGES_EXPIRED"
+)
+
+// extensions maps each extension code to its HTTP status.
+var extensions = [...]struct {
+	code   Code
+	status int
+}{
+	{ChangesExpired, 410},
+}
+
+// Extensions returns the extensions' codes.
+func Extensions() []Code {
+	out := make([]Code, len(extensions))
+	for i, c := range extensions {
+		out[i] = c.code
+	}
+	return out
+}
+
 // codes maps every code to its HTTP status; its order is the spec's.
 var codes = [...]struct {
 	code   Code
@@ -96,10 +121,15 @@ func Codes() []Code {
 	return out
 }
 
-// Status returns the HTTP status of code, and 500 for a string that is not
-// one of the spec's codes.
+// Status returns the HTTP status of code, and 500 for a string that is
+// neither one of the spec's codes nor an extension's.
 func Status(code Code) int {
 	for _, c := range codes {
+		if c.code == code {
+			return c.status
+		}
+	}
+	for _, c := range extensions {
 		if c.code == code {
 			return c.status
 		}
@@ -107,14 +137,10 @@ func Status(code Code) int {
 	return 500
 }
 
-// Known reports whether code is one of the spec's codes.
+// Known reports whether code is one of the spec's codes or an
+// extension's.
 func Known(code Code) bool {
-	for _, c := range codes {
-		if c.code == code {
-			return true
-		}
-	}
-	return false
+	return Status(code) != 500 || code == Internal
 }
 
 // Error is an API error: a code, a human message and the per-code keys of

@@ -2,6 +2,7 @@ package apierr
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,11 @@ func TestCodesAreTheSpecs(t *testing.T) {
 	}
 	if Known("TEAPOT") || Status("TEAPOT") != 500 {
 		t.Error("an unknown code is known or not 500")
+	}
+	for _, c := range Extensions() {
+		if slices.Contains(codes, c) || !Known(c) || Status(c) == 500 {
+			t.Errorf("extension %s: in the spec's list, unknown or 500", c)
+		}
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 	"github.com/lectern-api/lectern/shared/id"
 )
 
-// ID is a route's number in the spec's route table, 1 to 18.
+// ID is a route's number: 1 to 18 in the spec's route table, and from 19
+// the extensions' (Route.Extension).
 type ID int
 
 // The routes, numbered as in the spec.
@@ -34,6 +35,7 @@ const (
 	License       ID = 16
 	Progress      ID = 17
 	PutProgress   ID = 18
+	Changes       ID = 19 // an extension: the change feed (issue #37)
 )
 
 // In says where a parameter travels.
@@ -123,8 +125,13 @@ type Route struct {
 	Validator   Validator
 	// Learner marks routes that need an interactive learner token.
 	Learner bool
-	// Metered is false for the routes that bill nothing (1 and 16).
+	// Metered is false for the routes that bill nothing (1, 16 and the
+	// change feed).
 	Metered bool
+	// Extension marks a route beyond the spec's table: the OpenAPI
+	// description says so (x-lectern-extension), and the spec's routes
+	// and their bytes do not change with it.
+	Extension bool
 
 	segs []string // pattern split on '/'; "{x}" marks a variable
 }
@@ -342,6 +349,16 @@ var table = build([]Route{
 		}),
 		Cost:      Cost{TypicalBytes: 200, Meters: []string{"calls"}, Note: "One call."},
 		Validator: NoETag},
+	{ID: Changes, Method: "GET", Pattern: "/v1/changes", Scope: "content.read", OperationID: "listChanges", Extension: true,
+		Summary: "Page of the granted lessons added, changed or removed since a contentVersion",
+		Params: []Param{
+			{Name: "since", In: Query, Kind: Text, Required: true, MaxLen: 4096,
+				Doc: "A contentVersion, or the `next` of an earlier answer (which also carries the grants held then)."},
+			qCursor,
+			{Name: "limit", In: Query, Kind: Int, Min: 1, Max: 1000, Default: "500", Doc: "Page size; out of range is rejected, never clamped."},
+		},
+		Cost: Cost{TypicalBytes: 4000, Note: "Unmetered, as GET /v1/license: polling it bills nothing. A since past the feed's history answers 410 CHANGES_EXPIRED, free."},
+	},
 })
 
 // All returns the route table in the spec's order. Callers must not modify it.

@@ -33,6 +33,7 @@ var specTable = []struct {
 	{16, "GET", "/v1/license", "content.read"},
 	{17, "GET", "/v1/progress", "progress.read"},
 	{18, "PUT", "/v1/progress/{tier}/{subjectSlug}/{classNum}", "progress.write"},
+	{19, "GET", "/v1/changes", "content.read"}, // an extension (issue #37)
 }
 
 func TestTableIsTheSpecs(t *testing.T) {
@@ -74,7 +75,12 @@ func TestTableIsTheSpecs(t *testing.T) {
 			t.Errorf("route %d: path params declared %q, pattern has %q", r.ID, got, want)
 		}
 	}
-	if ByID(0) != nil || ByID(19) != nil {
+	for _, r := range All() {
+		if r.Extension != (r.ID > PutProgress) {
+			t.Errorf("route %d: Extension %v; the spec's routes are 1 to 18", r.ID, r.Extension)
+		}
+	}
+	if ByID(0) != nil || ByID(20) != nil {
 		t.Error("ByID out of range returned a route")
 	}
 }
@@ -83,7 +89,7 @@ func TestTableIsTheSpecs(t *testing.T) {
 // other route passes the gate and bills a call.
 func TestMeteredRoutes(t *testing.T) {
 	for _, r := range All() {
-		want := r.ID != OpenAPI && r.ID != License
+		want := r.ID != OpenAPI && r.ID != License && r.ID != Changes // the feed: unmetered, as the licence status
 		if r.Metered != want {
 			t.Errorf("route %d: Metered = %v, want %v", r.ID, r.Metered, want)
 		}
@@ -97,7 +103,7 @@ func TestMeteredRoutes(t *testing.T) {
 // zip_url exports; route 1 is hashed from its bytes.
 func TestValidators(t *testing.T) {
 	want := map[ID]Validator{OpenAPI: Bytes, MediaURLs: NoETag, License: NoETag, PutProgress: NoETag,
-		ExportSubject: Inline, ExportClass: Inline, Progress: Record}
+		ExportSubject: Inline, ExportClass: Inline, Progress: Record, Changes: NoETag}
 	for _, r := range All() {
 		w, ok := want[r.ID]
 		if !ok {

@@ -262,7 +262,7 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 // same directory, or a copy) passes. The refusal is a 400 BAD_REQUEST on
 // dir (an *apierr.Error); a database failure is a storeError.
 func (c *Corpus) pin(ctx context.Context, dir string, ct *server.Content) error {
-	pinned, err := c.cfg.Store.PinCorpusVersion(ctx, ct.ContentVersion, ct.ContentDigest, time.Now())
+	pinned, err := c.cfg.Store.PinCorpusVersion(ctx, ct.ContentVersion, ct.ContentDigest, ct.Parts.Encode(), time.Now())
 	if err != nil {
 		return storeError{err}
 	}

@@ -2,6 +2,7 @@ package follow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/internal/pgschema"
+	"github.com/lectern-api/lectern/origin/changes"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
@@ -531,6 +533,63 @@ func TestFollowRefusesOtherContentUnderAVersion(t *testing.T) {
 			b.Sync(t.Context())
 			if version(b) != v1 {
 				t.Fatalf("B followed to %s over other content, want it kept on %s", version(b), v1)
+			}
+		})
+	}
+}
+
+// Issue #37, point 1: every version an origin serves is recorded with its
+// parts, on both backends, so that the change feed of any origin answers
+// from it: the first at the start, the next at the reload, and the
+// difference between them is the edited class.
+func TestVersionsRecordedForTheFeed(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			storeA, storeB := twoOrigins(t, db)
+			dir := t.TempDir()
+			writeCorpus(t, filepath.Join(dir, "corpus1"), 1)
+			a := open(t, Config{Store: storeA(), Dir: filepath.Join(dir, "corpus1")})
+			v1 := version(a)
+			edited := filepath.Join(dir, "edited")
+			writeCorpus(t, edited, 1)
+			lp := filepath.Join(edited, "lessons", "high", "algebra.json")
+			lb, err := os.ReadFile(lp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			if err := json.Unmarshal(lb, &doc); err != nil {
+				t.Fatal(err)
+			}
+			class2 := doc["classes"].([]any)[1].(map[string]any)
+			class2["title"] = class2["title"].(string) + " (revised)"
+			lb, _ = json.Marshal(doc)
+			if err := os.WriteFile(lp, lb, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(edited, "corpus.json")
+			b, _ := os.ReadFile(p)
+			if err := os.WriteFile(p, []byte(strings.Replace(string(b), v1, "2026-12-24+0feed", 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			v2, err := a.Reload(t.Context(), edited)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := map[string]*changes.Version{}
+			for _, v := range []string{v1, v2} {
+				raw, err := storeB().CorpusVersionParts(t.Context(), v)
+				if err != nil {
+					t.Fatalf("parts of %s: %v", v, err)
+				}
+				if parts[v], err = changes.Decode(raw); err != nil {
+					t.Fatal(err)
+				}
+			}
+			all := []string{"college", "high", "middle", "primary", "topics"}
+			subjects, lessons := changes.Diff(parts[v1], parts[v2], all, all)
+			if len(subjects) != 1 || subjects[0].Subject != "high/algebra" || len(lessons) != 1 || lessons[0].LessonID != "high/algebra/2" {
+				t.Errorf("class 2 of high/algebra edited: %+v %+v, want it alone", subjects, lessons)
 			}
 		})
 	}

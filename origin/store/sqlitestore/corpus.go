@@ -46,10 +46,20 @@ func (s *Store) RecordFirstCorpus(ctx context.Context, c store.CorpusRecord) err
 }
 
 // PinCorpusVersion implements store.Store.
-func (s *Store) PinCorpusVersion(ctx context.Context, version, digest string, at time.Time) (string, error) {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO corpus_versions (content_version, content_digest, recorded_at)
-		VALUES (?, ?, ?) ON CONFLICT (content_version) DO NOTHING`, version, digest, stamp(at)); err != nil {
+func (s *Store) PinCorpusVersion(ctx context.Context, version, digest string, parts []byte, at time.Time) (string, error) {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO corpus_versions (content_version, content_digest, recorded_at, pinned_at, parts)
+		VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (content_version) DO UPDATE
+		SET parts = COALESCE(corpus_versions.parts, excluded.parts),
+			pinned_at = max(corpus_versions.pinned_at, excluded.pinned_at)
+		WHERE corpus_versions.content_digest = excluded.content_digest`,
+		version, digest, stamp(at), parts); err != nil {
 		return "", fmt.Errorf("pin contentVersion %s: %w", version, err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE corpus_versions SET parts = NULL
+		WHERE parts IS NOT NULL AND pinned_at < ? AND content_version NOT IN
+			(SELECT content_version FROM corpus_versions ORDER BY pinned_at DESC, content_version DESC LIMIT ?)`,
+		stamp(at.Add(-store.KeepVersionsFor)), store.KeepVersions); err != nil {
+		return "", fmt.Errorf("drop the parts of old contentVersions: %w", err)
 	}
 	var pinned string
 	if err := s.db.QueryRowContext(ctx, `SELECT content_digest FROM corpus_versions WHERE content_version = ?`,
@@ -57,4 +67,14 @@ func (s *Store) PinCorpusVersion(ctx context.Context, version, digest string, at
 		return "", fmt.Errorf("read contentVersion %s's digest: %w", version, mapErr(err))
 	}
 	return pinned, nil
+}
+
+// CorpusVersionParts implements store.Store.
+func (s *Store) CorpusVersionParts(ctx context.Context, version string) ([]byte, error) {
+	var parts []byte
+	if err := s.rdb.QueryRowContext(ctx, `SELECT parts FROM corpus_versions WHERE content_version = ? AND parts IS NOT NULL`,
+		version).Scan(&parts); err != nil {
+		return nil, fmt.Errorf("read contentVersion %s's parts: %w", version, mapErr(err))
+	}
+	return parts, nil
 }

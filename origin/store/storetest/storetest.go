@@ -18,6 +18,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,6 +86,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"TestClock", testTestClock},
 		{"CorpusRecord", testCorpusRecord},
 		{"CorpusVersionPin", testCorpusVersionPin},
+		{"CorpusVersionHistory", testCorpusVersionHistory},
 	}
 	if kind == Shared {
 		tests = append(tests, struct {
@@ -1153,7 +1155,7 @@ func testCorpusVersionPin(t *testing.T, open Opener) {
 	var wg sync.WaitGroup
 	for i := range pinned {
 		wg.Go(func() {
-			got, err := stores[i%len(stores)].PinCorpusVersion(ctx, v, fmt.Sprintf("digest-%d", i), t0)
+			got, err := stores[i%len(stores)].PinCorpusVersion(ctx, v, fmt.Sprintf("digest-%d", i), []byte{byte(i)}, t0)
 			if err != nil {
 				t.Errorf("concurrent PinCorpusVersion: %v", err)
 			}
@@ -1170,12 +1172,66 @@ func testCorpusVersionPin(t *testing.T, open Opener) {
 			t.Fatalf("pin %d answered %q, pin 0 %q: concurrent pins of one version disagree", i, got, first)
 		}
 	}
-	if got, err := s.PinCorpusVersion(ctx, "2026-03-02+0c0d", "other", t0); err != nil || got != "other" {
+	if got, err := s.PinCorpusVersion(ctx, "2026-03-02+0c0d", "other", nil, t0); err != nil || got != "other" {
 		t.Fatalf("pin of another version: %q, %v; want its own digest", got, err)
 	}
+	// The first pin's parts are the version's, from every store.
+	want := []byte{first[len(first)-1] - '0'}
+	for _, o := range stores {
+		if parts, err := o.CorpusVersionParts(ctx, v); err != nil || !bytes.Equal(parts, want) {
+			t.Fatalf("parts of %s: %v, %v; want the first pin's %v", v, parts, err, want)
+		}
+	}
+	_, err := s.CorpusVersionParts(ctx, "2026-03-02+0c0d")
+	wantErr(t, "parts of a version pinned without", err, store.ErrNotFound)
+	_, err = s.CorpusVersionParts(ctx, "2026-03-03+0e0f")
+	wantErr(t, "parts of a version never pinned", err, store.ErrNotFound)
 	stop()
 	s = openStore(t, open)
-	if got, err := s.PinCorpusVersion(ctx, v, "changed", t0.Add(time.Hour)); err != nil || got != first {
+	if got, err := s.PinCorpusVersion(ctx, v, "changed", []byte("changed"), t0.Add(time.Hour)); err != nil || got != first {
 		t.Fatalf("pin after reopening: %q, %v; want the first pinned %q", got, err, first)
+	}
+	if parts, err := s.CorpusVersionParts(ctx, v); err != nil || !bytes.Equal(parts, want) {
+		t.Fatalf("parts after a refused pin: %v, %v; want %v", parts, err, want)
+	}
+}
+
+// testCorpusVersionHistory: the parts of the versions past the feed's
+// history (older than store.KeepVersionsFor and not among the
+// store.KeepVersions last) are dropped by a later pin; a version pinned
+// again with its digest gets its parts back.
+func testCorpusVersionHistory(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s := openStore(t, open)
+	version := func(i int) string { return fmt.Sprintf("2026-04-%02d+%04x", 1+i%28, i) }
+	pin := func(i int, at time.Time) {
+		t.Helper()
+		if _, err := s.PinCorpusVersion(ctx, version(i), fmt.Sprint("digest-", i), []byte{byte(i)}, at); err != nil {
+			t.Fatalf("pin %d: %v", i, err)
+		}
+	}
+	old := t0.Add(-store.KeepVersionsFor - time.Hour)
+	const n = store.KeepVersions + 5
+	for i := range n { // recorded long ago, a second apart
+		pin(i, old.Add(time.Duration(i)*time.Second))
+	}
+	has := func(i int) bool {
+		_, err := s.CorpusVersionParts(ctx, version(i))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	// The pins above ran at their own times: nothing was older than the
+	// history then, past the last KeepVersions.
+	pin(n, t0) // now: the n old ones are past 90 days; the last 20 pinned stay
+	for i := range n + 1 {
+		if want := i > n-store.KeepVersions; has(i) != want {
+			t.Errorf("version %d of %d: parts kept %v, want %v", i, n, has(i), want)
+		}
+	}
+	// Pinned again with its digest: the parts come back.
+	if _, err := s.PinCorpusVersion(ctx, version(0), "digest-0", []byte{0}, t0); err != nil || !has(0) {
+		t.Errorf("version 0 pinned again: %v, parts %v", err, has(0))
 	}
 }

@@ -46,6 +46,7 @@ const (
 	BADMEDIAID        ErrorErrorCode = "BAD_MEDIA_ID"
 	BADREQUEST        ErrorErrorCode = "BAD_REQUEST"
 	BATCHTOOLARGE     ErrorErrorCode = "BATCH_TOO_LARGE"
+	CHANGESEXPIRED    ErrorErrorCode = "CHANGES_EXPIRED"
 	CONTENTNOTGRANTED ErrorErrorCode = "CONTENT_NOT_GRANTED"
 	CURSOREXPIRED     ErrorErrorCode = "CURSOR_EXPIRED"
 	EXPORTLIMIT       ErrorErrorCode = "EXPORT_LIMIT"
@@ -85,6 +86,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case BADREQUEST:
 		return true
 	case BATCHTOOLARGE:
+		return true
+	case CHANGESEXPIRED:
 		return true
 	case CONTENTNOTGRANTED:
 		return true
@@ -222,6 +225,27 @@ func (e LessonTier) Valid() bool {
 	case LessonTierPrimary:
 		return true
 	case LessonTierTopics:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LessonChangeChange.
+const (
+	LessonChangeChangeAdded   LessonChangeChange = "added"
+	LessonChangeChangeChanged LessonChangeChange = "changed"
+	LessonChangeChangeRemoved LessonChangeChange = "removed"
+)
+
+// Valid indicates whether the value is a known member of the LessonChangeChange enum.
+func (e LessonChangeChange) Valid() bool {
+	switch e {
+	case LessonChangeChangeAdded:
+		return true
+	case LessonChangeChangeChanged:
+		return true
+	case LessonChangeChangeRemoved:
 		return true
 	default:
 		return false
@@ -366,6 +390,27 @@ func (e SubjectTier) Valid() bool {
 	case SubjectTierPrimary:
 		return true
 	case SubjectTierTopics:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SubjectChangeChange.
+const (
+	SubjectChangeChangeAdded   SubjectChangeChange = "added"
+	SubjectChangeChangeChanged SubjectChangeChange = "changed"
+	SubjectChangeChangeRemoved SubjectChangeChange = "removed"
+)
+
+// Valid indicates whether the value is a known member of the SubjectChangeChange enum.
+func (e SubjectChangeChange) Valid() bool {
+	switch e {
+	case SubjectChangeChangeAdded:
+		return true
+	case SubjectChangeChangeChanged:
+		return true
+	case SubjectChangeChangeRemoved:
 		return true
 	default:
 		return false
@@ -1050,6 +1095,39 @@ func (e ListTestprepItemsParamsTest) Valid() bool {
 	}
 }
 
+// ChangeList An extension (x-lectern-extension): page of the granted lessons added, changed or removed between since and contentVersion, each subject's lessons in class order; every granted lesson of a subject added (newly granted, or new to the corpus) or removed (no longer granted, or gone) is listed too.
+type ChangeList struct {
+	UnderscoreLicense LicenseEnvelope `json:"_license"`
+
+	// ContentVersion The corpus version, <date>+<hash>; it moves only on a corpus rebuild.
+	ContentVersion ContentVersion `json:"contentVersion"`
+
+	// From The corpus version, <date>+<hash>; it moves only on a corpus rebuild.
+	From *ContentVersion `json:"from,omitempty"`
+
+	// HasMore True while more pages remain; stop when false.
+	HasMore bool           `json:"hasMore"`
+	Items   []LessonChange `json:"items"`
+
+	// Next The since to poll with once every page is read: it names contentVersion and the grants held now, so that a grant's change is answered as additions and removals.
+	Next *string `json:"next,omitempty"`
+
+	// NextCursor Pass back verbatim as cursor; null on the last page.
+	NextCursor *string `json:"nextCursor"`
+	PageNum    int     `json:"pageNum"`
+
+	// Subjects The subjects added, changed or removed: on the first page; empty on the others.
+	Subjects *[]SubjectChange `json:"subjects,omitempty"`
+
+	// To The corpus version, <date>+<hash>; it moves only on a corpus rebuild.
+	To *ContentVersion `json:"to,omitempty"`
+
+	// Total Count within the caller's granted set, not the page size.
+	Total                int                    `json:"total"`
+	TotalPages           int                    `json:"totalPages"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // ClassEntry A class entry with a ready-made lessonId and availability flags.
 type ClassEntry struct {
 	ClassNum             int                    `json:"classNum"`
@@ -1278,6 +1356,20 @@ type Lesson_WorkedExample struct {
 	Steps                []string               `json:"steps"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
+
+// LessonChange A lesson that changed.
+type LessonChange struct {
+	Change LessonChangeChange `json:"change"`
+
+	// ContentDigest The subject's contentDigest at contentVersion; null when the subject was removed.
+	ContentDigest        *ContentDigest         `json:"contentDigest"`
+	LessonId             string                 `json:"lessonId"`
+	Subject              string                 `json:"subject"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// LessonChangeChange defines model for LessonChange.Change.
+type LessonChangeChange string
 
 // LicenseEnvelope defines model for LicenseEnvelope.
 type LicenseEnvelope struct {
@@ -1557,6 +1649,23 @@ type Subject struct {
 
 // SubjectTier defines model for Subject.Tier.
 type SubjectTier string
+
+// SubjectChange A subject that changed.
+type SubjectChange struct {
+	Change     SubjectChangeChange `json:"change"`
+	ClassCount int                 `json:"classCount"`
+
+	// ContentDigest Its contentDigest at contentVersion; null when removed.
+	ContentDigest *ContentDigest `json:"contentDigest"`
+	Subject       string         `json:"subject"`
+
+	// SubjectFieldsChanged Its own fields changed (name, description, tags, difficulty, prerequisites, related): a class export does not carry them; export the subject.
+	SubjectFieldsChanged bool                   `json:"subjectFieldsChanged"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// SubjectChangeChange defines model for SubjectChange.Change.
+type SubjectChangeChange string
 
 // SubjectList Page of granted subjects, ordered tier then name.
 type SubjectList struct {
@@ -1909,6 +2018,18 @@ type HeadMediaParams struct {
 	IfMatch *string `json:"If-Match,omitempty"`
 }
 
+// ListChangesParams defines parameters for ListChanges.
+type ListChangesParams struct {
+	// Since A contentVersion, or the `next` of an earlier answer (which also carries the grants held then).
+	Since string `form:"since" json:"since"`
+
+	// Cursor Opaque cursor from nextCursor, passed back verbatim.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Page size; out of range is rejected, never clamped.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // ExportClassParams defines parameters for ExportClass.
 type ExportClassParams struct {
 	// Format zip_url returns a signed link; inline returns the bundle.
@@ -2169,6 +2290,225 @@ type MintMediaURLsJSONRequestBody MintMediaURLsJSONBody
 
 // PutProgressJSONRequestBody defines body for PutProgress for application/json ContentType.
 type PutProgressJSONRequestBody PutProgressJSONBody
+
+// Getter for additional properties for ChangeList. Returns the specified
+// element and whether it was found
+func (a ChangeList) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ChangeList
+func (a *ChangeList) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ChangeList to handle AdditionalProperties
+func (a *ChangeList) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["_license"]; found {
+		err = json.Unmarshal(raw, &a.UnderscoreLicense)
+		if err != nil {
+			return fmt.Errorf("error reading '_license': %w", err)
+		}
+		delete(object, "_license")
+	}
+
+	if raw, found := object["contentVersion"]; found {
+		err = json.Unmarshal(raw, &a.ContentVersion)
+		if err != nil {
+			return fmt.Errorf("error reading 'contentVersion': %w", err)
+		}
+		delete(object, "contentVersion")
+	}
+
+	if raw, found := object["from"]; found {
+		err = json.Unmarshal(raw, &a.From)
+		if err != nil {
+			return fmt.Errorf("error reading 'from': %w", err)
+		}
+		delete(object, "from")
+	}
+
+	if raw, found := object["hasMore"]; found {
+		err = json.Unmarshal(raw, &a.HasMore)
+		if err != nil {
+			return fmt.Errorf("error reading 'hasMore': %w", err)
+		}
+		delete(object, "hasMore")
+	}
+
+	if raw, found := object["items"]; found {
+		err = json.Unmarshal(raw, &a.Items)
+		if err != nil {
+			return fmt.Errorf("error reading 'items': %w", err)
+		}
+		delete(object, "items")
+	}
+
+	if raw, found := object["next"]; found {
+		err = json.Unmarshal(raw, &a.Next)
+		if err != nil {
+			return fmt.Errorf("error reading 'next': %w", err)
+		}
+		delete(object, "next")
+	}
+
+	if raw, found := object["nextCursor"]; found {
+		err = json.Unmarshal(raw, &a.NextCursor)
+		if err != nil {
+			return fmt.Errorf("error reading 'nextCursor': %w", err)
+		}
+		delete(object, "nextCursor")
+	}
+
+	if raw, found := object["pageNum"]; found {
+		err = json.Unmarshal(raw, &a.PageNum)
+		if err != nil {
+			return fmt.Errorf("error reading 'pageNum': %w", err)
+		}
+		delete(object, "pageNum")
+	}
+
+	if raw, found := object["subjects"]; found {
+		err = json.Unmarshal(raw, &a.Subjects)
+		if err != nil {
+			return fmt.Errorf("error reading 'subjects': %w", err)
+		}
+		delete(object, "subjects")
+	}
+
+	if raw, found := object["to"]; found {
+		err = json.Unmarshal(raw, &a.To)
+		if err != nil {
+			return fmt.Errorf("error reading 'to': %w", err)
+		}
+		delete(object, "to")
+	}
+
+	if raw, found := object["total"]; found {
+		err = json.Unmarshal(raw, &a.Total)
+		if err != nil {
+			return fmt.Errorf("error reading 'total': %w", err)
+		}
+		delete(object, "total")
+	}
+
+	if raw, found := object["totalPages"]; found {
+		err = json.Unmarshal(raw, &a.TotalPages)
+		if err != nil {
+			return fmt.Errorf("error reading 'totalPages': %w", err)
+		}
+		delete(object, "totalPages")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ChangeList to handle AdditionalProperties
+func (a ChangeList) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["_license"], err = json.Marshal(a.UnderscoreLicense)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling '_license': %w", err)
+	}
+
+	object["contentVersion"], err = json.Marshal(a.ContentVersion)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'contentVersion': %w", err)
+	}
+
+	if a.From != nil {
+		object["from"], err = json.Marshal(a.From)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'from': %w", err)
+		}
+	}
+
+	object["hasMore"], err = json.Marshal(a.HasMore)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'hasMore': %w", err)
+	}
+
+	if a.Items != nil {
+		object["items"], err = json.Marshal(a.Items)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'items': %w", err)
+		}
+	}
+
+	if a.Next != nil {
+		object["next"], err = json.Marshal(a.Next)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'next': %w", err)
+		}
+	}
+
+	object["nextCursor"], err = json.Marshal(a.NextCursor)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'nextCursor': %w", err)
+	}
+
+	object["pageNum"], err = json.Marshal(a.PageNum)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'pageNum': %w", err)
+	}
+
+	if a.Subjects != nil {
+		object["subjects"], err = json.Marshal(a.Subjects)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'subjects': %w", err)
+		}
+	}
+
+	if a.To != nil {
+		object["to"], err = json.Marshal(a.To)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'to': %w", err)
+		}
+	}
+
+	object["total"], err = json.Marshal(a.Total)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'total': %w", err)
+	}
+
+	object["totalPages"], err = json.Marshal(a.TotalPages)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'totalPages': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for ClassEntry. Returns the specified
 // element and whether it was found
@@ -3614,6 +3954,111 @@ func (a Lesson_WorkedExample) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for LessonChange. Returns the specified
+// element and whether it was found
+func (a LessonChange) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for LessonChange
+func (a *LessonChange) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for LessonChange to handle AdditionalProperties
+func (a *LessonChange) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["change"]; found {
+		err = json.Unmarshal(raw, &a.Change)
+		if err != nil {
+			return fmt.Errorf("error reading 'change': %w", err)
+		}
+		delete(object, "change")
+	}
+
+	if raw, found := object["contentDigest"]; found {
+		err = json.Unmarshal(raw, &a.ContentDigest)
+		if err != nil {
+			return fmt.Errorf("error reading 'contentDigest': %w", err)
+		}
+		delete(object, "contentDigest")
+	}
+
+	if raw, found := object["lessonId"]; found {
+		err = json.Unmarshal(raw, &a.LessonId)
+		if err != nil {
+			return fmt.Errorf("error reading 'lessonId': %w", err)
+		}
+		delete(object, "lessonId")
+	}
+
+	if raw, found := object["subject"]; found {
+		err = json.Unmarshal(raw, &a.Subject)
+		if err != nil {
+			return fmt.Errorf("error reading 'subject': %w", err)
+		}
+		delete(object, "subject")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for LessonChange to handle AdditionalProperties
+func (a LessonChange) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["change"], err = json.Marshal(a.Change)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'change': %w", err)
+	}
+
+	object["contentDigest"], err = json.Marshal(a.ContentDigest)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'contentDigest': %w", err)
+	}
+
+	object["lessonId"], err = json.Marshal(a.LessonId)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'lessonId': %w", err)
+	}
+
+	object["subject"], err = json.Marshal(a.Subject)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'subject': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for MediaAsset. Returns the specified
 // element and whether it was found
 func (a MediaAsset) Get(fieldName string) (value interface{}, found bool) {
@@ -4528,6 +4973,124 @@ func (a SearchResults) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for SubjectChange. Returns the specified
+// element and whether it was found
+func (a SubjectChange) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for SubjectChange
+func (a *SubjectChange) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for SubjectChange to handle AdditionalProperties
+func (a *SubjectChange) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["change"]; found {
+		err = json.Unmarshal(raw, &a.Change)
+		if err != nil {
+			return fmt.Errorf("error reading 'change': %w", err)
+		}
+		delete(object, "change")
+	}
+
+	if raw, found := object["classCount"]; found {
+		err = json.Unmarshal(raw, &a.ClassCount)
+		if err != nil {
+			return fmt.Errorf("error reading 'classCount': %w", err)
+		}
+		delete(object, "classCount")
+	}
+
+	if raw, found := object["contentDigest"]; found {
+		err = json.Unmarshal(raw, &a.ContentDigest)
+		if err != nil {
+			return fmt.Errorf("error reading 'contentDigest': %w", err)
+		}
+		delete(object, "contentDigest")
+	}
+
+	if raw, found := object["subject"]; found {
+		err = json.Unmarshal(raw, &a.Subject)
+		if err != nil {
+			return fmt.Errorf("error reading 'subject': %w", err)
+		}
+		delete(object, "subject")
+	}
+
+	if raw, found := object["subjectFieldsChanged"]; found {
+		err = json.Unmarshal(raw, &a.SubjectFieldsChanged)
+		if err != nil {
+			return fmt.Errorf("error reading 'subjectFieldsChanged': %w", err)
+		}
+		delete(object, "subjectFieldsChanged")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for SubjectChange to handle AdditionalProperties
+func (a SubjectChange) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["change"], err = json.Marshal(a.Change)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'change': %w", err)
+	}
+
+	object["classCount"], err = json.Marshal(a.ClassCount)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'classCount': %w", err)
+	}
+
+	object["contentDigest"], err = json.Marshal(a.ContentDigest)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'contentDigest': %w", err)
+	}
+
+	object["subject"], err = json.Marshal(a.Subject)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'subject': %w", err)
+	}
+
+	object["subjectFieldsChanged"], err = json.Marshal(a.SubjectFieldsChanged)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'subjectFieldsChanged': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for SubjectList. Returns the specified
 // element and whether it was found
 func (a SubjectList) Get(fieldName string) (value interface{}, found bool) {
@@ -5360,6 +5923,11 @@ type ClientInterface interface {
 	// Corresponds with HEAD /files/m/{name} (the `HeadMedia` operationId).
 	HeadMedia(ctx context.Context, name string, params *HeadMediaParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListChanges Page of the granted lessons added, changed or removed since a contentVersion
+	//
+	// Corresponds with GET /v1/changes (the `ListChanges` operationId).
+	ListChanges(ctx context.Context, params *ListChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ExportClass Export bundle of one class
 	//
 	// Corresponds with GET /v1/exports/classes/{tier}/{subjectSlug}/{classNum} (the `ExportClass` operationId).
@@ -5519,6 +6087,21 @@ func (c *Client) DownloadMedia(ctx context.Context, name string, params *Downloa
 // Corresponds with HEAD /files/m/{name} (the `HeadMedia` operationId).
 func (c *Client) HeadMedia(ctx context.Context, name string, params *HeadMediaParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHeadMediaRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListChanges Page of the granted lessons added, changed or removed since a contentVersion
+//
+// Corresponds with GET /v1/changes (the `ListChanges` operationId).
+func (c *Client) ListChanges(ctx context.Context, params *ListChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListChangesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6516,6 +7099,80 @@ func NewHeadMediaRequest(server string, name string, params *HeadMediaParams) (*
 			req.Header.Set("If-Match", headerParam3)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewListChangesRequest constructs an http.Request for the ListChanges method
+func NewListChangesRequest(server string, params *ListChangesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/changes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -7981,6 +8638,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with HEAD /files/m/{name} (the `HeadMedia` operationId).
 	HeadMediaWithResponse(ctx context.Context, name string, params *HeadMediaParams, reqEditors ...RequestEditorFn) (*HeadMediaResponse, error)
 
+	// ListChangesWithResponse Page of the granted lessons added, changed or removed since a contentVersion
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/changes (the `ListChanges` operationId).
+	ListChangesWithResponse(ctx context.Context, params *ListChangesParams, reqEditors ...RequestEditorFn) (*ListChangesResponse, error)
+
 	// ExportClassWithResponse Export bundle of one class
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8740,6 +9404,128 @@ func (r HeadMediaResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HeadMediaResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListChangesResponse200Headers the declared response headers of an HTTP 200 response for ListChanges
+type ListChangesResponse200Headers struct {
+	CacheControl           *string
+	XRequestId             *string
+	XServiceContentVersion *string
+}
+
+// ListChangesResponse400Headers the declared response headers of an HTTP 400 response for ListChanges
+type ListChangesResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListChangesResponse401Headers the declared response headers of an HTTP 401 response for ListChanges
+type ListChangesResponse401Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListChangesResponse403Headers the declared response headers of an HTTP 403 response for ListChanges
+type ListChangesResponse403Headers struct {
+	WWWAuthenticate *string
+	XRequestId      *string
+}
+
+// ListChangesResponse410Headers the declared response headers of an HTTP 410 response for ListChanges
+type ListChangesResponse410Headers struct {
+	XRequestId *string
+}
+
+// ListChangesResponse500Headers the declared response headers of an HTTP 500 response for ListChanges
+type ListChangesResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListChangesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ChangeList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON410 the response for an HTTP 410 `application/json` response
+	JSON410 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListChangesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListChangesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListChangesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListChangesResponse403Headers
+	// Headers410 the parsed response headers for an HTTP 410 response
+	Headers410 *ListChangesResponse410Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListChangesResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListChangesResponse) GetJSON200() *ChangeList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListChangesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListChangesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListChangesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON410 returns the response for an HTTP 410 `application/json` response
+func (r ListChangesResponse) GetJSON410() *Error {
+	return r.JSON410
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListChangesResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListChangesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListChangesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListChangesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListChangesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11431,6 +12217,19 @@ func (c *ClientWithResponses) HeadMediaWithResponse(ctx context.Context, name st
 	return ParseHeadMediaResponse(rsp)
 }
 
+// ListChangesWithResponse Page of the granted lessons added, changed or removed since a contentVersion
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/changes (the `ListChanges` operationId).
+func (c *ClientWithResponses) ListChangesWithResponse(ctx context.Context, params *ListChangesParams, reqEditors ...RequestEditorFn) (*ListChangesResponse, error) {
+	rsp, err := c.ListChanges(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListChangesResponse(rsp)
+}
+
 // ExportClassWithResponse Export bundle of one class
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12986,6 +13785,158 @@ func ParseHeadMediaResponse(rsp *http.Response) (*HeadMediaResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers HeadMediaResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListChangesResponse parses an HTTP response from a ListChangesWithResponse call
+func ParseListChangesResponse(rsp *http.Response) (*ListChangesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListChangesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ChangeList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListChangesResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		if values := rsp.Header.Values("X-Service-Content-Version"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Service-Content-Version", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XServiceContentVersion = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListChangesResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListChangesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListChangesResponse403Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 410:
+		var headers ListChangesResponse410Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers410 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListChangesResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -3,10 +3,16 @@
 -- version's row is never changed, so that a corpus declaring a version
 -- the deployment served with other content is refused at a reload, at
 -- a start and when an origin follows the record (origin/corpus/follow):
--- clients re-pull only when the version moves.
+-- clients re-pull only when the version moves. parts is the version's
+-- subjects' and classes' digests (origin/changes.Version.Encode), which
+-- the change feed (GET /v1/changes) compares; NULL once past the feed's
+-- history (store.KeepVersions, store.KeepVersionsFor), counted from
+-- pinned_at: the last time an origin pinned the version (served it).
 
 CREATE TABLE corpus_versions (
 	content_version text PRIMARY KEY,
 	content_digest  text NOT NULL,
-	recorded_at     timestamptz NOT NULL
+	recorded_at     timestamptz NOT NULL,
+	pinned_at       timestamptz NOT NULL,
+	parts           bytea
 );

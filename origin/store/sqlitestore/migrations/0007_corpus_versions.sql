@@ -2,10 +2,16 @@
 -- the first time the origin served that version. A version's row is never
 -- changed, so that a corpus declaring a version already served with other
 -- content is refused at a reload and at a start (origin/corpus/follow):
--- clients re-pull only when the version moves.
+-- clients re-pull only when the version moves. parts is the version's
+-- subjects' and classes' digests (origin/changes.Version.Encode), which
+-- the change feed (GET /v1/changes) compares; NULL once past the feed's
+-- history (store.KeepVersions, store.KeepVersionsFor), counted from
+-- pinned_at: the last time an origin pinned the version (served it).
 
 CREATE TABLE corpus_versions (
 	content_version TEXT PRIMARY KEY,
 	content_digest  TEXT NOT NULL,
-	recorded_at     TEXT NOT NULL
+	recorded_at     TEXT NOT NULL,
+	pinned_at       TEXT NOT NULL,
+	parts           BLOB
 ) STRICT;
