@@ -36,3 +36,10 @@ func TestRunUsage(t *testing.T) {
 		t.Error("no -out: want an error")
 	}
 }
+
+func TestRunScaleRefusedWithSmall(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run([]string{"-out", t.TempDir(), "-small", "-scale", "2"}, &out, &errb); err == nil {
+		t.Error("-small -scale 2: want an error")
+	}
+}

@@ -3,7 +3,10 @@
 // 113,844 media assets, plus original test-prep items for the spec's four
 // tests. The format is documented in docs/corpus-format.md; every file is
 // encoded from origin/corpus's format types (format.go), the ones
-// corpus.Load decodes. tools/corpusgen is its command.
+// corpus.Load decodes. tools/corpusgen is its command. Options.Scale K
+// writes K times as many subjects per tier, classes and media, the same
+// shapes and distributions (the test-prep items are the full corpus's),
+// to measure how the origin's costs grow with its corpus.
 //
 // Output depends only on Options: all randomness comes from math/rand/v2 PCG
 // streams seeded from Options.Seed, nothing iterates a map to produce output,
@@ -46,7 +49,17 @@ type Options struct {
 	Seed  int64  // default 1 is the caller's choice; 0 is a valid seed too
 	Date  string // YYYY-MM-DD; empty means DefaultDate
 	Small bool   // a tiny corpus with every feature, for tests
+	// Scale, when above 1, writes K = Scale times the full corpus: every
+	// family of subjects K times in each of its tiers (the copies after
+	// the first slugged "<slug>-2" … "<slug>-K" and named "<Name> 2" …),
+	// exactly K × FullClasses classes and K × FullMedia media, drawn as
+	// the full corpus is. 0 and 1 are the full corpus itself, byte for
+	// byte. Not with Small.
+	Scale int
 }
+
+// MaxScale bounds Options.Scale (100 × is about 370,000 classes).
+const MaxScale = 100
 
 // Summary is what corpusgen prints as its last line.
 type Summary struct {
@@ -70,6 +83,9 @@ func Write(dir string, opt Options) (Summary, error) {
 	}
 	if !dateRE.MatchString(date) {
 		return Summary{}, fmt.Errorf("date %q: want YYYY-MM-DD", date)
+	}
+	if opt.Scale < 0 || opt.Scale > MaxScale || opt.Small && opt.Scale > 1 {
+		return Summary{}, fmt.Errorf("scale %d: want 1 to %d, and not with a small corpus", opt.Scale, MaxScale)
 	}
 	files, counts, err := build(opt)
 	if err != nil {
@@ -143,10 +159,12 @@ var smallSubjects = []string{
 }
 
 func build(opt Options) ([]outFile, corpus.Counts, error) {
-	fams := parseFamilies()
+	k := max(opt.Scale, 1)
+	fams := scaleFamilies(parseFamilies(), k)
 	master := rand.New(rand.NewPCG(uint64(opt.Seed), 0x9e3779b97f4a7c15))
 
-	// Subjects in canonical tier order, then family order.
+	// Subjects in canonical tier order, then family order (a family's
+	// copies follow it).
 	var subs []*subjectPlan
 	for _, t := range id.Tiers {
 		for i := range fams {
@@ -174,7 +192,7 @@ func build(opt Options) ([]outFile, corpus.Counts, error) {
 	for i, s := range subs {
 		s.index = i
 	}
-	if err := planClasses(master, subs, opt.Small); err != nil {
+	if err := planClasses(master, subs, opt.Small, k); err != nil {
 		return nil, corpus.Counts{}, err
 	}
 	planSubjectLinks(master, subs)
@@ -231,7 +249,13 @@ func build(opt Options) ([]outFile, corpus.Counts, error) {
 					out[i].path = path.Join("lessons", j.sub.tier, j.sub.fam.Slug+".json")
 					out[i].data, errs[i] = marshalCompact(lf)
 				} else {
-					r := rand.New(rand.NewPCG(uint64(opt.Seed), 0x7e57+uint64(i)*0x9e37))
+					// The tests' streams as the full corpus's (its
+					// jobs list its 125 subjects first), at any scale.
+					t := i
+					if !opt.Small {
+						t += FullSubjects - len(subs)
+					}
+					r := rand.New(rand.NewPCG(uint64(opt.Seed), 0x7e57+uint64(t)*0x9e37))
 					tf, n := genTest(r, j.test, opt.Small)
 					items[i] = n
 					out[i].path = path.Join("testprep", j.test.id+".json")
@@ -256,11 +280,30 @@ func build(opt Options) ([]outFile, corpus.Counts, error) {
 	for _, s := range subs {
 		counts.Classes += len(s.classes)
 	}
-	if !opt.Small && (counts.Subjects != FullSubjects || counts.Classes != FullClasses || counts.Media != FullMedia) {
+	if !opt.Small && (counts.Subjects != k*FullSubjects || counts.Classes != k*FullClasses || counts.Media != k*FullMedia) {
 		return nil, corpus.Counts{}, fmt.Errorf("internal: generated %d subjects, %d classes, %d media", counts.Subjects, counts.Classes, counts.Media)
 	}
 	files = append(files, out...)
 	return files, counts, nil
+}
+
+// scaleFamilies is fams with every family k times: the first as it is,
+// copy c (2 … k) slugged "<slug>-c" and named "<Name> c", the same tiers,
+// area and terms, right after it.
+func scaleFamilies(fams []family, k int) []family {
+	if k <= 1 {
+		return fams
+	}
+	out := make([]family, 0, k*len(fams))
+	for _, f := range fams {
+		out = append(out, f)
+		for c := 2; c <= k; c++ {
+			g := f
+			g.Slug, g.Name = fmt.Sprintf("%s-%d", f.Slug, c), fmt.Sprintf("%s %d", f.Name, c)
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 func marshalIndent(v any) ([]byte, error) {

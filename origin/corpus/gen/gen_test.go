@@ -2,6 +2,8 @@ package gen_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
+	"github.com/lectern-api/lectern/shared/id"
 )
 
 // tree reads every file under dir, keyed by slash path.
@@ -310,5 +313,75 @@ func checkCorpus(t *testing.T, c *corpus.Corpus, sum gen.Summary, minShared int)
 	}
 	if passages == 0 || perOption < items/3 {
 		t.Errorf("%d items: %d with passages, %d with per-option rationales", items, passages, perOption)
+	}
+}
+
+// TestScaleOneIsTheDeployedCorpus: seed 1 at scale 1 (and 0, the zero
+// Options) writes the deployed corpus byte for byte: its contentVersion
+// hashes every file but the manifest, whose own hash is pinned too.
+func TestScaleOneIsTheDeployedCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes the full corpus")
+	}
+	const version = "2026-11-01+266db8025369"
+	const manifest = "57b3eeaf48fe0cd18d9d913ce6d220b46ca449acbee8718d8b99e1d71cf60f57"
+	for _, scale := range []int{0, 1} {
+		dir, sum := write(t, gen.Options{Seed: 1, Scale: scale})
+		if sum.ContentVersion != version || sum.Classes != gen.FullClasses || sum.Media != gen.FullMedia {
+			t.Errorf("scale %d: %+v, want contentVersion %s", scale, sum, version)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "corpus.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := sha256.Sum256(b); hex.EncodeToString(h[:]) != manifest {
+			t.Errorf("scale %d: corpus.json changed: sha256 %x", scale, h)
+		}
+	}
+}
+
+// TestScale: scale 2 writes twice the subjects of every tier, classes
+// and media, under valid and distinct slugs, and loads.
+func TestScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and loads twice the full corpus")
+	}
+	dir, sum := write(t, gen.Options{Seed: 1, Scale: 2})
+	if sum.Subjects != 2*gen.FullSubjects || sum.Classes != 2*gen.FullClasses || sum.Media != 2*gen.FullMedia {
+		t.Fatalf("scale 2: %+v", sum)
+	}
+	_, again := write(t, gen.Options{Seed: 1, Scale: 2})
+	if again != sum {
+		t.Errorf("scale 2 is not deterministic: %+v, then %+v", sum, again)
+	}
+	c, err := corpus.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	perTier := map[string]int{}
+	for _, s := range c.Subjects {
+		ref := s.Tier + "/" + s.Slug
+		if !id.ValidSlug(s.Slug) || seen[ref] {
+			t.Errorf("subject %s: invalid or repeated slug", ref)
+		}
+		seen[ref] = true
+		perTier[s.Tier]++
+	}
+	full, _ := write(t, gen.Options{Seed: 1})
+	f, err := corpus.Load(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.Subjects {
+		perTier[s.Tier] -= 2
+	}
+	for tier, n := range perTier {
+		if n != 0 {
+			t.Errorf("tier %s: %+d subjects against twice the full corpus's", tier, n)
+		}
+	}
+	if _, err := gen.Write(t.TempDir(), gen.Options{Small: true, Scale: 2}); err == nil {
+		t.Error("Small with Scale 2: want an error")
 	}
 }

@@ -58,8 +58,8 @@ var classRange = map[string][2]int{
 func between(r *rand.Rand, lo, hi int) int { return lo + r.IntN(hi-lo+1) }
 
 // planClasses fixes every class's card, narration and video counts so that
-// a full corpus lands exactly on FullClasses and FullMedia.
-func planClasses(r *rand.Rand, subs []*subjectPlan, small bool) error {
+// a full corpus at scale k lands exactly on k × FullClasses and k × FullMedia.
+func planClasses(r *rand.Rand, subs []*subjectPlan, small bool, k int) error {
 	for _, s := range subs {
 		s.terms = append([]string(nil), s.fam.Terms...)
 		r.Shuffle(len(s.terms), func(i, j int) { s.terms[i], s.terms[j] = s.terms[j], s.terms[i] })
@@ -71,7 +71,7 @@ func planClasses(r *rand.Rand, subs []*subjectPlan, small bool) error {
 		s.classes = make([]classPlan, n)
 	}
 	if !small {
-		if err := adjust(r, subs, FullClasses-totalClasses(subs), func(s *subjectPlan, d int) bool {
+		if err := adjust(r, subs, k*FullClasses-totalClasses(subs), func(s *subjectPlan, d int) bool {
 			n := len(s.classes) + d
 			if n < 10 || n > 60 {
 				return false
@@ -127,7 +127,7 @@ func planClasses(r *rand.Rand, subs []*subjectPlan, small bool) error {
 	// Land exactly on FullMedia by moving video counts of full classes one at
 	// a time, in a shuffled but seed-determined order; every full class keeps
 	// between 1 and all of its cards on video.
-	diff := FullMedia - sum
+	diff := k*FullMedia - sum
 	perm := r.Perm(len(full))
 	for pass := 0; diff != 0 && pass < 64; pass++ {
 		for _, k := range perm {
