@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/schollz/progressbar/v3 v3.19.1
+	github.com/standard-webhooks/standard-webhooks/libraries v1.3.0
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/valyala/fastjson v1.6.4
 	golang.org/x/crypto v0.40.0

@@ -1,7 +1,8 @@
 // Package admin is the operator's admin API (docs/operations.md, "The admin API"),
 // served on its own listener (LECTERN_ADMIN_ADDR, loopback by default):
 // organisations and their plans, OAuth clients, the export ledger, leak
-// forensics, corpus reload, health, the Prometheus metrics (GET /metrics),
+// forensics, webhook endpoints and their delivery logs, corpus reload,
+// health, the Prometheus metrics (GET /metrics),
 // its OpenAPI description (GET /admin/v1/openapi.json, openapi.json) and,
 // with LECTERN_TEST_CLOCK=1 only, the test clock.
 //
@@ -36,6 +37,7 @@ import (
 	"github.com/lectern-api/lectern/origin/internal/jsonbody"
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/webhook"
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/reqid"
 )
@@ -86,6 +88,10 @@ type Config struct {
 	// Leases takes back the edge's leases after a change that must apply
 	// on the next call (nil: there are none to take back).
 	Leases Leases
+	// Webhooks serves the organisations' webhook endpoints and delivery
+	// logs (webhooks.go), and is told of licence changes and suspensions
+	// (nil: the routes are not served, 404).
+	Webhooks *webhook.Outbox
 }
 
 // Leases are the edge's leases on organisations (origin/lease.Manager;
@@ -155,6 +161,9 @@ func Handler(cfg Config) http.Handler {
 	a.handle("DELETE /admin/v1/orgs/{orgId}", a.deleteOrg)
 	if cfg.CreateClient != nil {
 		a.handle("POST /admin/v1/orgs/{orgId}/clients", a.createClient)
+	}
+	if cfg.Webhooks != nil {
+		a.handleWebhooks()
 	}
 	if cfg.Meters != nil {
 		a.handle("GET /admin/v1/orgs/{orgId}/ledger", a.ledger)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/webhook"
 )
 
 // meterStub is a meter.Store no call reaches.
@@ -20,7 +21,7 @@ type meterStub struct{ meter.Store }
 
 // TestOpenAPIMatchesRoutes: the description's operations are exactly the
 // routes the admin API serves with every optional part on (clients,
-// ledger, forensics, reload, metrics, the test clock), and it is served
+// ledger, forensics, reload, metrics, the test clock, webhooks), and it is served
 // at GET /admin/v1/openapi.json behind the admin token.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	// Any non-nil Meters registers the ledger and forensics routes; no
@@ -29,8 +30,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		CreateClient: func(context.Context, string, []string, []string, []string) (string, string, error) {
 			return "", "", nil
 		},
-		Reload: func(context.Context, string) (string, error) { return "", nil },
-		Meters: meterStub{},
+		Reload:   func(context.Context, string) (string, error) { return "", nil },
+		Meters:   meterStub{},
+		Webhooks: webhook.New(webhook.Config{}),
 	}).(*api)
 	routes := slices.Clone(h.patterns)
 	slices.Sort(routes)

@@ -145,6 +145,10 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 	if e := applyOrg(probe, body, false); e != nil {
 		return e
 	}
+	before, beforeStatus, err := a.beforePatch(r.Context(), id)
+	if err != nil {
+		return err
+	}
 	if a.cfg.Orgs != nil && probe.Status == licence.StatusActive {
 		o, err := a.cfg.Store.GetOrg(r.Context(), id)
 		if err != nil {
@@ -173,6 +177,7 @@ func (a *api) patchOrg(w http.ResponseWriter, r *http.Request) error {
 			return storeErr(err, id, "read extras of")
 		}
 	}
+	a.orgChanged(r.Context(), before, beforeStatus, o, j.Status)
 	return writeJSON(w, http.StatusOK, j)
 }
 

@@ -10,11 +10,14 @@ import (
 )
 
 // Meters is a meter.Store that tells each request's Record what its ops
-// billed, and counts how long they took in Metrics. Everything else is the
-// Store's.
+// billed, counts how long they took in Metrics, and tells Events what
+// they did. Everything else is the Store's.
 type Meters struct {
 	meter.Store
 	Metrics *telemetry.Metrics // nil: none
+	// Events, when set, sends the webhooks an op's result reveals: the
+	// enumeration alarm's suspension, a quota threshold (webhooks.go).
+	Events *MeterEvents
 }
 
 var _ meter.Store = (*Meters)(nil)
@@ -41,6 +44,9 @@ func (m *Meters) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	}
 	if rec := telemetry.FromContext(ctx); rec != nil {
 		rec.Billed(billed(op, res, err)...)
+	}
+	if err == nil && m.Events != nil {
+		m.Events.applied(ctx, op, res)
 	}
 	return res, err
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/lectern-api/lectern/origin/meter"
 	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/store"
+	"github.com/lectern-api/lectern/origin/webhook"
 	"github.com/lectern-api/lectern/shared/link"
 )
 
@@ -80,6 +81,8 @@ type Options struct {
 	// Limits bound what a client may take of each listener; zero fields
 	// are httpsrv.Default's.
 	Limits httpsrv.Limits
+	// Webhooks are the webhook settings (webhooks.go).
+	Webhooks WebhookSettings
 	// MemoryLimit: the origin sets the Go runtime's memory limit itself
 	// (memory.go), as it does when GOMEMLIMIT is unset.
 	MemoryLimit bool
@@ -126,6 +129,9 @@ type Origin struct {
 	stopWatch func() // stops the test clock's Watch and waits for it
 	stopPrune func() // stops the pruning of ended leases
 	stopOnce  func() // stops the pruning of the keys of requests billed once
+
+	webhooks     *webhook.Outbox // the events' outbox (webhooks.go)
+	stopWebhooks func()          // stops its delivery loop and waits for it
 }
 
 // Open opens everything and serves in the background. The bound
@@ -229,7 +235,11 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	if o.bundles, err = o.openBundles(opts, originLn); err != nil {
 		return nil, err
 	}
-	o.api = d.API(Parts{Started: began, Store: o.store, Meters: &Meters{Store: o.meters, Metrics: o.metrics}, Progress: progress,
+	if err := o.openWebhooks(d, opts.Webhooks); err != nil {
+		return nil, err
+	}
+	o.api = d.API(Parts{Started: began, Store: o.store, Meters: &Meters{Store: o.meters, Metrics: o.metrics,
+		Events: NewMeterEvents(o.webhooks, o.log)}, Progress: progress,
 		Auth: verifier, Content: o.corpus.Content, Now: o.clock.Now, Logger: o.log, Leases: o.leases, Bundles: o.bundles})
 	o.health = &telemetry.Health{Log: o.log, Checks: o.readiness()}
 	var leases admin.Leases
@@ -242,6 +252,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 		Store:     o.store,
 		Clock:     o.clock,
 		TestClock: opts.TestClock,
+		Webhooks:  o.webhooks,
 		CreateClient: func(ctx context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (string, string, error) {
 			return idp.CreateClient(ctx, o.store, o.clock.Now(), orgID, scopes, grantTypes, redirectURIs)
 		},
@@ -345,6 +356,9 @@ func (o *Origin) Close() error {
 	}
 	if o.stopOnce != nil {
 		o.stopOnce()
+	}
+	if o.stopWebhooks != nil {
+		o.stopWebhooks()
 	}
 	if o.meters != nil {
 		errs = append(errs, o.meters.Close())

@@ -18,7 +18,11 @@ const (
 	Edge    = "gate"     // the root of the internal calls' per-purpose keys, "gate/<purpose>" (shared/edgesig)
 	Canary  = "canary"   // the export bundles' whitespace canaries (origin/forensic)
 	Links   = "links"    // signed download links when LECTERN_URL_KEYS is unset (shared/link)
-	Changes = "changes"  // the change feed's since tokens (origin/changes)
+	// Webhooks seals the webhook endpoints' signing secrets at rest
+	// (origin/webhook): the origin must sign with them, so they are
+	// encrypted, not hashed.
+	Webhooks = "webhooks"
+	Changes  = "changes" // the change feed's since tokens (origin/changes)
 )
 
 // Derive returns the 32-byte key for purpose.

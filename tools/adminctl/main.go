@@ -45,6 +45,7 @@ import (
 	"strings"
 
 	"github.com/lectern-api/lectern/internal/cmdline"
+	"github.com/lectern-api/lectern/origin/webhook"
 	"github.com/lectern-api/lectern/shared/scope"
 )
 
@@ -90,6 +91,15 @@ var commands = []struct{ synopsis, about string }{
 		"Delete every organisation's export ledger rows created before the time (at least 24 hours ago) and print\n" +
 			"how many. Archive them first with the same -before: a trimmed row no longer names who got a leaked link.\n" +
 			"Without -yes it only says what it would delete, and fails."},
+	{"webhook add ORG URL [-events " + strings.Join(webhook.Types, ",") + "]",
+		"Register an https endpoint of ORG for the events (default: all of them) and print its id and secret\n" +
+			"(whsec_…, shown once: receivers verify each delivery's webhook-signature with it)."},
+	{"webhook list ORG", "List ORG's endpoints (without their secrets)."},
+	{"webhook delete ORG ID", "Delete an endpoint and its pending deliveries."},
+	{"webhook rotate ORG ID", "Give an endpoint a new secret (printed once); for 24 hours deliveries carry\n" +
+		"signatures under both, so receivers can switch without missing one."},
+	{"webhook deliveries ORG ID [-before ID] [-limit N]",
+		"List an endpoint's delivery log, newest first: each event's state, attempts, last answer or error."},
 	{"forensic FILE|LINK [-orgs ORG,...]", "Name the organisation a leaked lesson, bundle, bundle file or link came from."},
 	{"corpus reload DIR", "Load the corpus in DIR and serve it (every origin on the database follows)."},
 	{"clock get", "Show the test clock (LECTERN_TEST_CLOCK=1)."},
@@ -427,6 +437,8 @@ func parse(args []string) (call, error) {
 			return call{}, fmt.Errorf("clock advance: %q is not a positive number of seconds", rest[0])
 		}
 		return jsonCall("POST", "/admin/v1/clock", map[string]any{"advanceSeconds": n})
+	case "webhook add", "webhook list", "webhook delete", "webhook rotate", "webhook deliveries":
+		return parseWebhook(cmd, rest) // webhook.go
 	case "clock set":
 		if err := positional(cmd, rest, 1); err != nil {
 			return call{}, err

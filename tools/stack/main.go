@@ -111,6 +111,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// make run's origin creates the demo organisation on a new database
 	// and prints its walk-through; a production start does neither.
 	originEnv := append(env[:len(env):len(env)], "LECTERN_DEMO=1")
+	// Webhooks to a receiver on this machine (http, loopback): the
+	// development setting, which production leaves off.
+	if getenv("LECTERN_WEBHOOK_ALLOW_PRIVATE") == "" {
+		originEnv = append(originEnv, "LECTERN_WEBHOOK_ALLOW_PRIVATE=1")
+	}
 	if getenv("LECTERN_EDGE_URLS") == "" {
 		if urls := edgeURLs(getenv, edgeAddr); urls != "" {
 			originEnv = append(originEnv, "LECTERN_EDGE_URLS="+urls)

@@ -115,6 +115,11 @@ type config struct {
 	bundleOrgShare      int
 	bundleBuildsPerHour int
 
+	// WebhookAllowPrivate (LECTERN_WEBHOOK_ALLOW_PRIVATE=1) lets webhook
+	// endpoints be http and on private, loopback and link-local
+	// addresses: development only (make run sets it).
+	WebhookAllowPrivate bool
+
 	// Limits bound what a client may take of each listener; not from the
 	// environment: zero fields are httpsrv.Default's, tests set short ones.
 	Limits httpsrv.Limits
@@ -172,6 +177,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 		"most percent of LECTERN_BUNDLE_MAX_MB one organisation's bundles hold; past it its own least recently used go first; 100: no share")
 	fs.Env(&c.BundleBuildsPerHour, "LECTERN_BUNDLE_BUILDS_PER_HOUR", "bundle-builds-per-hour", strconv.Itoa(bundles.DefaultBuildsPerHour),
 		"most export bundles built for one organisation a UTC hour on this origin; one more is 429 RATE_LIMITED; 0: no bound")
+	fs.Switch(&c.WebhookAllowPrivate, wiring.AllowPrivateSetting, "webhook-allow-private",
+		"let webhook endpoints be http and on private, loopback and link-local addresses; development only (make run sets it)")
 	fs.Switch(&c.TestClock, "LECTERN_TEST_CLOCK", "test-clock", "enable the admin test clock; never in production")
 	fs.Switch(&c.Demo, "LECTERN_DEMO", "demo", "make run's walk-through: create the demo organisation and a client on a new database and print their secret and the admin token; never in production")
 	fs.Env(&c.LogFormat, "LECTERN_LOG_FORMAT", "log-format", telemetry.DefaultFormat, "access and event log format: json or text")

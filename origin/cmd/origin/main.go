@@ -56,6 +56,7 @@ func start(ctx context.Context, cfg config, stdout io.Writer) (*wiring.Origin, e
 		OriginHosts: cfg.originHosts, EdgeAcceptV2: cfg.EdgeAcceptV2, BundleDir: cfg.BundleDir, BundleMax: cfg.bundleMax, BundleReserve: cfg.bundleReserve,
 		BundleOrgShare: cfg.bundleOrgShare, BundleBuildsPerHour: cfg.bundleBuildsPerHour, Limits: cfg.Limits,
 		MemoryLimit: cfg.autoMemLimit, Log: log, Stdout: stdout, Started: began,
+		Webhooks: wiring.WebhookSettings{AllowPrivate: cfg.WebhookAllowPrivate},
 	})
 	if err != nil {
 		return nil, err

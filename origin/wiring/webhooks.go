@@ -1,0 +1,148 @@
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/webhook"
+	"github.com/lectern-api/lectern/shared/subkey"
+)
+
+// WebhookSettings are the origin's webhook settings (origin/webhook).
+type WebhookSettings struct {
+	// AllowPrivate lets endpoints be http and on private, loopback or
+	// link-local addresses (LECTERN_WEBHOOK_ALLOW_PRIVATE=1, which make
+	// run sets): development only.
+	AllowPrivate bool
+}
+
+// Webhooks is the outbox of d on the store s (which must keep one:
+// pgstore and sqlitestore do), its secrets sealed under the deployment's
+// webhook key (shared/subkey.Webhooks; the accepted secret's opens them
+// too while LECTERN_SECRET is rotated).
+func (d Deployment) Webhooks(s any, set WebhookSettings, now func() time.Time, log *slog.Logger) (*webhook.Outbox, error) {
+	ws, ok := s.(webhook.Store)
+	if !ok {
+		return nil, fmt.Errorf("wiring: the store %T keeps no webhook outbox", s)
+	}
+	return webhook.New(webhook.Config{Store: ws, Key: subkey.Derive(d.Secret, subkey.Webhooks),
+		Accepted: d.accepted(subkey.Webhooks), Now: now, Log: log, AllowPrivate: set.AllowPrivate}), nil
+}
+
+// openWebhooks makes the origin's outbox, registers its metrics and
+// starts its delivery loop (stopped by Close, before the store closes).
+func (o *Origin) openWebhooks(d Deployment, set WebhookSettings) error {
+	w, err := d.Webhooks(o.store, set, o.clock.Now, o.log)
+	if err != nil {
+		return err
+	}
+	if set.AllowPrivate {
+		o.log.Warn("webhook: " + AllowPrivateSetting + "=1: endpoints may be http and on private, loopback and link-local addresses; development only")
+	}
+	w.Register(o.metrics.Registry())
+	o.webhooks = w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	o.stopWebhooks = func() { cancel(); <-done }
+	return nil
+}
+
+// AllowPrivateSetting is the development setting of WebhookSettings.AllowPrivate.
+const AllowPrivateSetting = "LECTERN_WEBHOOK_ALLOW_PRIVATE"
+
+// Webhooks is the origin's outbox: the one Emit of its events' sources.
+func (o *Origin) Webhooks() *webhook.Outbox { return o.webhooks }
+
+// The meters' events: what Meters.Apply learns of an organisation from
+// an op's result, sent as webhooks. The enumeration alarm trips in the
+// op that reads past 40% of the granted lessons (meter.Result.Tripped:
+// once a day, in the meter's transaction, so on one origin):
+// org.suspended with reason enumeration_alarm. A monthly meter with a
+// limit at 80% or 100% of it after an op billed (or a step refused by
+// it, which is 100% for the client): quota.threshold, emitted under a
+// key naming the org, meter, month, limit and level (EmitOnce), so that
+// every origin seeing it sends it once between them; the origin
+// remembers the keys it emitted, so the write is made once per origin
+// and key.
+
+// thresholds are quota.threshold's levels, in percent.
+var thresholds = []int64{80, 100}
+
+// MeterEvents emits the events of meter ops (Meters.Events).
+type MeterEvents struct {
+	out  *webhook.Outbox
+	log  *slog.Logger
+	mu   sync.Mutex
+	sent map[string]bool // EmitOnce keys emitted by this origin (bounded: sentMax)
+}
+
+// NewMeterEvents emits the meters' events to out, logging on log what
+// could not be queued.
+func NewMeterEvents(out *webhook.Outbox, log *slog.Logger) *MeterEvents {
+	return &MeterEvents{out: out, log: log, sent: map[string]bool{}}
+}
+
+// sentMax bounds the keys remembered; past it they are forgotten (a key
+// emitted again is a no-op in the store).
+const sentMax = 100_000
+
+// applied is told of every op the meters applied.
+func (m *MeterEvents) applied(ctx context.Context, op meter.Op, res meter.Result) {
+	if res.Suspended || res.Duplicate {
+		return
+	}
+	org, _, _ := strings.Cut(op.Org, "/")
+	ctx = context.WithoutCancel(ctx)
+	if res.Tripped && op.Read != nil {
+		day := op.Now.UTC().Format(time.DateOnly)
+		if _, err := m.out.EmitOnce(ctx, "alarm/"+op.Org+"/"+day, org, webhook.OrgSuspended, webhook.Suspension{
+			OrgID: org, Reason: webhook.ReasonAlarm, At: op.Now.UTC().Format(time.RFC3339), Day: day,
+			LessonsRead: res.LessonsRead, GrantedLessons: op.Read.Granted}); err != nil {
+			m.log.Error("webhook: org.suspended not queued", "org", org, "err", err)
+		}
+	}
+	for _, st := range op.Stages {
+		for _, s := range st {
+			if s.Meter.Hourly() || s.Limit == nil || *s.Limit <= 0 || s.Refund {
+				continue
+			}
+			used := res.After.Get(s.Meter)
+			refused := res.Refused != nil && res.Refused.Meter == s.Meter
+			for _, level := range thresholds {
+				if used*100 < level**s.Limit && !(refused && level == 100) {
+					continue
+				}
+				m.threshold(ctx, op, org, s.Meter, level, used, *s.Limit)
+			}
+		}
+	}
+}
+
+func (m *MeterEvents) threshold(ctx context.Context, op meter.Op, org string, mt meter.Meter, level, used, limit int64) {
+	month := op.Now.UTC().Format("2006-01")
+	key := fmt.Sprintf("quota/%s/%s/%s/%d/%d", op.Org, mt, month, limit, level)
+	m.mu.Lock()
+	if m.sent[key] {
+		m.mu.Unlock()
+		return
+	}
+	if len(m.sent) >= sentMax {
+		clear(m.sent)
+	}
+	m.sent[key] = true
+	m.mu.Unlock()
+	if _, err := m.out.EmitOnce(ctx, key, org, webhook.QuotaThreshold, webhook.Threshold{
+		OrgID: org, Meter: mt.String(), Percent: int(level), Used: used, Limit: limit, Month: month,
+		ResetsAt: meter.NextMonth(op.Now).Format(time.RFC3339)}); err != nil {
+		m.mu.Lock()
+		delete(m.sent, key) // tried again by the next op
+		m.mu.Unlock()
+		m.log.Error("webhook: quota.threshold not queued", "org", org, "meter", mt.String(), "err", err)
+	}
+}
