@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/id"
@@ -83,7 +82,7 @@ Try it with a new client (adminctl client create; its secret is shown once):
 // demoClient creates the new demo organisation's client and prints its
 // credentials and the walk-through.
 func (o *Origin) demoClient(ctx context.Context, stdout io.Writer) error {
-	clientID, clientSecret, err := idp.CreateClient(ctx, o.store, o.clock.Now(), DemoOrg, scope.All,
+	clientID, clientSecret, err := o.clients.CreateClient(ctx, DemoOrg, scope.All,
 		[]string{"client_credentials"}, nil)
 	if err != nil {
 		return err

@@ -64,6 +64,9 @@ type Options struct {
 	// OriginHosts are the names the edges reach this origin by
 	// (Deployment.OriginHosts).
 	OriginHosts []string
+	// BcryptSecrets keeps client secrets in bcrypt, the one form the
+	// previous release checks (Deployment.BcryptSecrets).
+	BcryptSecrets bool
 	// EdgeAcceptV2 takes the previous release's edge signatures
 	// (Deployment.EdgeAcceptV2).
 	EdgeAcceptV2 bool
@@ -125,6 +128,10 @@ type Origin struct {
 	// jwksReady is the readiness check of the token-verification keys
 	// (identity.go).
 	jwksReady func(ctx context.Context) error
+	// clients registers the clients of the admin API and make run's
+	// demo, their secrets hashed as the deployment's identity provider
+	// stores them (idp.Config.CreateClient).
+	clients idp.Config
 
 	stopWatch func() // stops the test clock's Watch and waits for it
 	stopPrune func() // stops the pruning of ended leases
@@ -215,7 +222,10 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	o.publicURL = opts.PublicURL
 	d := Deployment{Secret: secret, Accepted: []byte(opts.SecretAccepted), URLKeys: opts.URLKeys, PublicURL: opts.PublicURL, Issuer: opts.Issuer,
 		Audience: opts.Audience, LicenseURL: opts.LicenseURL, OriginHosts: opts.OriginHosts,
-		EdgeAcceptV2: opts.EdgeAcceptV2}
+		EdgeAcceptV2: opts.EdgeAcceptV2, BcryptSecrets: opts.BcryptSecrets}
+	// Keyed under the deployment secret, whether or not this origin runs
+	// the provider: any origin's provider checks it without bcrypt.
+	o.clients = d.IdP(o.store, o.clock.Now, o.log)
 	provider, verifier, err := o.identity(ctx, d, opts)
 	if err != nil {
 		return nil, err
@@ -247,18 +257,16 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 		leases = o.leases
 	}
 	adm := admin.Handler(admin.Config{
-		Leases:    leases,
-		Token:     o.AdminToken,
-		Store:     o.store,
-		Clock:     o.clock,
-		TestClock: opts.TestClock,
-		Webhooks:  o.webhooks,
-		CreateClient: func(ctx context.Context, orgID string, scopes, grantTypes, redirectURIs []string) (string, string, error) {
-			return idp.CreateClient(ctx, o.store, o.clock.Now(), orgID, scopes, grantTypes, redirectURIs)
-		},
-		Reload: o.corpus.Reload,
-		Orgs:   o.api,
-		Meters: o.meters,
+		Leases:       leases,
+		Token:        o.AdminToken,
+		Store:        o.store,
+		Clock:        o.clock,
+		TestClock:    opts.TestClock,
+		Webhooks:     o.webhooks,
+		CreateClient: o.clients.CreateClient,
+		Reload:       o.corpus.Reload,
+		Orgs:         o.api,
+		Meters:       o.meters,
 		Forensics: &admin.Forensics{Keys: d.Forensic(), Accepted: d.ForensicAccepted(), Links: d.Links(),
 			TranscriptLesson: o.api.TranscriptLesson},
 		Logger:  o.log,

@@ -109,6 +109,11 @@ type Deployment struct {
 	// EdgeAcceptV2 takes forwards and gate calls signed by the previous
 	// release's edges, v2 (LECTERN_EDGE_ACCEPT_V2): a rolling upgrade's.
 	EdgeAcceptV2 bool
+	// BcryptSecrets keeps client secrets in bcrypt, the one form the
+	// previous release checks (LECTERN_CLIENT_SECRET_HASH=bcrypt;
+	// idp.Config.BcryptSecrets): a rolling upgrade's, while its origins
+	// share the database.
+	BcryptSecrets bool
 }
 
 // Parts are what one origin's public API serves from.
@@ -231,7 +236,8 @@ func (d Deployment) Links() link.Keys {
 // where an origin reads the provider's keys from the database.
 func (d Deployment) IdP(s store.Store, now func() time.Time, log *slog.Logger) idp.Config {
 	return idp.Config{Issuer: d.Issuer, Audience: d.Audience, Store: s, Now: now, Logger: log,
-		SealKey: subkey.Derive(d.Secret, subkey.IDPKeys), AcceptedSealKey: d.accepted(subkey.IDPKeys)}
+		SealKey: subkey.Derive(d.Secret, subkey.IDPKeys), AcceptedSealKey: d.accepted(subkey.IDPKeys),
+		BcryptSecrets: d.BcryptSecrets}
 }
 
 // Servers serves an origin's listeners, every one under the same limits

@@ -71,3 +71,21 @@ func TestGOMEMLIMIT(t *testing.T) {
 		}
 	}
 }
+
+// LECTERN_CLIENT_SECRET_HASH is keyed (the default) or bcrypt, the
+// rolling upgrade's (idp.Config.BcryptSecrets); any other value stops
+// the start with a message naming the variable.
+func TestClientSecretHashSetting(t *testing.T) {
+	for v, bcrypt := range map[string]bool{"": false, "keyed": false, "bcrypt": true} {
+		c, err := parseConfig(nil, func(k string) string { return map[string]string{"LECTERN_CLIENT_SECRET_HASH": v}[k] })
+		if err != nil || c.bcryptSecrets != bcrypt {
+			t.Errorf("LECTERN_CLIENT_SECRET_HASH=%q: bcrypt %v, %v; want %v", v, c.bcryptSecrets, err, bcrypt)
+		}
+	}
+	for _, bad := range []string{"BCRYPT", "sha256", "1"} {
+		_, err := parseConfig(nil, func(k string) string { return map[string]string{"LECTERN_CLIENT_SECRET_HASH": bad}[k] })
+		if err == nil || !strings.Contains(err.Error(), "LECTERN_CLIENT_SECRET_HASH") {
+			t.Errorf("LECTERN_CLIENT_SECRET_HASH=%s: %v", bad, err)
+		}
+	}
+}

@@ -96,6 +96,15 @@ type config struct {
 	// leaves If-None-Match and Range unsigned): only while a rolling
 	// upgrade mixes releases (docs/upgrading.md). Default: refused.
 	EdgeAcceptV2 bool
+	// ClientSecretHash is the form new client secrets are stored in
+	// (LECTERN_CLIENT_SECRET_HASH): keyed (the default, a keyed SHA-256
+	// checked in microseconds) or bcrypt, the one form 0.4.0 checks,
+	// which also leaves stored bcrypt hashes unreplaced: only while a
+	// rolling upgrade mixes releases on one database (docs/upgrading.md).
+	// Either form is checked either way. Parsed by check into
+	// bcryptSecrets.
+	ClientSecretHash string
+	bcryptSecrets    bool
 
 	// The export bundles built (origin/bundles): kept in BundleDir, at
 	// most BundleMaxMB mebibytes (parsed by check into bundleMax), never
@@ -167,6 +176,8 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 		"comma-separated host[:port] names the edges reach this origin by, as their LECTERN_ORIGIN_URL writes them; signed calls for another host are refused (default: any)")
 	fs.Switch(&c.EdgeAcceptV2, "LECTERN_EDGE_ACCEPT_V2", "edge-accept-v2",
 		"take forwards and gate calls signed by the previous release's edges (the v2 rule, If-None-Match unsigned): only during a rolling upgrade (docs/upgrading.md)")
+	fs.Env(&c.ClientSecretHash, "LECTERN_CLIENT_SECRET_HASH", "client-secret-hash", secretHashKeyed,
+		"the form client secrets are stored in: keyed, or bcrypt (new ones in bcrypt, and bcrypt ones not replaced) only while origins of 0.4.0 share the database (docs/upgrading.md)")
 	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", "", "directory of the export bundles built, private to the origin (default: bundles beside the SQLite database, else var/bundles-<origin port>)")
 	fs.Env(&c.BundleMaxMB, "LECTERN_BUNDLE_MAX_MB", "bundle-max-mb", strconv.Itoa(bundles.DefaultMaxBytes>>20),
 		"most mebibytes of bundles kept; the least recently used go first")
@@ -196,6 +207,13 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	}
 	return c, nil
 }
+
+// The values of LECTERN_CLIENT_SECRET_HASH: the form an origin stores
+// client secrets in (idp.Config.BcryptSecrets).
+const (
+	secretHashKeyed  = "keyed"
+	secretHashBcrypt = "bcrypt"
+)
 
 // off is the address value that turns a listener off: an origin of a
 // deployment may leave the identity provider and the admin API to others.
@@ -279,6 +297,14 @@ func (c *config) check() error {
 		// One origin a SQLite database: its bundles beside it. With
 		// PostgreSQL, wiring names one directory an origin by its port.
 		c.BundleDir = filepath.Join(filepath.Dir(c.DB), "bundles")
+	}
+	switch c.ClientSecretHash {
+	case secretHashKeyed:
+	case secretHashBcrypt:
+		c.bcryptSecrets = true
+	default:
+		errs = append(errs, fmt.Errorf("LECTERN_CLIENT_SECRET_HASH=%q: want %s, or %s only while origins of 0.4.0 share the database",
+			c.ClientSecretHash, secretHashKeyed, secretHashBcrypt))
 	}
 	if c.SecretAccept != "" && len(c.SecretAccept) < 32 {
 		errs = append(errs, errors.New("LECTERN_SECRET_ACCEPT must be at least 32 characters, as LECTERN_SECRET"))

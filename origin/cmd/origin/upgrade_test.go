@@ -20,6 +20,7 @@ import (
 	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/worker/wazero"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 // Issue #34: release N works beside N−1 during a rolling upgrade and
@@ -234,9 +235,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// artefacts are what a client of the previous release holds: a token,
-// signed links, a list cursor.
+// artefacts are what a client of the previous release holds: its
+// credentials, a token, signed links, a list cursor.
 type artefacts struct {
+	clientID   string
+	secret     string
 	tok        string
 	learner    string // a learner's token (progress.read, progress.write)
 	progress   []byte // the learner's record as GET /v1/progress answered it
@@ -266,7 +269,7 @@ func mintArtefactsOf(t *testing.T, s *testStack, corpusDir, org string) artefact
 		}
 	}
 	id, secret := s.org(`{"orgId":"`+org+`","contentGrants":["high"]}`, "content.read", "content.export", "media.download")
-	a := artefacts{tok: s.token(id, secret, "content.read", "content.export", "media.download")}
+	a := artefacts{clientID: id, secret: secret, tok: s.token(id, secret, "content.read", "content.export", "media.download")}
 	pathOf := func(u string) string {
 		i := strings.Index(u, "/files/")
 		if i < 0 {
@@ -418,7 +421,10 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 // way, gate calls, usage reports), and billing is exact. The previous
 // release's edge runs with leases off: with several origins its usage
 // reports carry the first origin's signature only (fixed in this
-// release), so the others refuse them.
+// release), so the others refuse them. Client secrets stay in bcrypt,
+// the one form the previous release checks
+// (LECTERN_CLIENT_SECRET_HASH=bcrypt): a client created on either
+// origin, whose tokens either origin issued, gets tokens from both.
 func TestRollingUpgrade(t *testing.T) {
 	p := previousRelease(t)
 	db := newPeerDB(t)
@@ -427,15 +433,36 @@ func TestRollingUpgrade(t *testing.T) {
 	// The upgrade's window (docs/upgrading.md): this release's origin
 	// takes the previous edge's v2 forwards and gate calls
 	// (LECTERN_EDGE_ACCEPT_V2), and this release's edge signs v2, which
-	// the previous origin reads (SignV2, LECTERN_EDGE_SIGN_V2).
+	// the previous origin reads (SignV2, LECTERN_EDGE_SIGN_V2). This
+	// release's origin stores new client secrets in bcrypt and leaves
+	// bcrypt hashes as they are (LECTERN_CLIENT_SECRET_HASH=bcrypt).
 	proc, urls, err := startChild(t, "origin", killEnv(t.TempDir(), pgschemaApp(db.dsn, "lectern-new"),
-		"LECTERN_CORPUS="+corpusDir, "LECTERN_ISSUER=https://idp.lectern.test", "LECTERN_EDGE_ACCEPT_V2=1"), nil)
+		"LECTERN_CORPUS="+corpusDir, "LECTERN_ISSUER=https://idp.lectern.test", "LECTERN_EDGE_ACCEPT_V2=1",
+		"LECTERN_CLIENT_SECRET_HASH=bcrypt"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cur := childStack(t, urls)
 	oldArt := mintArtefactsOf(t, old.testStack, corpusDir, "acme")
 	newArt := mintArtefactsOf(t, cur, corpusDir, "beta")
+	// acme's client, created on the previous origin, gets a token from
+	// this one (which replaces a bcrypt hash without the setting); beta's
+	// was created and used on this one. Both then get tokens from the
+	// previous origin.
+	for _, c := range []struct {
+		name string
+		a    artefacts
+		on   []*testStack
+	}{
+		{"created on the previous origin", oldArt, []*testStack{cur, old.testStack}},
+		{"created on this origin", newArt, []*testStack{old.testStack}},
+	} {
+		for _, s := range c.on {
+			if err := clientToken(s.IdPURL, c.a.clientID, c.a.secret); err != nil {
+				t.Errorf("a client %s: a token from %s: %v", c.name, s.IdPURL, err)
+			}
+		}
+	}
 	jwks := cur.IdPURL + "/.well-known/jwks.json"
 
 	// This release's edge, in-process, leases on.
@@ -558,6 +585,14 @@ func TestRollingUpgrade(t *testing.T) {
 	if refusedOld+refusedNew > 0 {
 		t.Errorf("internal calls refused: %d by the previous release's origin, %d by this one's\n%s\n%s", refusedOld, refusedNew, old.log.String(), proc.Stderr.String())
 	}
+}
+
+// clientToken asks the identity provider at idp for a client_credentials
+// token of the client; nil when it answers 200.
+func clientToken(idp, clientID, secret string) error {
+	cc := clientcredentials.Config{ClientID: clientID, ClientSecret: secret, TokenURL: idp + "/oauth2/token"}
+	_, err := cc.Token(context.Background())
+	return err
 }
 
 // waitHealthy waits until base answers GET /healthz 200.
