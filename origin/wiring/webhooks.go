@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/changes"
 	"github.com/lectern-api/lectern/origin/meter"
+	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/webhook"
 	"github.com/lectern-api/lectern/shared/subkey"
 )
@@ -46,6 +48,9 @@ func (o *Origin) openWebhooks(d Deployment, set WebhookSettings) error {
 	}
 	w.Register(o.metrics.Registry())
 	o.webhooks = w
+	if o.corpus != nil {
+		o.corpus.OnSwap(o.contentChanged)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
@@ -144,5 +149,51 @@ func (m *MeterEvents) threshold(ctx context.Context, op meter.Op, org string, mt
 		delete(m.sent, key) // tried again by the next op
 		m.mu.Unlock()
 		m.log.Error("webhook: quota.threshold not queued", "org", org, "meter", mt.String(), "err", err)
+	}
+}
+
+// contentChanged sends content.changed to every organisation whose
+// granted subjects differ between from and to (origin/changes.Diff, with
+// its grants as they are now), with each subject's lessons added,
+// changed and removed: follow.Corpus.OnSwap's function. Every origin
+// that swaps to the version sends it, keyed by the version reached, so
+// that an organisation is sent one event per version whatever origins
+// saw the swap (webhook.Outbox.EmitOnce), and its from is the first
+// sender's. An organisation that has no endpoint for it costs one read.
+func (o *Origin) contentChanged(ctx context.Context, from, to *server.Content) {
+	ids, err := o.store.OrgIDs(ctx)
+	if err != nil {
+		o.log.Error("webhook: content.changed not sent: list the organisations", "to", to.ContentVersion, "err", err)
+		return
+	}
+	for _, id := range ids {
+		org, err := o.store.GetOrg(ctx, id)
+		if err != nil {
+			continue // deleted since the list
+		}
+		subjects, lessons := changes.Diff(from.Parts, to.Parts, org.Grants, org.Grants)
+		if len(subjects) == 0 {
+			continue
+		}
+		data := webhook.ContentChange{OrgID: id, FromVersion: from.ContentVersion, ToVersion: to.ContentVersion}
+		at := map[string]int{}
+		for _, s := range subjects {
+			at[s.Subject] = len(data.Subjects)
+			data.Subjects = append(data.Subjects, webhook.SubjectChange{Subject: s.Subject, Change: string(s.Change)})
+		}
+		for _, l := range lessons {
+			sc := &data.Subjects[at[l.Subject]]
+			switch l.Change {
+			case changes.Added:
+				sc.LessonsAdded++
+			case changes.Changed:
+				sc.LessonsChanged++
+			case changes.Removed:
+				sc.LessonsRemoved++
+			}
+		}
+		if _, err := o.webhooks.EmitOnce(ctx, "content.changed/"+to.ContentVersion, id, webhook.ContentChanged, data); err != nil {
+			o.log.Error("webhook: content.changed not sent", "org", id, "to", to.ContentVersion, "err", err)
+		}
 	}
 }

@@ -89,6 +89,31 @@ type Corpus struct {
 	resettle  *time.Timer // the Settle after a swap (under reloading)
 
 	stop func() // stops the loop Start began; nil before
+
+	// onSwap is told of each swap (OnSwap); nil: nothing.
+	onSwap func(ctx context.Context, from, to *server.Content)
+}
+
+// swapTimeout bounds what OnSwap's function may take after a swap.
+const swapTimeout = time.Minute
+
+// OnSwap sets fn, told of each swap from then on, a reload's or the
+// record's: the corpus served before and the one served now, in a
+// goroutine of its own (the reload's answer does not wait for it), with a
+// context that ends after swapTimeout. The webhooks' content.changed is
+// sent from it (origin/wiring). Call it before Start.
+func (c *Corpus) OnSwap(fn func(ctx context.Context, from, to *server.Content)) { c.onSwap = fn }
+
+// told runs onSwap for a swap from from to to.
+func (c *Corpus) told(from, to *server.Content) {
+	if c.onSwap == nil || from == nil || from.ContentVersion == to.ContentVersion {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), swapTimeout)
+		defer cancel()
+		c.onSwap(ctx, from, to)
+	}()
 }
 
 // failure is a record this origin failed to load, and when.
@@ -243,8 +268,9 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 			") but could not be recorded in the database, so nothing changed; the cause is in the origin's log. Retry.")
 	}
 	c.failed = failure{}
-	c.content.Store(ct)
+	was := c.content.Swap(ct)
 	c.swapped()
+	c.told(was, ct)
 	if err := c.revokeAll(ctx); err != nil {
 		return "", apierr.New(apierr.Internal, "The corpus in "+dir+" (contentVersion "+rec.ContentVersion+
 			") is served and recorded, but the edge's leases on the previous one could not be revoked; they end within "+
@@ -369,8 +395,9 @@ func (c *Corpus) Sync(ctx context.Context) {
 		return
 	}
 	c.failed = failure{}
-	c.content.Store(ct)
+	was := c.content.Swap(ct)
 	c.swapped()
+	c.told(was, ct)
 	c.revokeAll(ctx)
 	c.cfg.Log.Info("origin: now serving the deployment's corpus", "dir", rec.Dir, "contentVersion", rec.ContentVersion,
 		"was", serving, "recordedAt", rec.LoadedAt)
