@@ -24,7 +24,7 @@ func TestDeriveIsPinned(t *testing.T) {
 
 func TestPurposesHaveTheirOwnKeys(t *testing.T) {
 	seen := map[string]string{}
-	for _, p := range []string{Tag, Cursor, IDPKeys, Edge, Canary, Links, Webhooks} {
+	for _, p := range []string{Tag, Cursor, IDPKeys, Edge, Canary, Links, Webhooks, Changes} {
 		k := hex.EncodeToString(Derive([]byte(testSecret), p))
 		if q, dup := seen[k]; dup {
 			t.Errorf("purposes %q and %q share a key", q, p)
