@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lectern-api/lectern/shared/id"
 	lapi "github.com/lectern-api/lectern/tools/lectern/api"
 )
 
 // license is what the sync reads of GET /v1/license (unmetered).
 type license struct {
 	OrgID          string              `json:"orgId"`
+	OrgName        string              `json:"orgName"`
 	Status         string              `json:"status"`
 	ContentGrants  []string            `json:"contentGrants"`
 	ContentVersion string              `json:"contentVersion"`
@@ -134,7 +137,7 @@ func (a *apiClient) license(ctx context.Context) (license, error) {
 		}
 		return u
 	}
-	l := license{OrgID: st.OrgId, Status: st.Status, ContentGrants: st.ContentGrants, ContentVersion: st.ContentVersion,
+	l := license{OrgID: st.OrgId, OrgName: st.OrgName, Status: st.Status, ContentGrants: st.ContentGrants, ContentVersion: st.ContentVersion,
 		Quota: map[string]quotaUse{
 			"calls":         q(st.Quota.Calls.Used, st.Quota.Calls.Limit),
 			"downloads":     q(st.Quota.Downloads.Used, st.Quota.Downloads.Limit),
@@ -239,4 +242,168 @@ func (a *apiClient) mint(ctx context.Context, ids []string) ([]minted, int64, er
 		out[i] = minted{MediaID: it.MediaId, URL: it.Url, ExpiresAt: it.ExpiresAt}
 	}
 	return out, left, nil
+}
+
+// feedAnswer is every page of one walk of GET /v1/changes.
+type feedAnswer struct {
+	From, To string
+	Next     string
+	Subjects []feedSubject
+	Lessons  []feedLesson
+	// License is the caller's envelope, as the feed's answer carries it:
+	// the _license its exports carry too (one token, one scope set).
+	License envelope
+}
+
+// envelope is a licence envelope (_license).
+type envelope struct {
+	Lic string `json:"lic"`
+	Tag string `json:"tag"`
+}
+
+// feedSubject is a subject the feed says changed.
+type feedSubject struct {
+	Ref           string
+	Change        string // added, changed, removed
+	ContentDigest string // "" when removed
+	ClassCount    int
+	FieldsChanged bool
+}
+
+// feedLesson is a class the feed says changed.
+type feedLesson struct {
+	Subject string
+	Class   int
+	Change  string
+}
+
+// errFeedGone is a since the feed no longer holds (410 CHANGES_EXPIRED),
+// or a server without the feed (404): a full sync.
+var errFeedGone = errors.New("the change feed does not answer from this since")
+
+// maxFeedLessons bounds what one walk of the feed gathers: a hostile
+// server cannot make the walk grow without end.
+const maxFeedLessons = 1 << 20
+
+// changes walks GET /v1/changes from since, every page (free, as the
+// licence status). 410 and 404 are errFeedGone.
+func (a *apiClient) changes(ctx context.Context, since string) (feedAnswer, error) {
+	var out feedAnswer
+	limit := 1000
+	params := &lapi.ListChangesParams{Since: since, Limit: &limit}
+	for page := 0; ; page++ {
+		var res *lapi.ChangeList
+		_, err := a.call(ctx, func() (*http.Response, []byte, error) {
+			r, err := a.c.ListChangesWithResponse(ctx, params)
+			if err != nil {
+				return nil, nil, err
+			}
+			res = r.JSON200
+			return r.HTTPResponse, r.Body, nil
+		})
+		var e *apiError
+		if errors.As(err, &e) && (e.Status == http.StatusGone || e.Status == http.StatusNotFound) {
+			return out, fmt.Errorf("%w: %v", errFeedGone, e)
+		}
+		if err != nil {
+			return out, err
+		}
+		if res == nil || res.Next == nil || res.To == nil || res.From == nil {
+			return out, errors.New("GET /v1/changes answered no page, or one without from, to and next")
+		}
+		if page == 0 {
+			out.From, out.To, out.Next = *res.From, *res.To, *res.Next
+			out.License = envelope{Lic: res.UnderscoreLicense.Lic, Tag: res.UnderscoreLicense.Tag}
+			if res.Subjects != nil {
+				for _, sc := range *res.Subjects {
+					fs := feedSubject{Ref: sc.Subject, Change: string(sc.Change), ClassCount: sc.ClassCount, FieldsChanged: sc.SubjectFieldsChanged}
+					if sc.ContentDigest != nil {
+						fs.ContentDigest = *sc.ContentDigest
+					}
+					if err := fs.check(); err != nil {
+						return out, err
+					}
+					out.Subjects = append(out.Subjects, fs)
+				}
+			}
+		} else if *res.To != out.To {
+			return out, fmt.Errorf("GET /v1/changes moved from %s to %s between its pages", out.To, *res.To)
+		}
+		for _, it := range res.Items {
+			l, err := parseLessonChange(it.LessonId, it.Subject, string(it.Change))
+			if err != nil {
+				return out, err
+			}
+			out.Lessons = append(out.Lessons, l)
+		}
+		if len(out.Lessons) > maxFeedLessons {
+			return out, fmt.Errorf("GET /v1/changes lists over %d lessons", maxFeedLessons)
+		}
+		if !res.HasMore || res.NextCursor == nil {
+			return out, nil
+		}
+		params.Cursor = res.NextCursor
+	}
+}
+
+// check refuses a subject change this client will not act on: a ref it
+// would not make a path of, a change it does not know, a digest or class
+// count missing where the change needs one.
+func (fs feedSubject) check() error {
+	tier, slug, ok := strings.Cut(fs.Ref, "/")
+	switch {
+	case !ok || !id.ValidTier(tier) || !id.ValidSlug(slug):
+		return fmt.Errorf("the change feed names %q, not a tier and slug", fs.Ref)
+	case fs.Change != "added" && fs.Change != "changed" && fs.Change != "removed":
+		return fmt.Errorf("the change feed says %s %q", fs.Ref, fs.Change)
+	case fs.Change != "removed" && (fs.ContentDigest == "" || fs.ClassCount < 1 || fs.ClassCount > maxClasses):
+		return fmt.Errorf("the change feed gives %s %s without a digest or with %d classes", fs.Ref, fs.Change, fs.ClassCount)
+	}
+	return nil
+}
+
+// maxClasses bounds a subject's classes as the feed gives them.
+const maxClasses = 1 << 16
+
+// parseLessonChange reads a feed item: its lessonId must be
+// <tier>/<slug>/<classNum> of its subject.
+func parseLessonChange(lessonID, subject, change string) (feedLesson, error) {
+	i := strings.LastIndexByte(lessonID, '/')
+	if i < 0 || lessonID[:i] != subject {
+		return feedLesson{}, fmt.Errorf("the change feed lists lesson %q of subject %q", lessonID, subject)
+	}
+	n, err := strconv.Atoi(lessonID[i+1:])
+	tier, slug, ok := strings.Cut(subject, "/")
+	if err != nil || n < 1 || n > maxClasses || strconv.Itoa(n) != lessonID[i+1:] || !ok || !id.ValidTier(tier) || !id.ValidSlug(slug) {
+		return feedLesson{}, fmt.Errorf("the change feed lists %q, not a lesson id", lessonID)
+	}
+	if change != "added" && change != "changed" && change != "removed" {
+		return feedLesson{}, fmt.Errorf("the change feed says %s %q", lessonID, change)
+	}
+	return feedLesson{Subject: subject, Class: n, Change: change}, nil
+}
+
+// exportClass exports class n of sub as a zip link: one call, one export,
+// one download (spec: Route rules §5).
+func (a *apiClient) exportClass(ctx context.Context, sub subject, n int) (exportLink, error) {
+	format := lapi.ExportClassParamsFormat("zip_url")
+	var res *lapi.ExportResult
+	if _, err := a.call(ctx, func() (*http.Response, []byte, error) {
+		r, err := a.c.ExportClassWithResponse(ctx, lapi.ExportClassParamsTier(sub.Tier), sub.Slug, n, &lapi.ExportClassParams{Format: &format})
+		if err != nil {
+			return nil, nil, err
+		}
+		res = r.JSON200
+		return r.HTTPResponse, r.Body, nil
+	}); err != nil {
+		return exportLink{}, err
+	}
+	if res == nil {
+		return exportLink{}, errors.New("the class export answered no result")
+	}
+	x, err := res.AsExportResult0()
+	if err != nil || x.Url == "" {
+		return exportLink{}, fmt.Errorf("the class export answered no url (%v)", err)
+	}
+	return exportLink{URL: x.Url, ExpiresAt: x.ExpiresAt, Classes: x.Classes}, nil
 }

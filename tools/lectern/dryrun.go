@@ -124,7 +124,13 @@ func (s *syncer) plan(lic license) {
 	}
 	if listing {
 		pages := (len(refs) + 99) / 100
-		add(planned{Subject: "(listing)", Action: "list", Reason: "GET /v1/subjects: 1 call a page of 100 subjects", Calls: max(pages, 1), Known: true})
+		l := planned{Subject: "(listing)", Action: "list", Reason: "GET /v1/subjects: 1 call a page of 100 subjects", Calls: max(pages, 1), Known: true}
+		if s.feedUnready(lic) == "" && !d.Unknown {
+			// The run asks the change feed (free) first; it lists only
+			// when the feed cannot answer from the since recorded.
+			l.Known, l.Reason = false, l.Reason+", only if the change feed (free) cannot answer from the since recorded"
+		}
+		add(l)
 	}
 	s.sum.DryRun = d
 }

@@ -84,9 +84,12 @@ func TestSyncDryRun(t *testing.T) {
 	sum, text = dry()
 	t.Logf("-dry-run of a damaged subject:\n%s", text)
 	classes := int64(loadStateFile(t, dir).Subjects[a].Classes)
-	want := map[string]int64{"exports": 1, "downloads": classes, "calls": 2} // the listing and the export
-	if actions(sum)[a] != "repair" || !equalBill(sum.DryRun.AtLeast, want) || !equalBill(sum.DryRun.AtMost, want) {
-		t.Errorf("a damaged subject: %+v, want %v\n%s", sum.DryRun, want, text)
+	// The export; the listing too only if the change feed (free) cannot
+	// answer from the since the last run recorded (#37).
+	want := map[string]int64{"exports": 1, "downloads": classes, "calls": 1}
+	most := map[string]int64{"exports": 1, "downloads": classes, "calls": 2}
+	if actions(sum)[a] != "repair" || !equalBill(sum.DryRun.AtLeast, want) || !equalBill(sum.DryRun.AtMost, most) {
+		t.Errorf("a damaged subject: %+v, want %v to %v\n%s", sum.DryRun, want, most, text)
 	}
 	if code, got := runSyncCmd(t, s, dir); code != 0 || got.Subjects.Repaired != 1 || !equalBill(got.Billed, want) {
 		t.Errorf("the run after the dry run: exit %d, billed %v, the dry run said %v", code, got.Billed, want)

@@ -19,7 +19,8 @@ import (
 // helpers.
 type testStack struct {
 	*lecterntest.Stack
-	t *testing.T
+	t        *testing.T
+	versions int // corpus versions made by editCorpus
 }
 
 const testOrg = lecterntest.Org

@@ -39,6 +39,18 @@ type state struct {
 	// reused while valid, so a run killed mid-download resumes without
 	// exporting (and billing) again.
 	Pending map[string]*pendingExport `json:"pending"`
+	// ClassPending are the class exports made and not yet installed, by
+	// lessonId (<tier>/<slug>/<classNum>), as Pending: a class-level
+	// update killed before its swap resumes without exporting again. A
+	// class bundle verified is unpacked under tmp/ (Object names it there).
+	ClassPending map[string]*pendingExport `json:"classPending,omitempty"`
+	// Since is where the next run asks the change feed from (GET
+	// /v1/changes): the feed's next once a run through it held every
+	// subject at its version, else the contentVersion a full run reached
+	// (whose grants are then State.Grants). SinceVersion is the version it
+	// names. "" in older state files: the first full run records it.
+	Since        string `json:"since,omitempty"`
+	SinceVersion string `json:"sinceVersion,omitempty"`
 	// Retired are the objects subjects' links named before a swap or a
 	// removal, kept for the readers that resolved a link before it moved
 	// until Until (-keep-previous), then removed by a run (keep.go).
@@ -143,6 +155,9 @@ func readState(path string) (state, error) {
 	}
 	if st.Pending == nil {
 		st.Pending = map[string]*pendingExport{}
+	}
+	if st.ClassPending == nil {
+		st.ClassPending = map[string]*pendingExport{}
 	}
 	return st, nil
 }

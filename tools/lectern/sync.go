@@ -59,7 +59,16 @@ type summary struct {
 		Repaired  int `json:"repaired"`  // held, changed or removed locally: exported again
 	} `json:"subjects"`
 	RemovedSubjects []removal `json:"removedSubjects,omitempty"`
-	Files           struct {
+	// Classes are the classes exported and removed by class-level updates
+	// (classes.go); the subjects so updated count as fetched.
+	Classes struct {
+		Fetched int `json:"fetched"`
+		Removed int `json:"removed"`
+	} `json:"classes"`
+	// Feed says how the run learned what changed: "feed" (GET
+	// /v1/changes), or why it listed the subjects instead ("full: …").
+	Feed  string `json:"feed,omitempty"`
+	Files struct {
 		Fetched  int `json:"fetched"`
 		Verified int `json:"verified"`
 	} `json:"files"`
@@ -113,6 +122,9 @@ func (s summary) line() string {
 	if s.Subjects.Outside > 0 {
 		outside = fmt.Sprintf(", %d outside the selection", s.Subjects.Outside)
 	}
+	if s.Classes.Fetched+s.Classes.Removed > 0 {
+		outside += fmt.Sprintf(", %d classes exported and %d removed by class", s.Classes.Fetched, s.Classes.Removed)
+	}
 	mediaRemoved := ""
 	if s.Media.Removed > 0 {
 		mediaRemoved = fmt.Sprintf(" (%d removed)", s.Media.Removed)
@@ -141,6 +153,7 @@ type syncer struct {
 	inspected map[string][]difference
 	stamped   bool    // a subject's stamps were recorded: the state is to be saved
 	lic       license // the licence status at the start of this run
+	spent     cost    // what the class-level plans chosen bill (classes.go)
 	prog      progress
 	mprog     mediaProgress
 }
@@ -246,6 +259,12 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 				s.sum.Subjects.Outside++
 			}
 		}
+		if st.Since == "" && s.allAt(s.ver) {
+			// A mirror made before the change feed: the next run asks the
+			// feed from here.
+			st.Since, st.SinceVersion = s.ver, s.ver
+			s.stamped = true
+		}
 		if s.stamped {
 			if err := m.save(); err != nil {
 				return fmt.Errorf("write the state: %w", err)
@@ -258,6 +277,57 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	}
 	mediaWhole := st.MediaComplete
 	st.Complete, st.MediaComplete = false, false
+	viaFeed, err := s.viaFeed(ctx, before)
+	if err != nil {
+		return s.saveAfter(err)
+	}
+	if !viaFeed {
+		if err := s.full(ctx, before); err != nil {
+			return err
+		}
+		// The next run asks the feed from here: the version this run
+		// brought every selected subject to, under these grants.
+		st.Since, st.SinceVersion = s.ver, s.ver
+	}
+	// Class exports of another version are of no use any more.
+	for key, p := range st.ClassPending {
+		if p.ContentVersion != s.ver {
+			s.dropClassPending(strings.Join(strings.Split(key, "/")[:2], "/"))
+		}
+	}
+	// A selection of a mirror current as a whole leaves it current as a
+	// whole: nothing outside the selection moved at this contentVersion.
+	keepWhole := wholeCurrent && !whole && !s.o.Prune
+	st.ContentVersion, st.Grants, st.Filter, st.Complete = s.ver, before.ContentGrants, filter, true
+	if keepWhole {
+		st.Filter = wholeFilter
+	}
+	if err := m.save(); err != nil {
+		return fmt.Errorf("write the state: %w", err)
+	}
+	s.sweep()
+	s.sweepMedia()
+	if s.o.Media {
+		if err := s.selectedMedia(ctx); err != nil {
+			return s.saveAfter(err)
+		}
+	}
+	// The state's MediaComplete is of what its Filter selects.
+	st.MediaComplete = s.o.Media
+	if keepWhole {
+		st.MediaComplete = mediaWhole
+	}
+	if err := m.save(); err != nil {
+		return fmt.Errorf("write the state: %w", err)
+	}
+	s.sum.Complete = true
+	return nil
+}
+
+// full brings the selected subjects up to date from the listing (a call
+// a page): the path of a mirror the change feed cannot serve (feed.go).
+func (s *syncer) full(ctx context.Context, before license) error {
+	st := &s.m.st
 	subjects, err := s.listSubjects(ctx)
 	if err != nil {
 		return err
@@ -307,33 +377,18 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 		}
 		s.progressed(fetched)
 	}
-	// A selection of a mirror current as a whole leaves it current as a
-	// whole: nothing outside the selection moved at this contentVersion.
-	keepWhole := wholeCurrent && !whole && !s.o.Prune
-	st.ContentVersion, st.Grants, st.Filter, st.Complete = s.ver, before.ContentGrants, filter, true
-	if keepWhole {
-		st.Filter = wholeFilter
-	}
-	if err := m.save(); err != nil {
-		return fmt.Errorf("write the state: %w", err)
-	}
-	s.sweep()
-	s.sweepMedia()
-	if s.o.Media {
-		if err := s.selectedMedia(ctx); err != nil {
-			return s.saveAfter(err)
+	return nil
+}
+
+// allAt reports whether every subject held is known to be version's
+// content.
+func (s *syncer) allAt(version string) bool {
+	for _, h := range s.m.st.Subjects {
+		if h.ContentVersion != version {
+			return false
 		}
 	}
-	// The state's MediaComplete is of what its Filter selects.
-	st.MediaComplete = s.o.Media
-	if keepWhole {
-		st.MediaComplete = mediaWhole
-	}
-	if err := m.save(); err != nil {
-		return fmt.Errorf("write the state: %w", err)
-	}
-	s.sum.Complete = true
-	return nil
+	return true
 }
 
 // saveAfter writes the state after err stopped the run: err, with the
@@ -688,7 +743,7 @@ func (s *syncer) sweep() {
 			}
 		}
 	}
-	if len(s.m.st.Pending) == 0 {
+	if len(s.m.st.Pending) == 0 && len(s.m.st.ClassPending) == 0 {
 		if des, err := os.ReadDir(s.m.path("tmp")); err == nil {
 			for _, de := range des {
 				os.RemoveAll(s.m.path("tmp", de.Name()))

@@ -63,6 +63,7 @@ func Start(t testing.TB, mod func(*store.Org)) *Stack {
 	}
 	t.Cleanup(func() { st.Close(); m.Close() })
 	s.Store, s.Meters = st, m
+	s.pin(s.Content.Load())
 	progress, err := wiring.ProgressOf(st)
 	if err != nil {
 		t.Fatal(err)
@@ -113,5 +114,17 @@ func (s *Stack) Load() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if s.Store != nil {
+		s.pin(ct)
+	}
 	s.Content.Store(ct)
+}
+
+// pin records ct's parts for the change feed, as a deployment does when
+// it first serves a version (origin/corpus/follow).
+func (s *Stack) pin(ct *server.Content) {
+	s.t.Helper()
+	if _, err := s.Store.PinCorpusVersion(context.Background(), ct.ContentVersion, ct.ContentDigest, ct.Parts.Encode(), time.Now()); err != nil {
+		s.t.Fatal(err)
+	}
 }
