@@ -41,6 +41,9 @@ Usage:
   lectern -version             its release and commit (CHANGELOG.md)
   lectern sync [flags] DIR     mirror every granted subject into DIR (flags: lectern sync -h)
   lectern check [-json] DIR    verify DIR against its manifests, offline; exit 1 on a difference
+  lectern sync -watch [-interval 60s] [-listen ADDR] DIR
+                               keep DIR current: poll the free contentVersion, and with -listen take
+                               signed content.changed webhooks (secret: LECTERN_WEBHOOK_SECRET)
 
 Environment:
   LECTERN_URL            the API's base URL (the edge in production), e.g. https://api.example
@@ -50,7 +53,9 @@ Environment:
 lectern sync takes whole subjects as zip exports (never lesson by lesson, which
 trips the enumeration alarm), checks every file against the bundle's manifest,
 and replaces a subject in DIR only whole. A second run with nothing changed
-bills nothing. Exit status: 0 complete, 3 stopped short (a quota spent; what it
+bills nothing. After a corpus rebuild it asks the free change feed what moved
+and updates a changed subject from class exports when that spends less of the
+quota left than a subject export. Exit status: 0 complete, 3 stopped short (a quota spent; what it
 holds is kept and verified), 1 failure, 2 usage, 130 interrupted (Ctrl-C: the
 step under way is abandoned or ends, DIR is left consistent; run it again).
 
@@ -107,6 +112,10 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	fs.BoolVar(&o.DryRun, "dry-run", false, "say what a run would do with each subject (fetch, repair, unchanged, remove) and what it would bill, asking only the unmetered GET /v1/license: nothing changed, nothing billed")
 	fs.DurationVar(&o.KeepPrevious, "keep-previous", 5*time.Minute, "keep a subject's previous copy this long after its link moves to the new one (or it leaves DIR), for readers that resolved the link before; a later run removes it (0: at once)")
 	fs.BoolVar(&o.Verify, "verify", false, "rehash every file held before taking a subject as unchanged (without it: each file's size and modification time); a damaged subject is exported again, billed, said first")
+	var wo watchOptions
+	watch := fs.Bool("watch", false, "keep DIR current: sync, then poll the unmetered GET /v1/license every -interval and sync when the contentVersion or the grants move (failures back off exponentially, with jitter, up to 15m); Ctrl-C ends it")
+	fs.DurationVar(&wo.Interval, "interval", 60*time.Second, "with -watch: how often to poll the contentVersion")
+	fs.StringVar(&wo.Listen, "listen", "", "with -watch: also take content.changed webhooks on this address (host:port), signed with the endpoint's secret from LECTERN_WEBHOOK_SECRET (Standard Webhooks); a verified one syncs at once")
 	lim, timeout := limitFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: lectern sync [flags] DIR [flags]\n\nMirror every granted subject into DIR (see lectern help).\n\nFlags:\n")
@@ -132,6 +141,9 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 	o.Progress = stderr
 	if o.Quiet {
 		o.Progress = io.Discard
+	}
+	if *watch || wo.Listen != "" || set["interval"] {
+		return runWatch(ctx, cfg, o, wo, *watch, *timeout, getenv, stderr)
 	}
 	sum, err := syncWithin(ctx, *timeout, cfg, o)
 	in := interruptedRun(ctx, err, &sum)
@@ -159,6 +171,42 @@ func runSync(ctx context.Context, args []string, getenv func(string) string, std
 		return 1
 	}
 	return 0
+}
+
+// runWatch is lectern sync -watch.
+func runWatch(ctx context.Context, cfg clientConfig, o syncOptions, wo watchOptions, watch bool, timeout time.Duration, getenv func(string) string, stderr io.Writer) int {
+	usageErr := func(msg string) int {
+		fmt.Fprintln(stderr, "lectern sync:", msg)
+		return 2
+	}
+	switch {
+	case !watch:
+		return usageErr("-interval and -listen go with -watch")
+	case o.DryRun:
+		return usageErr("-dry-run and -watch: a dry run does nothing to watch for")
+	case wo.Interval < time.Second:
+		return usageErr("-interval is under 1s")
+	}
+	if wo.Listen != "" {
+		key, err := parseWebhookSecret(getenv("LECTERN_WEBHOOK_SECRET"))
+		if err != nil {
+			return usageErr("-listen: " + err.Error())
+		}
+		wo.Secret = key
+	}
+	wo.Timeout = timeout
+	err := watchDir(ctx, cfg, o, wo)
+	var in *interrupted
+	switch {
+	case errors.As(err, &in):
+		fmt.Fprintf(stderr, "lectern sync -watch: %s: %s is consistent\n", in, o.Dir)
+		return in.code()
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintln(stderr, "lectern sync -watch:", err)
+		return 2
+	}
+	fmt.Fprintln(stderr, "lectern sync -watch:", err)
+	return 1
 }
 
 // list splits a comma-separated flag value, dropping empty items.
