@@ -2,10 +2,12 @@ package changes
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -172,9 +174,15 @@ func TestSince(t *testing.T) {
 		t.Errorf("a bare version: %+v, %v", got, err)
 	}
 	for name, s := range map[string]string{
-		"another org":     Seal(key, "org-b", "2026-11-01+abc", nil),
-		"another key":     Seal([]byte("another key"), "org-a", "2026-11-01+abc", nil),
-		"grants widened":  Seal(key, "org-a", "2026-11-01+abc", []string{"high"})[:3] + tok[3:len(tok)-1] + "A",
+		"another org":    Seal(key, "org-b", "2026-11-01+abc", nil),
+		"another key":    Seal([]byte("another key"), "org-a", "2026-11-01+abc", nil),
+		"grants widened": Seal(key, "org-a", "2026-11-01+abc", []string{"high", "middle"})[:strings.LastIndex(Seal(key, "org-a", "2026-11-01+abc", []string{"high", "middle"}), ".")] + tok[strings.LastIndex(tok, "."):],
+	} {
+		if _, err := ParseSince(key, "org-a", s); !errors.Is(err, ErrSinceSeal) {
+			t.Errorf("%s: %q: %v, want ErrSinceSeal", name, s, err)
+		}
+	}
+	for name, s := range map[string]string{
 		"not a version":   "2026-13-01+abc",
 		"empty":           "",
 		"prefix only":     "s1.",

@@ -36,9 +36,13 @@ type Since struct {
 	Known   bool
 }
 
-// ErrSince is a since that is neither a contentVersion nor a token of
-// this organisation.
-var ErrSince = errors.New("since is neither a contentVersion nor a token the feed gave this organisation")
+// ErrSince is a since that is neither a contentVersion nor a token.
+var ErrSince = errors.New("since is neither a contentVersion nor a token of the feed")
+
+// ErrSinceSeal is a token of the feed's form whose seal does not open
+// under the key given: sealed under a secret the deployment no longer
+// holds (LECTERN_SECRET was rotated), or for another organisation.
+var ErrSinceSeal = errors.New("since is a token of the feed this deployment no longer holds, or another organisation's")
 
 // Seal is the token of version and grants for the organisation org.
 func Seal(key []byte, org, version string, grants []string) string {
@@ -63,12 +67,12 @@ func ParseSince(key []byte, org, s string) (Since, error) {
 	}
 	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
 	got, err2 := base64.RawURLEncoding.DecodeString(m64)
-	if err1 != nil || err2 != nil || !hmac.Equal(got, mac(key, org, string(payload))) {
+	version, grants, _ := strings.Cut(string(payload), "\x00")
+	if err1 != nil || err2 != nil || len(got) != macSize || !versionRE.MatchString(version) {
 		return Since{}, ErrSince
 	}
-	version, grants, _ := strings.Cut(string(payload), "\x00")
-	if !versionRE.MatchString(version) {
-		return Since{}, ErrSince
+	if !hmac.Equal(got, mac(key, org, string(payload))) {
+		return Since{}, ErrSinceSeal
 	}
 	sn := Since{Version: version, Known: true, Grants: []string{}}
 	if grants != "" {

@@ -48,19 +48,36 @@ type lessonChange struct {
 // cost nothing. A since the feed no longer holds is 410 CHANGES_EXPIRED.
 func (s *Server) changes(w http.ResponseWriter, r *http.Request, req *request) error {
 	o := req.org
-	since, err := changes.ParseSince(s.cfg.ChangesKey, o.ID, req.params.Get("since"))
-	if err != nil && s.cfg.ChangesAccepted != nil {
-		since, err = changes.ParseSince(s.cfg.ChangesAccepted, o.ID, req.params.Get("since"))
+	raw := req.params.Get("since")
+	since, err := changes.ParseSince(s.cfg.ChangesKey, o.ID, raw)
+	if errors.Is(err, changes.ErrSinceSeal) && s.cfg.ChangesAccepted != nil {
+		since, err = changes.ParseSince(s.cfg.ChangesAccepted, o.ID, raw)
 	}
-	if err != nil {
-		return &apierr.Error{Code: apierr.BadRequest, Parameter: "since", Received: req.params.Get("since"),
-			Message: "since must be a contentVersion or the next of an earlier answer of this feed to this organisation."}
+	switch {
+	case errors.Is(err, changes.ErrSinceSeal):
+		// Sealed under a secret no longer held (a rotation), or for
+		// another organisation: either way, start again.
+		return &apierr.Error{Code: apierr.ChangesExpired, Parameter: "since",
+			Message: "since is a token of this feed that this deployment can no longer read (its secret was rotated) " +
+				"or another organisation's: run a full sync, then follow the feed from its next."}
+	case err != nil:
+		return &apierr.Error{Code: apierr.BadRequest, Parameter: "since", Received: raw,
+			Message: "since must be a contentVersion or the next of an earlier answer of this feed."}
 	}
 	p, _, aerr := s.cursorOf(req) // free, as the route
 	if aerr != nil {
 		return aerr
 	}
 	ct := req.corpus
+	if s.lagging(r.Context(), ct) {
+		// This origin has not followed the deployment's corpus yet: what
+		// it serves is behind, and a difference from since (which may be
+		// the newer version, from an origin that did follow) would run
+		// backwards. Nothing changed, as far as this answer can tell; the
+		// caller keeps its since.
+		return s.writeChanges(w, r, changesPage{list: p.list(s, []lessonChange{}, 0, 0), From: since.Version, To: since.Version,
+			Subjects: []subjectChange{}, Next: raw})
+	}
 	from, err := s.partsOf(r.Context(), ct, since.Version)
 	if err != nil {
 		return err
@@ -83,15 +100,49 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request, req *request) e
 				ContentDigest: nullable(sc.ContentDigest), ClassCount: sc.Classes, SubjectFields: sc.OwnChanged})
 		}
 	}
+	return s.writeChanges(w, r, page)
+}
+
+// writeChanges answers page.
+func (s *Server) writeChanges(w http.ResponseWriter, r *http.Request, page changesPage) error {
 	body, err := json.Marshal(page)
 	if err != nil {
 		return err
 	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	h.Set("X-Service-Content-Version", ct.ContentVersion)
+	h.Set("X-Service-Content-Version", page.ContentVersion)
 	writeBody(w, r, http.StatusOK, body)
 	return nil
+}
+
+// recordTTL is how long the deployment's corpus record, read for the
+// feed, is taken as current: origins follow it within seconds.
+const recordTTL = time.Second
+
+// lagging reports whether the deployment's corpus record names another
+// version than ct, the one served here: this origin is about to follow
+// it (or cannot load it). The record is read at most once a recordTTL;
+// an unreadable or missing record is no lag.
+func (s *Server) lagging(ctx context.Context, ct *Content) bool {
+	now := time.Now()
+	s.record.mu.Lock()
+	defer s.record.mu.Unlock()
+	if now.Sub(s.record.at) > recordTTL {
+		s.record.version = ""
+		if rec, err := s.cfg.Store.Corpus(ctx); err == nil {
+			s.record.version = rec.ContentVersion
+		}
+		s.record.at = now
+	}
+	return s.record.version != "" && s.record.version != ct.ContentVersion
+}
+
+// recordCache is the deployment's corpus version as last read (lagging).
+type recordCache struct {
+	mu      sync.Mutex
+	version string
+	at      time.Time
 }
 
 func nullable(s string) *string {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/changes"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/shared/scope"
@@ -102,7 +103,6 @@ func (h *harness) changesFrom(tok, since string, limit int) changesAnswer {
 	}
 }
 
-
 // Issue #37, point 1: the feed answers the granted lessons changed between
 // two versions, by lessonId with the subject's new digest, free; a grant's
 // change through its next token as additions and removals, paginated; a
@@ -181,7 +181,39 @@ func TestChangeFeed(t *testing.T) {
 	before = h.usage("org")
 	h.fails("/v1/changes?since=2020-01-01%2Bdead", tok, 410, "CHANGES_EXPIRED")
 	h.fails("/v1/changes?since=yesterday", tok, 400, "BAD_REQUEST")
-	h.fails("/v1/changes?since="+url.QueryEscape(a.Next), otherTok, 400, "BAD_REQUEST") // another organisation's token
+	h.fails("/v1/changes?since="+url.QueryEscape(a.Next), otherTok, 410, "CHANGES_EXPIRED") // another organisation's token
+	rotated := changes.Seal([]byte("a secret this deployment no longer holds"), "org", v2.ContentVersion, []string{"high"})
+	h.fails("/v1/changes?since="+url.QueryEscape(rotated), tok, 410, "CHANGES_EXPIRED")
 	h.fails("/v1/changes", tok, 400, "BAD_REQUEST")
 	h.billed("org", before, 0, 0)
+}
+
+// An origin that has not followed the deployment's corpus record yet
+// answers nothing changed and gives the caller's since back: a since from
+// an origin that did follow (newer than what this one serves) is never
+// answered backwards.
+func TestChangeFeedOnALaggingOrigin(t *testing.T) {
+	v1 := smallContent(t, "")
+	h := newHarnessWith(t, v1)
+	h.pin(v1)
+	h.createOrg("org", []string{"high"}, nil)
+	tok := h.token("org", scope.ContentRead)
+	v2 := editedContent(t, "high/algebra", 3)
+	h.pin(v2)
+	ctx := context.Background()
+	// The deployment moved to v2; this origin still serves v1.
+	if err := h.store.RecordCorpus(ctx, store.CorpusRecord{Dir: "/elsewhere", ContentVersion: v2.ContentVersion, LoadedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	since := changes.Seal(h.srv.cfg.ChangesKey, "org", v2.ContentVersion, []string{"high"}) // a next from an origin on v2
+	a := h.changesFrom(tok, since, 500)
+	if len(a.Items) != 0 || len(a.Subjects) != 0 || a.Next != since || a.To != v2.ContentVersion {
+		t.Fatalf("on a lagging origin: %+v, want nothing changed and the since back", a)
+	}
+	// Once it follows, the feed answers again.
+	h.content.Store(v2)
+	time.Sleep(recordTTL)
+	if b := h.changesFrom(tok, v1.ContentVersion, 500); len(b.Items) != 1 {
+		t.Fatalf("after following: %d lessons, want 1", len(b.Items))
+	}
 }

@@ -118,10 +118,11 @@ type Server struct {
 	edge      edgesig.Receiver // the edge's signatures, each accepted once
 	biller    billing.Biller
 	endpoints map[route.ID]endpoint
-	exports   exporters  // the bundle builder of the corpus served (exports.go)
-	downloads downloads  // the downloads in progress per organisation (downloads.go)
-	counters  counters   // the last meter counts seen per organisation (exports.go)
-	parts     partsCache // earlier versions' parts, for the change feed (changes.go)
+	exports   exporters   // the bundle builder of the corpus served (exports.go)
+	downloads downloads   // the downloads in progress per organisation (downloads.go)
+	counters  counters    // the last meter counts seen per organisation (exports.go)
+	parts     partsCache  // earlier versions' parts, for the change feed (changes.go)
+	record    recordCache // the deployment's corpus version, for the change feed (changes.go)
 	// tmpBundles is the bundle store, Config.Bundles or one made on first
 	// use (exports.go, bundleStore).
 	tmpBundles struct {

@@ -150,6 +150,13 @@ type CorpusRecord struct {
 	Dir            string
 	ContentVersion string
 	LoadedAt       time.Time
+	// Announced is the version last announced to the organisations
+	// (content.changed) and AnnouncedFor the LoadedAt of the record it
+	// was announced for: a record whose LoadedAt is not AnnouncedFor is
+	// not announced yet. Read by Corpus; RecordCorpus and
+	// RecordFirstCorpus leave them, MarkCorpusAnnounced sets them.
+	Announced    string
+	AnnouncedFor time.Time
 }
 
 // Store is the persistence contract.
@@ -239,6 +246,10 @@ type Store interface {
 	// CorpusVersionParts reads the parts of version; ErrNotFound when the
 	// version was never pinned or its parts were dropped.
 	CorpusVersionParts(ctx context.Context, version string) ([]byte, error)
+	// MarkCorpusAnnounced records that the corpus record of loadedAt, of
+	// contentVersion version, is announced; nothing when the record has
+	// moved on (another LoadedAt).
+	MarkCorpusAnnounced(ctx context.Context, loadedAt time.Time, version string) error
 
 	Close() error
 }

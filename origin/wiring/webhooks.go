@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -9,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/changes"
+	"github.com/lectern-api/lectern/origin/corpus/follow"
 	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/origin/server"
 	"github.com/lectern-api/lectern/origin/webhook"
 	"github.com/lectern-api/lectern/shared/subkey"
 )
@@ -49,7 +50,7 @@ func (o *Origin) openWebhooks(d Deployment, set WebhookSettings) error {
 	w.Register(o.metrics.Registry())
 	o.webhooks = w
 	if o.corpus != nil {
-		o.corpus.OnSwap(o.contentChanged)
+		o.corpus.OnChange(o.contentChanged)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -153,29 +154,31 @@ func (m *MeterEvents) threshold(ctx context.Context, op meter.Op, org string, mt
 }
 
 // contentChanged sends content.changed to every organisation whose
-// granted subjects differ between from and to (origin/changes.Diff, with
-// its grants as they are now), with each subject's lessons added,
-// changed and removed: follow.Corpus.OnSwap's function. Every origin
-// that swaps to the version sends it, keyed by the version reached, so
-// that an organisation is sent one event per version whatever origins
-// saw the swap (webhook.Outbox.EmitOnce), and its from is the first
-// sender's. An organisation that has no endpoint for it costs one read.
-func (o *Origin) contentChanged(ctx context.Context, from, to *server.Content) {
+// granted subjects differ between the two versions of ch
+// (origin/changes.Diff, with its grants as they are now), with each
+// subject's lessons added, changed and removed: follow.Corpus.OnChange's
+// function. Every origin may tell a change (a change is told until one
+// marks it announced), so each event is keyed by the change
+// (webhook.Outbox.EmitOnce): an organisation is sent one per change. An
+// organisation that has no endpoint for it costs one read. An error
+// leaves the change to be told again.
+func (o *Origin) contentChanged(ctx context.Context, ch follow.Change) error {
 	ids, err := o.store.OrgIDs(ctx)
 	if err != nil {
-		o.log.Error("webhook: content.changed not sent: list the organisations", "to", to.ContentVersion, "err", err)
-		return
+		return fmt.Errorf("content.changed: list the organisations: %w", err)
 	}
+	to := ch.To
+	var errs []error
 	for _, id := range ids {
 		org, err := o.store.GetOrg(ctx, id)
 		if err != nil {
 			continue // deleted since the list
 		}
-		subjects, lessons := changes.Diff(from.Parts, to.Parts, org.Grants, org.Grants)
+		subjects, lessons := changes.Diff(ch.FromParts, to.Parts, org.Grants, org.Grants)
 		if len(subjects) == 0 {
 			continue
 		}
-		data := webhook.ContentChange{OrgID: id, FromVersion: from.ContentVersion, ToVersion: to.ContentVersion}
+		data := webhook.ContentChange{OrgID: id, FromVersion: ch.From, ToVersion: to.ContentVersion}
 		at := map[string]int{}
 		for _, s := range subjects {
 			at[s.Subject] = len(data.Subjects)
@@ -192,8 +195,9 @@ func (o *Origin) contentChanged(ctx context.Context, from, to *server.Content) {
 				sc.LessonsRemoved++
 			}
 		}
-		if _, err := o.webhooks.EmitOnce(ctx, "content.changed/"+to.ContentVersion, id, webhook.ContentChanged, data); err != nil {
-			o.log.Error("webhook: content.changed not sent", "org", id, "to", to.ContentVersion, "err", err)
+		if _, err := o.webhooks.EmitOnce(ctx, "content.changed/"+ch.Key, id, webhook.ContentChanged, data); err != nil {
+			errs = append(errs, fmt.Errorf("content.changed to %s: %w", id, err))
 		}
 	}
+	return errors.Join(errs...)
 }

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lectern-api/lectern/origin/changes"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/lease"
@@ -90,30 +91,75 @@ type Corpus struct {
 
 	stop func() // stops the loop Start began; nil before
 
-	// onSwap is told of each swap (OnSwap); nil: nothing.
-	onSwap func(ctx context.Context, from, to *server.Content)
+	// onChange is told of each change of the deployment's corpus not
+	// announced yet (OnChange); nil: nothing is announced.
+	onChange func(ctx context.Context, ch Change) error
 }
 
-// swapTimeout bounds what OnSwap's function may take after a swap.
-const swapTimeout = time.Minute
+// Change is a change of the deployment's corpus to announce: from the
+// version last announced to the one recorded, which this origin serves.
+type Change struct {
+	From      string           // the version announced before
+	FromParts *changes.Version // its parts (the database's record of them)
+	To        *server.Content  // the corpus recorded, served here
+	// Key names this change, the same on every origin: the two versions
+	// and the record's time, so that going back to an earlier version is
+	// a change of its own.
+	Key string
+}
 
-// OnSwap sets fn, told of each swap from then on, a reload's or the
-// record's: the corpus served before and the one served now, in a
-// goroutine of its own (the reload's answer does not wait for it), with a
-// context that ends after swapTimeout. The webhooks' content.changed is
+// announceTimeout bounds an announcement.
+const announceTimeout = time.Minute
+
+// OnChange sets fn, told of each change of the deployment's corpus that
+// is not announced yet, by whatever origin (or release) recorded it: once
+// this origin serves the recorded version, after its swap and at each
+// read of the record (Config.Every), until fn returns nil and the record
+// is marked announced in the database (store.MarkCorpusAnnounced). A
+// change is so announced at least once, whatever origin is killed when;
+// several origins may tell it at once, so fn must be idempotent by
+// Change.Key (webhook.Outbox.EmitOnce). The webhooks' content.changed is
 // sent from it (origin/wiring). Call it before Start.
-func (c *Corpus) OnSwap(fn func(ctx context.Context, from, to *server.Content)) { c.onSwap = fn }
+func (c *Corpus) OnChange(fn func(ctx context.Context, ch Change) error) { c.onChange = fn }
 
-// told runs onSwap for a swap from from to to.
-func (c *Corpus) told(from, to *server.Content) {
-	if c.onSwap == nil || from == nil || from.ContentVersion == to.ContentVersion {
+// announce tells onChange of rec's change when it is not announced yet
+// and this origin serves it, then marks it announced. The first record
+// of a database (nothing announced before) and a record of the version
+// announced are marked without a word.
+func (c *Corpus) announce(ctx context.Context, rec *store.CorpusRecord) {
+	if c.onChange == nil || rec == nil || rec.AnnouncedFor.Equal(rec.LoadedAt) {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), swapTimeout)
-		defer cancel()
-		c.onSwap(ctx, from, to)
-	}()
+	ct := c.Content()
+	if ct.ContentVersion != rec.ContentVersion {
+		return // not served here yet
+	}
+	ctx, cancel := context.WithTimeout(ctx, announceTimeout)
+	defer cancel()
+	if rec.Announced != "" && rec.Announced != rec.ContentVersion {
+		ch := Change{From: rec.Announced, To: ct,
+			Key: rec.Announced + ".." + rec.ContentVersion + "@" + rec.LoadedAt.UTC().Format(time.RFC3339Nano)}
+		raw, err := c.cfg.Store.CorpusVersionParts(ctx, rec.Announced)
+		if err == nil {
+			ch.FromParts, err = changes.Decode(raw)
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			c.cfg.Log.Warn("origin: a corpus change is not announced: the previous version is past the change feed's history",
+				"from", rec.Announced, "to", rec.ContentVersion)
+		case err != nil:
+			c.cfg.Log.Error("origin: a corpus change is not announced yet; retried", "to", rec.ContentVersion, "err", err)
+			return
+		default:
+			if err := c.onChange(ctx, ch); err != nil {
+				c.cfg.Log.Error("origin: a corpus change is not announced yet; retried", "to", rec.ContentVersion, "err", err)
+				return
+			}
+		}
+	}
+	if err := c.cfg.Store.MarkCorpusAnnounced(ctx, rec.LoadedAt, rec.ContentVersion); err != nil {
+		c.cfg.Log.Error("origin: a corpus change was announced but not marked; it is told again", "err", err)
+	}
 }
 
 // failure is a record this origin failed to load, and when.
@@ -268,9 +314,9 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 			") but could not be recorded in the database, so nothing changed; the cause is in the origin's log. Retry.")
 	}
 	c.failed = failure{}
-	was := c.content.Swap(ct)
+	c.content.Store(ct)
 	c.swapped()
-	c.told(was, ct)
+	go c.announce(context.WithoutCancel(ctx), c.record(context.WithoutCancel(ctx)))
 	if err := c.revokeAll(ctx); err != nil {
 		return "", apierr.New(apierr.Internal, "The corpus in "+dir+" (contentVersion "+rec.ContentVersion+
 			") is served and recorded, but the edge's leases on the previous one could not be revoked; they end within "+
@@ -367,6 +413,7 @@ func (c *Corpus) Start(leases *lease.Manager) {
 // serving its corpus.
 func (c *Corpus) Sync(ctx context.Context) {
 	if rec := c.record(ctx); rec == nil || rec.ContentVersion == c.Content().ContentVersion {
+		c.announce(ctx, rec)
 		return
 	}
 	if !c.reloading.TryLock() {
@@ -395,9 +442,9 @@ func (c *Corpus) Sync(ctx context.Context) {
 		return
 	}
 	c.failed = failure{}
-	was := c.content.Swap(ct)
+	c.content.Store(ct)
 	c.swapped()
-	c.told(was, ct)
+	c.announce(ctx, rec)
 	c.revokeAll(ctx)
 	c.cfg.Log.Info("origin: now serving the deployment's corpus", "dir", rec.Dir, "contentVersion", rec.ContentVersion,
 		"was", serving, "recordedAt", rec.LoadedAt)

@@ -11,10 +11,15 @@ import (
 // Corpus implements store.Store.
 func (s *Store) Corpus(ctx context.Context) (*store.CorpusRecord, error) {
 	var c store.CorpusRecord
-	err := s.pool.QueryRow(ctx, `SELECT dir, content_version, loaded_at FROM corpus WHERE id = 1`).
-		Scan(&c.Dir, &c.ContentVersion, &c.LoadedAt)
+	var announced *string
+	var announcedFor *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT dir, content_version, loaded_at, announced_version, announced_for FROM corpus WHERE id = 1`).
+		Scan(&c.Dir, &c.ContentVersion, &c.LoadedAt, &announced, &announcedFor)
 	if err != nil {
 		return nil, fmt.Errorf("read the corpus record: %w", mapErr(err))
+	}
+	if announced != nil && announcedFor != nil {
+		c.Announced, c.AnnouncedFor = *announced, *announcedFor
 	}
 	return &c, nil
 }
@@ -77,4 +82,13 @@ func (s *Store) CorpusVersionParts(ctx context.Context, version string) ([]byte,
 		return nil, fmt.Errorf("read contentVersion %s's parts: %w", version, mapErr(err))
 	}
 	return parts, nil
+}
+
+// MarkCorpusAnnounced implements store.Store.
+func (s *Store) MarkCorpusAnnounced(ctx context.Context, loadedAt time.Time, version string) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE corpus SET announced_version = $1, announced_for = loaded_at
+		WHERE id = 1 AND loaded_at = $2`, version, loadedAt); err != nil {
+		return fmt.Errorf("mark the corpus record announced: %w", err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -11,10 +12,18 @@ import (
 // Corpus implements store.Store.
 func (s *Store) Corpus(ctx context.Context) (*store.CorpusRecord, error) {
 	var c store.CorpusRecord
-	err := s.rdb.QueryRowContext(ctx, `SELECT dir, content_version, loaded_at FROM corpus WHERE id = 1`).
-		Scan(&c.Dir, &c.ContentVersion, (*stamp)(&c.LoadedAt))
+	var announced, announcedFor sql.NullString
+	err := s.rdb.QueryRowContext(ctx, `SELECT dir, content_version, loaded_at, announced_version, announced_for FROM corpus WHERE id = 1`).
+		Scan(&c.Dir, &c.ContentVersion, (*stamp)(&c.LoadedAt), &announced, &announcedFor)
 	if err != nil {
 		return nil, fmt.Errorf("read the corpus record: %w", mapErr(err))
+	}
+	if announced.Valid && announcedFor.Valid {
+		at, err := time.Parse(timeLayout, announcedFor.String)
+		if err != nil {
+			return nil, fmt.Errorf("read the corpus record: announced_for: %w", err)
+		}
+		c.Announced, c.AnnouncedFor = announced.String, at
 	}
 	return &c, nil
 }
@@ -77,4 +86,13 @@ func (s *Store) CorpusVersionParts(ctx context.Context, version string) ([]byte,
 		return nil, fmt.Errorf("read contentVersion %s's parts: %w", version, mapErr(err))
 	}
 	return parts, nil
+}
+
+// MarkCorpusAnnounced implements store.Store.
+func (s *Store) MarkCorpusAnnounced(ctx context.Context, loadedAt time.Time, version string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE corpus SET announced_version = ?, announced_for = loaded_at
+		WHERE id = 1 AND loaded_at = ?`, version, stamp(loadedAt)); err != nil {
+		return fmt.Errorf("mark the corpus record announced: %w", err)
+	}
+	return nil
 }

@@ -87,6 +87,7 @@ func Run(t *testing.T, kind Kind, newDB func(t *testing.T) Opener) {
 		{"CorpusRecord", testCorpusRecord},
 		{"CorpusVersionPin", testCorpusVersionPin},
 		{"CorpusVersionHistory", testCorpusVersionHistory},
+		{"CorpusAnnounced", testCorpusAnnounced},
 	}
 	if kind == Shared {
 		tests = append(tests, struct {
@@ -1233,5 +1234,54 @@ func testCorpusVersionHistory(t *testing.T, open Opener) {
 	// Pinned again with its digest: the parts come back.
 	if _, err := s.PinCorpusVersion(ctx, version(0), "digest-0", []byte{0}, t0); err != nil || !has(0) {
 		t.Errorf("version 0 pinned again: %v, parts %v", err, has(0))
+	}
+}
+
+// testCorpusAnnounced: a record is not announced until marked for its
+// LoadedAt; a new record keeps the last announcement, which is then not
+// its own; a mark for a record that moved on changes nothing.
+func testCorpusAnnounced(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s := openStore(t, open)
+	first := store.CorpusRecord{Dir: "/srv/c1", ContentVersion: "2026-05-01+aa", LoadedAt: t0}
+	if err := s.RecordFirstCorpus(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	read := func() *store.CorpusRecord {
+		t.Helper()
+		c, err := s.Corpus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := read(); c.Announced != "" || !c.AnnouncedFor.IsZero() {
+		t.Fatalf("a new record reads announced: %+v", c)
+	}
+	if err := s.MarkCorpusAnnounced(ctx, t0, first.ContentVersion); err != nil {
+		t.Fatal(err)
+	}
+	if c := read(); c.Announced != first.ContentVersion || !c.AnnouncedFor.Equal(c.LoadedAt) {
+		t.Fatalf("after the mark: %+v", c)
+	}
+	next := store.CorpusRecord{Dir: "/srv/c2", ContentVersion: "2026-05-02+bb", LoadedAt: t0.Add(time.Minute)}
+	if err := s.RecordCorpus(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	c := read()
+	if c.Announced != first.ContentVersion || c.AnnouncedFor.Equal(c.LoadedAt) {
+		t.Fatalf("a new record: %+v, want the last announcement kept and not its own", c)
+	}
+	if err := s.MarkCorpusAnnounced(ctx, t0, "2026-05-09+ff"); err != nil { // the record moved on
+		t.Fatal(err)
+	}
+	if c := read(); c.Announced != first.ContentVersion {
+		t.Fatalf("a mark for a record that moved on changed it: %+v", c)
+	}
+	if err := s.MarkCorpusAnnounced(ctx, c.LoadedAt, next.ContentVersion); err != nil {
+		t.Fatal(err)
+	}
+	if c := read(); c.Announced != next.ContentVersion || !c.AnnouncedFor.Equal(c.LoadedAt) {
+		t.Fatalf("after the second mark: %+v", c)
 	}
 }

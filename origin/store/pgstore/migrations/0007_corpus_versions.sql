@@ -16,3 +16,10 @@ CREATE TABLE corpus_versions (
 	pinned_at       timestamptz NOT NULL,
 	parts           bytea
 );
+
+-- The corpus record's announcement (origin/corpus/follow, content.changed):
+-- the version last announced and the record's loaded_at it was announced
+-- for. A record whose loaded_at is not announced_for is a change not yet
+-- announced, whatever origin (or release) recorded it.
+ALTER TABLE corpus ADD COLUMN announced_version text;
+ALTER TABLE corpus ADD COLUMN announced_for timestamptz;
