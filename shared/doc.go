@@ -92,6 +92,7 @@
 //	origin/store/pgstore          store.Store and progress.Store over PostgreSQL
 //	origin/store/sqlitestore      store.Store and progress.Store over SQLite
 //	origin/store/storetest        the conformance suite for store.Store
+//	origin/webhook               the webhooks: endpoints, the durable outbox, signed delivery with retries, the dial-time address check
 //	origin/wiring                 the whole origin assembled from options, for cmd/origin and tools/bench
 //	worker/cmd/edge               the edge command: the module under wazero, behind the shared listeners and telemetry
 //	worker/pipeline               the edge's request pipeline, sans I/O
