@@ -86,8 +86,9 @@ func TestGate(t *testing.T) {
 	// unsigned request does not.
 	u, _ := url.Parse(s.OriginURL)
 	sig := edgesig.NewSigner(testEdgeKeys, 1).Sign(&edgesig.Message{Purpose: edgesig.Forward, Method: "GET", Host: u.Host,
-		Target: "/v1/tiers", Auth: "Bearer " + tok, RequestID: "edge-req-0007"}, s.Clock().Now().UnixMilli())
-	fwd := s.get("GET", "/v1/tiers", tok, "X-Request-Id", "edge-req-0007", edgesig.Header, sig)
+		Target: "/v1/tiers", Auth: "Bearer " + tok, RequestID: "edge-req-0007",
+		Fields: []edgesig.Field{{Name: "accept-encoding", Value: "identity"}}}, s.Clock().Now().UnixMilli())
+	fwd := s.get("GET", "/v1/tiers", tok, "X-Request-Id", "edge-req-0007", "Accept-Encoding", "identity", edgesig.Header, sig)
 	if fwd.header.Get("X-Lectern-Org") != "acme" || len(fwd.header.Get("X-Lectern-Grants")) != 16 {
 		t.Errorf("forward answer lacks the edge headers: %v", fwd.header)
 	}
