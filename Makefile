@@ -121,9 +121,14 @@ check: test ## test, build the edge module with both toolchains (standard Go, Ti
 	@rm -f build/check-go.wasm build/check-tinygo.wasm
 	$(GO) mod tidy -diff
 
-bench: ## benchmarks as ratios measured in one run: content API, edge, worker CPU, module (tools/bench, flags in BENCHFLAGS), then durable meter increments
-	$(GO) run ./tools/bench $(BENCHFLAGS)
-	$(GO) run ./tools/meterbench
+# BENCH_PG names a PostgreSQL database (postgres://…): the rows that touch
+# storage run on SQLite, then on a new schema of it, dropped at the end.
+# Without it they run on SQLite alone (tools/bench says so in its header).
+BENCH_PG ?=
+bench_comma := ,
+
+bench: ## benchmarks as ratios measured in one run: content API, edge, leases, tokens, worker CPU, module, memory, meter group commit, the scale curve (tools/bench; flags in BENCHFLAGS, PostgreSQL beside SQLite with BENCH_PG=postgres://…)
+	$(GO) run ./tools/bench $(if $(BENCH_PG),-db 'sqlite$(bench_comma)$(BENCH_PG)') $(BENCHFLAGS)
 
 corpus: ## generate the full deterministic corpus into $(CORPUS)
 	$(GO) run ./tools/corpusgen -out $(CORPUS)

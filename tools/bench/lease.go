@@ -58,7 +58,7 @@ var leasedEdges = struct {
 	err  error
 }{}
 
-const leasedEdgePool = 8
+const leasedEdgePool = 24 // two backends' passes (main.go)
 
 // edgeURLs are the base URLs of the leased edges' listeners, for the
 // origins' LECTERN_EDGE_URLS.

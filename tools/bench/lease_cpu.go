@@ -293,20 +293,24 @@ func roundTrip(hc *http.Client, req *http.Request) (int, error) {
 }
 
 // buildOrigin builds the origin binary as shipped into dir, once per run
-// ((o) builds the same one).
+// and directory ((o), (k2), (c) and the scale rows run the same one).
 func buildOrigin(ctx context.Context, root, dir string, progress func(string, ...any)) (string, error) {
-	bin := filepath.Join(dir, "origin")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
+	if originBin != "" {
+		return originBin, nil
 	}
-	progress("(c) building the origin binary")
+	bin := filepath.Join(dir, "origin")
+	progress("building the origin binary")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./origin/cmd/origin")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("(c) go build ./origin/cmd/origin: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ./origin/cmd/origin: %v\n%s", err, out)
 	}
+	originBin = bin
 	return bin, nil
 }
+
+// originBin is the origin binary buildOrigin built, once it has.
+var originBin string
 
 // tokens registers a client of the child's demo organisation through its
 // admin API and takes n content.read tokens from its identity provider.

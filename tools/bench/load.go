@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +29,9 @@ type target struct {
 	bodyOf func(client int) string
 	want   int
 	also   []int // statuses accepted besides want, counted in result.also
+	// next, when set, is the URL of each request instead of url (called
+	// by every client's goroutine: one client's, for the scale rows).
+	next func() string
 	// prime, when set, runs once per client before the warm-up (the edge
 	// needs one forwarded response per instance before it can gate 304s).
 	prime func(ctx context.Context, client int) error
@@ -97,12 +102,24 @@ func (t *target) measure(ctx context.Context, clients int, dur time.Duration, ke
 				if !t0.Before(deadline) || ctx.Err() != nil {
 					break
 				}
+				if t.next != nil {
+					u, err := url.Parse(t.next())
+					if err != nil {
+						fail(err)
+						return
+					}
+					req.URL, req.Host = u, u.Host
+				}
 				if t.method != "" {
 					b := t.body
 					if t.bodyOf != nil {
 						b = t.bodyOf(c)
 					}
 					req.Body, req.ContentLength = io.NopCloser(strings.NewReader(b)), int64(len(b))
+				}
+				var region *trace.Region // each request, in a -trace
+				if trace.IsEnabled() {
+					region = trace.StartRegion(ctx, "request")
 				}
 				resp, err := hc.Do(req)
 				if err != nil {
@@ -112,6 +129,9 @@ func (t *target) measure(ctx context.Context, clients int, dur time.Duration, ke
 				nb, err := io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				d := time.Since(t0)
+				if region != nil {
+					region.End()
+				}
 				if err != nil {
 					fail(err)
 					return

@@ -6,10 +6,18 @@
 // It generates the full deterministic corpus (origin/corpus/gen, seed 1)
 // into a temporary directory, opens the whole origin in process as
 // origin/cmd/origin does (origin/wiring: public API with its access log,
-// metrics and health, identity provider, SQLite store and meters in a
-// temporary database, a bundle store beside it; no admin API), creates an
+// metrics and health, identity provider, store and meters in a new
+// database, a bundle store beside it; no admin API), creates an
 // organisation granted every tier with no caps, and takes tokens from the
 // identity provider. Every request crosses a real loopback listener.
+//
+// -db says where the rows that touch storage run (backend.go): SQLite in
+// the temporary directory (the default), PostgreSQL in a new schema of
+// the database a postgres:// URL names (dropped at the end), or both,
+// "sqlite,postgres://…", one pass after the other, each with its own (a)
+// measured in its own rounds; every row names its backend (column db, and
+// "backend" in the recorded JSON), "-" when it touches none. Without a
+// postgres:// URL the header says that PostgreSQL was skipped.
 //
 // Sections (-only selects some, comma-separated):
 //
@@ -65,11 +73,22 @@
 //	         as shipped run as a child process, its VmRSS settled after
 //	         the start, at its peak under lesson reads and during a corpus
 //	         reload, and settled after the reload (memory.go)
+//	meters   (p) durable meter increments per second, group commit against
+//	         one transaction per op, 1 and 64 clients (meters.go; goal ≥ 10×
+//	         at 64 clients)
+//	scale    (s) the origin as shipped on corpora -scales times the deployed
+//	         one (1, 4, 10): RSS settled and peak, ready time, reload time,
+//	         lesson read p50, search p99 with 1 and -clients clients, the
+//	         largest subject's export (scale.go), on the first -db backend
+//
+// The machine's load averages at the start and the end are printed above
+// the table and recorded. -trace FILE writes a runtime/trace of (d)'s
+// one-client search run, each request a "request" region.
 //
 // The throughput runs are interleaved (every scenario once per round) so
 // that drift on a shared machine hits them alike.
 //
-//	go run ./tools/bench [-time 3s] [-runs 3] [-clients 16] [-only content,progress,exports,edge,leases,tokens,worker,module,memory] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE]
+//	go run ./tools/bench [-db sqlite|postgres://…|sqlite,postgres://…] [-time 3s] [-runs 3] [-clients 16] [-only content,progress,exports,edge,leases,tokens,worker,module,memory,meters,scale] [-scales 1,4,10] [-memlimit=false] [-cpuprofile FILE] [-memprofile FILE] [-trace FILE]
 package main
 
 import (
@@ -87,6 +106,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -117,11 +137,14 @@ type options struct {
 	profile  string
 	memprof  string
 	variants string
-	record   bool // write the results under var/bench/ and compare with the previous file
-	memLimit bool // set the memory limit in process as the origin does
+	record   bool      // write the results under var/bench/ and compare with the previous file
+	memLimit bool      // set the memory limit in process as the origin does
+	backends []backend // -db, in turn (backend.go)
+	scales   []int     // -scales: the scale section's corpus sizes, × the deployed one
+	trace    string    // -trace: a runtime/trace of (d)'s one-client search latency run
 }
 
-var allSections = []string{"content", "progress", "exports", "edge", "leases", "tokens", "worker", "module", "memory"}
+var allSections = []string{"content", "progress", "exports", "edge", "leases", "tokens", "worker", "module", "memory", "meters", "scale"}
 
 func parseFlags(args []string) (options, error) {
 	var o options
@@ -137,8 +160,22 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.variants, "variants", "", "measure TinyGo builds with these build tags against the deployed one (variants.go): variants separated by commas, the tags of one by +")
 	fs.BoolVar(&o.record, "record", true, "write the results as JSON under "+benchDir+"/ and print each row's change against the previous file there")
 	fs.BoolVar(&o.memLimit, "memlimit", true, "set the memory limit of the in-process origin as origin/cmd/origin does (unless GOMEMLIMIT is set)")
+	db := fs.String("db", "sqlite", "the storage of the rows that touch it: sqlite, a postgres:// URL (a new schema of that database, dropped at the end), or both separated by a comma, run in turn")
+	scales := fs.String("scales", "1,4,10", "the scale section's corpora, in multiples of the deployed one (corpusgen -scale)")
+	fs.StringVar(&o.trace, "trace", "", "write a runtime/trace of (d)'s one-client search latency run to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	var err error
+	if o.backends, err = parseBackends(*db); err != nil {
+		return o, err
+	}
+	for _, f := range strings.Split(*scales, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 || k > gen.MaxScale {
+			return o, fmt.Errorf("-scales: %q is not a scale from 1 to %d", f, gen.MaxScale)
+		}
+		o.scales = append(o.scales, k)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -160,6 +197,7 @@ func parseFlags(args []string) (options, error) {
 // row is one line of the table.
 type row struct {
 	id, what, result, ratio, goal, verdict, detail string
+	backend                                        string // the storage it ran on: sqlite, postgres, or "-" for none (backend.go)
 }
 
 func verdict(pass bool) string {
@@ -214,57 +252,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rec := newRecord(ctx, root, args, began)
 
 	var (
-		rows    []row
-		memRows []row // (o), measured first, listed last
-		st      *stack
-		tokens  []string
-		builds  []build
-		c       *corpus.Corpus
-		lesson  *corpus.Lesson
-		tgNote  string
-		exports = o.sections["content"] || o.sections["exports"]
-		needStk = exports || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] || o.sections["worker"]
+		rows   []row
+		builds []build
+		tgNote string
+		c      *corpus.Corpus // the corpus served, for the header
 	)
 	cdir := o.corpus
-	if (needStk || o.sections["memory"]) && cdir == "" {
+	if (o.needsStack() || o.sections["memory"]) && cdir == "" {
 		cdir = filepath.Join(dir, "corpus")
 		progress("generating the full corpus into %s", cdir)
 		if _, err := gen.Write(cdir, gen.Options{Seed: 1}); err != nil {
 			return fmt.Errorf("generate corpus: %w", err)
 		}
-	}
-	if o.sections["memory"] {
-		// First, while the bench's process is still small and the
-		// machine quiet. The bench's own load of the corpus is garbage
-		// once the rows are measured.
-		mc, err := corpus.Load(cdir)
-		if err != nil {
-			return fmt.Errorf("load corpus: %w", err)
-		}
-		if memRows, err = memory(ctx, o, root, dir, mc, progress); err != nil {
-			return err
-		}
-		if !needStk {
-			c = mc // for the header: no origin in process loads it
-		}
-	}
-	if needStk {
-		progress("starting the origin stack on the corpus in %s", cdir)
-		memLimit := o.memLimit && os.Getenv("GOMEMLIMIT") == ""
-		if st, err = startStack(ctx, dir, cdir, log, memLimit); err != nil {
-			return err
-		}
-		defer st.Close()
-		// The origin's corpus, the one load of it: settled again as the
-		// origin does once its corpus is served (origin/wiring,
-		// memory.go): here the limit also covers the bench's clients.
-		c = st.Content.Corpus
-		progress("corpus %s: %d subjects, %d classes, %d media", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
-		wiring.SettleMemory(memLimit)
-		if tokens, err = st.tokens(ctx, o.clients); err != nil {
-			return err
-		}
-		lesson = c.Lessons[len(c.Lessons)/2]
 	}
 	if o.sections["edge"] || o.sections["leases"] || o.sections["worker"] || o.sections["module"] {
 		if o.variants != "" {
@@ -278,64 +277,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-
-	fmt.Fprintf(stdout, "Lectern bench — %s/%s, GOMAXPROCS=%d, %s\n", runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version())
-	if c != nil {
-		where := "origin in process on loopback"
-		if !needStk {
-			where = "origin as a child process (o)"
-		}
-		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media), %s, SQLite meters (group commit)\n",
-			c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media, where)
-	}
-	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] {
-		fmt.Fprintf(stdout, "throughput: %d keep-alive clients, median of %d interleaved runs of %v; ratios are to (a) of the same run\n",
-			o.clients, o.runs, o.time)
-	}
-
-	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] {
-		r, err := throughput(ctx, o, st, tokens, lesson, builds, log, progress)
+	// Every section that touches storage, once per backend, in turn.
+	for i, b := range o.backends {
+		p := &pass{o: o, b: b, first: i == 0, root: root, dir: filepath.Join(dir, b.name), cdir: cdir,
+			builds: builds, log: log, progress: progress}
+		r, pc, err := p.run(ctx)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", b.label(), err)
 		}
-		rows = append(rows, r...)
-		if o.variants != "" && o.sections["edge"] {
-			rows = append(rows, variantRatios(r, builds)...)
+		if pc != nil {
+			c = pc
+		}
+		for _, w := range r {
+			if w.backend == "" {
+				w.backend = b.name
+				if noStorage[w.id] || w.id == "" {
+					w.backend = "-"
+				}
+			}
+			rows = append(rows, w)
 		}
 	}
-	if o.sections["leases"] {
-		r, err := leaseRows(ctx, o, st, tokens, "/v1/lessons/"+lesson.ID, builds, root, dir, c.Dir, log, progress)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, r...)
-	}
-	if exports {
-		r, err := zipExport(ctx, o, st, progress)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, r...)
-		if r, err = bundleDownloads(ctx, o, root, dir, c, "/v1/lessons/"+lesson.ID, progress); err != nil {
-			return err
-		}
-		rows = append(rows, r...)
-		if r, err = refusedExports(ctx, o, st, progress); err != nil {
-			return err
-		}
-		rows = append(rows, r...)
-	}
-	if o.sections["worker"] {
-		measure := workerCPU
-		if o.variants != "" {
-			measure = workerRounds
-		}
-		r, err := measure(ctx, o, st, tokens, lesson, builds, progress)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, r...)
-	}
+	rows = append(rows, acrossBackends(rows)...)
 	if o.sections["module"] && o.variants != "" {
 		rows = append(rows, variantSizes(builds)...)
 	} else if o.sections["module"] {
@@ -348,22 +311,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if tgNote != "" {
 		rows = append(rows, row{what: tgNote + " (f, g and h measure standard Go only)"})
 	}
-	rows = append(rows, memRows...)
+	if o.sections["scale"] {
+		r, err := scaleRows(ctx, o, root, dir, progress)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+	}
+	for i := range rows {
+		if rows[i].backend == "" {
+			rows[i].backend = "-"
+		}
+	}
 
 	rec.add(rows)
+	rec.Machine.LoadEnd = loadAverage()
 	records := filepath.Join(root, benchDir)
 	prev, prevPath := latest(records)
+	fmt.Fprintf(stdout, "Lectern bench — %s/%s, GOMAXPROCS=%d, %s\n", runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(stdout, "machine: %d CPUs%s; load average %s at the start, %s at the end (1, 5, 15 min; the bench's own clients count in the second)\n",
+		rec.Machine.CPUs, or(", "+rec.Machine.CPU, ""), rec.Machine.LoadAvg, rec.Machine.LoadEnd)
+	if c != nil {
+		fmt.Fprintf(stdout, "corpus %s (%d subjects, %d classes, %d media)\n", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
+	}
+	if o.needsStack() || o.sections["memory"] || o.sections["meters"] || o.sections["scale"] {
+		var names []string
+		for _, b := range o.backends {
+			names = append(names, b.label())
+		}
+		fmt.Fprintf(stdout, "storage (column db): %s, each in a new database (SQLite: a file in a temporary directory; PostgreSQL: a new schema, dropped at the end), meters with group commit; rows marked - touch no storage\n",
+			strings.Join(names, ", then "))
+		if !hasPostgres(o.backends) {
+			fmt.Fprintln(stdout, "PostgreSQL: skipped, no -db postgres://… given (-db sqlite,postgres://user@host/db runs both)")
+		}
+	}
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] {
+		fmt.Fprintf(stdout, "throughput: %d keep-alive clients, median of %d interleaved runs of %v; ratios are to (a) of the same backend's rounds\n",
+			o.clients, o.runs, o.time)
+	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tmeasurement\tresult\tvs (a)\tgoal\tverdict\tvs previous\tdetail")
+	fmt.Fprintln(tw, "\tdb\tmeasurement\tresult\tvs (a)\tgoal\tverdict\tvs previous\tdetail")
 	for i, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, r.what, r.result, r.ratio, r.goal, r.verdict, change(prev, rec.Rows[i]), r.detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.id, r.backend, r.what, r.result, r.ratio, r.goal, r.verdict, change(prev, rec.Rows[i]), r.detail)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n(bench took %v on commit %s, load %.1f at the start; goals are informational)\n",
-		time.Since(began).Round(time.Second), or(rec.Commit, "unknown"), rec.Machine.Load1)
+	fmt.Fprintf(stdout, "\n(bench took %v on commit %s, load %s at the start and %s at the end; goals are informational)\n",
+		time.Since(began).Round(time.Second), or(rec.Commit, "unknown"), rec.Machine.LoadAvg, rec.Machine.LoadEnd)
 	if prev != nil {
 		fmt.Fprintf(stdout, "vs previous: %s (commit %s, load %.1f)\n", prevPath, or(prev.Commit, "unknown"), prev.Machine.Load1)
 	}
@@ -375,6 +371,161 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "results: %s\n", path)
 	}
 	return nil
+}
+
+// acrossBackends compares the backends' passes where a goal does: (l)'s
+// progress PUTs on PostgreSQL at least SQLite's throughput, each as its
+// ratio to (a) of its own rounds (the two passes' machines differ only
+// by the time between them).
+func acrossBackends(rows []row) []row {
+	ratio := func(backend string) (float64, bool) {
+		for _, r := range rows {
+			if r.id == "l" && r.backend == backend && strings.HasPrefix(r.what, "PUT") {
+				f, err := strconv.ParseFloat(strings.TrimSuffix(r.ratio, "×"), 64)
+				return f, err == nil && f > 0
+			}
+		}
+		return 0, false
+	}
+	sq, ok1 := ratio("sqlite")
+	pg, ok2 := ratio("postgres")
+	if !ok1 || !ok2 {
+		return nil
+	}
+	return []row{{id: "l", backend: "both", what: "  progress PUTs, PostgreSQL ÷ SQLite (each × (a) of its own rounds)",
+		result: fmt.Sprintf("%.2f×", pg/sq), goal: "≥ 1×", verdict: verdict(pg/sq >= 1),
+		detail: fmt.Sprintf("%.3f× (a) against %.3f× (a)", pg, sq)}}
+}
+
+// needsStack reports whether a selected section needs the origin opened
+// in process.
+func (o options) needsStack() bool {
+	return o.sections["content"] || o.sections["exports"] || o.sections["progress"] || o.sections["edge"] ||
+		o.sections["leases"] || o.sections["tokens"] || o.sections["worker"]
+}
+
+// A pass runs the sections that touch storage on one backend: the
+// in-process origin on a new database of it, and the child origins of
+// (o), (k2) and (c) each on one of their own; worker (g) in the first
+// pass only.
+type pass struct {
+	o          options
+	b          backend
+	first      bool
+	root, dir  string
+	cdir       string
+	builds     []build
+	log        *slog.Logger
+	progress   func(string, ...any)
+	stack      *stack
+	lessonPath string
+}
+
+func (p *pass) run(ctx context.Context) (_ []row, c *corpus.Corpus, err error) {
+	o, progress := p.o, p.progress
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	childBackend = p.b
+	var (
+		rows    []row
+		memRows []row // (o), measured first, listed last
+		st      *stack
+		tokens  []string
+		lesson  *corpus.Lesson
+		exports = o.sections["content"] || o.sections["exports"]
+	)
+	if o.sections["memory"] {
+		// First, while the bench's process is still small and the
+		// machine quiet. The bench's own load of the corpus is garbage
+		// once the rows are measured.
+		mc, err := corpus.Load(p.cdir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load corpus: %w", err)
+		}
+		if memRows, err = memory(ctx, o, p.root, p.dir, mc, progress); err != nil {
+			return nil, nil, err
+		}
+		if !o.needsStack() {
+			c = mc // for the header: no origin in process loads it
+		}
+	}
+	if o.needsStack() {
+		progress("starting the origin stack (%s) on the corpus in %s", p.b.label(), p.cdir)
+		memLimit := o.memLimit && os.Getenv("GOMEMLIMIT") == ""
+		db, drop, err := p.b.database(ctx, p.dir, "lectern_bench_")
+		if err != nil {
+			return nil, nil, err
+		}
+		if drop != nil {
+			defer drop()
+		}
+		if st, err = startStack(ctx, p.dir, p.cdir, db, p.log, memLimit); err != nil {
+			return nil, nil, err
+		}
+		defer st.Close()
+		// The origin's corpus, the one load of it: settled again as the
+		// origin does once its corpus is served (origin/wiring,
+		// memory.go): here the limit also covers the bench's clients.
+		c = st.Content.Corpus
+		progress("corpus %s: %d subjects, %d classes, %d media", c.ContentVersion, c.Counts.Subjects, c.Counts.Classes, c.Counts.Media)
+		wiring.SettleMemory(memLimit)
+		if tokens, err = st.tokens(ctx, o.clients); err != nil {
+			return nil, nil, err
+		}
+		lesson = c.Lessons[len(c.Lessons)/2]
+	}
+	if o.sections["content"] || o.sections["progress"] || o.sections["edge"] || o.sections["leases"] || o.sections["tokens"] {
+		r, err := throughput(ctx, o, st, tokens, lesson, p.builds, p.log, progress)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+		if o.variants != "" && o.sections["edge"] {
+			rows = append(rows, variantRatios(r, p.builds)...)
+		}
+	}
+	if o.sections["leases"] {
+		r, err := leaseRows(ctx, o, st, tokens, "/v1/lessons/"+lesson.ID, p.builds, p.root, p.dir, c.Dir, p.log, progress)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if exports {
+		r, err := zipExport(ctx, o, st, progress)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+		if r, err = bundleDownloads(ctx, o, p.root, p.dir, c, "/v1/lessons/"+lesson.ID, progress); err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+		if r, err = refusedExports(ctx, o, st, progress); err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if o.sections["worker"] && p.first {
+		measure := workerCPU
+		if o.variants != "" {
+			measure = workerRounds
+		}
+		r, err := measure(ctx, o, st, tokens, lesson, p.builds, progress)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+	}
+	if o.sections["meters"] {
+		r, err := meterRows(ctx, o, p.b, p.dir, progress)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, r...)
+	}
+	return append(rows, memRows...), c, nil
 }
 
 // workerCPU measures (g) for every build.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -46,12 +47,9 @@ func memory(ctx context.Context, o options, root, dir string, c *corpus.Corpus, 
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		return []row{{id: "o", what: "origin resident memory: not measured (no /proc here)"}}, nil
 	}
-	progress("(o) building the origin binary")
-	bin := filepath.Join(dir, "origin")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./origin/cmd/origin")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("(o) go build ./origin/cmd/origin: %v\n%s", err, out)
+	bin, err := buildOrigin(ctx, root, dir, progress)
+	if err != nil {
+		return nil, err
 	}
 	ch, err := startChild(ctx, bin, filepath.Join(dir, "memory"), c.Dir)
 	if err != nil {
@@ -107,7 +105,7 @@ func memory(ctx context.Context, o options, root, dir string, c *corpus.Corpus, 
 	mib := func(kb int64) string { return fmt.Sprintf("%.0f MiB", float64(kb)/1024) }
 	goal := fmt.Sprintf("< %d MiB", memGoal)
 	meets := func(kb int64) string { return verdict(kb < memGoal*1024) }
-	method := "VmRSS of a child origin process (the binary as shipped, SQLite) on this corpus"
+	method := "VmRSS of a child origin process (the binary as shipped) on this corpus"
 	return []row{
 		{id: "o", what: "origin resident memory, settled after the start", result: mib(idle), goal: goal, verdict: meets(idle),
 			detail: fmt.Sprintf("%s, %v after it answered; peak of the start (VmHWM) %s", method, memSettle, mib(hwm))},
@@ -133,6 +131,7 @@ type child struct {
 	done          chan struct{} // closed when the process has exited
 	adminToken    string
 	access        accessLog // the access log's lines (k2 keeps some)
+	drop          func()    // drops its PostgreSQL schema once it has exited; nil: none
 }
 
 // startChild starts bin serving corpusDir, with its database in dir and
@@ -148,12 +147,33 @@ func startChild(ctx context.Context, bin, dir, corpusDir string, env ...string) 
 		return nil, err
 	}
 	ch := &child{adminToken: "bench-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36), done: make(chan struct{})}
+	// A new database on the pass's backend (backend.go).
+	db, drop, err := childBackend.database(ctx, dir, "lectern_bench_child_")
+	if err != nil {
+		return nil, err
+	}
+	ch.drop = drop
 	cmd := exec.Command(bin)
 	cmd.Dir = dir // whatever it would keep in var/ stays in the bench's directory
 	cmd.Env = append(os.Environ(),
 		"LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0", "LECTERN_ADMIN_ADDR=127.0.0.1:0",
-		"LECTERN_DB="+filepath.Join(dir, "lectern.db"), "LECTERN_CORPUS="+corpusDir,
+		"LECTERN_DB="+db, "LECTERN_CORPUS="+corpusDir,
 		"LECTERN_SECRET="+childSecret, "LECTERN_ADMIN_TOKEN="+ch.adminToken, "LECTERN_DEMO=1")
+	if childBackend.url != "" {
+		// On PostgreSQL every origin of the database issues and accepts
+		// tokens under one issuer, named up front: the identity
+		// provider's own address, on a port chosen here.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			if drop != nil {
+				drop()
+			}
+			return nil, err
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		cmd.Env = append(cmd.Env, "LECTERN_IDP_ADDR="+addr, "LECTERN_ISSUER=http://"+addr)
+	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -162,6 +182,9 @@ func startChild(ctx context.Context, bin, dir, corpusDir string, env ...string) 
 	}
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
+		if drop != nil {
+			drop()
+		}
 		return nil, fmt.Errorf("(o) start the origin: %w", err)
 	}
 	ch.cmd = cmd
@@ -191,11 +214,12 @@ func startChild(ctx context.Context, bin, dir, corpusDir string, env ...string) 
 	select {
 	case err := <-ready:
 		if err != nil {
+			ch.stop()
 			return nil, err
 		}
-	case <-time.After(2 * time.Minute):
+	case <-time.After(5 * time.Minute): // a 10× corpus takes about a minute on a busy machine
 		ch.stop()
-		return nil, errors.New("(o) the origin did not start within 2 minutes")
+		return nil, errors.New("(o) the origin did not start within 5 minutes")
 	case <-ctx.Done():
 		ch.stop()
 		return nil, ctx.Err()
@@ -213,6 +237,10 @@ func (ch *child) stop() {
 	case <-time.After(15 * time.Second):
 		ch.cmd.Process.Kill()
 		<-ch.done
+	}
+	if ch.drop != nil {
+		ch.drop()
+		ch.drop = nil
 	}
 }
 

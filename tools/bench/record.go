@@ -32,14 +32,17 @@ type machine struct {
 	Arch       string  `json:"arch"`
 	CPUs       int     `json:"cpus"`
 	GOMAXPROCS int     `json:"gomaxprocs"`
-	CPU        string  `json:"cpu,omitempty"`   // the model, from /proc/cpuinfo
-	Load1      float64 `json:"load1,omitempty"` // the 1-minute load average when the run began
+	CPU        string  `json:"cpu,omitempty"`     // the model, from /proc/cpuinfo
+	Load1      float64 `json:"load1,omitempty"`   // the 1-minute load average when the run began
+	LoadAvg    string  `json:"loadavg,omitempty"` // the 1, 5 and 15-minute load averages when the run began
+	LoadEnd    string  `json:"loadEnd,omitempty"` // the same when it ended
 	Go         string  `json:"go"`
 	Host       string  `json:"host,omitempty"`
 }
 
 type recordRow struct {
 	ID      string    `json:"id,omitempty"`
+	Backend string    `json:"backend,omitempty"` // sqlite, postgres, or "-" (no storage); absent in records before #38
 	What    string    `json:"what"`
 	Result  string    `json:"result,omitempty"`
 	Ratio   string    `json:"ratio,omitempty"`
@@ -66,12 +69,21 @@ func newRecord(ctx context.Context, root string, args []string, started time.Tim
 			}
 		}
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			r.Machine.Load1, _ = strconv.ParseFloat(f[0], 64)
-		}
+	r.Machine.LoadAvg = loadAverage()
+	if f := strings.Fields(r.Machine.LoadAvg); len(f) > 0 {
+		r.Machine.Load1, _ = strconv.ParseFloat(f[0], 64)
 	}
 	return r
+}
+
+// loadAverage is the machine's 1, 5 and 15-minute load averages
+// (/proc/loadavg), "unknown" where there is none.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 // commit is the short hash of HEAD in root, "+dirty" when the work tree
@@ -91,7 +103,7 @@ func commit(ctx context.Context, root string) string {
 // add records rows.
 func (r *record) add(rows []row) {
 	for _, w := range rows {
-		r.Rows = append(r.Rows, recordRow{ID: w.id, What: strings.TrimSpace(w.what), Result: w.result, Ratio: w.ratio,
+		r.Rows = append(r.Rows, recordRow{ID: w.id, Backend: w.backend, What: strings.TrimSpace(w.what), Result: w.result, Ratio: w.ratio,
 			Goal: w.goal, Verdict: w.verdict, Detail: w.detail, Figures: figures(w.result)})
 	}
 }
@@ -111,14 +123,16 @@ func figures(s string) []float64 {
 	return out
 }
 
-// change is a row's change against the same row (same id and
-// measurement) of prev: the first figure's relative change, and the
+// change is a row's change against the same row (same id, backend and
+// measurement; a record from before backends counts as SQLite's) of prev: the first figure's relative change, and the
 // previous result; "" when prev has no such row or no comparable figure.
 func change(prev *record, r recordRow) string {
 	if prev == nil || len(r.Figures) == 0 {
 		return ""
 	}
-	i := slices.IndexFunc(prev.Rows, func(p recordRow) bool { return p.ID == r.ID && p.What == r.What })
+	i := slices.IndexFunc(prev.Rows, func(p recordRow) bool {
+		return p.ID == r.ID && p.What == r.What && (p.Backend == r.Backend || p.Backend == "" && r.Backend != "postgres")
+	})
 	if i < 0 {
 		return "new"
 	}

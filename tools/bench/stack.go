@@ -34,8 +34,9 @@ const audience = "lectern-api"
 const benchOrg = "bench"
 
 // stack is the whole origin opened in process by origin/wiring, as
-// origin/cmd/origin opens it, on loopback listeners, with a SQLite
-// database and a bundle store in a temporary directory: the public API
+// origin/cmd/origin opens it, on loopback listeners, with a new SQLite
+// or PostgreSQL database (backend.go) and a bundle store in a temporary
+// directory: the public API
 // behind its access log, metrics and health, the identity provider (its
 // tokens verified with the keys in the database), the meters, the edge's
 // leases, the corpus followed. Only the admin API is off, and the access
@@ -59,9 +60,11 @@ type stack struct {
 }
 
 // startStack serves the corpus in cdir (the origin loads it, once) from a
-// new stack whose database lives in dir; memLimit: the origin sets the memory limit
-// itself, as origin/cmd/origin does without GOMEMLIMIT.
-func startStack(ctx context.Context, dir, cdir string, log *slog.Logger, memLimit bool) (*stack, error) {
+// new stack on the database db (LECTERN_DB: a SQLite path or a
+// postgres:// DSN, backend.go), its bundle store in dir; memLimit: the
+// origin sets the memory limit itself, as origin/cmd/origin does without
+// GOMEMLIMIT.
+func startStack(ctx context.Context, dir, cdir, db string, log *slog.Logger, memLimit bool) (*stack, error) {
 	st := &stack{Secret: "bench-" + rand.Text() + rand.Text()}
 	// Leases on, at their defaults, as origin/cmd/origin wires them: an
 	// edge asks for them only when its own leases are on (lease.go). The
@@ -78,7 +81,7 @@ func startStack(ctx context.Context, dir, cdir string, log *slog.Logger, memLimi
 	}
 	o, err := wiring.Open(ctx, wiring.Options{
 		OriginAddr: "127.0.0.1:0", IdPAddr: "127.0.0.1:0", // no admin API
-		DB: filepath.Join(dir, "lectern.db"), Corpus: cdir, Secret: st.Secret, Audience: audience,
+		DB: db, Corpus: cdir, Secret: st.Secret, Audience: audience,
 		LicenseURL: "https://lectern.example/licence", Leases: wiring.LeaseSettings{Edges: edges},
 		BundleDir: filepath.Join(dir, "bundles"), MemoryLimit: memLimit, Log: log, AccessLog: access,
 	})

@@ -303,10 +303,21 @@ func (tb *throughputBench) search() (*scenario, error) {
 	path := "/v1/search?q=" + url.QueryEscape(tb.o.query)
 	s := &scenario{target: &target{id: "d", name: "search " + path, url: tb.st.OriginURL + path, header: tb.auth(), want: 200}}
 	var one result
+	var gcs, gcCPU float64 // during the one-client run
 	s.after = func() (err error) {
 		tb.progress("(d) search latency with 1 client")
 		alone := &target{url: s.url, header: s.header, want: 200}
+		if tb.o.trace != "" {
+			stop, err := startTrace(tb.o.trace)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
+		before := gcStats()
 		one, err = alone.measure(tb.ctx, 1, tb.o.time, true)
+		after := gcStats()
+		gcs, gcCPU = after[0]-before[0], after[1]-before[1]
 		return err
 	}
 	s.rows = func(main row) []row {
@@ -318,7 +329,8 @@ func (tb *throughputBench) search() (*scenario, error) {
 		p99 = percentile(one.lat, 99)
 		alone := row{id: "d", what: "  search latency, 1 client (client side)",
 			result: "p99 " + ms(p99), goal: "p99 < 2 ms", verdict: verdict(p99 < 2*time.Millisecond),
-			detail: fmt.Sprintf("p50 %s over %d requests, %.0f req/s", ms(percentile(one.lat, 50)), len(one.lat), one.rate())}
+			detail: fmt.Sprintf("p50 %s over %d requests, %.0f req/s; %.0f GC cycles in the process meanwhile, %.0f ms of GC CPU",
+				ms(percentile(one.lat, 50)), len(one.lat), one.rate(), gcs, gcCPU*1e3)}
 		return []row{main, loaded, alone}
 	}
 	return s, nil
