@@ -60,8 +60,28 @@ func Sign(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now t
 	if purpose == edgesig.Forward && len(r.Header.Values("Accept-Encoding")) == 0 {
 		r.Header.Set("Accept-Encoding", "identity")
 	}
+	sign(keys, purpose, r, body, now, false)
+}
+
+// SignV2 is Sign by the previous release's rule (edgesig v2), the only
+// one that release's receivers read, for a purpose whose v2 rule signs
+// every field its list holds (edgesig.V2Covers: lease, usage and revoke
+// calls), so that nothing a receiver reads is left unsigned. It panics
+// for another purpose: a forward's or gate call's v2 signature leaves
+// If-None-Match, Range and others out, and only the module signs those
+// v2 (its signV2 setting).
+func SignV2(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now time.Time) {
+	if !edgesig.V2Covers(purpose) {
+		panic("httpsig: SignV2 of a " + purpose + ", which the v2 rule does not cover whole")
+	}
+	sign(keys, purpose, r, body, now, true)
+}
+
+func sign(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now time.Time, v2 bool) {
 	var seed [8]byte
 	rand.Read(seed[:])
 	m := Message(purpose, r, edgesig.BodyHash(body))
-	r.Header.Set(edgesig.Header, edgesig.NewSigner(keys, binary.LittleEndian.Uint64(seed[:])).Sign(&m, now.UnixMilli()))
+	s := edgesig.NewSigner(keys, binary.LittleEndian.Uint64(seed[:]))
+	s.V2 = v2
+	r.Header.Set(edgesig.Header, s.Sign(&m, now.UnixMilli()))
 }

@@ -104,6 +104,14 @@ type Config struct {
 	// EdgeKeys sign the revoke pushes (edgesig.KeysOf the secret, the
 	// keys the edge's own signatures are checked with).
 	EdgeKeys edgesig.Keys
+	// SignV2 signs the revoke pushes by the previous release's rule
+	// (edgesig v2), the only one its edge hosts read, instead of v3: set
+	// while this origin takes that release's edges' calls
+	// (LECTERN_EDGE_ACCEPT_V2=1, the upgrade's window:
+	// docs/upgrading.md). The v2 rule signed every field a revoke's list
+	// holds (edgesig.V2Covers), so a v2 push is bound as a v3 one is;
+	// this release's edge hosts take either.
+	SignV2 bool
 	// Off is LECTERN_LEASES=off: no lease is granted, and the edge gates
 	// every 304 as without leases. Reports are still applied and leases
 	// granted before still revoked.

@@ -416,7 +416,11 @@ func (m *Manager) push(ctx context.Context, url string, batch []meter.Lease, kee
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", reqid.New()) // in the shape the edge's own have
-	httpsig.Sign(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now())
+	if m.cfg.SignV2 {
+		httpsig.SignV2(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now())
+	} else {
+		httpsig.Sign(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now())
+	}
 	res, err := m.client.Do(req)
 	if err != nil {
 		return nil, err

@@ -108,6 +108,8 @@ type Deployment struct {
 	OriginHosts []string
 	// EdgeAcceptV2 takes forwards and gate calls signed by the previous
 	// release's edges, v2 (LECTERN_EDGE_ACCEPT_V2): a rolling upgrade's.
+	// The origin then signs its revoke pushes v2 too, which those edges
+	// read (lease.Config.SignV2).
 	EdgeAcceptV2 bool
 	// BcryptSecrets keeps client secrets in bcrypt, the one form the
 	// previous release checks (LECTERN_CLIENT_SECRET_HASH=bcrypt;
@@ -153,9 +155,11 @@ type LeaseSettings struct {
 
 // Leases is the lease manager of an origin whose meters are m: nil when
 // m keeps no leases (meter.LeaseStore). Its revoke pushes are signed with
-// the edge key, the one the edge's own signatures are checked with, and
-// go only to the edge hosts of set.Edges. With leases on and no edge host
-// listed, it logs once that revoke pushes are off.
+// the edge key, the one the edge's own signatures are checked with (by
+// the previous release's rule, v2, while d.EdgeAcceptV2: that release's
+// edge hosts read no other), and go only to the edge hosts of
+// set.Edges. With leases on and no edge host listed, it logs once that
+// revoke pushes are off.
 func (d Deployment) Leases(m meter.Store, set LeaseSettings, now func() time.Time, log *slog.Logger) *lease.Manager {
 	ls, ok := m.(meter.LeaseStore)
 	if !ok {
@@ -165,7 +169,7 @@ func (d Deployment) Leases(m meter.Store, set LeaseSettings, now func() time.Tim
 		log.Info("lease: revoke pushes are off until " + lease.EdgesSetting + " lists the edge hosts: " +
 			"an edge naming a revoke URL is refused its leases (400) and serves without them; edges naming none (Cloudflare) are unaffected")
 	}
-	return lease.New(lease.Config{Store: ls, EdgeKeys: edgesig.KeysOf(d.Secret), Off: set.Off, TTL: set.TTL,
+	return lease.New(lease.Config{Store: ls, EdgeKeys: edgesig.KeysOf(d.Secret), SignV2: d.EdgeAcceptV2, Off: set.Off, TTL: set.TTL,
 		Retention: set.Retention, OnRevoke: set.OnRevoke, Edges: set.Edges, Now: now, Logger: log})
 }
 

@@ -421,8 +421,9 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 // way, gate calls, usage reports), and billing is exact. The previous
 // release's edge runs with leases off: with several origins its usage
 // reports carry the first origin's signature only (fixed in this
-// release), so the others refuse them. Client secrets stay in bcrypt,
-// the one form the previous release checks
+// release), so the others refuse them; its leases behind one origin of
+// this release are TestRollingUpgradeRevokesOldEdgeLeases's. Client
+// secrets stay in bcrypt, the one form the previous release checks
 // (LECTERN_CLIENT_SECRET_HASH=bcrypt): a client created on either
 // origin, whose tokens either origin issued, gets tokens from both.
 func TestRollingUpgrade(t *testing.T) {
@@ -470,25 +471,7 @@ func TestRollingUpgrade(t *testing.T) {
 		c.Leases, c.UsageLog, c.SignV2 = true, filepath.Join(t.TempDir(), "usage.log"), true
 	})
 	// The previous release's edge, a child process.
-	oldEdgeAddr := freeAddr(t)
-	cmd := exec.Command(p.edge)
-	cmd.Dir = t.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LECTERN_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "LECTERN_EDGE_ADDR="+oldEdgeAddr, "LECTERN_ORIGIN_URL="+old.OriginURL+","+cur.OriginURL,
-		"LECTERN_ISSUER=https://idp.lectern.test", "LECTERN_JWKS_URL="+jwks, "LECTERN_SECRET=a-test-secret-of-at-least-32-characters",
-		"LECTERN_EDGE_WASM="+p.module, "LECTERN_EDGE_LEASES=off", "LECTERN_EDGE_INSTANCES=2", "LECTERN_LOG_LEVEL=warn")
-	oldEdgeLog := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = oldEdgeLog, oldEdgeLog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	oldEdge := "http://" + oldEdgeAddr
-	waitHealthy(t, oldEdge, oldEdgeLog)
+	oldEdge, _ := startOldEdge(t, p, freeAddr(t), old.OriginURL+","+cur.OriginURL, jwks, "LECTERN_EDGE_LEASES=off")
 
 	// The load: 6 clients for 5 s, each request through either edge,
 	// with either organisation's token and artefacts.
@@ -584,6 +567,125 @@ func TestRollingUpgrade(t *testing.T) {
 		acme.calls.Load()+beta.calls.Load(), downloads.Load(), limited.Load(), refusedOld, refusedNew)
 	if refusedOld+refusedNew > 0 {
 		t.Errorf("internal calls refused: %d by the previous release's origin, %d by this one's\n%s\n%s", refusedOld, refusedNew, old.log.String(), proc.Stderr.String())
+	}
+}
+
+// startOldEdge starts the previous release's edge (worker/cmd/edge) on
+// addr in front of origins (LECTERN_ORIGIN_URL), its keys from jwks, as
+// an operator runs it; over adds settings. It returns its base URL and
+// its output once it answers /healthz, and is killed when the test ends.
+func startOldEdge(t *testing.T, p previous, addr, origins, jwks string, over ...string) (string, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(p.edge)
+	cmd.Dir = t.TempDir()
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LECTERN_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, "LECTERN_EDGE_ADDR="+addr, "LECTERN_ORIGIN_URL="+origins,
+		"LECTERN_ISSUER=https://idp.lectern.test", "LECTERN_JWKS_URL="+jwks, "LECTERN_SECRET=a-test-secret-of-at-least-32-characters",
+		"LECTERN_EDGE_WASM="+p.module, "LECTERN_EDGE_INSTANCES=2", "LECTERN_LOG_LEVEL=warn"), over...)
+	log := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base := "http://" + addr
+	waitHealthy(t, base, log)
+	return base, log
+}
+
+// TestRollingUpgradeRevokesOldEdgeLeases (#36 point 4, review): an edge
+// of the previous release with leases on, listed in LECTERN_EDGE_URLS of
+// an origin of this release in the upgrade's window
+// (LECTERN_EDGE_ACCEPT_V2=1). That edge reads v2 signatures only, so the
+// origin signs its revoke pushes v2: a corpus reload and an
+// organisation's suspension take the edge's leases back by push (none
+// waited out until it expires, no push refused), the reload answers 200,
+// and the suspended organisation's revalidations are no longer answered
+// 304 from a lease.
+func TestRollingUpgradeRevokesOldEdgeLeases(t *testing.T) {
+	p := previousRelease(t)
+	db := newPeerDB(t)
+	corpusDir := peerCorpus(t, "")
+	edgeAddr := freeAddr(t) // listed before the origin starts
+	proc, urls, err := startChild(t, "origin", killEnv(t.TempDir(), pgschemaApp(db.dsn, "lectern-new"),
+		"LECTERN_CORPUS="+corpusDir, "LECTERN_ISSUER=https://idp.lectern.test", "LECTERN_EDGE_ACCEPT_V2=1",
+		"LECTERN_EDGE_URLS=http://"+edgeAddr), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := childStack(t, urls)
+	id, secret := cur.org(`{"orgId":"acme","contentGrants":`+allTiers+`}`, "content.read")
+	tok := cur.token(id, secret, "content.read")
+	edge, edgeLog := startOldEdge(t, p, edgeAddr, cur.OriginURL, cur.IdPURL+"/.well-known/jwks.json")
+
+	get := func(etag string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", edge+"/v1/tiers", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		resp, err := peerClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("ETag")
+	}
+	const granted = `lectern_edge_calls_total{http_response_status_code="200",kind="lease"}`
+	// leased revalidates until the edge holds a lease it did not before.
+	leased := func() {
+		t.Helper()
+		before := metric(t, cur, granted)
+		code, etag := get("")
+		if code != 200 {
+			t.Fatalf("GET /v1/tiers through the previous edge: %d\n%s", code, edgeLog.String())
+		}
+		for i := 0; metric(t, cur, granted) == before; i++ {
+			if i == 100 {
+				t.Fatalf("the previous edge took no lease in 100 revalidations\n%s\n%s", edgeLog.String(), proc.Stderr.String())
+			}
+			if code, _ := get(etag); code != 304 {
+				t.Fatalf("revalidation %d: %d, want 304", i, code)
+			}
+			time.Sleep(20 * time.Millisecond) // the lease comes in the background
+		}
+	}
+	const (
+		byPush   = `lectern_lease_revoke_duration_seconds_count{waited="push"}`
+		byExpiry = `lectern_lease_revoke_duration_seconds_count{waited="expiry"}`
+	)
+
+	leased()
+	dir := filepath.Join(t.TempDir(), "corpus2")
+	writeCorpus2(t, dir)
+	b, _ := json.Marshal(map[string]string{"dir": dir})
+	start := time.Now()
+	code, m := cur.admin("POST", "/admin/v1/corpus/reload", string(b))
+	t.Logf("reload: %d in %v", code, time.Since(start).Round(time.Millisecond))
+	if code != 200 {
+		t.Errorf("reload: %d %v, want 200", code, m)
+	}
+
+	leased()
+	_, etag := get("")
+	if code, m := cur.admin("PATCH", "/admin/v1/orgs/acme", `{"status":"suspended"}`); code != 200 {
+		t.Fatalf("suspend: %d %v", code, m)
+	}
+	if code, _ := get(etag); code == 304 || code == 200 {
+		t.Errorf("a revalidation of the suspended organisation through the previous edge: %d", code)
+	}
+
+	if push, expiry := metric(t, cur, byPush), metric(t, cur, byExpiry); push != 2 || expiry != 0 {
+		t.Errorf("revocations: %d by push, %d waited until the leases expired; want 2 and 0", push, expiry)
+	}
+	if n := strings.Count(edgeLog.String(), "revoke push refused"); n > 0 {
+		t.Errorf("the previous edge refused %d revoke pushes:\n%s", n, edgeLog.String())
 	}
 }
 

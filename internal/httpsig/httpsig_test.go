@@ -1,0 +1,41 @@
+package httpsig
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lectern-api/lectern/shared/edgesig"
+)
+
+// SignV2 signs v2 only the purposes whose v2 rule signed every field of
+// their list (lease, usage, revoke), and each verifies by both rules'
+// reader; a forward or gate call is refused (a panic).
+func TestSignV2(t *testing.T) {
+	keys := edgesig.KeysOf([]byte("a-test-secret-of-at-least-32-characters"))
+	now := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
+	body := []byte(`{"leases":["L1"]}`)
+	for _, purpose := range []string{edgesig.Lease, edgesig.Usage, edgesig.Revoke} {
+		r, _ := http.NewRequest("POST", "http://edge.test:8787/internal/revoke", nil)
+		r.Header.Set("X-Request-Id", "req_1")
+		SignV2(keys, purpose, r, body, now)
+		sig := r.Header.Get(edgesig.Header)
+		m := Message(purpose, r, edgesig.BodyHash(body))
+		got, err := edgesig.Verify(&keys, sig, &m, now.UnixMilli())
+		if !strings.HasPrefix(sig, "v2=") || err != nil || got.Version != 2 {
+			t.Errorf("%s: %q verifies as v%d, %v; want v2, nil", purpose, sig, got.Version, err)
+		}
+	}
+	for _, purpose := range []string{edgesig.Forward, edgesig.Gate} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("SignV2 of a %s did not panic", purpose)
+				}
+			}()
+			r, _ := http.NewRequest("GET", "http://origin.test/v1/tiers", nil)
+			SignV2(keys, purpose, r, nil, now)
+		}()
+	}
+}
