@@ -93,8 +93,9 @@ type config struct {
 	originHosts []string
 	// EdgeAcceptV2 (LECTERN_EDGE_ACCEPT_V2=1) takes forwards and gate
 	// calls signed by the previous release's edges (the v2 rule, which
-	// leaves If-None-Match and Range unsigned): only while a rolling
-	// upgrade mixes releases (docs/upgrading.md). Default: refused.
+	// leaves If-None-Match and Range unsigned), and signs the origin's
+	// lease revoke pushes by the v2 rule they read: only while a rolling
+	// upgrade mixes releases (docs/upgrading.md). Default: refused, v3.
 	EdgeAcceptV2 bool
 	// ClientSecretHash is the form new client secrets are stored in
 	// (LECTERN_CLIENT_SECRET_HASH): keyed (the default, a keyed SHA-256
@@ -175,7 +176,7 @@ func parseCommandLine(args []string, getenv func(string) string, stdout io.Write
 	fs.Env(&c.OriginHosts, "LECTERN_ORIGIN_HOSTS", "origin-hosts", "",
 		"comma-separated host[:port] names the edges reach this origin by, as their LECTERN_ORIGIN_URL writes them; signed calls for another host are refused (default: any)")
 	fs.Switch(&c.EdgeAcceptV2, "LECTERN_EDGE_ACCEPT_V2", "edge-accept-v2",
-		"take forwards and gate calls signed by the previous release's edges (the v2 rule, If-None-Match unsigned): only during a rolling upgrade (docs/upgrading.md)")
+		"take forwards and gate calls signed by the previous release's edges (the v2 rule, If-None-Match unsigned), and sign lease revoke pushes v2 for them: only during a rolling upgrade (docs/upgrading.md)")
 	fs.Env(&c.ClientSecretHash, "LECTERN_CLIENT_SECRET_HASH", "client-secret-hash", secretHashKeyed,
 		"the form client secrets are stored in: keyed, or bcrypt (new ones in bcrypt, and bcrypt ones not replaced) only while origins of 0.4.0 share the database (docs/upgrading.md)")
 	fs.Env(&c.BundleDir, "LECTERN_BUNDLE_DIR", "bundle-dir", "", "directory of the export bundles built, private to the origin (default: bundles beside the SQLite database, else var/bundles-<origin port>)")
