@@ -123,6 +123,19 @@ func (b *Biller) Export(ctx context.Context, o *store.Org, now time.Time, classe
 // 413. Each of the three is applied under a Once key of its own (the
 // request's, and "/shipped" or "/refund" after it), so an edge sending
 // the request to a second origin bills, ships and refunds it once.
+//
+// Shipped and Refund of one request exclude each other across origins
+// (meter.Op.Unless; the review of #36 point 3): the edge may send the
+// request to origin B while origin A, which reserved it, is slow; B's
+// reservation is A's duplicate and B ships; A then fails and refunds. Its
+// Refund names "/shipped", so it gives nothing back once any origin
+// shipped. The other way round, A refunded before B ships: B's Shipped
+// names "/refund" and applies nothing, and Shipped then bills the export
+// and its downloads again with the row, under "/reshipped" (once however
+// many origins ship), against the limits as they are now: an allowance
+// another export took meanwhile refuses it (EXPORT_LIMIT or
+// QUOTA_EXCEEDED), the bundle is not sent, and the request is billed its
+// call only. Either way a request that ships bills one export.
 
 // ReserveExport bills an inline export before its bundle is read or
 // built: Export's op without its ledger row (Shipped writes it). Every
@@ -132,30 +145,46 @@ func (b *Biller) ReserveExport(ctx context.Context, o *store.Org, now time.Time,
 	return b.apply(ctx, exportOp(o, now, classes), "")
 }
 
-// Shipped writes the ledger row of an inline export ReserveExport billed,
-// once its bundle ships; it bills nothing.
-func (b *Biller) Shipped(ctx context.Context, o *store.Org, now time.Time, export meter.Entry) error {
-	_, err := b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Ledger: []meter.Entry{export}}, "/shipped")
+// Shipped writes the ledger row of an inline export of classes classes
+// ReserveExport billed, once its bundle ships; it bills nothing, unless
+// the request's reservation was refunded already (by an origin that
+// failed it): then it bills the export and its downloads again, and a
+// refusal of those (a 429 as Export's, or 403 ORG_SUSPENDED) is its
+// error: the bundle must not ship.
+func (b *Biller) Shipped(ctx context.Context, o *store.Org, now time.Time, classes int, export meter.Entry) error {
+	bill, err := b.applyUnless(ctx, meter.Op{Org: meter.Key(o), Now: now, Ledger: []meter.Entry{export}}, "/shipped", "/refund")
+	if err != nil || !bill.Excluded {
+		return err
+	}
+	op := meter.Op{Org: meter.Key(o), Now: now, Stages: []meter.Stage{exportStage(o, classes)}, Ledger: []meter.Entry{export}}
+	_, err = b.apply(ctx, op, "/reshipped")
 	return err
 }
 
 // Refund gives back the export and the downloads ReserveExport billed for
-// an inline export that does not ship; its call stays billed.
+// an inline export that does not ship; its call stays billed. Once any
+// origin shipped the request (Shipped), it gives back nothing.
 func (b *Biller) Refund(ctx context.Context, o *store.Org, now time.Time, classes int) error {
-	_, err := b.apply(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: []meter.Stage{{
+	_, err := b.applyUnless(ctx, meter.Op{Org: meter.Key(o), Now: now, Stages: []meter.Stage{{
 		{Meter: meter.MonthExports, N: 1, Refund: true},
 		{Meter: meter.MonthDownloads, N: int64(classes), Refund: true},
-	}}}, "/refund")
+	}}}, "/refund", "/shipped")
 	return err
 }
 
 // exportOp is the op of an export of classes classes, without a ledger
 // row.
 func exportOp(o *store.Org, now time.Time, classes int) meter.Op {
-	return meter.Op{Org: meter.Key(o), Now: now, Stages: append(call(o), meter.Stage{
+	return meter.Op{Org: meter.Key(o), Now: now, Stages: append(call(o), exportStage(o, classes))}
+}
+
+// exportStage bills an export of classes classes: one export and a
+// download per class, all or nothing.
+func exportStage(o *store.Org, classes int) meter.Stage {
+	return meter.Stage{
 		{Meter: meter.MonthExports, N: 1, Limit: o.Quota.Exports},
 		{Meter: meter.MonthDownloads, N: int64(classes), Limit: o.Quota.Downloads},
-	})}
+	}
 }
 
 // ExportSpent reports whether an export of classes classes by o is sure
@@ -192,8 +221,18 @@ func (b *Biller) TestprepPage(ctx context.Context, o *store.Org, now time.Time, 
 // for a request's bill, another for a second op of the request
 // (Shipped, Refund), whose shape differs.
 func (b *Biller) apply(ctx context.Context, op meter.Op, suffix string) (Bill, error) {
+	return b.applyUnless(ctx, op, suffix, "")
+}
+
+// applyUnless is apply, the op excluded (meter.Op.Unless) by the op of
+// the request's key followed by unless when unless is not "" and the
+// request has a key.
+func (b *Biller) applyUnless(ctx context.Context, op meter.Op, suffix, unless string) (Bill, error) {
 	once(ctx, &op)
 	if op.Once != "" {
+		if unless != "" {
+			op.Unless = op.Once + unless
+		}
 		op.Once += suffix
 	}
 	res, err := b.Store.Apply(ctx, op)

@@ -119,6 +119,17 @@ type Op struct {
 	// clock at its transaction is refused, nothing applied (ErrTooOld):
 	// its key may already be forgotten, and its client gave up long ago.
 	OnceSigned time.Time
+	// Unless, when set, is the Once key of another op of the same request
+	// that excludes this one: the two ends of an inline export, Shipped
+	// and Refund, of which only the first applied may stand. When a key
+	// Unless names was applied for Org before (by any Store of the
+	// database, in an earlier batch or earlier in the same one), the op
+	// applies nothing, writes no ledger row, keeps no record of its own
+	// key (which would exclude the op it lost to, should another origin
+	// apply that one again) and reports Result.Excluded. An op whose own
+	// key was applied before is its Duplicate first. At most MaxOnce
+	// bytes.
+	Unless string
 }
 
 // ErrTooOld is Apply's refusal of an op whose OnceSigned is older than
@@ -231,6 +242,10 @@ type Result struct {
 	// those of the first application (Refused points into this op's
 	// Stages, which are the same request's), After the counts now.
 	Duplicate bool
+	// Excluded is set when the op's Unless key was applied before: the
+	// op billed nothing, wrote nothing and left no record of its key;
+	// After holds the counts now.
+	Excluded bool
 	// Reserved is set when the op was refused only because of leases'
 	// outstanding reservations (LeaseStore): without them, Refused would
 	// be nil. The origin then recalls the organisation's leases and

@@ -212,7 +212,10 @@ func (s *Server) exportInline(w http.ResponseWriter, r *http.Request, req *reque
 		res.refund()
 		return tooLarge(ceiling) // the reservation billed the call
 	}
-	if err := s.biller.Shipped(r.Context(), req.org, req.now, ledgerEntry(req, t, "inline")); err != nil {
+	// Shipped and a Refund of this request exclude each other across
+	// origins: if one that failed it refunded first, Shipped bills the
+	// export again, and its refusal is the answer (the bundle is not sent).
+	if err := s.biller.Shipped(r.Context(), req.org, req.now, classes, ledgerEntry(req, t, "inline")); err != nil {
 		res.refund()
 		return err
 	}
@@ -310,8 +313,10 @@ func (v *reservation) reserve() error {
 // refund gives back the export and downloads reserved for an export that
 // does not ship; the call stays billed. A reservation that was another
 // origin's (the edge sent the request to both: Bill.Duplicate) is that
-// origin's to refund or ship. The refund is applied even when the client
-// has gone; its failure is logged, since the answer is the export's.
+// origin's to refund or ship; a refund once any origin shipped the
+// request gives back nothing (Biller.Refund). The refund is applied even
+// when the client has gone; its failure is logged, since the answer is
+// the export's.
 func (v *reservation) refund() {
 	if v.bill == nil || v.bill.Duplicate {
 		return

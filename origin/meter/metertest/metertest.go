@@ -127,6 +127,8 @@ func run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store, variant b
 		{"OnceOtherShape", testOnceOtherShape},
 		{"OnceTooOld", testOnceTooOld},
 		{"Refund", testRefund},
+		{"ShipRefundExclusive", testShipRefundExclusive},
+		{"ShipRefundConcurrent", testShipRefundConcurrentOneStore},
 	}
 	if kind == Shared {
 		tests = append(tests, []struct {
@@ -138,6 +140,7 @@ func run(t *testing.T, kind Kind, open func(t *testing.T) meter.Store, variant b
 			{"AlarmConcurrentExactTwoStores", testAlarmConcurrentTwoStores},
 			{"LedgerConcurrentTwoStores", testLedgerConcurrentTwoStores},
 			{"OnceConcurrentTwoStores", testOnceConcurrentTwoStores},
+			{"ShipRefundConcurrentTwoStores", testShipRefundConcurrentTwoStores},
 		}...)
 	}
 	for _, tt := range tests {

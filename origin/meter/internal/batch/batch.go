@@ -65,6 +65,11 @@ func Validate(op meter.Op) error {
 			return fmt.Errorf("meter op: %w", err)
 		}
 	}
+	if op.Unless != "" {
+		if err := validText("unless key", op.Unless, meter.MaxOnce); err != nil {
+			return fmt.Errorf("meter op: %w", err)
+		}
+	}
 	if len(op.Ledger) > meter.MaxLedger {
 		return fmt.Errorf("meter op: %d ledger rows, at most %d", len(op.Ledger), meter.MaxLedger)
 	}
@@ -264,7 +269,7 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]Outcome, error) {
 		if !j.isOp() || results[i].Err != nil {
 			continue
 		}
-		if r := results[i].Result; r.Refused == nil && !r.Suspended && !r.Duplicate && len(j.Op.Ledger) > 0 {
+		if r := results[i].Result; r.Refused == nil && !r.Suspended && !r.Duplicate && !r.Excluded && len(j.Op.Ledger) > 0 {
 			s.addLedger(i, j.Op)
 		}
 		s.recordOnce(j.Op, results[i].Result)

@@ -13,7 +13,8 @@ import (
 // A request is billed once (meter.Op.Once): the first op of a key that
 // is not suspended bills as any op and leaves a record of its outcome; a
 // later op of the key, in the same batch or another, from this Store or
-// another origin's, bills nothing and reports that outcome.
+// another origin's, bills nothing and reports that outcome. An op whose
+// Unless key has a record applies nothing and leaves none (excluded).
 
 // OnceKey names an applied request: its org and its Op.Once.
 type OnceKey struct {
@@ -78,12 +79,16 @@ func boolByte(v bool) byte {
 	return 0
 }
 
-// initOnce lists the keys of the batch's ops, sorted.
+// initOnce lists the keys of the batch's ops, their Unless keys
+// included, sorted.
 func (s *State) initOnce() {
 	s.once = map[OnceKey]*Once{}
 	for op := range s.ops() {
 		if op.Once != "" {
 			s.onceKeys = append(s.onceKeys, OnceKey{op.Org, op.Once})
+		}
+		if op.Unless != "" {
+			s.onceKeys = append(s.onceKeys, OnceKey{op.Org, op.Unless})
 		}
 	}
 	slices.SortFunc(s.onceKeys, func(a, b OnceKey) int {
@@ -133,6 +138,20 @@ func (s *State) onceOf(op meter.Op) *Once {
 	return o
 }
 
+// excluded reports whether op's Unless key was applied before, in an
+// earlier batch or earlier in this one, whatever that op's shape: the
+// other end of op's request stands, so op applies nothing
+// (meter.Op.Unless). Its record is read under the same locks as op's own
+// key (Load reads OnceKeys, Unless keys included), so of two ops that
+// name each other only the first to commit applies.
+func (s *State) excluded(op meter.Op) bool {
+	if op.Unless == "" {
+		return false
+	}
+	_, ok := s.once[OnceKey{op.Org, op.Unless}]
+	return ok
+}
+
 // duplicate is the Result of op, whose key o records: nothing billed,
 // the first application's outcome, the counts as they are.
 func (s *State) duplicate(op meter.Op, o *Once) meter.Result {
@@ -167,10 +186,11 @@ func (s *State) numberDuplicates(outs []Outcome) {
 
 // recordOnce keeps the outcome res of op, just applied, when op has a key
 // and billed as it will be billed: a suspended op bills nothing and will
-// be refused again, and a Reserved one is applied again once its
-// organisation's leases are recalled.
+// be refused again, a Reserved one is applied again once its
+// organisation's leases are recalled, and an Excluded one applied
+// nothing (its rival's record stands, and must keep excluding it).
 func (s *State) recordOnce(op meter.Op, res meter.Result) {
-	if op.Once == "" || res.Duplicate || res.Suspended || res.Reserved {
+	if op.Once == "" || res.Duplicate || res.Excluded || res.Suspended || res.Reserved {
 		return
 	}
 	if _, ok := s.once[OnceKey{op.Org, op.Once}]; ok {

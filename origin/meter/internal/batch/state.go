@@ -414,6 +414,11 @@ func (s *State) apply(j Job) Outcome {
 	if o := s.onceOf(j.Op); o != nil {
 		return Outcome{Result: s.duplicate(j.Op, o)}
 	}
+	if s.excluded(j.Op) {
+		res := meter.Result{Excluded: true}
+		s.after(j.Op, &res)
+		return Outcome{Result: res}
+	}
 	return Outcome{Result: s.applyOp(j.Op)}
 }
 
