@@ -269,15 +269,27 @@ type secretHashReplacer interface {
 //
 // The store is always read first, so a deleted client never passes.
 // Failures count against the remote address and against the pair of
-// client id and address, never against a client id alone: an address
-// with MaxFailures failures, or a client id with MaxFailures failures
-// from that address, is refused (429) before any check, and the right
-// secret from another address passes whatever others sent for its id
-// (issue #36). A keyed hash costs one HMAC, and an unknown client id
-// costs the same HMAC against a dummy, so that timing does not tell which
-// ids exist. A bcrypt hash (stored by 0.4.0) needs a slot of the gate
-// (503 when none frees in time), and once right is replaced by the keyed
-// form, as is a keyed hash under the accepted secret's key.
+// client id and address, never against a client id alone; MaxFailures
+// of them block that address (or that pair) to the window's end. What a
+// block refuses depends on what a check costs (issue #36, and its
+// review: behind an L7 balancer every client shares one address, which
+// anyone can block with ten requests):
+//
+//   - A keyed hash costs one HMAC, so the secret is checked first: the
+//     right one always passes, blocked or not, and a wrong one answers
+//     429 instead of 401 once its address (or pair) is blocked. An
+//     unknown client id is checked the same way against dummyHash, so
+//     that neither timing nor the answer tells which ids exist.
+//   - A bcrypt hash (0.4.0's, or any hash under Config.BcryptSecrets)
+//     costs a bcrypt comparison, so a block refuses it (429) before the
+//     check, right secret or not, and the check needs a slot of the gate
+//     (503 when none frees in time). Under Config.BcryptSecrets an
+//     unknown client id goes this way too, against dummyBcrypt, as it
+//     costs what a known id does.
+//
+// A right bcrypt hash is then replaced by the keyed form (unless
+// Config.BcryptSecrets), as is a keyed hash under the accepted secret's
+// key. A success clears no failure.
 func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, error) {
 	id, secret, err := clientCredentials(r, form)
 	if err != nil {
@@ -293,26 +305,26 @@ func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, err
 	now := p.now()
 	addr := addrKey(r.RemoteAddr)
 	pair := pairKey(id, addr)
-	if wait := p.failures.blocked(now, addr, pair); wait > 0 {
-		secs := int((wait + time.Second - 1) / time.Second)
-		return nil, &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable, retryAfter: secs,
-			desc: fmt.Sprintf("too many failed client authentications from this address; retry after %d s", secs)}
-	}
-	failed := &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
 	if len(secret) > maxSecretLen {
 		// No issued secret is longer, known client or not: no check is
 		// needed to say so.
-		p.failures.fail(now, addr, pair)
-		return nil, failed
+		return nil, p.refuse(now, addr, pair)
 	}
 	var result secretCheck
 	switch {
-	case c != nil && isBcrypt(c.SecretHash):
+	case c != nil && isBcrypt(c.SecretHash), c == nil && p.dummyBcrypt != nil:
+		if wait := p.failures.blocked(now, addr, pair); wait > 0 {
+			return nil, tooManyFailures(wait)
+		}
 		if !p.gate.acquire(r.Context()) {
 			return nil, &oauthError{status: http.StatusServiceUnavailable, code: errTemporarilyUnavailable, retryAfter: 1,
 				desc: "too many client authentications in progress; retry shortly"}
 		}
-		err := p.compare(c.SecretHash, []byte(secret))
+		hash := p.dummyBcrypt
+		if c != nil {
+			hash = c.SecretHash
+		}
+		err := p.compare(hash, []byte(secret))
 		p.gate.release()
 		if err == nil {
 			result = secretUpgrade
@@ -335,13 +347,31 @@ func (p *IdP) authenticate(r *http.Request, form url.Values) (*store.Client, err
 		}
 	}
 	if result == secretWrong || c == nil {
-		p.failures.fail(p.now(), addr, pair)
-		return nil, failed
+		return nil, p.refuse(p.now(), addr, pair)
 	}
 	if result == secretUpgrade {
 		p.upgradeHash(r.Context(), c, secret)
 	}
 	return c, nil
+}
+
+// refuse answers a wrong secret: it counts a failure against addr and
+// pair, 401 invalid_client, unless either is already blocked: then it
+// counts nothing (so that a blocked address adds no keys to the table,
+// whatever ids it sends) and answers 429 with Retry-After.
+func (p *IdP) refuse(now time.Time, addr, pair string) error {
+	if wait := p.failures.fail(now, addr, pair); wait > 0 {
+		return tooManyFailures(wait)
+	}
+	return &oauthError{status: http.StatusUnauthorized, code: errInvalidClient, desc: "client authentication failed"}
+}
+
+// tooManyFailures is the 429 of a blocked address (or pair), to be
+// retried after wait.
+func tooManyFailures(wait time.Duration) error {
+	secs := int((wait + time.Second - 1) / time.Second)
+	return &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable, retryAfter: secs,
+		desc: fmt.Sprintf("too many failed client authentications from this address; retry after %d s", secs)}
 }
 
 // upgradeHash stores the keyed hash of c's secret, now known right, in

@@ -68,8 +68,10 @@
 //
 // [Limits] bounds what callers without a valid secret can cost: failed
 // authentications block a remote address, or a client id from that
-// address, for a window (429), never a client id everywhere; bcrypt
-// comparisons of old hashes run behind a small gate (503 when it is
-// full); and each client keeps a bounded number of pending authorization
-// codes.
+// address, for a window, never a client id everywhere; a blocked address's
+// wrong secrets answer 429, and so do its bcrypt checks, before they run,
+// but a keyed client's right secret always passes (behind a balancer
+// every client shares one address); bcrypt comparisons of old hashes run
+// behind a small gate (503 when it is full); and each client keeps a
+// bounded number of pending authorization codes.
 package idp

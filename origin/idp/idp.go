@@ -99,9 +99,13 @@ type IdP struct {
 	// and upgraded. dummyHash, a keyed hash of random bytes, is what an
 	// unknown client id is checked against, so that it costs what a
 	// wrong secret does; dummyMAC stands for a hash of no known form.
+	// Under Config.BcryptSecrets, when a known id costs a bcrypt check,
+	// an unknown id is checked against dummyBcrypt instead (nil
+	// otherwise).
 	secretKey, acceptedSecretKey *secretKey
 	dummyHash                    []byte
 	dummyMAC                     [32]byte
+	dummyBcrypt                  []byte
 	bcryptSecrets                bool
 
 	mu       sync.Mutex
@@ -109,6 +113,14 @@ type IdP struct {
 	loadedAt time.Time             // when keys were read from the store
 	opened   map[string]signingKey // unsealed keys by kid
 }
+
+// dummyBcrypt is a bcrypt hash, at bcrypt.DefaultCost (secretCost), of
+// a random secret nobody kept: comparing a secret against it costs what
+// checking a client stored in bcrypt costs, and never passes (an unknown
+// id fails whatever the comparison says). A constant, because making one
+// costs as much as a comparison (about a second under the race
+// detector).
+const dummyBcrypt = "$2a$10$mvpiwazMDdA/P8MWXYMxke2BjsZpd5EMKDMrLjTGSfxQPotn7JFJu"
 
 // New returns an IdP over cfg.Store. It loads the signing keys, creating
 // the first one on an empty store and the next one when the newest is due
@@ -183,6 +195,14 @@ func newIdP(cfg Config) (*IdP, error) {
 		bcryptSecrets:     cfg.BcryptSecrets,
 	}
 	p.dummyHash = p.secretKey.hash(rand.Text(), rand.Text())
+	if p.bcryptSecrets {
+		p.dummyBcrypt = []byte(dummyBcrypt)
+		if secretCost != bcrypt.DefaultCost { // a test's lower cost
+			if p.dummyBcrypt, err = bcrypt.GenerateFromPassword([]byte(rand.Text()), secretCost); err != nil {
+				return nil, fmt.Errorf("idp: dummy hash: %w", err)
+			}
+		}
+	}
 	if p.compare == nil {
 		p.compare = bcrypt.CompareHashAndPassword
 	}

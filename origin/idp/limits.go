@@ -31,11 +31,13 @@ type Limits struct {
 	SecretWait time.Duration
 	// MaxFailures failed client authentications from one remote address
 	// (an IPv6 address counts by its /64), or for one client id from one
-	// address, within FailureWindow block further attempts from that
-	// address (or of that id from that address) until the window ends:
-	// 429 temporarily_unavailable with Retry-After. A client id is never
-	// blocked as such: the right secret from an address without failures
-	// always passes. Defaults: 10, 1 min.
+	// address, within FailureWindow block that address (or that id from
+	// that address) until the window ends: a wrong secret answers 429
+	// temporarily_unavailable with Retry-After instead of 401, and a
+	// check that would cost bcrypt is refused so before it runs. The
+	// right secret of a keyed hash always passes, blocked or not, and a
+	// client id is never blocked as such (client.go, authenticate).
+	// Defaults: 10, 1 min.
 	MaxFailures   int
 	FailureWindow time.Duration
 	// FailureKeys bounds the keys tracked (10,000).
@@ -154,6 +156,10 @@ func newFailures(l Limits) *failures {
 func (f *failures) blocked(now time.Time, keys ...string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.blockedLocked(now, keys)
+}
+
+func (f *failures) blockedLocked(now time.Time, keys []string) time.Duration {
 	var d time.Duration
 	for _, k := range keys {
 		if w := f.m[k]; w != nil && w.n >= f.max && now.Before(w.end) {
@@ -163,10 +169,17 @@ func (f *failures) blocked(now time.Time, keys ...string) time.Duration {
 	return d
 }
 
-// fail counts one failure against each key.
-func (f *failures) fail(now time.Time, keys ...string) {
+// fail counts one failure against each key, unless one of them is
+// blocked already: then it counts nothing and returns how long that key
+// stays blocked (as blocked does). So a blocked address adds no key to
+// the table: each address holds at most its own key and MaxFailures pair
+// keys per window, whatever ids it sends.
+func (f *failures) fail(now time.Time, keys ...string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if d := f.blockedLocked(now, keys); d > 0 {
+		return d
+	}
 	for _, k := range keys {
 		w := f.m[k]
 		if w == nil || !now.Before(w.end) {
@@ -178,6 +191,7 @@ func (f *failures) fail(now time.Time, keys ...string) {
 		}
 		w.n++
 	}
+	return 0
 }
 
 // len is the number of keys tracked.

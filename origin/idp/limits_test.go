@@ -104,8 +104,10 @@ func (e *env) legacyClient(t *testing.T) (id, secret string) {
 
 // TestFailedAttemptsLimited: after MaxFailures failures from an address,
 // or of one client id from an address, that address (or that id from it)
-// gets 429 with Retry-After, without a check, until the window ends; a
-// client id is never blocked for other addresses.
+// is blocked until the window ends: a wrong secret answers 429 with
+// Retry-After, a check that would cost bcrypt is refused so before it
+// runs, and the right secret of a keyed client still passes. A client id
+// is never blocked for other addresses.
 func TestFailedAttemptsLimited(t *testing.T) {
 	t.Parallel()
 	cnt := newCounter("")
@@ -125,20 +127,26 @@ func TestFailedAttemptsLimited(t *testing.T) {
 	e.token(one, e.app.id, e.app.secret).want(t, "app, right secret from an address with one failure", 200, "")
 
 	// Three failures of the legacy client from 127.0.0.5 block that
-	// address, for every id, with no bcrypt comparison.
+	// address, for every id: bcrypt checks are refused unchecked, wrong
+	// secrets answer 429.
 	five := from("127.0.0.5")
 	for i := range 3 {
 		e.token(five, legacyID, fmt.Sprint("wrong", i)).want(t, "legacy, wrong secret", 401, "invalid_client")
 	}
 	before := cnt.calls.Load()
 	a := e.token(five, legacyID, legacySecret)
-	a.want(t, "address blocked, right secret", 429, "temporarily_unavailable")
+	a.want(t, "address blocked, bcrypt client's right secret", 429, "temporarily_unavailable")
 	a.wantRetryAfter(t, "address blocked", 1, 60)
-	e.token(five, "lc_another", "x").want(t, "address blocked, another id", 429, "temporarily_unavailable")
-	e.token(five, e.machine.id, e.machine.secret).want(t, "address blocked, another client", 429, "temporarily_unavailable")
+	e.token(five, "lc_another", "x").want(t, "address blocked, unknown id", 429, "temporarily_unavailable")
+	a = e.token(five, e.machine.id, "wrong")
+	a.want(t, "address blocked, keyed client's wrong secret", 429, "temporarily_unavailable")
+	a.wantRetryAfter(t, "address blocked, keyed client's wrong secret", 1, 60)
 	if got := cnt.calls.Load() - before; got != 0 {
 		t.Errorf("blocked requests ran %d bcrypt comparisons, want none", got)
 	}
+	// A keyed client's right secret costs an HMAC: the block does not
+	// refuse it.
+	e.token(five, e.machine.id, e.machine.secret).want(t, "address blocked, keyed client's right secret", 200, "")
 	// The legacy client itself, from elsewhere, is not blocked.
 	e.token(from("127.0.0.6"), legacyID, legacySecret).want(t, "legacy client from another address", 200, "")
 
@@ -147,12 +155,43 @@ func TestFailedAttemptsLimited(t *testing.T) {
 	for i := range 3 {
 		e.token(seven, fmt.Sprintf("lc_nobody%d", i), "x").want(t, "unknown id", 401, "invalid_client")
 	}
-	e.token(seven, e.machine.id, e.machine.secret).want(t, "address blocked, right secret", 429, "temporarily_unavailable")
+	e.token(seven, e.machine.id, "wrong").want(t, "address blocked, wrong secret", 429, "temporarily_unavailable")
+	e.token(seven, e.machine.id, e.machine.secret).want(t, "address blocked, keyed right secret", 200, "")
+	e.token(seven, e.app.id, e.app.secret).want(t, "address blocked, another keyed client", 200, "")
 
-	// The window ends.
+	// The window ends. (The legacy client was replaced by the keyed form
+	// at its success from 127.0.0.6.)
 	e.clock.Advance(61 * time.Second)
-	e.token(five, e.machine.id, e.machine.secret).want(t, "after the window", 200, "")
-	e.token(seven, e.machine.id, e.machine.secret).want(t, "after the window", 200, "")
+	e.token(five, legacyID, legacySecret).want(t, "after the window", 200, "")
+	e.token(seven, e.machine.id, "wrong").want(t, "after the window, wrong secret", 401, "invalid_client")
+}
+
+// TestBcryptBlockedBeforeTheCheck: a client still stored in bcrypt (0.4.0's
+// hash, before its first token) is refused 429 from a blocked address,
+// right secret or not, without a bcrypt comparison: the block is what
+// bounds the bcrypt work a flood can cause.
+func TestBcryptBlockedBeforeTheCheck(t *testing.T) {
+	t.Parallel()
+	cnt := newCounter("")
+	e := newEnv(t, func(c *Config) {
+		c.Limits = Limits{MaxFailures: 3, FailureWindow: time.Minute}
+		c.compare = cnt.compare
+	})
+	legacyID, legacySecret := e.legacyClient(t)
+	hc := from("127.0.0.8")
+	for i := range 3 {
+		e.token(hc, fmt.Sprintf("lc_nobody%d", i), "x").want(t, "unknown id", 401, "invalid_client")
+	}
+	if got := cnt.calls.Load(); got != 0 {
+		t.Errorf("unknown ids ran %d bcrypt comparisons, want none (keyed world)", got)
+	}
+	for i := range 5 {
+		e.token(hc, legacyID, fmt.Sprint("wrong", i)).want(t, "bcrypt client, blocked", 429, "temporarily_unavailable")
+	}
+	e.token(hc, legacyID, legacySecret).want(t, "bcrypt client's right secret, blocked", 429, "temporarily_unavailable")
+	if got := cnt.calls.Load(); got != 0 {
+		t.Errorf("a blocked address ran %d bcrypt comparisons, want none", got)
+	}
 }
 
 // TestSecretChecksBounded: bcrypt comparisons (the hashes 0.4.0 stored)
@@ -231,6 +270,16 @@ func TestTablesBounded(t *testing.T) {
 	}
 	if n := f.len(); n > 64 {
 		t.Errorf("failure table: %d keys, want at most 64", n)
+	}
+	// A blocked address adds no keys, whatever ids it sends: its own and
+	// MaxFailures pair keys.
+	f = newFailures(Limits{MaxFailures: 3}.withDefaults())
+	addr := addrKey("10.0.0.1:443")
+	for i := range 1000 {
+		f.fail(now, addr, pairKey(fmt.Sprint("lc_", i), addr))
+	}
+	if n := f.len(); n != 1+3 {
+		t.Errorf("one address, 1000 ids: %d keys, want %d", n, 1+3)
 	}
 	// One IPv6 host's /64 is one key.
 	if a, b := addrKey("[2001:db8:1:2:aaaa::1]:1"), addrKey("[2001:db8:1:2:bbbb::9]:2"); a != b {

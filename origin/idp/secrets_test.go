@@ -207,7 +207,9 @@ func TestUnknownClientCostsAWrongSecret(t *testing.T) {
 	}
 	// The check itself (authenticate checks an unknown id against
 	// dummyHash): the same parse, HMAC and comparison for both,
-	// interleaved so that drift on a shared machine hits both alike.
+	// interleaved so that drift on a shared machine hits both alike, and
+	// compared by each one's fastest round (the least disturbed by other
+	// work on the machine).
 	hash := e.storedHash(t, e.machine.id)
 	check := func(id string, hash []byte) time.Duration {
 		t0 := time.Now()
@@ -219,18 +221,72 @@ func TestUnknownClientCostsAWrongSecret(t *testing.T) {
 		return time.Since(t0)
 	}
 	var unknown, wrong []time.Duration
-	for range 5 {
+	for range 7 {
 		unknown = append(unknown, check("lc_AAAAAAAAAAAAAAAAAAAAAA", e.idp.dummyHash))
 		wrong = append(wrong, check(e.machine.id, hash))
 	}
-	slices.Sort(unknown)
-	slices.Sort(wrong)
-	t.Logf("%d checks: unknown id %v, wrong secret %v", n, unknown[2], wrong[2])
-	if ratio := float64(unknown[2]) / float64(wrong[2]); ratio < 0.5 || ratio > 2 {
-		t.Errorf("checks of an unknown id %v against a wrong secret %v: want the same cost", unknown[2], wrong[2])
+	u, w = slices.Min(unknown), slices.Min(wrong)
+	t.Logf("%d checks, fastest of 7 rounds: unknown id %v, wrong secret %v", n, u, w)
+	if ratio := float64(u) / float64(w); ratio < 0.5 || ratio > 2 {
+		t.Errorf("checks of an unknown id %v against a wrong secret %v: want the same cost", u, w)
 	}
 	if c := cnt.calls.Load(); c != 0 {
 		t.Errorf("%d bcrypt comparisons, want none", c)
+	}
+}
+
+// TestUnknownClientCostsABcryptCheckUnderBcryptSecrets (issue #36 point
+// 5, its review): under Config.BcryptSecrets (the rolling upgrade's
+// window) a known client costs a bcrypt comparison, so an unknown client
+// id costs one too, against a dummy of the same cost, behind the same
+// block: timing does not tell which ids exist during the window either.
+func TestUnknownClientCostsABcryptCheckUnderBcryptSecrets(t *testing.T) {
+	t.Parallel()
+	if c, err := bcrypt.Cost([]byte(dummyBcrypt)); err != nil || c != bcrypt.DefaultCost {
+		t.Errorf("dummyBcrypt: cost %d, %v; want a bcrypt hash at the default cost %d", c, err, bcrypt.DefaultCost)
+	}
+	cnt := newCounter("")
+	e := newEnv(t, func(c *Config) {
+		c.BcryptSecrets = true
+		c.compare = cnt.compare
+		c.Limits = Limits{MaxFailures: 4, FailureWindow: time.Minute}
+	})
+	id, secret := e.legacyClient(t)
+	dummy, _ := bcrypt.Cost(e.idp.dummyBcrypt)
+	if stored, _ := bcrypt.Cost(e.storedHash(t, id)); dummy != stored {
+		t.Errorf("dummy bcrypt cost %d, a client's %d: want equal", dummy, stored)
+	}
+	hc := from("127.0.0.10")
+	for _, tt := range []struct{ what, id string }{
+		{"unknown id", "lc_AAAAAAAAAAAAAAAAAAAAAA"},
+		{"known id, wrong secret", id},
+	} {
+		before := cnt.calls.Load()
+		e.token(hc, tt.id, strings.Repeat("x", 43)).want(t, tt.what, 401, "invalid_client")
+		if got := cnt.calls.Load() - before; got != 1 {
+			t.Errorf("%s: %d bcrypt comparisons, want 1", tt.what, got)
+		}
+	}
+	e.token(hc, id, secret).want(t, "right secret", 200, "")
+	// Blocked, both are refused before any comparison.
+	e.token(hc, "lc_BBBBBBBBBBBBBBBBBBBBBB", "x").want(t, "unknown id", 401, "invalid_client")
+	e.token(hc, id, "x").want(t, "wrong secret", 401, "invalid_client")
+	before := cnt.calls.Load()
+	e.token(hc, "lc_CCCCCCCCCCCCCCCCCCCCCC", "x").want(t, "unknown id, blocked", 429, "temporarily_unavailable")
+	e.token(hc, id, secret).want(t, "known id, blocked", 429, "temporarily_unavailable")
+	if got := cnt.calls.Load() - before; got != 0 {
+		t.Errorf("blocked: %d bcrypt comparisons, want none", got)
+	}
+	// A keyed client (made by an origin without the setting) checks by
+	// HMAC, and its right secret passes the block.
+	keyed := newSecretKey(testSealKey).hash(e.machine.id, e.machine.secret)
+	if err := e.store.(secretHashReplacer).ReplaceClientSecretHash(t.Context(), e.machine.id,
+		e.storedHash(t, e.machine.id), keyed); err != nil {
+		t.Fatal(err)
+	}
+	e.token(hc, e.machine.id, e.machine.secret).want(t, "keyed client, blocked address", 200, "")
+	if got := cnt.calls.Load() - before; got != 0 {
+		t.Errorf("keyed client: %d bcrypt comparisons, want none", got)
 	}
 }
 
