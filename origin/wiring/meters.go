@@ -25,8 +25,9 @@ var _ meter.Store = (*Meters)(nil)
 // Apply applies op and records what it billed: the meters of the stages
 // the store applied (meter.Stage: all or nothing), which are those before
 // the refused step's stage, and that stage too when the step is Force (an
-// hourly cap hit bills the call); none for an error, a suspension or a
-// duplicate (another origin billed the request: meter.Op.Once).
+// hourly cap hit bills the call); none for an error, a suspension, a
+// duplicate (another origin billed the request: meter.Op.Once) or an op
+// its rival excluded (meter.Op.Unless).
 func (m *Meters) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 	start := time.Now()
 	res, err := m.Store.Apply(ctx, op)
@@ -39,6 +40,8 @@ func (m *Meters) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 			r = "refused"
 		case res.Duplicate:
 			r = "duplicate"
+		case res.Excluded:
+			r = "excluded"
 		}
 		m.Metrics.MeterApply(r, time.Since(start))
 	}
@@ -54,7 +57,7 @@ func (m *Meters) Apply(ctx context.Context, op meter.Op) (meter.Result, error) {
 // billed are the names of the meters op billed, given its outcome, each
 // once (the monthly and the hourly calls are both "calls").
 func billed(op meter.Op, res meter.Result, err error) []string {
-	if err != nil || res.Suspended || res.Duplicate {
+	if err != nil || res.Suspended || res.Duplicate || res.Excluded {
 		return nil
 	}
 	stages := op.Stages

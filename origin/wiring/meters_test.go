@@ -38,6 +38,7 @@ func TestBilled(t *testing.T) {
 		{"test-prep allowance spent", prep, meter.Result{Granted: 0}, nil, []string{"calls", "lessonreads"}},
 		{"suspended", read, meter.Result{Suspended: true}, nil, nil},
 		{"billed by another origin", mint, meter.Result{Duplicate: true, LedgerIDs: []int64{1, 2, 3}}, nil, nil},
+		{"excluded by its rival (a refund after the ship)", mint, meter.Result{Excluded: true}, nil, nil},
 		{"store error", read, meter.Result{}, errors.New("down"), nil},
 	} {
 		got := billed(meter.Op{Stages: tc.stages}, tc.res, tc.err)
