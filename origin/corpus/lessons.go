@@ -25,6 +25,7 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 		go func() {
 			defer wg.Done()
 			var d digester
+			in := interner{} // this worker's (intern.go)
 			for i := range next {
 				errs[i] = func() (err error) {
 					defer func() {
@@ -41,6 +42,7 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 					if s.Lessons, err = parseLessons(name, b, s); err != nil {
 						return err
 					}
+					in.lessons(s.Lessons)
 					s.ContentDigest = d.contentDigest(s)
 					return nil
 				}()
