@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -62,14 +63,19 @@ const pruneEvery = time.Hour
 // Run delivers the outbox until ctx ends, then waits for the attempts in
 // flight to record their outcomes. Every origin runs it: a delivery is
 // claimed by one of them at a time (Store.Claim), at most Workers
-// attempts at once here. It looks for due deliveries when Emit wakes it,
-// when an attempt ends, and every Poll; once an hour it prunes what
-// Retention no longer keeps.
+// attempts at once here, and at most PerEndpoint of them to one
+// endpoint (a receiver that hangs holds no more than that). It looks for
+// due deliveries when Emit wakes it, when an attempt ends, and every
+// Poll; once an hour it prunes what Retention no longer keeps.
 func (o *Outbox) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, o.cfg.Workers)
 	freed := make(chan struct{}, 1)
+	// busy counts the attempts in flight to each endpoint, which Claim
+	// holds to Config.PerEndpoint.
+	var mu sync.Mutex
+	busy := map[string]int{}
 	poll := time.NewTicker(o.cfg.Poll)
 	defer poll.Stop()
 	lastPrune := time.Time{}
@@ -81,15 +87,27 @@ func (o *Outbox) Run(ctx context.Context) {
 		free := cap(slots) - len(slots)
 		full := false
 		if free > 0 {
-			ds, err := o.claim(ctx, free)
+			mu.Lock()
+			inFlight := maps.Clone(busy)
+			mu.Unlock()
+			ds, err := o.claim(ctx, free, inFlight)
 			if err != nil && ctx.Err() == nil {
 				o.cfg.Log.Warn("webhook: claim deliveries", "err", err)
 			}
 			full = len(ds) == free
 			for _, d := range ds {
 				slots <- struct{}{}
+				ep := d.Endpoint.ID
+				mu.Lock()
+				busy[ep]++
+				mu.Unlock()
 				wg.Go(func() {
 					defer func() {
+						mu.Lock()
+						if busy[ep]--; busy[ep] <= 0 {
+							delete(busy, ep)
+						}
+						mu.Unlock()
 						<-slots
 						select {
 						case freed <- struct{}{}:
@@ -119,12 +137,14 @@ func (o *Outbox) Run(ctx context.Context) {
 	}
 }
 
-// claim claims at most n due deliveries under a new claim token.
-func (o *Outbox) claim(ctx context.Context, n int) ([]Delivery, error) {
+// claim claims at most n due deliveries under a new claim token, at
+// most PerEndpoint in flight to an endpoint counting busy, those this
+// loop has in flight.
+func (o *Outbox) claim(ctx context.Context, n int, busy map[string]int) ([]Delivery, error) {
 	var b [12]byte
 	crand.Read(b[:])
 	now := o.cfg.Now()
-	return o.cfg.Store.Claim(ctx, now, now.Add(o.cfg.ClaimFor), hex.EncodeToString(b[:]), n)
+	return o.cfg.Store.Claim(ctx, now, now.Add(o.cfg.ClaimFor), hex.EncodeToString(b[:]), n, o.cfg.PerEndpoint, busy)
 }
 
 func (o *Outbox) prune(ctx context.Context) {
@@ -160,8 +180,11 @@ func (o *Outbox) attempt(ctx context.Context, d Delivery) {
 		if err != nil {
 			out.Error = clip(err.Error())
 			reason = "network"
-			if errors.Is(err, ErrPrivateAddress) {
+			switch {
+			case errors.Is(err, ErrPrivateAddress):
 				reason = "refused_address"
+			case errors.Is(err, errOpen):
+				reason = "secret"
 			}
 		} else {
 			out.Error = "answered " + strconv.Itoa(status) + ", not 2xx"
@@ -193,7 +216,7 @@ func (o *Outbox) send(ctx context.Context, d Delivery) (int, error) {
 	// The timestamp is the wall clock's, whatever the origin's clock (the
 	// test clock): receivers compare it with theirs.
 	ts := time.Now()
-	keys, err := o.keysOf(d.Endpoint, o.cfg.Now())
+	keys, err := o.keysOf(ctx, d.Endpoint, o.cfg.Now())
 	if err != nil {
 		return 0, err
 	}

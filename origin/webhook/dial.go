@@ -23,10 +23,12 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT (RFC 6598)
 	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments (RFC 6890)
 	netip.MustParsePrefix("192.0.2.0/24"),    // documentation (RFC 5737)
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast (RFC 7526, deprecated): relays to the IPv4 inside
 	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking (RFC 2544)
 	netip.MustParsePrefix("198.51.100.0/24"), // documentation
 	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
 	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (RFC 4291, deprecated): ::a00:1 is 10.0.0.1
 	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64 (RFC 6052): reaches the IPv4 inside
 	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64 (RFC 8215)
 	netip.MustParsePrefix("2001:db8::/32"),   // documentation (RFC 3849)
@@ -37,8 +39,11 @@ var nonPublic = []netip.Prefix{
 // Public reports whether a webhook may be sent to addr: not private
 // (10/8, 172.16/12, 192.168/16, fc00::/7), loopback, link-local
 // (169.254/16, fe80::/10), unspecified, multicast, nor in the other
-// special ranges of nonPublic. An IPv4-mapped IPv6 address
-// (::ffff:10.0.0.1) is judged as the IPv4 address it maps.
+// special ranges of nonPublic, which holds every IPv6 range whose
+// addresses embed an IPv4 address a gateway or relay would reach
+// (IPv4-compatible ::/96, NAT64, 6to4, Teredo), whatever that address.
+// An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is judged as the IPv4
+// address it maps.
 func Public(addr netip.Addr) bool {
 	addr = addr.Unmap()
 	if !addr.IsValid() || addr.IsPrivate() || addr.IsLoopback() || addr.IsLinkLocalUnicast() ||

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +23,12 @@ func TestPublic(t *testing.T) {
 		"0.0.0.0": false, "::": false, // unspecified
 		"::ffff:10.0.0.1": false, "::ffff:127.0.0.1": false, "::ffff:169.254.169.254": false, // IPv4-mapped
 		"100.64.0.1": false, "224.0.0.1": false, "255.255.255.255": false, "64:ff9b::a00:1": false,
+		"::a00:1": false, "::7f00:1": false, "::a9fe:a9fe": false, "::808:808": false, // IPv4-compatible, ::/96
+		"192.88.99.1": false, "192.88.99.255": false, // 6to4 relay anycast
+		"64:ff9b::7f00:1": false, "64:ff9b::a9fe:a9fe": false, "64:ff9b::c0a8:101": false, // NAT64 of private IPv4
+		"2002:a00:1::1": false, "2002:7f00:1::": false, "2002:c0a8:101::1": false, // 6to4 of private IPv4
+		"2001:0:a00:1::1": false,                      // Teredo
+		"192.88.98.1":     true, "192.88.100.1": true, // beside it
 		"8.8.8.8": true, "1.1.1.1": true, "2606:4700:4700::1111": true, "::ffff:8.8.8.8": true,
 	} {
 		if got := Public(netip.MustParseAddr(addr)); got != want {
@@ -79,6 +87,43 @@ func TestRefusedAtDialTime(t *testing.T) {
 	}
 }
 
+// proxyChild makes the test binary run TestNoProxyFromEnvironment's
+// requests (net/http reads the proxy variables once a process).
+const proxyChild = "LECTERN_WEBHOOK_PROXY_CHILD"
+
+// TestNoProxyFromEnvironment: with HTTPS_PROXY and HTTP_PROXY set, the
+// delivery client (under AllowPrivate too) still dials the endpoint
+// itself: the proxy, which would dial for it unchecked, gets nothing. A
+// child process makes the requests, its environment set before net/http
+// first reads it.
+func TestNoProxyFromEnvironment(t *testing.T) {
+	if os.Getenv(proxyChild) == "1" {
+		for _, allow := range []bool{false, true} {
+			for _, u := range []string{"https://hooks.invalid/", "http://hooks.invalid/"} {
+				resp, err := newClient(allow, nil).Post(u, "application/json", strings.NewReader("{}"))
+				if err == nil {
+					resp.Body.Close()
+					t.Errorf("POST %s (allow private %v): answered %d, want no such host", u, allow, resp.StatusCode)
+				}
+			}
+		}
+		return
+	}
+	var hits atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer proxy.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNoProxyFromEnvironment$")
+	cmd.Env = append(os.Environ(), proxyChild+"=1", "HTTPS_PROXY="+proxy.URL, "HTTP_PROXY="+proxy.URL,
+		"https_proxy="+proxy.URL, "http_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("the child: %v\n%s", err, out)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the proxy in the environment got %d requests, want none", n)
+	}
+}
+
 // TestNoRedirectFollowed: a 3xx is the attempt's answer; its Location is
 // not requested.
 func TestNoRedirectFollowed(t *testing.T) {
@@ -127,13 +172,13 @@ func TestSealOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := open([][]byte{k2, k1}, "wh_1", sealed); err != nil || string(got) != "key" {
-		t.Errorf("open with the accepted key = %q, %v", got, err)
+	if got, i, err := open([][]byte{k2, k1}, "wh_1", sealed); err != nil || string(got) != "key" || i != 1 {
+		t.Errorf("open with the accepted key = %q, %d, %v", got, i, err)
 	}
-	if _, err := open([][]byte{k2}, "wh_1", sealed); err == nil {
+	if _, _, err := open([][]byte{k2}, "wh_1", sealed); err == nil {
 		t.Error("another key opens the secret")
 	}
-	if _, err := open([][]byte{k1}, "wh_2", sealed); err == nil {
+	if _, _, err := open([][]byte{k1}, "wh_2", sealed); err == nil {
 		t.Error("the secret opens as another endpoint's")
 	}
 }

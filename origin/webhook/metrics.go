@@ -24,7 +24,8 @@ func newMetrics() *metrics {
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lectern_webhook_failed_total",
 			Help: "Webhook attempts that failed, by reason: status (answered, not 2xx), gone (410: endpoint disabled), " +
-				"network (no answer within 10 s, TLS, DNS), refused_address (the endpoint resolved to a non-public address).",
+				"network (no answer within 10 s, TLS, DNS), refused_address (the endpoint resolved to a non-public address), " +
+				"secret (the endpoint's secret opens under neither LECTERN_SECRET nor LECTERN_SECRET_ACCEPT: rotate it).",
 		}, []string{"reason"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lectern_webhook_attempt_duration_seconds",

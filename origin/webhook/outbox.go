@@ -106,6 +106,7 @@ const (
 	DefaultRetention    = 35 * 24 * time.Hour
 	DefaultPoll         = time.Second
 	DefaultWorkers      = 8
+	DefaultPerEndpoint  = 2
 	// Overlap is how long a rotated secret still signs.
 	Overlap = 24 * time.Hour
 	// MaxPayload bounds an event's body: a larger one is refused by Emit.
@@ -144,6 +145,11 @@ type Config struct {
 	// (0: DefaultWorkers).
 	Poll    time.Duration
 	Workers int
+	// PerEndpoint caps the attempts in flight to one endpoint here
+	// (0: DefaultPerEndpoint), so that a receiver that does not answer
+	// holds at most that many of the Workers while the others send to
+	// other endpoints.
+	PerEndpoint int
 	// Backoff is the wait before the attempt after attempt n (nil:
 	// Backoff, the package function).
 	Backoff func(n int) time.Duration
@@ -173,6 +179,7 @@ func New(cfg Config) *Outbox {
 	cfg.Retention = or(cfg.Retention, DefaultRetention)
 	cfg.Poll = or(cfg.Poll, DefaultPoll)
 	cfg.Workers = or(cfg.Workers, DefaultWorkers)
+	cfg.PerEndpoint = or(cfg.PerEndpoint, DefaultPerEndpoint)
 	if cfg.Backoff == nil {
 		cfg.Backoff = Backoff
 	}
@@ -342,19 +349,111 @@ func (o *Outbox) Deliveries(ctx context.Context, orgID, id string, before int64,
 }
 
 // keysOf are the signing keys of a claimed endpoint at now: its secret,
-// and its previous one while it still signs.
-func (o *Outbox) keysOf(e Endpoint, now time.Time) ([][]byte, error) {
-	k, err := open(o.keys, e.ID, e.Secret)
+// and its previous one while it still signs. A secret that only the
+// accepted key opens is sealed again under the deployment's key on the
+// way (reseal).
+func (o *Outbox) keysOf(ctx context.Context, e Endpoint, now time.Time) ([][]byte, error) {
+	k, err := o.openSecret(ctx, e.ID, e.Secret)
 	if err != nil {
 		return nil, err
 	}
 	keys := [][]byte{k}
 	if e.Previous != nil && now.Before(e.PreviousUntil) {
-		p, err := open(o.keys, e.ID, e.Previous)
+		p, err := o.openSecret(ctx, e.ID, e.Previous)
 		if err != nil {
 			return nil, err
 		}
 		keys = append(keys, p)
 	}
 	return keys, nil
+}
+
+// openSecret opens endpoint id's sealed secret, and seals it again
+// under the deployment's key when the accepted key opened it.
+func (o *Outbox) openSecret(ctx context.Context, id string, sealed []byte) ([]byte, error) {
+	k, by, err := open(o.keys, id, sealed)
+	if err != nil || by == 0 {
+		return k, err
+	}
+	if _, err := o.reseal(ctx, id, sealed, k); err != nil {
+		// It signs all the same; the next delivery or start tries again.
+		o.cfg.Log.Warn("webhook: seal a secret again under LECTERN_SECRET", "endpoint", id, "err", err)
+	}
+	return k, nil
+}
+
+// reseal stores key, endpoint id's secret sealed as old under the
+// accepted key, sealed under the deployment's key, unless the endpoint
+// changed since (Store.Reseal).
+func (o *Outbox) reseal(ctx context.Context, id string, old, key []byte) (bool, error) {
+	sealed, err := seal(o.cfg.Key, id, key)
+	if err != nil {
+		return false, err
+	}
+	ok, err := o.cfg.Store.Reseal(context.WithoutCancel(ctx), id, old, sealed)
+	if err != nil {
+		return false, fmt.Errorf("webhook: seal the secret of endpoint %s again: %w", id, err)
+	}
+	return ok, nil
+}
+
+// Resealed is what Reseal did.
+type Resealed struct {
+	// Sealed counts the secrets (current or previous) sealed again under
+	// the deployment's key.
+	Sealed int
+	// Unopened are the endpoints whose secret, or previous secret while
+	// it still signs, opens under neither key: their deliveries fail
+	// until the endpoint is rotated (or the secret it was sealed under is
+	// accepted again).
+	Unopened []Endpoint
+}
+
+// resealPage is how many endpoints Reseal reads at a time.
+const resealPage = 500
+
+// Reseal goes over every endpoint and seals again under the deployment's
+// key each secret that only the accepted key opens, so that once the
+// accepted secret is dropped (docs/operations.md, "Rotating keys") every
+// endpoint still signs. Each origin runs it when it starts; deliveries
+// do the same for the endpoints they send to. An endpoint changed
+// meanwhile (rotated, or sealed again by another origin) is left as it
+// is.
+func (o *Outbox) Reseal(ctx context.Context) (Resealed, error) {
+	var r Resealed
+	now := o.cfg.Now()
+	after := ""
+	for {
+		es, err := o.cfg.Store.AllEndpoints(ctx, after, resealPage)
+		if err != nil {
+			return r, err
+		}
+		for _, e := range es {
+			sealed := [][]byte{e.Secret}
+			if e.Previous != nil && now.Before(e.PreviousUntil) {
+				sealed = append(sealed, e.Previous)
+			}
+			for _, s := range sealed {
+				k, by, err := open(o.keys, e.ID, s)
+				if err != nil {
+					r.Unopened = append(r.Unopened, e)
+					break
+				}
+				if by == 0 {
+					continue
+				}
+				ok, err := o.reseal(ctx, e.ID, s, k)
+				if err != nil {
+					return r, err
+				}
+				if ok {
+					r.Sealed++
+				}
+			}
+		}
+		if len(es) < resealPage {
+			return r, nil
+		}
+		after = es[len(es)-1].ID
+	}
 }

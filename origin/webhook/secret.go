@@ -63,22 +63,23 @@ func seal(k []byte, id string, key []byte) ([]byte, error) {
 	return g.Seal(out, out[1:], key, aad(id)), nil
 }
 
-// open opens a secret sealed for endpoint id under one of keys.
-func open(keys [][]byte, id string, sealed []byte) ([]byte, error) {
-	for _, k := range keys {
+// open opens a secret sealed for endpoint id under one of keys, and
+// returns which of them opened it (0: the deployment's own key).
+func open(keys [][]byte, id string, sealed []byte) ([]byte, int, error) {
+	for i, k := range keys {
 		g, err := gcm(k)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if len(sealed) < 1+g.NonceSize() || sealed[0] != sealVersion {
-			return nil, errOpen
+			return nil, 0, errOpen
 		}
 		n := sealed[1 : 1+g.NonceSize()]
 		if key, err := g.Open(nil, n, sealed[1+g.NonceSize():], aad(id)); err == nil {
-			return key, nil
+			return key, i, nil
 		}
 	}
-	return nil, errOpen
+	return nil, 0, errOpen
 }
 
 func aad(id string) []byte { return []byte("lectern/webhook-secret/" + id) }

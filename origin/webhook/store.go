@@ -24,6 +24,16 @@ type Store interface {
 	// the previous, which still signs until until, and returns the
 	// endpoint as stored.
 	RotateSecret(ctx context.Context, org, id string, secret []byte, until time.Time) (Endpoint, error)
+	// AllEndpoints lists every organisation's endpoints by id, those
+	// with an id above after, at most limit (the pass that seals secrets
+	// again after a rotation of the deployment secret).
+	AllEndpoints(ctx context.Context, after string, limit int) ([]Endpoint, error)
+	// Reseal replaces sealed secret old of endpoint id, its current or
+	// its previous one, with sealed (the same secret sealed under
+	// another key), and reports whether it did: false when the endpoint
+	// holds old no more (it was rotated, sealed again by another origin,
+	// or deleted). A compare-and-swap: a rotation is never undone.
+	Reseal(ctx context.Context, id string, old, sealed []byte) (bool, error)
 
 	// Enqueue writes ev and one pending delivery, due at ev.Created, per
 	// endpoint of ev.Org that is enabled and subscribed to ev.Type, in
@@ -35,8 +45,12 @@ type Store interface {
 	// attempt at or before now), oldest first, for the claim token: each
 	// counts an attempt and is not due again before until, the claim's
 	// lease, unless Complete records its outcome first. Rows another
-	// transaction is claiming are skipped, not waited for.
-	Claim(ctx context.Context, now, until time.Time, claim string, limit int) ([]Delivery, error)
+	// transaction is claiming are skipped, not waited for. Of one
+	// endpoint it takes at most perEndpoint less busy[endpoint id] (the
+	// attempts the caller has in flight to it), so that the rows of an
+	// endpoint that is slow to answer do not take every worker while
+	// other endpoints' rows wait.
+	Claim(ctx context.Context, now, until time.Time, claim string, limit, perEndpoint int, busy map[string]int) ([]Delivery, error)
 	// Complete records the outcome of an attempt of a claimed delivery
 	// and reports whether it was still claimed by o.Claim (a claim whose
 	// lease ended may have been taken again: its failure then changes
@@ -48,9 +62,10 @@ type Store interface {
 	// Queue reports the pending deliveries and the creation time of the
 	// oldest (zero when none).
 	Queue(ctx context.Context) (pending int64, oldest time.Time, err error)
-	// Prune deletes the events created before before whose deliveries
-	// are all finished, with their deliveries, and returns how many
-	// events it deleted.
+	// Prune deletes the events whose deliveries are all finished, the
+	// last of them before before (an event left with no delivery, its
+	// endpoints deleted: created before before), with their deliveries,
+	// and returns how many events it deleted.
 	Prune(ctx context.Context, before time.Time) (int64, error)
 }
 

@@ -114,13 +114,14 @@ type received struct {
 	header http.Header
 	body   []byte
 	at     time.Time
+	path   string
 }
 
 func newReceiver(t *testing.T, tlsOn bool, answer func(n int, r received) int) *receiver {
 	rc := &receiver{answer: answer, notify: make(chan received, 4096)}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		got := received{header: r.Header.Clone(), body: b, at: time.Now()}
+		got := received{header: r.Header.Clone(), body: b, at: time.Now(), path: r.URL.Path}
 		rc.mu.Lock()
 		rc.got = append(rc.got, got)
 		n := len(rc.got)
@@ -633,11 +634,11 @@ func TestPrune(t *testing.T) {
 				t.Fatalf("Enqueue = %d, %v", n, err)
 			}
 		}
-		ds, err := s.Claim(ctx, time.Now(), time.Now().Add(time.Minute), "c", 1)
+		ds, err := s.Claim(ctx, time.Now(), time.Now().Add(time.Minute), "c", 1, 1, nil)
 		if err != nil || len(ds) != 1 || ds[0].Event.ID != "msg_done" {
 			t.Fatalf("Claim = %+v, %v", ds, err)
 		}
-		if ok, err := s.Complete(ctx, webhook.Outcome{ID: ds[0].ID, Claim: "c", At: time.Now(), State: webhook.Delivered, Status: 200}); !ok || err != nil {
+		if ok, err := s.Complete(ctx, webhook.Outcome{ID: ds[0].ID, Claim: "c", At: old.Add(time.Minute), State: webhook.Delivered, Status: 200}); !ok || err != nil {
 			t.Fatalf("Complete = %v, %v", ok, err)
 		}
 		n, err := s.Prune(ctx, time.Now().Add(-24*time.Hour))
@@ -646,6 +647,242 @@ func TestPrune(t *testing.T) {
 		}
 		if pending, oldest, err := s.Queue(ctx); err != nil || pending != 1 || oldest.Sub(old) > 2*time.Second {
 			t.Errorf("Queue = %d, %v, %v; want the pending event kept", pending, oldest, err)
+		}
+	})
+}
+
+// TestPruneFromTheLastDelivery: an event is kept Retention after its
+// last delivery finished, not after it was created: one created 48 h
+// ago and delivered an hour ago is kept by a retention of a day, and
+// goes once a day has passed since its delivery; one whose endpoint was
+// deleted (no delivery left) goes a day after it was created.
+func TestPruneFromTheLastDelivery(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		createOrg(t, s, "acme")
+		ctx := context.Background()
+		o := webhook.New(webhook.Config{Store: s, Key: testKey})
+		ep1, err := o.AddEndpoint(ctx, "acme", "https://hooks.example.com/1", webhook.Types)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		created := now.Add(-48 * time.Hour)
+		if n, err := s.Enqueue(ctx, webhook.Event{ID: "msg_late", Org: "acme", Type: webhook.LicenseChanged,
+			Payload: []byte("{}"), Created: created}); err != nil || n != 1 {
+			t.Fatalf("Enqueue = %d, %v", n, err)
+		}
+		ds, err := s.Claim(ctx, now, now.Add(time.Minute), "c", 10, 10, nil)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("Claim = %+v, %v", ds, err)
+		}
+		delivered := now.Add(-time.Hour)
+		if ok, err := s.Complete(ctx, webhook.Outcome{ID: ds[0].ID, Claim: "c", At: delivered, State: webhook.Delivered, Status: 200}); !ok || err != nil {
+			t.Fatalf("Complete = %v, %v", ok, err)
+		}
+		if n, err := s.Prune(ctx, now.Add(-24*time.Hour)); err != nil || n != 0 {
+			t.Errorf("Prune a day back = %d, %v; want the event delivered an hour ago kept", n, err)
+		}
+		if ds, err := o.Deliveries(ctx, "acme", ep1.ID, 0, 10); err != nil || len(ds) != 1 {
+			t.Errorf("the delivery log after the prune: %+v, %v", ds, err)
+		}
+		if n, err := s.Prune(ctx, delivered.Add(time.Second)); err != nil || n != 1 {
+			t.Errorf("Prune once the retention passed since the delivery = %d, %v; want 1", n, err)
+		}
+
+		ep2, err := o.AddEndpoint(ctx, "acme", "https://hooks.example.com/2", webhook.Types)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Enqueue(ctx, webhook.Event{ID: "msg_orphan", Org: "acme", Type: webhook.LicenseChanged,
+			Payload: []byte("{}"), Created: created}); err != nil || n != 2 {
+			t.Fatalf("Enqueue = %d, %v", n, err)
+		}
+		for _, id := range []string{ep1.ID, ep2.ID} {
+			if err := o.DeleteEndpoint(ctx, "acme", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.Prune(ctx, now.Add(-24*time.Hour)); err != nil || n != 1 {
+			t.Errorf("Prune of an event with no delivery left = %d, %v; want 1", n, err)
+		}
+	})
+}
+
+// TestLecternSecretRotation: an endpoint made under one deployment
+// secret is delivered to, verified by the Standard Webhooks library with
+// the secret it was given, at every step docs/operations.md ("Rotating
+// keys") takes: the old secret alone; accepting the new one
+// (LECTERN_SECRET=old, LECTERN_SECRET_ACCEPT=new); swapping them
+// (new, accepting old), where each origin's start seals the secrets
+// again under the new one (Reseal), an endpoint in a rotation's overlap
+// both of its secrets; and the new secret alone, once the old one is
+// dropped. A secret sealed under a third secret is reported, not
+// sealed, and its delivery fails.
+func TestLecternSecretRotation(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		createOrg(t, s, "acme")
+		ctx := context.Background()
+		rc := newReceiver(t, false, nil)
+		derive := func(secret string) []byte {
+			return subkey.Derive([]byte(secret+"-a-deployment-secret-of-32-characters"), subkey.Webhooks)
+		}
+		oldKey, newKey := derive("old"), derive("new")
+		origin := func(key, accepted []byte) *webhook.Outbox {
+			return webhook.New(webhook.Config{Store: s, Key: key, Accepted: accepted, AllowPrivate: true,
+				Poll: 20 * time.Millisecond})
+		}
+		o := origin(oldKey, nil)
+		plain, err := o.AddEndpoint(ctx, "acme", rc.srv.URL+"/plain", []string{webhook.LicenseChanged})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rotating, err := o.AddEndpoint(ctx, "acme", rc.srv.URL+"/rotating", []string{webhook.LicenseChanged})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := rotating.SecretText
+		if rotating, err = o.Rotate(ctx, "acme", rotating.ID); err != nil {
+			t.Fatal(err)
+		}
+		verify := map[string][]string{"/plain": {plain.SecretText}, "/rotating": {rotating.SecretText, first}}
+
+		// deliver runs an origin of key and accepted until the event it
+		// emits reaches both endpoints, each verified with every secret
+		// the endpoint was given.
+		deliver := func(step string, key, accepted []byte) webhook.Resealed {
+			t.Helper()
+			o := origin(key, accepted)
+			r, err := o.Reseal(ctx)
+			if err != nil {
+				t.Fatalf("%s: Reseal: %v", step, err)
+			}
+			id, err := o.Emit(ctx, "acme", webhook.LicenseChanged, webhook.LicenseChange{OrgID: "acme", Status: step})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); o.Run(rctx) }()
+			defer func() { cancel(); <-done }()
+			for range 2 {
+				select {
+				case got := <-rc.notify:
+					if got.header.Get("webhook-id") != id {
+						t.Errorf("%s: webhook-id %s, want %s", step, got.header.Get("webhook-id"), id)
+					}
+					path := got.path
+					for _, secret := range verify[path] {
+						wh, _ := standardwebhooks.NewWebhook(secret)
+						if err := wh.Verify(got.body, got.header); err != nil {
+							t.Errorf("%s: %s: the Standard Webhooks library refuses the delivery: %v", step, path, err)
+						}
+					}
+				case <-time.After(5 * time.Second):
+					for _, ep := range []string{plain.ID, rotating.ID} {
+						ds, _ := o.Deliveries(ctx, "acme", ep, 0, 1)
+						t.Errorf("%s: not delivered to %s: %+v", step, ep, ds)
+					}
+					t.FailNow()
+				}
+			}
+			// Stopped only once both outcomes are recorded: an attempt
+			// cut short would be made again by the next step's origin.
+			waitState(t, o, "acme", plain.ID, webhook.Delivered)
+			waitState(t, o, "acme", rotating.ID, webhook.Delivered)
+			return r
+		}
+		deliver("old", oldKey, nil)
+		if r := deliver("1: old, accepting new", oldKey, newKey); r.Sealed != 0 || len(r.Unopened) != 0 {
+			t.Errorf("step 1: Reseal = %+v, want nothing to do", r)
+		}
+		if r := deliver("2: new, accepting old", newKey, oldKey); r.Sealed != 3 || len(r.Unopened) != 0 {
+			t.Errorf("step 2: Reseal = %+v, want 3 secrets sealed again (one endpoint's, the other's two)", r)
+		}
+		if r := deliver("3: new", newKey, nil); r.Sealed != 0 || len(r.Unopened) != 0 {
+			t.Errorf("step 3: Reseal = %+v, want nothing to do", r)
+		}
+
+		// A secret sealed under a secret no longer configured.
+		stray := origin(derive("stray"), nil)
+		lost, err := stray.AddEndpoint(ctx, "acme", rc.srv.URL+"/lost", []string{webhook.OrgSuspended})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o = origin(newKey, oldKey)
+		r, err := o.Reseal(ctx)
+		if err != nil || r.Sealed != 0 || len(r.Unopened) != 1 || r.Unopened[0].ID != lost.ID {
+			t.Errorf("Reseal with an endpoint sealed under neither key = %+v, %v; want it reported", r, err)
+		}
+		if _, err := o.Emit(ctx, "acme", webhook.OrgSuspended, webhook.Suspension{OrgID: "acme", Reason: webhook.ReasonOperator}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, o)
+		if d := waitState(t, o, "acme", lost.ID, webhook.Pending); !strings.Contains(d.Error, "cannot be opened") {
+			t.Errorf("the delivery to an endpoint whose secret opens under neither key: %+v", d)
+		}
+	})
+}
+
+// TestSlowEndpointDelaysNoOther: one endpoint's receiver hangs (until
+// the test ends, or each attempt's 10 s timeout) and its events, the
+// oldest, outnumber the workers; another organisation's endpoint, whose
+// events come after, is delivered all of its events while every attempt
+// to the hanging one still hangs (none has timed out: without the cap
+// the others wait for that), and the hanging one never has more than
+// PerEndpoint attempts in flight.
+func TestSlowEndpointDelaysNoOther(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		createOrg(t, s, "slow")
+		createOrg(t, s, "fast")
+		ctx := context.Background()
+		release := make(chan struct{})
+		var hanging, most, ended atomic.Int32
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := hanging.Add(1)
+			defer hanging.Add(-1)
+			defer ended.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		defer slow.Close()
+		defer close(release)
+		fast := newReceiver(t, false, nil)
+		o := webhook.New(webhook.Config{Store: s, Key: testKey, AllowPrivate: true, Workers: 4, Poll: 20 * time.Millisecond})
+		if _, err := o.AddEndpoint(ctx, "slow", slow.URL, []string{webhook.LicenseChanged}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.AddEndpoint(ctx, "fast", fast.srv.URL, []string{webhook.LicenseChanged}); err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			if _, err := o.Emit(ctx, "slow", webhook.LicenseChanged, webhook.LicenseChange{OrgID: "slow"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // the fast organisation's events are the newest
+		run(t, o)
+		for range 5 {
+			if _, err := o.Emit(ctx, "fast", webhook.LicenseChanged, webhook.LicenseChange{OrgID: "fast"}); err != nil {
+				t.Fatal(err)
+			}
+			fast.wait(t, time.Minute)
+		}
+		if n := ended.Load(); n != 0 {
+			t.Errorf("the other endpoint's events were delivered after %d attempts to the hanging one ended, want while all hang", n)
+		}
+		if n := most.Load(); n != webhook.DefaultPerEndpoint {
+			t.Errorf("at most %d attempts in flight to the hanging endpoint, want %d", n, webhook.DefaultPerEndpoint)
 		}
 	})
 }

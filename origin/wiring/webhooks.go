@@ -54,9 +54,32 @@ func (o *Origin) openWebhooks(d Deployment, set WebhookSettings) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
+	go func() { defer close(done); resealWebhooks(ctx, w, o.log); w.Run(ctx) }()
 	o.stopWebhooks = func() { cancel(); <-done }
 	return nil
+}
+
+// resealWebhooks seals again under LECTERN_SECRET every endpoint secret
+// only LECTERN_SECRET_ACCEPT opens (webhook.Outbox.Reseal), before the
+// origin's first delivery, so that the accepted secret can be dropped
+// (docs/operations.md, "Rotating keys"), and warns of each endpoint whose
+// secret opens under neither. A warning, not a refusal to start: such an
+// endpoint's deliveries fail (and are retried for 24 h) until it is
+// rotated, but the API and every other endpoint are unaffected, and a
+// refusal would take the deployment down at the rotation's last step
+// for one organisation's endpoint.
+func resealWebhooks(ctx context.Context, w *webhook.Outbox, log *slog.Logger) {
+	r, err := w.Reseal(ctx)
+	if r.Sealed > 0 {
+		log.Info("webhook: endpoint secrets sealed again under LECTERN_SECRET", "secrets", r.Sealed)
+	}
+	for _, e := range r.Unopened {
+		log.Warn("webhook: an endpoint's secret opens under neither LECTERN_SECRET nor LECTERN_SECRET_ACCEPT: "+
+			"its deliveries fail until it is rotated (adminctl webhook rotate ORG ID)", "org", e.Org, "endpoint", e.ID)
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Warn("webhook: seal endpoint secrets again under LECTERN_SECRET (deliveries still do it, endpoint by endpoint)", "err", err)
+	}
 }
 
 // AllowPrivateSetting is the development setting of WebhookSettings.AllowPrivate.
@@ -70,12 +93,15 @@ func (o *Origin) Webhooks() *webhook.Outbox { return o.webhooks }
 // op that reads past 40% of the granted lessons (meter.Result.Tripped:
 // once a day, in the meter's transaction, so on one origin):
 // org.suspended with reason enumeration_alarm. A monthly meter with a
-// limit at 80% or 100% of it after an op billed (or a step refused by
-// it, which is 100% for the client): quota.threshold, emitted under a
-// key naming the org, meter, month, limit and level (EmitOnce), so that
-// every origin seeing it sends it once between them; the origin
-// remembers the keys it emitted, so the write is made once per origin
-// and key.
+// limit whose count, after an op of a step on it (passed or refused),
+// is at 80% or 100% of the limit: quota.threshold, 80% before 100% when
+// one op crosses both, emitted under a key naming the org, meter, month,
+// limit and level (EmitOnce), so that every origin seeing it sends it
+// once between them; the origin remembers the keys it emitted, so the
+// write is made once per origin and key. Calls billed by the edge's
+// lease reports are seen at the organisation's next op the origin
+// bills, whose count holds them (docs/decisions/webhooks.md, "Where
+// events come from").
 
 // thresholds are quota.threshold's levels, in percent.
 var thresholds = []int64{80, 100}
@@ -118,13 +144,15 @@ func (m *MeterEvents) applied(ctx context.Context, op meter.Op, res meter.Result
 			if s.Meter.Hourly() || s.Limit == nil || *s.Limit <= 0 || s.Refund {
 				continue
 			}
+			// The count itself decides, not a refusal: a step refused
+			// because it asks for more than is left (a mint of 900
+			// with 500 left) leaves the meter where it was. An op
+			// that crosses both levels sends 80% first.
 			used := res.After.Get(s.Meter)
-			refused := res.Refused != nil && res.Refused.Meter == s.Meter
 			for _, level := range thresholds {
-				if used*100 < level**s.Limit && !(refused && level == 100) {
-					continue
+				if used*100 >= level**s.Limit {
+					m.threshold(ctx, op, org, s.Meter, level, used, *s.Limit)
 				}
-				m.threshold(ctx, op, org, s.Meter, level, used, *s.Limit)
 			}
 		}
 	}

@@ -23,10 +23,13 @@ type resultStore struct {
 func (s *resultStore) Apply(context.Context, meter.Op) (meter.Result, error) { return s.next, nil }
 
 // TestMeterEvents: the meters' ops send quota.threshold when a monthly
-// meter reaches 80% and 100% of its limit (a refusal by it counts as
-// 100%), once for each level however many ops and origins see it, none
-// for an hourly cap or a duplicate op; and org.suspended (reason
-// enumeration_alarm) for the read that trips the alarm.
+// meter reaches 80% and 100% of its limit, once for each level however
+// many ops and origins see it, none for an hourly cap or a duplicate op;
+// a refused step sends 100% only when the count is at the limit (a
+// mint of 900 downloads with 500 left sends nothing, one at 90% none
+// beyond 80%), and an op that jumps past both levels sends 80%, then
+// 100%; and org.suspended (reason enumeration_alarm) for the read that
+// trips the alarm.
 func TestMeterEvents(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlitestore.New(ctx, filepath.Join(t.TempDir(), "lectern.db"))
@@ -72,8 +75,25 @@ func TestMeterEvents(t *testing.T) {
 	apply(0, meter.Result{After: calls(9, 5)})
 	apply(1, meter.Result{After: calls(9, 5)}) // another origin sees 80% too
 	apply(1, meter.Result{After: calls(10, 5), Duplicate: true})
-	apply(1, meter.Result{After: calls(9, 5), Refused: &op.Stages[0][0]}) // 100%: refused by the quota
-	apply(0, meter.Result{After: calls(10, 5)})
+	apply(1, meter.Result{After: calls(9, 5), Refused: &op.Stages[0][0]}) // refused at 90%: no 100%
+	apply(0, meter.Result{After: calls(10, 5)})                           // 100%
+
+	downloads, big := int64(1000), int64(900)
+	mint := meter.Op{Org: meter.Key(org), Now: now, Stages: []meter.Stage{
+		{{Meter: meter.MonthCalls, N: 1, Limit: &limit}},
+		{{Meter: meter.MonthDownloads, N: big, Limit: &downloads}},
+	}}
+	var c meter.Counters
+	c[meter.MonthCalls], c[meter.MonthDownloads] = 10, 500
+	rs.next = meter.Result{After: c, Refused: &mint.Stages[1][0]} // 900 asked, 500 left: nothing
+	if _, err := origins[0].Apply(ctx, mint); err != nil {
+		t.Fatal(err)
+	}
+	c[meter.MonthDownloads] = 1000 // 500 to 1000 in one op: 80%, then 100%
+	rs.next = meter.Result{After: c}
+	if _, err := origins[1].Apply(ctx, mint); err != nil {
+		t.Fatal(err)
+	}
 	read := op
 	read.Read = &meter.Read{Lesson: "high/algebra/1", Granted: 200}
 	rs.next = meter.Result{After: calls(10, 5), Tripped: true, LessonsRead: 81}
@@ -81,7 +101,7 @@ func TestMeterEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ds, err := st.Claim(ctx, now, now.Add(time.Minute), "test", 100)
+	ds, err := st.Claim(ctx, now, now.Add(time.Minute), "test", 100, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +119,9 @@ func TestMeterEvents(t *testing.T) {
 	}
 	want := []map[string]any{
 		{"type": "quota.threshold", "meter": "calls", "percent": 80.0, "used": 8.0, "limit": 10.0, "month": "2026-11"},
-		{"type": "quota.threshold", "meter": "calls", "percent": 100.0, "used": 9.0, "limit": 10.0, "month": "2026-11"},
+		{"type": "quota.threshold", "meter": "calls", "percent": 100.0, "used": 10.0, "limit": 10.0, "month": "2026-11"},
+		{"type": "quota.threshold", "meter": "downloads", "percent": 80.0, "used": 1000.0, "limit": 1000.0, "month": "2026-11"},
+		{"type": "quota.threshold", "meter": "downloads", "percent": 100.0, "used": 1000.0, "limit": 1000.0, "month": "2026-11"},
 		{"type": "org.suspended", "reason": "enumeration_alarm", "lessonsRead": 81.0, "grantedLessons": 200.0, "day": "2026-11-22"},
 	}
 	if len(got) != len(want) {

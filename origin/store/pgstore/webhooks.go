@@ -111,6 +111,43 @@ func (s *Store) RotateSecret(ctx context.Context, org, id string, secret []byte,
 	return e, nil
 }
 
+// AllEndpoints implements webhook.Store.
+func (s *Store) AllEndpoints(ctx context.Context, after string, limit int) ([]webhook.Endpoint, error) {
+	es, err := pgretry.Read(ctx, s.pool.Reset, func() ([]webhook.Endpoint, error) {
+		rows, err := s.pool.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
+			WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var es []webhook.Endpoint
+		for rows.Next() {
+			e, err := scanEndpoint(rows)
+			if err != nil {
+				return nil, err
+			}
+			es = append(es, e)
+		}
+		return es, rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	return es, nil
+}
+
+// Reseal implements webhook.Store: one statement compares and swaps.
+func (s *Store) Reseal(ctx context.Context, id string, old, sealed []byte) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE webhook_endpoints
+		SET secret = CASE WHEN secret = $2 THEN $3 ELSE secret END,
+			previous_secret = CASE WHEN previous_secret = $2 THEN $3 ELSE previous_secret END
+		WHERE id = $1 AND (secret = $2 OR previous_secret = $2)`, id, old, sealed)
+	if err != nil {
+		return false, fmt.Errorf("reseal the secret of webhook endpoint %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // Enqueue implements webhook.Store: the deliveries are inserted from the
 // endpoints' rows by the same statement that checks the event is new.
 func (s *Store) Enqueue(ctx context.Context, ev webhook.Event) (int, error) {
@@ -149,17 +186,32 @@ func (s *Store) Enqueue(ctx context.Context, ev webhook.Event) (int, error) {
 
 // Claim implements webhook.Store with SELECT … FOR UPDATE SKIP LOCKED:
 // origins claiming at once take disjoint rows and never wait on each
-// other. ARRAY(…) runs the locking select once.
-func (s *Store) Claim(ctx context.Context, now, until time.Time, claim string, limit int) ([]webhook.Delivery, error) {
-	rows, err := s.pool.Query(ctx, `WITH c AS (
+// other. The candidates, the due rows within each endpoint's allowance
+// (a window function, which FOR UPDATE does not take), are a few times
+// limit, so that rows another origin locks first leave others to take;
+// ARRAY(…) runs the locking select once.
+func (s *Store) Claim(ctx context.Context, now, until time.Time, claim string, limit, perEndpoint int, busy map[string]int) ([]webhook.Delivery, error) {
+	busyIDs, busyN := make([]string, 0, len(busy)), make([]int32, 0, len(busy))
+	for id, n := range busy {
+		busyIDs, busyN = append(busyIDs, id), append(busyN, int32(n))
+	}
+	rows, err := s.pool.Query(ctx, `WITH w AS (
+			SELECT d.id, d.next_at, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_at, d.id) AS n,
+				coalesce(b.n, 0) AS busy
+			FROM webhook_deliveries d LEFT JOIN unnest($5::text[], $6::int[]) AS b (endpoint_id, n)
+				ON b.endpoint_id = d.endpoint_id
+			WHERE d.state = 'pending' AND d.next_at <= $1),
+		cand AS (SELECT id FROM w WHERE n <= $7 - busy ORDER BY next_at, id LIMIT $4 * 4),
+		c AS (
 			UPDATE webhook_deliveries SET next_at = $2, claim = $3, attempts = attempts + 1
 			WHERE id = ANY (ARRAY (SELECT id FROM webhook_deliveries
-				WHERE state = 'pending' AND next_at <= $1 ORDER BY next_at, id LIMIT $4 FOR UPDATE SKIP LOCKED))
+				WHERE id IN (SELECT id FROM cand) AND state = 'pending' AND next_at <= $1
+				ORDER BY next_at, id LIMIT $4 FOR UPDATE SKIP LOCKED))
 			RETURNING id, event_id, endpoint_id, attempts, created_at)
 		SELECT c.id, c.attempts, c.created_at, e.id, e.org_id, e.type, e.payload, e.created_at,
 			p.id, p.org_id, p.url, p.secret, p.previous_secret, p.previous_until
 		FROM c JOIN webhook_events e ON e.id = c.event_id JOIN webhook_endpoints p ON p.id = c.endpoint_id
-		ORDER BY c.id`, now, until, claim, limit)
+		ORDER BY c.id`, now, until, claim, limit, busyIDs, busyN, perEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("claim webhook deliveries: %w", err)
 	}
@@ -287,13 +339,16 @@ func (s *Store) Queue(ctx context.Context) (int64, time.Time, error) {
 // pruneChunk bounds the events one statement of Prune deletes.
 const pruneChunk = 1000
 
-// Prune implements webhook.Store, pruneChunk events a statement.
+// Prune implements webhook.Store, pruneChunk events a statement. An
+// event finishes after it is created, so created_at < before narrows
+// the search (webhook_events_created_at) without changing its answer.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	var total int64
 	for {
 		tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_events WHERE id = ANY (ARRAY (
 			SELECT e.id FROM webhook_events e WHERE e.created_at < $1 AND NOT EXISTS (
-				SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.state = 'pending')
+				SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id
+					AND (d.state = 'pending' OR d.finished_at >= $1))
 			LIMIT $2))`, before, pruneChunk)
 		if err != nil {
 			return total, fmt.Errorf("prune webhook events: %w", err)

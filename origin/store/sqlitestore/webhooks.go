@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -123,6 +124,44 @@ func (s *Store) RotateSecret(ctx context.Context, org, id string, secret []byte,
 	return e, nil
 }
 
+// AllEndpoints implements webhook.Store.
+func (s *Store) AllEndpoints(ctx context.Context, after string, limit int) ([]webhook.Endpoint, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
+		WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	defer rows.Close()
+	var es []webhook.Endpoint
+	for rows.Next() {
+		e, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list webhook endpoints: %w", err)
+		}
+		es = append(es, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	return es, nil
+}
+
+// Reseal implements webhook.Store: one statement compares and swaps.
+func (s *Store) Reseal(ctx context.Context, id string, old, sealed []byte) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE webhook_endpoints
+		SET secret = CASE WHEN secret = ?2 THEN ?3 ELSE secret END,
+			previous_secret = CASE WHEN previous_secret = ?2 THEN ?3 ELSE previous_secret END
+		WHERE id = ?1 AND (secret = ?2 OR previous_secret = ?2)`, id, old, sealed)
+	if err != nil {
+		return false, fmt.Errorf("reseal the secret of webhook endpoint %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("reseal the secret of webhook endpoint %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
 // subscribed is the SQL condition of an endpoint (p) of org ? enabled and
 // taking events of type ?.
 const subscribed = `p.org_id = ? AND p.disabled_at IS NULL AND EXISTS (SELECT 1 FROM json_each(p.events) WHERE value = ?)`
@@ -169,16 +208,28 @@ func (s *Store) Enqueue(ctx context.Context, ev webhook.Event) (int, error) {
 }
 
 // Claim implements webhook.Store: one IMMEDIATE transaction, so claims
-// are serialised by SQLite's one writer.
-func (s *Store) Claim(ctx context.Context, now, until time.Time, claim string, limit int) ([]webhook.Delivery, error) {
+// are serialised by SQLite's one writer. busy goes in as a JSON object
+// (endpoint ids are "wh_" and hex).
+func (s *Store) Claim(ctx context.Context, now, until time.Time, claim string, limit, perEndpoint int, busy map[string]int) ([]webhook.Delivery, error) {
+	if busy == nil {
+		busy = map[string]int{}
+	}
+	inFlight, err := json.Marshal(busy)
+	if err != nil {
+		return nil, fmt.Errorf("claim webhook deliveries: %w", err)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim webhook deliveries: %w", err)
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET next_at = ?, claim = ?, attempts = attempts + 1
-		WHERE id IN (SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_at <= ?
-			ORDER BY next_at, id LIMIT ?)`, stamp(until), claim, stamp(now), limit)
+		WHERE id IN (SELECT id FROM (
+				SELECT id, next_at, endpoint_id,
+					row_number() OVER (PARTITION BY endpoint_id ORDER BY next_at, id) AS n
+				FROM webhook_deliveries WHERE state = 'pending' AND next_at <= ?)
+			WHERE n <= ? - coalesce((SELECT value FROM json_each(?) WHERE key = endpoint_id), 0)
+			ORDER BY next_at, id LIMIT ?)`, stamp(until), claim, stamp(now), perEndpoint, string(inFlight), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim webhook deliveries: %w", err)
 	}
@@ -308,14 +359,17 @@ func (s *Store) Queue(ctx context.Context) (int64, time.Time, error) {
 // that it never holds the one writer long.
 const pruneChunk = 1000
 
-// Prune implements webhook.Store, pruneChunk events a transaction.
+// Prune implements webhook.Store, pruneChunk events a transaction. An
+// event finishes after it is created, so created_at < before narrows
+// the search (webhook_events_created_at) without changing its answer.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	var total int64
 	for {
 		res, err := s.db.ExecContext(ctx, `DELETE FROM webhook_events WHERE id IN (
-			SELECT e.id FROM webhook_events e WHERE e.created_at < ? AND NOT EXISTS (
-				SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.state = 'pending')
-			LIMIT ?)`, stamp(before), pruneChunk)
+			SELECT e.id FROM webhook_events e WHERE e.created_at < ?1 AND NOT EXISTS (
+				SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id
+					AND (d.state = 'pending' OR d.finished_at >= ?1))
+			LIMIT ?2)`, stamp(before), pruneChunk)
 		if err != nil {
 			return total, fmt.Errorf("prune webhook events: %w", err)
 		}
