@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func TestPublic(t *testing.T) {
@@ -57,7 +56,6 @@ func TestRefusedAtDialTime(t *testing.T) {
 		"https://[::ffff:10.0.0.1]/", "https://[::ffff:127.0.0.1]:" + port + "/",
 		"https://0.0.0.0:" + port + "/", "https://192.168.0.1/",
 	} {
-		start := time.Now()
 		resp, err := c.Get(u)
 		if err == nil {
 			resp.Body.Close()
@@ -66,9 +64,6 @@ func TestRefusedAtDialTime(t *testing.T) {
 		}
 		if !errors.Is(err, ErrPrivateAddress) {
 			t.Errorf("GET %s: %v, want ErrPrivateAddress", u, err)
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("GET %s: refused after %v, want at once (before connecting)", u, d)
 		}
 	}
 	if n := hits.Load(); n != 0 {
