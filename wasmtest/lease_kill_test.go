@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/internal/proctest"
-	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
 
 var (
@@ -62,11 +61,11 @@ func startEdgeProc(t *testing.T, b *build, o *origin, addr, usageLog string) *ed
 	cmd.Env = append(cmd.Env, "LECTERN_EDGE_ADDR="+addr, "LECTERN_ORIGIN_URL="+o.api, "LECTERN_ISSUER="+o.idp,
 		"LECTERN_AUDIENCE="+audience, "LECTERN_SECRET="+secret, "LECTERN_EDGE_WASM="+b.path, "LECTERN_EDGE_LEASES=on",
 		"LECTERN_EDGE_USAGE_LOG="+usageLog, "LECTERN_EDGE_INSTANCES=2", "LECTERN_LOG_LEVEL=warn")
-	p, url, err := proctest.Start(t, "edge", cmd, wazerotest.EdgeURL)
+	p, err := proctest.StartEdge(t, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &edgeProc{url: url, addr: strings.TrimPrefix(url, "http://"), cmd: p.Cmd}
+	return &edgeProc{url: p.URL, addr: strings.TrimPrefix(p.URL, "http://"), cmd: p.Cmd}
 }
 
 // TestLeaseKill: the edge (worker/cmd/edge, a child process) killed with

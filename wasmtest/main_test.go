@@ -1,7 +1,6 @@
 package wasmtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/lectern-api/lectern/internal/proctest"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/logbuf"
@@ -215,8 +215,7 @@ func runOn(t *testing.T, b *build, f func(t *testing.T, b *build)) {
 type origin struct {
 	api, idp, admin string // base URLs; the API's without /v1
 	offset          atomic.Int64
-	cmd             *exec.Cmd
-	stderr          *logbuf.Buffer
+	proc            *proctest.Origin
 	// edgeURLs is the origin's LECTERN_EDGE_URLS, the edge hosts it
 	// pushes revokes to: the listeners of edges, reserved before it
 	// starts, that the suite's edges take (edgeListener). Nil edges: the
@@ -315,9 +314,9 @@ func startOriginLog(t *testing.T) (*origin, *logbuf.Buffer) {
 	return o, log
 }
 
-// launch starts an origin on dir. Its log (stdout, once it serves) goes
-// to log at level info; with a nil log it is discarded, at level warn,
-// so that the suite's many requests do not each write an access line.
+// launch starts an origin on dir. Its log (stdout) goes to log at level
+// info; with a nil log it is discarded, at level warn, so that the
+// suite's many requests do not each write an access line.
 // env holds more settings (NAME=value), after the suite's own.
 func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -333,7 +332,7 @@ func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 	cmd.Env = append(cmd.Env, "LECTERN_ORIGIN_ADDR=127.0.0.1:0", "LECTERN_IDP_ADDR=127.0.0.1:0",
 		"LECTERN_ADMIN_ADDR=127.0.0.1:0", "LECTERN_ADMIN_TOKEN="+adminToken, "LECTERN_DB="+filepath.Join(dir, "lectern.db"),
 		"LECTERN_CORPUS="+corpusDir, "LECTERN_SECRET="+secret, "LECTERN_TEST_CLOCK=1")
-	o := &origin{cmd: cmd, stderr: new(logbuf.Buffer)}
+	o := new(origin)
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "LECTERN_EDGE_URLS=") }) {
 		if err := o.reserveEdges(); err != nil {
 			return nil, err
@@ -342,47 +341,21 @@ func launch(dir string, log io.Writer, env ...string) (*origin, error) {
 	}
 	cmd.Env = append(cmd.Env, env...)
 	if log == nil {
-		log = io.Discard
 		cmd.Env = append(cmd.Env, "LECTERN_LOG_LEVEL=warn")
 	}
-	cmd.Stderr = o.stderr
-	stdout, err := cmd.StdoutPipe()
+	// Not a test's child: the shared origin outlives the test that
+	// starts it, and each test's own stops it at cleanup.
+	p, err := proctest.LaunchOrigin(context.Background(), cmd, log)
 	if err != nil {
 		o.closeEdges()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		o.closeEdges()
-		return nil, err
-	}
-	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	// The origin prints its bound URLs once it serves (origin/wiring/demo.go: Announce).
-	sc := bufio.NewScanner(stdout)
-	// The address lines may be the last it prints (no demo): the
-	// condition is checked before waiting for another line.
-	for (o.api == "" || o.idp == "" || o.admin == "") && sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		for _, f := range []struct {
-			label string
-			dst   *string
-		}{{"API (direct)", &o.api}, {"identity provider", &o.idp}, {"admin API", &o.admin}} {
-			if rest, ok := strings.CutPrefix(line, f.label); ok {
-				*f.dst = strings.TrimSuffix(strings.TrimSpace(rest), "/v1")
-			}
-		}
-	}
-	go io.Copy(log, stdout)
-	if o.api == "" || o.idp == "" || o.admin == "" {
-		o.stop()
-		return nil, fmt.Errorf("the origin did not print its addresses:\n%s", o.stderr)
-	}
+	o.proc, o.api, o.idp, o.admin = p, p.API, p.IdP, p.Admin
 	return o, nil
 }
 
 func (o *origin) stop() {
-	o.cmd.Process.Kill()
-	o.cmd.Wait()
+	o.proc.Kill()
 	o.closeEdges()
 }
 

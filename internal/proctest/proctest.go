@@ -2,13 +2,21 @@
 // process, as an operator runs it: started, its ready line awaited on
 // standard output, stopped, resumed or killed with SIGKILL for real, and
 // started again on the same state (origin/cmd/origin, wasmtest).
+//
+// It is the one harness for children: Start (any command, a ready line of
+// its own), StartOrigin and LaunchOrigin (the origin command, ready once it
+// prints its addresses), StartEdge (the edge command, ready at EdgeURL's
+// line), and Await, the ready-line wait itself, for an edge a test runs
+// in its own process.
 package proctest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +49,26 @@ type Proc struct {
 // logged if the test failed. Start does not stop the test, so it may run
 // on any goroutine.
 func Start[T any](t testing.TB, name string, cmd *exec.Cmd, ready func(line string) (T, bool)) (*Proc, T, error) {
+	p, v, err := Launch(context.Background(), name, cmd, nil, ready)
+	if err != nil {
+		return nil, v, err
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		p.Kill()
+		if t.Failed() && p.Stderr != nil && p.Stderr.Len() > 0 {
+			t.Logf("%s stderr:\n%s", name, p.Stderr)
+		}
+	})
+	return p, v, nil
+}
+
+// Launch is Start for a caller that is no test, or a child that outlives
+// the test that started it (a suite's shared origin): the caller kills
+// the Proc. The output after the ready line goes to rest (nil: it is
+// discarded). A child that prints no ready line within ReadyWithin, or
+// before ctx ends, is killed.
+func Launch[T any](ctx context.Context, name string, cmd *exec.Cmd, rest io.Writer, ready func(line string) (T, bool)) (*Proc, T, error) {
 	var zero T
 	p := &Proc{Cmd: cmd, name: name}
 	if cmd.Stderr == nil {
@@ -54,24 +82,45 @@ func Start[T any](t testing.TB, name string, cmd *exec.Cmd, ready func(line stri
 	if err := cmd.Start(); err != nil {
 		return nil, zero, fmt.Errorf("%s: %w", name, err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
-		p.Kill()
-		if t.Failed() && p.Stderr != nil && p.Stderr.Len() > 0 {
-			t.Logf("%s stderr:\n%s", name, p.Stderr)
-		}
-	})
 	timer := time.AfterFunc(ReadyWithin, func() { cmd.Process.Kill() })
 	defer timer.Stop()
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if v, ok := ready(sc.Text()); ok {
-			go io.Copy(io.Discard, out)
-			return p, v, nil
-		}
+	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
+	defer stop()
+	if v, ok := Await(out, rest, ready); ok {
+		return p, v, nil
 	}
 	cmd.Wait()
+	if ctx.Err() != nil {
+		return nil, zero, fmt.Errorf("%s: %w", name, ctx.Err())
+	}
 	return nil, zero, fmt.Errorf("%s exited, or printed no ready line within %v%s", name, ReadyWithin, p.stderr())
+}
+
+// Await reads out, a command's standard output, until ready accepts a
+// line, and returns what ready made of it; the rest of out is copied to
+// rest (nil: discarded) on a goroutine of its own. It reports false when
+// out ends first. It is how Start and Launch wait for a child, and how a
+// test waits for a command it runs in its own process (worker/cmd/edge's
+// serve, printing to a pipe).
+func Await[T any](out io.Reader, rest io.Writer, ready func(line string) (T, bool)) (T, bool) {
+	if rest == nil {
+		rest = io.Discard
+	}
+	br := bufio.NewReader(out) // its buffer, read past the ready line, goes to rest first
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			if v, ok := ready(strings.TrimRight(line, "\r\n")); ok {
+				go io.Copy(rest, br)
+				return v, true
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // Kill kills the child with SIGKILL and waits for it to end.

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
 // The test binary is the child when PROCTEST_CHILD says what it does:
@@ -61,5 +64,59 @@ func TestStartExits(t *testing.T) {
 	_, _, err := Start(t, "child", child("exit"), readyFields)
 	if err == nil || !strings.Contains(err.Error(), "no database") {
 		t.Errorf("Start: %v, want an error with the child's standard error", err)
+	}
+}
+
+// TestAwaitKeepsTheRest: what follows the ready line, already read into
+// Await's buffer with it, reaches rest whole.
+func TestAwaitKeepsTheRest(t *testing.T) {
+	rest := new(logbuf.Buffer)
+	got, ok := Await(strings.NewReader("starting\nREADY x\nafter 1\nafter 2\n"), rest, readyFields)
+	if !ok || !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("Await: %q %v, want [x] true", got, ok)
+	}
+	for deadline := time.Now().Add(10 * time.Second); rest.String() != "after 1\nafter 2\n"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rest got %q, want the two lines after the ready line", rest)
+		}
+	}
+}
+
+// TestOriginReady: the origin is ready at its admin API's line, its
+// three addresses read ("off": none), and every line it printed is in
+// rest.
+func TestOriginReady(t *testing.T) {
+	var rest strings.Builder
+	ready := originReady(&rest)
+	lines := []string{"", "Lectern origin stack", "  API (direct)       http://127.0.0.1:1/v1", "  identity provider  off",
+		"  admin API          http://127.0.0.1:3"}
+	var o *Origin
+	for i, line := range lines {
+		var ok bool
+		if o, ok = ready(line); ok != (i == len(lines)-1) {
+			t.Fatalf("line %q: ready %v", line, ok)
+		}
+	}
+	if o.API != "http://127.0.0.1:1" || o.IdP != "" || o.Admin != "http://127.0.0.1:3" {
+		t.Errorf("got API %q, IdP %q, admin %q", o.API, o.IdP, o.Admin)
+	}
+	if got, want := rest.String(), strings.Join(lines, "\n")+"\n"; got != want {
+		t.Errorf("rest got %q, want %q", got, want)
+	}
+}
+
+func TestEdgeURL(t *testing.T) {
+	type read struct {
+		URL string
+		OK  bool
+	}
+	var got []read
+	for _, line := range []string{"Lectern edge", "  API (edge)         http://127.0.0.1:8787/v1", "  module             build/worker.wasm"} {
+		u, ok := EdgeURL(line)
+		got = append(got, read{u, ok})
+	}
+	want := []read{{"", false}, {"http://127.0.0.1:8787", true}, {"", false}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("EdgeURL (-want +got):\n%s", diff)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/internal/httpsrv"
+	"github.com/lectern-api/lectern/internal/proctest"
 	"github.com/lectern-api/lectern/shared/logbuf"
 	"github.com/lectern-api/lectern/worker/wazero"
 	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
@@ -38,7 +39,9 @@ func buildModule(t *testing.T) string {
 
 // startEdge serves the edge in front of origin (one base URL, or several,
 // comma-separated) with short limits, changed by the options, and returns
-// its base URL.
+// its base URL. It runs in the test's process, not as a child (the
+// options change fields a child's settings cannot reach), and is awaited
+// as the child edges are: by its ready line (proctest.Await, EdgeURL).
 func startEdge(t *testing.T, origin string, options ...func(*config)) string {
 	t.Helper()
 	base, _ := startEdgeLog(t, origin, options...)
@@ -73,14 +76,9 @@ func startEdgeLog(t *testing.T, origin string, options ...func(*config)) (string
 			t.Errorf("serve: %v", err)
 		}
 	})
-	sc := bufio.NewScanner(pr)
-	var base string
-	for base == "" && sc.Scan() {
-		base, _ = wazerotest.EdgeURL(sc.Text())
-	}
 	logs := new(logbuf.Buffer)
-	go io.Copy(logs, pr)
-	if base == "" {
+	base, ok := proctest.Await(pr, logs, proctest.EdgeURL)
+	if !ok {
 		t.Fatal("the edge printed no address")
 	}
 	return base, logs

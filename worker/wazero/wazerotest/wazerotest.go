@@ -110,17 +110,6 @@ func (s *Server) Serve(t testing.TB, h Host, handler http.Handler) {
 	})
 }
 
-// EdgeURL reads the edge command's (worker/cmd/edge's) base URL from the
-// line of its printout that names it ("API (edge)  http://host:port/v1"),
-// and reports whether line is that line.
-func EdgeURL(line string) (string, bool) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "API (edge)")
-	if !ok {
-		return "", false
-	}
-	return strings.TrimSuffix(strings.TrimSpace(rest), "/v1"), true
-}
-
 // Subrequests is a host's transport to the origin (its Config.Client's;
 // see Client): it counts the subrequests by kind, shows the test each
 // lease answer (Answered), and can hold one on its way (HoldNext).

@@ -13,22 +13,6 @@ import (
 	"github.com/lectern-api/lectern/shared/lease"
 )
 
-func TestEdgeURL(t *testing.T) {
-	type read struct {
-		URL string
-		OK  bool
-	}
-	var got []read
-	for _, line := range []string{"Lectern edge", "  API (edge)         http://127.0.0.1:8787/v1", "  module             build/worker.wasm"} {
-		u, ok := EdgeURL(line)
-		got = append(got, read{u, ok})
-	}
-	want := []read{{"", false}, {"http://127.0.0.1:8787", true}, {"", false}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("EdgeURL (-want +got):\n%s", diff)
-	}
-}
-
 // TestSubrequests: every subrequest is counted by its kind, a lease
 // answer is shown to Answered and held until released, and the host
 // reads it whole.
