@@ -383,6 +383,13 @@ if out=$(node worker/cloudflare/leases_check.mjs worker/cloudflare/worker.mjs "$
 	pass "LEASES (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks of its values"
 else fail "LEASES" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
 
+# The messages worker.mjs sends and reads, and its own answers' request
+# ids, against shared/testdata/edge-messages.txt (messages_check.mjs; also
+# run by worker/wazero's TestMessagesSchema).
+if out=$(node worker/cloudflare/messages_check.mjs worker/cloudflare/worker.mjs "$WASM" 2>&1); then
+	pass "the ABI's messages (worker.mjs under Node): $(printf '%s\n' "$out" | grep -c '^PASS') checks against edge-messages.txt"
+else fail "the ABI's messages" "$(printf '%s\n' "$out" | grep -E '^FAIL|Error' | head -5)"; fi
+
 # /healthz (GET and HEAD 200 without a token, as the Go host's) and a
 # worker without LECTERN_SECRET (wrangler dev with no .dev.vars): 500 to the
 # client, a log line naming the secret and where to put it (health_check.mjs).

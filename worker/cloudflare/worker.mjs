@@ -647,9 +647,18 @@ function headerPairs(headers) {
 	return [...headers];
 }
 
+/**
+ * The request id of an answer the host writes itself: "edge_" and 24
+ * lowercase hex digits, as the Go host's (hostErrorId in
+ * shared/testdata/edge-messages.txt; messages_check.mjs holds it to it).
+ */
+function hostRequestId() {
+	return "edge_" + hex(crypto.getRandomValues(new Uint8Array(12)));
+}
+
 /** The host's own error, in the API's error body. */
 function hostError(status, message, code = "INTERNAL") {
-	const requestId = crypto.randomUUID();
+	const requestId = hostRequestId();
 	const body = JSON.stringify({ error: { code, message, requestId } });
 	return new Response(body, {
 		status,

@@ -456,7 +456,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			h.cfg.Logger.Info("edge: the client's body could not be read", "err", err)
 			w.Header().Set("Connection", "close")
-			writeErrorStatus(w, http.StatusRequestTimeout, reqid.New(), &apierr.Error{Code: apierr.BadRequest, Parameter: "body",
+			writeErrorStatus(w, http.StatusRequestTimeout, hostRequestID(), &apierr.Error{Code: apierr.BadRequest, Parameter: "body",
 				Message: "The request body did not arrive in time (the server's read limit); nothing was done. Send the request again, its body at once."})
 			return
 		}
@@ -593,7 +593,7 @@ func (h *Host) refresh(in *instance, rf Refresh) {
 // fails (a trapped instance, a malformed output): the cause goes to the
 // log, never to the client.
 func (h *Host) fail(w http.ResponseWriter, err error) {
-	id := reqid.NewOf("edge_", reqid.RandomBytes)
+	id := hostRequestID()
 	h.stats.failures.Add(1)
 	h.cfg.Logger.Error("edge host", "requestId", id, "err", err)
 	body := apierr.New(apierr.Internal, "Internal error at the edge; it is safe to retry once. Quote the requestId if it persists.").AppendJSON(nil, id)
@@ -605,3 +605,10 @@ func (h *Host) fail(w http.ResponseWriter, err error) {
 	w.WriteHeader(http.StatusInternalServerError)
 	w.Write(body)
 }
+
+// hostRequestID is the request id of an answer the host writes itself,
+// with no module output behind it: "edge_" and 24 lowercase hex digits,
+// the form both hosts give (hostErrorId in
+// shared/testdata/edge-messages.txt), and the one worker/cmd/edge's
+// listener gives net/http's own refusals (httpsrv's IDPrefix).
+func hostRequestID() string { return reqid.NewOf("edge_", reqid.RandomBytes) }
