@@ -34,7 +34,7 @@ run: worker ## start the stack in the foreground (edge, origin, identity provide
 # The edge module (docs/edge.md). TinyGo's build is the deployed one
 # (docs/edge.md: instantiated in a few ms in workerd); standard Go's is the fallback.
 WORKER_PKG   := ./worker/wasm
-TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2  # worker/wazero.TinyGoFlags says the same (TestMakefileAgrees)
+TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -opt=2  # worker/wasmbuild.TinyGoFlags says the same (TestMakefileAgrees)
 .PHONY: worker worker-go worker-tinygo
 
 worker: build/worker.wasm ## build the edge module (TinyGo when present, else standard Go) into build/worker.wasm, when its sources or compiler changed

@@ -39,9 +39,10 @@
 //	shared/subkey                 the keys derived from the deployment secret, one a purpose
 //	shared/token                  bearer-token verification, the JWKS cache, the 401/403 answers
 //	shared/token/tokentest        for tests: deterministic keys, JWK Sets and signed tokens
-//	shared/vectors                for tests: reads the testdata vectors of shared/, also run through the module by wasmtest
+//	shared/vectorstest            for tests: reads the testdata vectors of shared/, also run through the module by wasmtest
 //	internal/buildcache           the edge module and TinyGo test binaries kept by the hash of their sources, for tests and tools
 //	internal/cmdline              the commands' settings (environment variables mirrored by flags), -h and -version
+//	internal/deptest              for the shipped commands' guard tests: what they link holds no test kit or build tool
 //	internal/httpsig              the edge signature rule on net/http requests: origin, wazero host, tests
 //	internal/httpsrv              every listener's limits and net/http's own answers rewritten
 //	internal/pgschema             a temporary PostgreSQL schema: for a tool's run, and for a test in LECTERN_TEST_PG's database
@@ -98,6 +99,7 @@
 //	worker/pipeline               the edge's request pipeline, sans I/O
 //	worker/pipeline/originparity  a test: the edge's local answers byte for byte the origin's
 //	worker/wasm                   the edge's WebAssembly module (a WASI reactor)
+//	worker/wasmbuild              builds the edge module for tests and tools: the pinned TinyGo, its flags, standard Go, cached
 //	worker/wazero                 the wazero host that serves HTTP through the module
 //	worker/wazero/wazerotest      for tests: the module built once, a host on a real listener, its subrequests counted
 //	wasmtest                      tests driving the built module in wazero against a real origin

@@ -26,6 +26,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -98,13 +99,13 @@ func setup() error {
 	}
 
 	std := &build{name: "go", path: filepath.Join(tmp, "worker-go.wasm")}
-	std.err = wazero.BuildModule(root, "", std.path, "./worker/wasm")
+	std.err = wasmbuild.BuildModule(root, "", std.path, "./worker/wasm")
 	builds = append(builds, std)
 	if testing.Short() {
 		notes = append(notes, "-short: the standard Go build only, its representative tests; make test runs the rest and the TinyGo build")
-	} else if tinygo = wazero.TinyGo(); tinygo != "" {
+	} else if tinygo = wasmbuild.TinyGo(); tinygo != "" {
 		b := &build{name: "tinygo", path: filepath.Join(tmp, "worker-tinygo.wasm")}
-		b.err = wazero.BuildModule(root, tinygo, b.path, "./worker/wasm")
+		b.err = wasmbuild.BuildModule(root, tinygo, b.path, "./worker/wasm")
 		builds = append(builds, b)
 	} else {
 		notes = append(notes, noTinyGo+": the TinyGo build is not tested; tools/tinygo/build.sh installs it")
@@ -133,8 +134,8 @@ func setup() error {
 	return err
 }
 
-// noTinyGo says where wazero.TinyGo looked.
-const noTinyGo = "TinyGo not found ($TINYGO, PATH, ~/.cache/lectern/tinygo-" + wazero.TinyGoVersion + ")"
+// noTinyGo says where wasmbuild.TinyGo looked.
+const noTinyGo = "TinyGo not found ($TINYGO, PATH, ~/.cache/lectern/tinygo-" + wasmbuild.TinyGoVersion + ")"
 
 func run(dir string, env []string, name string, args ...string) error {
 	cmd := exec.Command(name, args...)

@@ -15,7 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/lectern-api/lectern/internal/buildcache"
-	host "github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 )
 
 // TestPipelineUnderTinyGo runs worker/pipeline's own tests compiled by
@@ -32,7 +32,7 @@ func TestPipelineUnderTinyGo(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "pipeline.test.wasm")
 	// Kept by the hash of its sources (internal/buildcache): TinyGo takes
 	// a minute and a half of CPU to build it.
-	_, err := buildcache.Run(buildcache.Build{Dir: root, Out: bin, Packages: []string{"./worker/pipeline"}, Test: true, ListEnv: host.GoEnv,
+	_, err := buildcache.Run(buildcache.Build{Dir: root, Out: bin, Packages: []string{"./worker/pipeline"}, Test: true, ListEnv: wasmbuild.GoEnv,
 		Command: []string{tinygo, "test", "-c", "-target=wasip1", "-opt=2", "-o", bin, "./worker/pipeline"}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/route"
-	"github.com/lectern-api/lectern/shared/vectors"
+	"github.com/lectern-api/lectern/shared/vectorstest"
 )
 
 // TestQueryVectors runs the error lines of shared/param/testdata/query.txt
@@ -23,7 +23,7 @@ func TestQueryVectors(t *testing.T) {
 		sub := content.Subjects[0]
 		vars := strings.NewReplacer("{tier}", sub.Tier, "{subjectSlug}", sub.Slug, "{classNum}", "1", "{test}", content.Tests[0].ID)
 		ran := 0
-		for _, v := range vectors.Read(t, filepath.Join(root, "shared/param/testdata/query.txt"), 2) {
+		for _, v := range vectorstest.Read(t, filepath.Join(root, "shared/param/testdata/query.txt"), 2) {
 			in, want := v.Fields[0], v.Fields[1]
 			if strings.HasPrefix(want, "ok ") || want == "ok" {
 				continue

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lectern-api/lectern/shared/vectors"
+	"github.com/lectern-api/lectern/shared/vectorstest"
 )
 
 func name(c Coding) string {
@@ -15,7 +15,7 @@ func name(c Coding) string {
 }
 
 func TestNegotiateVectors(t *testing.T) {
-	for _, v := range vectors.Read(t, "testdata/negotiate.txt", 2) {
+	for _, v := range vectorstest.Read(t, "testdata/negotiate.txt", 2) {
 		if got := name(Negotiate(v.Fields[0])); got != v.Fields[1] {
 			t.Errorf("negotiate.txt:%d: Negotiate(%q) = %s, want %s", v.Line, v.Fields[0], got, v.Fields[1])
 		}
@@ -93,7 +93,7 @@ func TestParseQ(t *testing.T) {
 }
 
 func FuzzNegotiate(f *testing.F) {
-	for _, v := range vectors.Read(f, "testdata/negotiate.txt", 2) {
+	for _, v := range vectorstest.Read(f, "testdata/negotiate.txt", 2) {
 		f.Add(v.Fields[0])
 	}
 	f.Fuzz(func(t *testing.T, h string) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lectern-api/lectern/shared/vectors"
+	"github.com/lectern-api/lectern/shared/vectorstest"
 )
 
 var weakShape = regexp.MustCompile(`^W/"[0-9a-f]{16}"$`)
@@ -22,7 +22,7 @@ var base = Input{
 }
 
 func TestDeriveVectors(t *testing.T) {
-	for _, v := range vectors.Read(t, "testdata/derive.txt", 7) {
+	for _, v := range vectorstest.Read(t, "testdata/derive.txt", 7) {
 		route, err := strconv.Atoi(v.Fields[1])
 		if err != nil {
 			t.Fatalf("derive.txt:%d: route %q: %v", v.Line, v.Fields[1], err)
@@ -38,7 +38,7 @@ func TestDeriveVectors(t *testing.T) {
 }
 
 func TestGrantsDigestVectors(t *testing.T) {
-	for _, v := range vectors.Read(t, "testdata/grants.txt", 2) {
+	for _, v := range vectorstest.Read(t, "testdata/grants.txt", 2) {
 		var grants []string
 		if v.Fields[0] != "" {
 			grants = strings.Split(v.Fields[0], ",")
@@ -147,7 +147,7 @@ func TestFromBytes(t *testing.T) {
 }
 
 func TestMatchVectors(t *testing.T) {
-	for _, v := range vectors.Read(t, "testdata/match.txt", 3) {
+	for _, v := range vectorstest.Read(t, "testdata/match.txt", 3) {
 		header, current, want := v.Fields[0], v.Fields[1], v.Fields[2]
 		if want != "match" && want != "nomatch" {
 			t.Fatalf("match.txt:%d: expectation %q, want match or nomatch", v.Line, want)
@@ -211,7 +211,7 @@ func TestMatchHostileInput(t *testing.T) {
 }
 
 func FuzzMatch(f *testing.F) {
-	for _, v := range vectors.Read(f, "testdata/match.txt", 3) {
+	for _, v := range vectorstest.Read(f, "testdata/match.txt", 3) {
 		f.Add(v.Fields[0], v.Fields[1])
 	}
 	f.Add("*", Derive(base))

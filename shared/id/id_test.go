@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lectern-api/lectern/shared/apierr"
-	"github.com/lectern-api/lectern/shared/vectors"
+	"github.com/lectern-api/lectern/shared/vectorstest"
 )
 
 // checkExpect compares err with an expectation "ok" or
@@ -149,7 +149,7 @@ func TestAllowedIsACopy(t *testing.T) {
 }
 
 func TestParseLessonVectors(t *testing.T) {
-	for _, v := range vectors.Read(t, "testdata/lessonid.txt", 2) {
+	for _, v := range vectorstest.Read(t, "testdata/lessonid.txt", 2) {
 		in, want := v.Fields[0], v.Fields[1]
 		l, err := ParseLesson(in)
 		checkExpect(t, "lessonid.txt:"+itoa(v.Line), in, err, want)
@@ -165,7 +165,7 @@ func TestParseLessonVectors(t *testing.T) {
 }
 
 func TestParseMediaVectors(t *testing.T) {
-	for _, v := range vectors.Read(t, "testdata/mediaid.txt", 2) {
+	for _, v := range vectorstest.Read(t, "testdata/mediaid.txt", 2) {
 		in, want := v.Fields[0], v.Fields[1]
 		m, err := ParseMedia(in)
 		checkExpect(t, "mediaid.txt:"+itoa(v.Line), in, err, want)
@@ -257,7 +257,7 @@ func itoa(n int) string {
 }
 
 func FuzzParseLesson(f *testing.F) {
-	for _, v := range vectors.Read(f, "testdata/lessonid.txt", 2) {
+	for _, v := range vectorstest.Read(f, "testdata/lessonid.txt", 2) {
 		f.Add(v.Fields[0])
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -281,7 +281,7 @@ func FuzzParseLesson(f *testing.F) {
 }
 
 func FuzzParseMedia(f *testing.F) {
-	for _, v := range vectors.Read(f, "testdata/mediaid.txt", 2) {
+	for _, v := range vectorstest.Read(f, "testdata/mediaid.txt", 2) {
 		f.Add(v.Fields[0])
 	}
 	f.Fuzz(func(t *testing.T, s string) {

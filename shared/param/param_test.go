@@ -7,7 +7,7 @@ import (
 
 	"github.com/lectern-api/lectern/shared/apierr"
 	"github.com/lectern-api/lectern/shared/route"
-	"github.com/lectern-api/lectern/shared/vectors"
+	"github.com/lectern-api/lectern/shared/vectorstest"
 )
 
 func body(e *apierr.Error) string { return string(e.AppendJSON(nil, "req-1")) }
@@ -19,7 +19,7 @@ func body(e *apierr.Error) string { return string(e.AppendJSON(nil, "req-1")) }
 //
 // An empty query is written as "-". The same file drives the edge tests.
 func TestQueryVectors(t *testing.T) {
-	vs := vectors.Read(t, "testdata/query.txt", 2)
+	vs := vectorstest.Read(t, "testdata/query.txt", 2)
 	for _, v := range vs {
 		in, want := v.Fields[0], v.Fields[1]
 		idText, query, _ := strings.Cut(in, " ")

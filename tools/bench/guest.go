@@ -15,6 +15,7 @@ import (
 
 	"github.com/lectern-api/lectern/shared/scope"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -29,15 +30,15 @@ type build struct {
 // was skipped.
 func buildModules(ctx context.Context, root, dir string) (builds []build, note string, err error) {
 	std := filepath.Join(dir, "worker-go.wasm")
-	if err := runCmd(ctx, root, wazero.GoEnv, "go", wazero.GoBuild(std, "./worker/wasm")...); err != nil {
+	if err := runCmd(ctx, root, wasmbuild.GoEnv, "go", wasmbuild.GoBuild(std, "./worker/wasm")...); err != nil {
 		return nil, "", err
 	}
-	tg := wazero.TinyGo()
+	tg := wasmbuild.TinyGo()
 	if tg == "" {
 		note = "tinygo: not found, skipped"
 	} else {
 		out := filepath.Join(dir, "worker-tinygo.wasm")
-		if err := runCmd(ctx, root, nil, tg, wazero.TinyGoBuild(out, "./worker/wasm")...); err != nil {
+		if err := runCmd(ctx, root, nil, tg, wasmbuild.TinyGoBuild(out, "./worker/wasm")...); err != nil {
 			return nil, "", err
 		}
 		b, err := os.ReadFile(out)

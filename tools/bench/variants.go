@@ -24,16 +24,16 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 )
 
 // variantBuilds builds the edge module with TinyGo, first as deployed
 // and then once per variant of spec: variants separated by commas, the
 // tags of one by '+' ("stdhmac,stdscan+stdjsonenc").
 func variantBuilds(ctx context.Context, root, dir, spec string) ([]build, error) {
-	tg := wazero.TinyGo()
+	tg := wasmbuild.TinyGo()
 	if tg == "" {
-		return nil, fmt.Errorf("-variants needs TinyGo (tools/tinygo/build.sh installs %s)", wazero.TinyGoVersion)
+		return nil, fmt.Errorf("-variants needs TinyGo (tools/tinygo/build.sh installs %s)", wasmbuild.TinyGoVersion)
 	}
 	tags := []string{""}
 	for _, v := range strings.Split(spec, ",") {
@@ -44,7 +44,7 @@ func variantBuilds(ctx context.Context, root, dir, spec string) ([]build, error)
 	var builds []build
 	for i, t := range tags {
 		out := filepath.Join(dir, fmt.Sprintf("worker-variant-%d.wasm", i))
-		args, name := wazero.TinyGoBuild(out, "./worker/wasm"), "TinyGo"
+		args, name := wasmbuild.TinyGoBuild(out, "./worker/wasm"), "TinyGo"
 		if t != "" {
 			args, name = slices.Insert(args, 1, "-tags", t), "TinyGo -tags "+t
 		}

@@ -84,7 +84,7 @@ import (
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/tools/internal/stackbin"
-	"github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 )
 
 func main() { cmdline.Main("soak", run) }
@@ -138,7 +138,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	began := time.Now()
 	bin := filepath.Join(dir, "bin")
-	tinygo := wazero.TinyGo()
+	tinygo := wasmbuild.TinyGo()
 	module := "standard Go"
 	if tinygo != "" {
 		module = "TinyGo (" + tinygo + ")"

@@ -19,12 +19,12 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/lectern-api/lectern/shared/token/tokentest"
-	host "github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 )
 
 // These tests build the reactor and drive its ABI (docs/edge.md) under
 // wazero: the standard Go build always, the TinyGo build when TinyGo is
-// found (worker/wazero.TinyGo: $TINYGO, PATH, or where tools/tinygo
+// found (worker/wasmbuild.TinyGo: $TINYGO, PATH, or where tools/tinygo
 // installs it). The full HTTP scenarios against a real origin are
 // wasmtest's.
 
@@ -35,7 +35,7 @@ type build struct {
 
 var builds = []build{
 	{"go", func() string { return "" }},
-	{"tinygo", host.TinyGo},
+	{"tinygo", wasmbuild.TinyGo},
 }
 
 var (
@@ -56,7 +56,7 @@ func module(t testing.TB, b build) []byte {
 	if b.name == "tinygo" && tinygo == "" {
 		t.Skipf("%s build: TinyGo not found (set TINYGO, or run tools/tinygo/build.sh)", b.name)
 	}
-	if err := host.BuildModule(".", tinygo, out, "."); err != nil {
+	if err := wasmbuild.BuildModule(".", tinygo, out, "."); err != nil {
 		t.Fatalf("%s build: %v", b.name, err)
 	}
 	m, err := os.ReadFile(out)

@@ -29,7 +29,7 @@ var module struct {
 // testModule compiles a standard Go build of the module, once.
 func testModule(t *testing.T) *Module {
 	t.Helper()
-	wasm := wazerotest.GoModule(t, GoBuild, GoEnv)
+	wasm := wazerotest.GoModule(t)
 	module.once.Do(func() { module.mod, module.err = Compile(context.Background(), wasm) })
 	if module.err != nil {
 		t.Fatal(module.err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/idp/idptest"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -427,7 +428,7 @@ func startIssuerEdge(t *testing.T, issuer string, first *testStack, more ...*tes
 func edgeModule(t *testing.T) *wazero.Module {
 	t.Helper()
 	wasm := filepath.Join(t.TempDir(), "worker.wasm")
-	if err := wazero.BuildModule(".", "", wasm, "github.com/lectern-api/lectern/worker/wasm"); err != nil {
+	if err := wasmbuild.BuildModule(".", "", wasm, "github.com/lectern-api/lectern/worker/wasm"); err != nil {
 		t.Fatalf("build the edge module: %v", err)
 	}
 	code, err := os.ReadFile(wasm)

@@ -11,7 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 )
 
 // Commands are the import paths Build builds, each into dir under its last
@@ -25,15 +25,15 @@ var Commands = []string{
 const Module = "worker.wasm"
 
 // Build builds Commands and the edge module (Module) into dir: the module
-// with the TinyGo at tinygo (the deployed build, wazero.TinyGoBuild) when
-// tinygo is not empty, else with standard Go (wazero.GoBuild); a build of
-// unchanged sources is copied (wazero.BuildModule).
+// with the TinyGo at tinygo (the deployed build, wasmbuild.TinyGoBuild) when
+// tinygo is not empty, else with standard Go (wasmbuild.GoBuild); a build of
+// unchanged sources is copied (wasmbuild.BuildModule).
 func Build(dir, tinygo string) error {
 	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, Commands...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the commands: %v\n%s", err, out)
 	}
-	if err := wazero.BuildModule(".", tinygo, filepath.Join(dir, Module), "github.com/lectern-api/lectern/worker/wasm"); err != nil {
+	if err := wasmbuild.BuildModule(".", tinygo, filepath.Join(dir, Module), "github.com/lectern-api/lectern/worker/wasm"); err != nil {
 		return fmt.Errorf("build the module: %v", err)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/lectern-api/lectern/internal/deptest"
 )
 
 // TestLinksNothingOfTheOrigin: the edge is a product binary of its own.
@@ -26,3 +28,8 @@ func TestLinksNothingOfTheOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestShipsNoDevCode: the edge command ships (README, Layout), so it links
+// no test kit, build tool or tools/internal package (deptest.Dev): the
+// module's build is worker/wasmbuild's, not its host's.
+func TestShipsNoDevCode(t *testing.T) { deptest.ShipsNoDevCode(t) }

@@ -18,7 +18,6 @@ import (
 	"github.com/lectern-api/lectern/internal/httpsrv"
 	"github.com/lectern-api/lectern/internal/proctest"
 	"github.com/lectern-api/lectern/shared/logbuf"
-	"github.com/lectern-api/lectern/worker/wazero"
 	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
 
@@ -31,7 +30,7 @@ const hang = 10 * time.Second
 func buildModule(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "worker.wasm")
-	if err := os.WriteFile(path, wazerotest.GoModule(t, wazero.GoBuild, wazero.GoEnv), 0o600); err != nil {
+	if err := os.WriteFile(path, wazerotest.GoModule(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -16,7 +16,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/cmdline"
 	"github.com/lectern-api/lectern/internal/version"
-	"github.com/lectern-api/lectern/worker/wazero"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -77,7 +77,7 @@ func TestRun(t *testing.T) {
 		t.Skip("skipped in -short: builds the module")
 	}
 	wasm := filepath.Join(t.TempDir(), "worker.wasm")
-	if err := wazero.BuildModule(".", "", wasm, "github.com/lectern-api/lectern/worker/wasm"); err != nil {
+	if err := wasmbuild.BuildModule(".", "", wasm, "github.com/lectern-api/lectern/worker/wasm"); err != nil {
 		t.Fatalf("build the module: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,8 +5,8 @@
 // subrequests to the origin.
 //
 // It does not import worker/wazero, so that the host's own tests can use
-// it: a host is served as a Host, and the build takes the host's
-// GoBuild and GoEnv.
+// it: a host is served as a Host, and the module is built by
+// worker/wasmbuild.
 package wazerotest
 
 import (
@@ -23,9 +23,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lectern-api/lectern/internal/buildcache"
 	"github.com/lectern-api/lectern/shared/edgesig"
 	"github.com/lectern-api/lectern/shared/lease"
+	"github.com/lectern-api/lectern/worker/wasmbuild"
 )
 
 // ModulePackage is the edge's WebAssembly module.
@@ -37,11 +37,9 @@ var module struct {
 	err  error
 }
 
-// GoModule is the module built with standard Go, once per test binary:
-// `go goBuild(out, ModulePackage)` run with goEnv added to the
-// environment (worker/wazero's GoBuild and GoEnv). In -short the test is
-// skipped.
-func GoModule(t testing.TB, goBuild func(out, pkg string) []string, goEnv []string) []byte {
+// GoModule is the module built with standard Go, once per test binary
+// (wasmbuild.BuildModule without TinyGo). In -short the test is skipped.
+func GoModule(t testing.TB) []byte {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipped in -short: builds the module")
@@ -55,9 +53,7 @@ func GoModule(t testing.TB, goBuild func(out, pkg string) []string, goEnv []stri
 		defer os.RemoveAll(dir)
 		out := filepath.Join(dir, "worker.wasm")
 		// A build of unchanged sources is copied (internal/buildcache).
-		_, err = buildcache.Run(buildcache.Build{Dir: ".", Command: append([]string{"go"}, goBuild(out, ModulePackage)...),
-			Env: goEnv, Out: out, Packages: []string{ModulePackage}})
-		if err != nil {
+		if err := wasmbuild.BuildModule(".", "", out, ModulePackage); err != nil {
 			module.err = fmt.Errorf("build the module: %v", err)
 			return
 		}

@@ -1,7 +1,7 @@
-// Package vectors reads the testdata vector files of the shared/ packages,
-// for their tests and for wasmtest, which drives the same files through
-// the module, so that the native and the wasm pipeline are held to one
-// truth. It is a test helper, TinyGo-safe as all of shared/.
+// Package vectorstest is for tests: it reads the testdata vector files of
+// the shared/ packages, for their tests and for wasmtest, which drives the
+// same files through the module, so that the native and the wasm pipeline
+// are held to one truth. It is TinyGo-safe, as all of shared/ is.
 //
 // A vector file holds one case a line, its fields separated by "----":
 //
@@ -9,7 +9,7 @@
 //
 // Blank lines, "#" alone and lines starting with "# " are comments (so an
 // input may itself start with "#").
-package vectors
+package vectorstest
 
 import (
 	"bufio"
