@@ -16,6 +16,9 @@ import (
 // every one of them (worker/wazero's test of the same name holds the
 // host's types to the file).
 func TestMessagesSchema(t *testing.T) {
+	if guest(t) { // the file is outside the guest's sandbox
+		return
+	}
 	b, err := os.ReadFile("../../shared/testdata/edge-messages.txt")
 	if err != nil {
 		t.Fatal(err)
