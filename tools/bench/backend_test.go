@@ -59,18 +59,3 @@ func TestChangeComparesTheSameBackend(t *testing.T) {
 		t.Errorf("postgres row against an unlabelled one: %q, want new", got)
 	}
 }
-
-func TestAcrossBackends(t *testing.T) {
-	rows := []row{
-		{id: "l", backend: "sqlite", what: "PUT /v1/progress/{lesson}, 16 learners", ratio: "0.05×"},
-		{id: "l", backend: "sqlite", what: "  PUT latency"},
-		{id: "l", backend: "postgres", what: "PUT /v1/progress/{lesson}, 16 learners", ratio: "0.06×"},
-	}
-	got := acrossBackends(rows)
-	if len(got) != 1 || got[0].result != "1.20×" || got[0].verdict != "PASS" {
-		t.Errorf("acrossBackends: %+v", got)
-	}
-	if got := acrossBackends(rows[:2]); got != nil {
-		t.Errorf("one backend: %+v, want none", got)
-	}
-}
