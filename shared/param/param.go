@@ -279,11 +279,14 @@ func sortStrings(s []string) {
 	}
 }
 
-// parseInt accepts an optionally signed decimal integer of at most 18
-// digits, so that out-of-range values can be reported as numbers.
-func parseInt(s string) (int64, bool) {
+// Integer reads the API's integer syntax: an optionally signed run of
+// decimal digits (no plus sign, point, exponent or space) whose value fits
+// in int64. Query parameters use it, and so do the origin's JSON bodies
+// (origin/internal/jsonbody), where it is a JSON number written as an
+// integer.
+func Integer(s string) (int64, bool) {
 	digits := strings.TrimPrefix(s, "-")
-	if digits == "" || len(digits) > 18 {
+	if digits == "" {
 		return 0, false
 	}
 	for i := 0; i < len(digits); i++ {
@@ -293,6 +296,15 @@ func parseInt(s string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
+}
+
+// parseInt accepts an Integer of at most 18 digits, so that out-of-range
+// values can be reported as numbers.
+func parseInt(s string) (int64, bool) {
+	if len(strings.TrimPrefix(s, "-")) > 18 {
+		return 0, false
+	}
+	return Integer(s)
 }
 
 // clip shortens a received value before it is echoed in an error body.

@@ -19,6 +19,7 @@ import (
 	"strconv"
 
 	"github.com/lectern-api/lectern/shared/apierr"
+	"github.com/lectern-api/lectern/shared/param"
 )
 
 // Field is where Object stores one member, and the JSON it accepts; the
@@ -37,7 +38,7 @@ func String(p *string) Field {
 // Int64 takes an integer (no fraction, no exponent) that fits.
 func Int64(p *int64) Field {
 	return Field{"an integer", func(raw json.RawMessage) bool {
-		n, ok := integer(raw)
+		n, ok := param.Integer(string(raw))
 		*p = n
 		return ok
 	}}
@@ -46,7 +47,7 @@ func Int64(p *int64) Field {
 // Int takes an integer that fits an int.
 func Int(p *int) Field {
 	return Field{"an integer", func(raw json.RawMessage) bool {
-		n, ok := integer(raw)
+		n, ok := param.Integer(string(raw))
 		if ok && (n < math.MinInt || n > math.MaxInt) {
 			return false
 		}
@@ -87,7 +88,7 @@ func NullableInt64(p **int64) Field {
 			*p = nil
 			return true
 		}
-		n, ok := integer(raw)
+		n, ok := param.Integer(string(raw))
 		if ok {
 			*p = &n
 		}
@@ -153,25 +154,6 @@ func bodyError(prefix, what string) *apierr.Error {
 	}
 	name := prefix[:len(prefix)-1]
 	return &apierr.Error{Code: apierr.BadRequest, Parameter: name, Message: name + " " + what + "."}
-}
-
-// integer reads a JSON number written as an integer that fits in int64.
-func integer(raw json.RawMessage) (int64, bool) {
-	s := string(raw)
-	digits := s
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if digits == "" {
-		return 0, false
-	}
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
 }
 
 // duplicate walks the JSON text b and returns the path of the first
