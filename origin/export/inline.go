@@ -28,7 +28,7 @@ var ErrTooLarge = errors.New("export: the inline bundle is larger than the limit
 // and a subject too large is refused as soon as it is known. limit <= 0
 // means no limit.
 func (b *Builder) WriteInline(w io.Writer, req Request, limit int64) (Result, error) {
-	lw := &limitWriter{w: w, limit: limit}
+	lw := &countWriter{w: w, limit: limit}
 	enc := base64.NewEncoder(base64.StdEncoding, lw)
 	zw := getGzip(enc)
 	defer gzips.Put(zw)
@@ -48,22 +48,6 @@ func (b *Builder) WriteInline(w io.Writer, req Request, limit int64) (Result, er
 		err = c.Close()
 	}
 	return Result{Classes: req.Target.Classes(), Bytes: lw.n}, err
-}
-
-// limitWriter passes at most limit bytes on, then fails with ErrTooLarge.
-type limitWriter struct {
-	w     io.Writer
-	limit int64
-	n     int64
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	if l.limit > 0 && l.n+int64(len(p)) > l.limit {
-		return 0, ErrTooLarge
-	}
-	n, err := l.w.Write(p)
-	l.n += int64(n)
-	return n, err
 }
 
 // gzips recycles gzip writers, which hold a deflater's state.

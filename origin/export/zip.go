@@ -342,13 +342,19 @@ func (p *classes) stop() {
 	p.zf.done()
 }
 
-// countWriter counts what it passes on.
+// countWriter counts what it passes on: Result.Bytes of both forms. With
+// a limit > 0 (WriteInline's) it passes at most limit bytes on, then
+// fails with ErrTooLarge.
 type countWriter struct {
-	w io.Writer
-	n int64
+	w     io.Writer
+	limit int64
+	n     int64
 }
 
 func (c *countWriter) Write(p []byte) (int, error) {
+	if c.limit > 0 && c.n+int64(len(p)) > c.limit {
+		return 0, ErrTooLarge
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
@@ -358,7 +364,9 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // state).
 var flaters sync.Pool
 
-// getFlate is a pooled klauspost deflater at zipLevel onto w.
+// getFlate is a pooled klauspost deflater at zipLevel onto w. getGzip
+// (inline.go) is its twin for the inline form: another type at another
+// level, in a pool of its own, so each stays a few plain lines.
 func getFlate(w io.Writer) *flate.Writer {
 	if f, ok := flaters.Get().(*flate.Writer); ok {
 		f.Reset(w)
