@@ -76,11 +76,11 @@ func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte
 	}
 	if include&incNarrationText != 0 {
 		dst = append(dst, `,"narrationText":`...)
-		dst = d.appendSpoken(dst, false)
+		dst = d.appendSpoken(dst, false, nil)
 	}
 	if include&incVideoTranscript != 0 {
 		dst = append(dst, `,"videoTranscript":`...)
-		dst = d.appendSpoken(dst, true)
+		dst = d.appendSpoken(dst, true, nil)
 	}
 	if include&incMedia != 0 {
 		dst = append(dst, `,"media":[`...)
@@ -120,34 +120,10 @@ func (d *Doc) AppendFullAs(dst []byte, m *corpus.Lesson, tail []byte) []byte {
 	dst = append(dst, d.bytes(d.inlineChecks)...)
 	dst = append(dst, `,"interactives":`...)
 	dst = append(dst, d.bytes(d.interactives)...)
-	for _, video := range []bool{false, true} {
-		if video {
-			dst = append(dst, `,"videoTranscript":[`...)
-		} else {
-			dst = append(dst, `,"narrationText":[`...)
-		}
-		first := true
-		for i := range d.cards {
-			c := &d.cards[i]
-			t := m.Cards[i].Narration()
-			if video {
-				t = m.Cards[i].VideoVoiceover
-			}
-			if t == "" {
-				continue
-			}
-			if !first {
-				dst = append(dst, ',')
-			}
-			first = false
-			dst = append(dst, `{"cardId":`...)
-			dst = append(dst, d.bytes(c.id)...)
-			dst = append(dst, `,"text":`...)
-			dst = jsonenc.String(dst, spokenText(t))
-			dst = append(dst, '}')
-		}
-		dst = append(dst, ']')
-	}
+	dst = append(dst, `,"narrationText":`...)
+	dst = d.appendSpoken(dst, false, m)
+	dst = append(dst, `,"videoTranscript":`...)
+	dst = d.appendSpoken(dst, true, m)
 	dst = append(dst, `,"media":[`...)
 	dst = d.AppendAssets(dst, "", 0, len(d.lesson.Media))
 	dst = append(dst, `],"workedExample":`...)
@@ -157,13 +133,28 @@ func (d *Doc) AppendFullAs(dst []byte, m *corpus.Lesson, tail []byte) []byte {
 
 // appendSpoken appends the narrationText (or, with video, the
 // videoTranscript) section: [{cardId, text}] for the cards that have
-// that text, in card order; complete, never capped.
-func (d *Doc) appendSpoken(dst []byte, video bool) []byte {
+// that text, in card order; complete, never capped. The texts are d's,
+// rendered once, or with m (AppendFullAs) m's, escaped here.
+func (d *Doc) appendSpoken(dst []byte, video bool, m *corpus.Lesson) []byte {
 	dst = append(dst, '[')
 	first := true
 	for i := range d.cards {
 		c := &d.cards[i]
-		if video && c.voiceover.len() == 0 || !video && !c.hasNarration() {
+		var t string // m's text
+		var has bool
+		switch {
+		case m != nil && video:
+			t = m.Cards[i].VideoVoiceover
+			has = t != ""
+		case m != nil:
+			t = m.Cards[i].Narration()
+			has = t != ""
+		case video:
+			has = c.voiceover.len() > 0
+		default:
+			has = c.hasNarration()
+		}
+		if !has {
 			continue
 		}
 		if !first {
@@ -173,9 +164,12 @@ func (d *Doc) appendSpoken(dst []byte, video bool) []byte {
 		dst = append(dst, `{"cardId":`...)
 		dst = append(dst, d.bytes(c.id)...)
 		dst = append(dst, `,"text":`...)
-		if video {
+		switch {
+		case m != nil:
+			dst = jsonenc.String(dst, spokenText(t))
+		case video:
 			dst = append(dst, d.bytes(c.voiceover)...)
-		} else {
+		default:
 			dst = d.appendNarration(dst, c)
 		}
 		dst = append(dst, '}')
