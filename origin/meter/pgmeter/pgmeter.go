@@ -113,10 +113,8 @@ type Store struct {
 	pool  *pool
 	w     *writer // the committer's; used by its goroutine only
 	c     *batch.Committer
-	front batch.Front // Apply and Reinstate: to c, or to commit without it
+	front batch.Front // Apply, Reinstate and the leases' batches: to c, or to commit without it
 
-	noGroup   sync.RWMutex // NoGroupCommit: held for reading by Apply, for writing by Close
-	closed    bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -149,7 +147,7 @@ func New(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		s.w = &writer{backend: backend{conn}, pool: p}
 		s.c = batch.NewCommitter(s.w, opts.MaxBatch, opts.OnCommit)
 	}
-	s.front = batch.Front{Committer: s.c, Alone: s.commit}
+	s.front.Committer, s.front.Alone = s.c, s.commit
 	return s, nil
 }
 
@@ -164,6 +162,11 @@ func migrate(ctx context.Context, cfg *pgx.ConnConfig) error {
 	}
 	return nil
 }
+
+// Apply, Reinstate, GrantLease and ReportLeases hand their jobs to
+// s.front, as sqlitemeter's do; they are written out rather than embedded
+// so that each states this backend's guarantee (a connection lost during
+// COMMIT) and batch.Front stays out of the exported API.
 
 // Apply applies op durably: its effects are committed when it returns.
 // An error means nothing was applied (but see the package comment on a
@@ -182,17 +185,8 @@ func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
 }
 
 // commit runs j in a transaction of its own on a pooled connection
-// (NoGroupCommit).
-func (s *Store) commit(ctx context.Context, j batch.Job) (batch.Outcome, error) {
-	s.noGroup.RLock()
-	defer s.noGroup.RUnlock()
-	if s.closed {
-		return batch.Outcome{}, ErrClosed
-	}
-	// As under group commit, ctx is not the transaction's: once begun it
-	// commits or fails on its own.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
-	defer cancel()
+// (NoGroupCommit's batch.Front.Alone).
+func (s *Store) commit(ctx, tctx context.Context, j batch.Job) (batch.Outcome, error) {
 	for attempt := 1; ; attempt++ {
 		conn, err := s.pool.get(ctx)
 		if err != nil {
@@ -653,12 +647,7 @@ func (s *Store) usage(ctx context.Context, org string, now time.Time) (meter.Usa
 // once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		if s.c != nil {
-			s.c.Close()
-		}
-		s.noGroup.Lock()
-		s.closed = true
-		s.noGroup.Unlock()
+		s.front.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if s.w != nil && s.w.conn != nil {

@@ -99,11 +99,9 @@ type Store struct {
 	rdb   *sql.DB // read-only connections for Usage
 	w     writer  // the batches' backend: the committer's, or Apply's under NoGroupCommit
 	c     *batch.Committer
-	front batch.Front // Apply and Reinstate: to c, or to commit without it
+	front batch.Front // Apply, Reinstate and the leases' batches: to c, or to commit without it
 	lock  *os.File
 
-	noGroup   sync.RWMutex // NoGroupCommit: held for reading by Apply, for writing by Close
-	closed    bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -157,7 +155,7 @@ func New(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.memo = newMemo()
 		s.c = batch.NewCommitter(s.w, opts.MaxBatch, opts.OnCommit)
 	}
-	s.front = batch.Front{Committer: s.c, Alone: s.commit}
+	s.front.Committer, s.front.Alone = s.c, s.commit
 	return s, nil
 }
 
@@ -195,17 +193,10 @@ func (s *Store) Reinstate(ctx context.Context, org string) (bool, error) {
 	return s.front.Reinstate(ctx, org)
 }
 
-// commit runs j in a transaction of its own (NoGroupCommit).
-func (s *Store) commit(ctx context.Context, j batch.Job) (batch.Outcome, error) {
-	s.noGroup.RLock()
-	defer s.noGroup.RUnlock()
-	if s.closed {
-		return batch.Outcome{}, ErrClosed
-	}
-	// As under group commit, ctx is not the transaction's: once begun it
-	// commits or fails on its own, so an error means nothing was applied.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batch.Timeout)
-	defer cancel()
+// commit runs j in a transaction of its own (NoGroupCommit's
+// batch.Front.Alone): tctx is not the caller's, so once begun it commits
+// or fails on its own, and an error means nothing was applied.
+func (s *Store) commit(_, tctx context.Context, j batch.Job) (batch.Outcome, error) {
 	res, err := batch.Commit(tctx, s.w, []batch.Job{j})
 	if err != nil {
 		return batch.Outcome{}, err
@@ -637,12 +628,7 @@ func (s *Store) Usage(ctx context.Context, org string, now time.Time) (meter.Usa
 // fails with ErrClosed afterwards. Close may be called more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		if s.c != nil {
-			s.c.Close()
-		}
-		s.noGroup.Lock()
-		s.closed = true
-		s.noGroup.Unlock()
+		s.front.Close()
 		s.closeErr = errors.Join(s.rdb.Close(), s.db.Close(), s.lock.Close())
 	})
 	return s.closeErr

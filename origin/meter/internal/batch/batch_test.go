@@ -293,7 +293,7 @@ func (s *store) ApplyBatch(ctx context.Context, ops []meter.Op) ([]meter.Result,
 	return batch.Results(outs), nil
 }
 
-func (s *store) front() batch.Front { return batch.Front{Committer: s.c} }
+func (s *store) front() *batch.Front { return &batch.Front{Committer: s.c} }
 
 func (s *store) Epoch(ctx context.Context, org string) (int64, error) {
 	s.db.mu.Lock()
