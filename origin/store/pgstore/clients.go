@@ -8,6 +8,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// sqlitestore/clients.go is this file's twin, in SQLite's dialect over
+// database/sql: the package comment says why they stay two.
+
 // CreateClient implements store.Store. The foreign key on org_id makes a
 // client of a missing organisation ErrNotFound; the foreign key's lock
 // holds the organisation row until the commit, so the generation read

@@ -9,6 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// sqlitestore/clock.go is this file's twin, in SQLite's dialect over
+// database/sql: the package comment says why they stay two.
+
 // TestClockOffset implements store.Store.
 func (s *Store) TestClockOffset(ctx context.Context) (time.Duration, error) {
 	var ns int64

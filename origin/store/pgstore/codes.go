@@ -9,6 +9,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// sqlitestore/codes.go is this file's twin, in SQLite's dialect over
+// database/sql: the package comment says why they stay two.
+
 // SaveAuthCode implements store.Store.
 func (s *Store) SaveAuthCode(ctx context.Context, c store.AuthCode) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO auth_codes

@@ -12,6 +12,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// sqlitestore/keys.go is this file's twin, in SQLite's dialect over
+// database/sql: the package comment says why they stay two.
+
 // SigningKeys implements store.Store. Keys created in the same
 // microsecond come out in kid order, descending.
 func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {

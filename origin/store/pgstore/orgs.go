@@ -9,6 +9,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// sqlitestore/orgs.go is this file's twin, in SQLite's dialect over
+// database/sql: the package comment says why they stay two.
+
 // orgFields are the columns of orgs after id, in the order of orgArgs and
 // scanOrg.
 const orgFields = `name, tier, status, grants,

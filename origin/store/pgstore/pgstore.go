@@ -7,6 +7,14 @@
 // advisory lock, so origins starting together do not race. Every
 // connection runs with origin/internal/pgsession's bounds on lock waits,
 // idle transactions and statements, unless the DSN sets its own.
+//
+// clock.go, orgs.go, clients.go, codes.go and keys.go have twins in
+// sqlitestore that run the same statements. They stay two: the drivers
+// share no interface (pgx's pool, rows and batches; database/sql's), the
+// dialects differ ($n and ?, GREATEST and max, native lists and instants
+// against JSON and fixed-width text), and so does what surrounds them
+// (here reads retry on a lost connection, there organisations are
+// cached). storetest holds each pair to one behaviour.
 package pgstore
 
 import (

@@ -7,6 +7,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// pgstore/clients.go is this file's twin, in PostgreSQL's dialect over
+// pgx: pgstore's package comment says why they stay two.
+
 // CreateClient implements store.Store. The foreign key on org_id makes a
 // client of a missing organisation ErrNotFound; the organisation's
 // generation is read in the same transaction.

@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// pgstore/clock.go is this file's twin, in PostgreSQL's dialect over
+// pgx: pgstore's package comment says why they stay two.
+
 // TestClockOffset implements store.Store.
 func (s *Store) TestClockOffset(ctx context.Context) (time.Duration, error) {
 	var ns int64

@@ -8,6 +8,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// pgstore/codes.go is this file's twin, in PostgreSQL's dialect over
+// pgx: pgstore's package comment says why they stay two.
+
 // SaveAuthCode implements store.Store.
 func (s *Store) SaveAuthCode(ctx context.Context, c store.AuthCode) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO auth_codes

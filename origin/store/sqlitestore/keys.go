@@ -8,6 +8,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// pgstore/keys.go is this file's twin, in PostgreSQL's dialect over
+// pgx: pgstore's package comment says why they stay two.
+
 // SigningKeys implements store.Store. Keys created in the same
 // microsecond come out in kid order, descending.
 func (s *Store) SigningKeys(ctx context.Context) ([]store.SigningKey, error) {

@@ -8,6 +8,9 @@ import (
 	"github.com/lectern-api/lectern/origin/store"
 )
 
+// pgstore/orgs.go is this file's twin, in PostgreSQL's dialect over
+// pgx: pgstore's package comment says why they stay two.
+
 // orgFields are the columns of orgs after id, in the order of orgArgs and
 // scanOrg.
 const orgFields = `name, tier, status, grants,
