@@ -11,6 +11,12 @@ import (
 // The JSON of the messages of docs/edge.md, written and read without
 // reflection: the host's share of an edge request's CPU is mostly these
 // two conversions per module call.
+//
+// worker/pipeline's codec is this one's twin, the guest's half: it reads
+// what this writes and writes what this reads, so beyond the header pairs
+// they share no code to fold: the guest's decoder is a scanner of its own
+// for TinyGo's small stack, the host's is fastjson. Both are held to
+// shared/testdata/edge-messages.txt (TestMessagesSchema).
 
 // message is a message the host sends.
 type message interface {
