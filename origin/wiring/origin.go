@@ -176,27 +176,8 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 	// before the listeners are opened, so that no connection waits in
 	// the kernel's queue for an origin that cannot answer yet: until it
 	// listens, a client (an edge) is refused at once and tries another.
-	secret, err := private.Secret(opts.Secret, !IsPostgres(opts.DB), o.log)
+	secret, err := o.openData(ctx, opts)
 	if err != nil {
-		return nil, err
-	}
-	if !IsPostgres(opts.DB) {
-		// Before the corpus, which may be generated into var/ too.
-		if err := private.SecureDB(o.log, opts.DB); err != nil {
-			return nil, err
-		}
-	}
-	if o.store, o.meters, err = OpenStores(ctx, opts.DB, o.metrics.MeterCommit); err != nil {
-		return nil, err
-	}
-	registerStoreMetrics(o.metrics.Registry(), o.store) // dbmetrics.go
-	settle := func() { SettleMemory(opts.MemoryLimit) }
-	if o.corpus, err = follow.Open(ctx, follow.Config{Store: o.store, Dir: opts.Corpus, Every: opts.CorpusSync,
-		Log: o.log, Stdout: opts.Stdout, Settle: settle, Lift: func() { ReloadMemoryLimit(opts.MemoryLimit) }}); err != nil {
-		return nil, err
-	}
-	settle()
-	if err := o.openClock(ctx, opts.TestClock); err != nil {
 		return nil, err
 	}
 
@@ -252,27 +233,7 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 		Events: NewMeterEvents(o.webhooks, o.log)}, Progress: progress,
 		Auth: verifier, Content: o.corpus.Content, Now: o.clock.Now, Logger: o.log, Leases: o.leases, Bundles: o.bundles})
 	o.health = &telemetry.Health{Log: o.log, Checks: o.readiness()}
-	var leases admin.Leases
-	if o.leases != nil {
-		leases = o.leases
-	}
-	adm := admin.Handler(admin.Config{
-		Leases:       leases,
-		Token:        o.AdminToken,
-		Store:        o.store,
-		Clock:        o.clock,
-		TestClock:    opts.TestClock,
-		Webhooks:     o.webhooks,
-		CreateClient: o.clients.CreateClient,
-		Reload:       o.corpus.Reload,
-		Orgs:         o.api,
-		Meters:       o.meters,
-		Forensics: &admin.Forensics{Keys: d.Forensic(), Accepted: d.ForensicAccepted(), Links: d.Links(),
-			TranscriptLesson: o.api.TranscriptLesson},
-		Logger:  o.log,
-		Ready:   func() bool { return len(o.health.Ready(ctx)) == 0 },
-		Metrics: o.metrics.Handler(),
-	})
+	adm := o.adminHandler(ctx, d, opts.TestClock)
 	accessLog := opts.AccessLog
 	if accessLog == nil {
 		accessLog = o.log
@@ -290,6 +251,61 @@ func Open(ctx context.Context, opts Options) (_ *Origin, err error) {
 		o.servers.ServeAdmin(adminLn, adm)
 	}
 	return o, nil
+}
+
+// openData opens what the origin serves from, in Open's order: the
+// deployment secret (returned), the database's files made private, the
+// stores and meters, the corpus, and the clock.
+func (o *Origin) openData(ctx context.Context, opts Options) (secret []byte, err error) {
+	if secret, err = private.Secret(opts.Secret, !IsPostgres(opts.DB), o.log); err != nil {
+		return nil, err
+	}
+	if !IsPostgres(opts.DB) {
+		// Before the corpus, which may be generated into var/ too.
+		if err := private.SecureDB(o.log, opts.DB); err != nil {
+			return nil, err
+		}
+	}
+	if o.store, o.meters, err = OpenStores(ctx, opts.DB, o.metrics.MeterCommit); err != nil {
+		return nil, err
+	}
+	registerStoreMetrics(o.metrics.Registry(), o.store) // dbmetrics.go
+	settle := func() { SettleMemory(opts.MemoryLimit) }
+	if o.corpus, err = follow.Open(ctx, follow.Config{Store: o.store, Dir: opts.Corpus, Every: opts.CorpusSync,
+		Log: o.log, Stdout: opts.Stdout, Settle: settle, Lift: func() { ReloadMemoryLimit(opts.MemoryLimit) }}); err != nil {
+		return nil, err
+	}
+	settle()
+	if err := o.openClock(ctx, opts.TestClock); err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
+
+// adminHandler is the admin API over what Open has opened; ctx bounds its
+// readiness checks.
+func (o *Origin) adminHandler(ctx context.Context, d Deployment, testClock bool) http.Handler {
+	var leases admin.Leases
+	if o.leases != nil {
+		leases = o.leases
+	}
+	return admin.Handler(admin.Config{
+		Leases:       leases,
+		Token:        o.AdminToken,
+		Store:        o.store,
+		Clock:        o.clock,
+		TestClock:    testClock,
+		Webhooks:     o.webhooks,
+		CreateClient: o.clients.CreateClient,
+		Reload:       o.corpus.Reload,
+		Orgs:         o.api,
+		Meters:       o.meters,
+		Forensics: &admin.Forensics{Keys: d.Forensic(), Accepted: d.ForensicAccepted(), Links: d.Links(),
+			TranscriptLesson: o.api.TranscriptLesson},
+		Logger:  o.log,
+		Ready:   func() bool { return len(o.health.Ready(ctx)) == 0 },
+		Metrics: o.metrics.Handler(),
+	})
 }
 
 // readiness is what GET /readyz (and the admin API's health) checks: the
