@@ -55,49 +55,9 @@ func (p *IdP) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state := q.Get("state")
-	fail := func(code, desc string) {
-		redirect(w, redirectURI, url.Values{"error": {code}, "error_description": {desc}}, state)
-	}
-	for k, v := range q {
-		if len(v) > 1 {
-			fail(errInvalidRequest, "parameter "+k+" given more than once")
-			return
-		}
-	}
-	switch rt := q.Get("response_type"); {
-	case rt == "":
-		fail(errInvalidRequest, "response_type is required")
-		return
-	case rt != "code":
-		fail(errUnsupportedResponseType, "response_type must be code")
-		return
-	}
-	if !slices.Contains(c.GrantTypes, grantAuthorizationCode) {
-		fail(errUnauthorizedClient, "the client may not use authorization_code")
-		return
-	}
-	sc, oe := grantScope(c, q.Get("scope"))
+	ac, oe := pendingCode(q, c, redirectURI)
 	if oe != nil {
-		fail(oe.code, oe.desc)
-		return
-	}
-	challenge, learner := q.Get("code_challenge"), q.Get("login_hint")
-	switch {
-	case challenge == "":
-		fail(errInvalidRequest, "code_challenge is required (PKCE)")
-		return
-	case q.Get("code_challenge_method") != "S256":
-		// An absent method means plain (RFC 7636 §4.3), which is refused.
-		fail(errInvalidRequest, "code_challenge_method must be S256")
-		return
-	case !validChallenge(challenge):
-		fail(errInvalidRequest, "code_challenge must be 43 characters of base64url")
-		return
-	case learner == "":
-		fail(errInvalidRequest, "login_hint (the learner id) is required")
-		return
-	case !validLearner(learner):
-		fail(errInvalidRequest, "login_hint must be 1 to 128 visible ASCII characters")
+		redirect(w, redirectURI, url.Values{"error": {oe.code}, "error_description": {oe.desc}}, state)
 		return
 	}
 	// Expired codes go, and of this client's pending codes the oldest
@@ -109,20 +69,56 @@ func (p *IdP) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := randomString(32)
-	err = p.store.SaveAuthCode(r.Context(), store.AuthCode{
-		CodeHash:    hashCode(code),
-		ClientID:    c.ID,
-		RedirectURI: redirectURI,
-		Scope:       sc,
-		Challenge:   challenge,
-		Learner:     learner,
-		ExpiresAt:   now.Add(codeTTL),
-	})
-	if err != nil {
+	ac.CodeHash, ac.ExpiresAt = hashCode(code), now.Add(codeTTL)
+	if err := p.store.SaveAuthCode(r.Context(), ac); err != nil {
 		p.serverError(w, r, err)
 		return
 	}
 	redirect(w, redirectURI, url.Values{"code": {code}}, state)
+}
+
+// pendingCode checks the parameters whose refusal is redirected to
+// redirectURI (RFC 6749 §4.1.2.1), c and redirectURI being known good,
+// and returns the code they ask for, without its hash and expiry.
+func pendingCode(q url.Values, c *store.Client, redirectURI string) (store.AuthCode, *oauthError) {
+	for k, v := range q {
+		if len(v) > 1 {
+			return store.AuthCode{}, badRequest(errInvalidRequest, "parameter "+k+" given more than once")
+		}
+	}
+	switch rt := q.Get("response_type"); {
+	case rt == "":
+		return store.AuthCode{}, badRequest(errInvalidRequest, "response_type is required")
+	case rt != "code":
+		return store.AuthCode{}, badRequest(errUnsupportedResponseType, "response_type must be code")
+	}
+	if !slices.Contains(c.GrantTypes, grantAuthorizationCode) {
+		return store.AuthCode{}, badRequest(errUnauthorizedClient, "the client may not use authorization_code")
+	}
+	sc, oe := grantScope(c, q.Get("scope"))
+	if oe != nil {
+		return store.AuthCode{}, oe
+	}
+	challenge, learner := q.Get("code_challenge"), q.Get("login_hint")
+	var desc string
+	switch {
+	case challenge == "":
+		desc = "code_challenge is required (PKCE)"
+	case q.Get("code_challenge_method") != "S256":
+		// An absent method means plain (RFC 7636 §4.3), which is refused.
+		desc = "code_challenge_method must be S256"
+	case !validChallenge(challenge):
+		desc = "code_challenge must be 43 characters of base64url"
+	case learner == "":
+		desc = "login_hint (the learner id) is required"
+	case !validLearner(learner):
+		desc = "login_hint must be 1 to 128 visible ASCII characters"
+	}
+	if desc != "" {
+		return store.AuthCode{}, badRequest(errInvalidRequest, desc)
+	}
+	return store.AuthCode{ClientID: c.ID, RedirectURI: redirectURI, Scope: sc,
+		Challenge: challenge, Learner: learner}, nil
 }
 
 // redirect answers 302 to redirectURI with params and state added to its
