@@ -436,15 +436,6 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, errors.New("host closed"))
 		return
 	}
-	hdrs := make([][2]string, 0, len(r.Header)+1)
-	if r.Host != "" {
-		hdrs = append(hdrs, [2]string{"Host", r.Host})
-	}
-	for name, vs := range r.Header {
-		for _, v := range vs {
-			hdrs = append(hdrs, [2]string{name, v})
-		}
-	}
 	// The body is read before the module sees the request: the signature
 	// of its forward covers the body's hash. At most param.MaxBody+1
 	// bytes are read and forwarded: no route takes more, and the origin
@@ -465,7 +456,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out, err := h.do(in, Start, StartMessage{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-		Headers: hdrs, Now: h.now(), BodySHA256: bodyHash})
+		Headers: requestHeaders(r), Now: h.now(), BodySHA256: bodyHash})
 	var fwd *http.Response // the origin's answer to the last forward, body unread
 	defer func() {
 		if fwd != nil {
@@ -482,34 +473,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch out.Kind {
 		case "response":
-			if out.Passthrough && fwd == nil {
-				h.fail(w, errors.New("passthrough without a forward"))
-				return
-			}
-			if out.Lease != nil {
-				// Logged before it is answered: a 304 the client saw is
-				// billed even if this process is killed now. A use that
-				// cannot be logged is not answered.
-				if err := h.logUse(out.Lease); err != nil {
-					h.fail(w, err)
-					return
-				}
-			}
-			wh := w.Header()
-			for _, kv := range out.Headers {
-				wh.Add(kv[0], kv[1])
-			}
-			w.WriteHeader(out.Status)
-			if out.Status == http.StatusNotModified {
-				h.observer.NotModified(notModifiedBy(out))
-			}
-			if out.Passthrough {
-				if _, err := io.Copy(w, fwd.Body); err != nil {
-					h.cfg.Logger.Warn("edge: passthrough body", "err", err)
-				}
-			} else if out.Body != "" {
-				io.WriteString(w, out.Body)
-			}
+			h.respond(w, out, fwd)
 			return
 		case "subrequest":
 			if fwd != nil {
@@ -539,6 +503,55 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			err = fmt.Errorf("edge module output of kind %q", out.Kind)
 		}
+	}
+}
+
+// requestHeaders are r's headers as the start message carries them, Host
+// first.
+func requestHeaders(r *http.Request) [][2]string {
+	hdrs := make([][2]string, 0, len(r.Header)+1)
+	if r.Host != "" {
+		hdrs = append(hdrs, [2]string{"Host", r.Host})
+	}
+	for name, vs := range r.Header {
+		for _, v := range vs {
+			hdrs = append(hdrs, [2]string{name, v})
+		}
+	}
+	return hdrs
+}
+
+// respond writes the module's response output: its status, headers and
+// body, or with Passthrough the body of fwd, the origin's answer to the
+// last forward.
+func (h *Host) respond(w http.ResponseWriter, out *Output, fwd *http.Response) {
+	if out.Passthrough && fwd == nil {
+		h.fail(w, errors.New("passthrough without a forward"))
+		return
+	}
+	if out.Lease != nil {
+		// Logged before it is answered: a 304 the client saw is
+		// billed even if this process is killed now. A use that
+		// cannot be logged is not answered.
+		if err := h.logUse(out.Lease); err != nil {
+			h.fail(w, err)
+			return
+		}
+	}
+	wh := w.Header()
+	for _, kv := range out.Headers {
+		wh.Add(kv[0], kv[1])
+	}
+	w.WriteHeader(out.Status)
+	if out.Status == http.StatusNotModified {
+		h.observer.NotModified(notModifiedBy(out))
+	}
+	if out.Passthrough {
+		if _, err := io.Copy(w, fwd.Body); err != nil {
+			h.cfg.Logger.Warn("edge: passthrough body", "err", err)
+		}
+	} else if out.Body != "" {
+		io.WriteString(w, out.Body)
 	}
 }
 
