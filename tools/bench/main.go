@@ -277,13 +277,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	// Every section that touches storage, once per backend, in turn.
+	// Every section that touches storage, once per backend, in turn,
+	// each pass's origin closed before the next opens (one corpus in the
+	// process, as in a single-backend run).
 	var passes []*pass
-	defer func() {
-		for _, p := range passes {
-			p.close()
-		}
-	}()
 	for i, b := range o.backends {
 		p := &pass{o: o, b: b, first: i == 0, root: root, dir: filepath.Join(dir, b.name), cdir: cdir,
 			builds: builds, log: log, progress: progress}
@@ -306,7 +303,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(passes) > 1 && (o.sections["content"] || o.sections["progress"]) {
-		r, err := acrossBackends(ctx, o, passes, log, progress)
+		r, err := acrossBackends(ctx, o, passes, memLimit(o), log, progress)
 		if err != nil {
 			return err
 		}
@@ -386,11 +383,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// acrossBackends measures (l) on every backend's stack again, in the
-// same interleaved rounds with one (a), so that the goal that compares
-// backends (PostgreSQL's progress PUTs at least SQLite's) compares rates
-// measured side by side, not in passes minutes apart.
-func acrossBackends(ctx context.Context, o options, passes []*pass, log *slog.Logger, progress func(string, ...any)) ([]row, error) {
+// acrossBackends measures (l) on a new stack of every backend, all open
+// at once, in the same interleaved rounds with one (a), so that the goal
+// that compares backends (PostgreSQL's progress PUTs at least SQLite's)
+// compares rates measured side by side, not in passes minutes apart.
+func acrossBackends(ctx context.Context, o options, passes []*pass, memLimit bool, log *slog.Logger,
+	progress func(string, ...any)) ([]row, error) {
 	var (
 		scenarios []*scenario
 		tbs       []*throughputBench
@@ -399,12 +397,29 @@ func acrossBackends(ctx context.Context, o options, passes []*pass, log *slog.Lo
 		for _, tb := range tbs {
 			tb.close()
 		}
+		for _, p := range passes {
+			p.close()
+		}
 	}()
 	for i, p := range passes {
-		if p.stack == nil {
-			return nil, nil
+		progress("(l) a new origin stack (%s) beside the others", p.b.label())
+		dir := filepath.Join(p.dir, "across")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
 		}
-		tb := &throughputBench{ctx: ctx, o: o, st: p.stack, log: log, progress: progress}
+		db, drop, err := p.b.database(ctx, dir, "lectern_bench_")
+		if err != nil {
+			return nil, err
+		}
+		st, err := startStack(ctx, dir, p.cdir, db, log, memLimit)
+		if err != nil {
+			if drop != nil {
+				drop()
+			}
+			return nil, err
+		}
+		p.stack, p.drop = st, drop
+		tb := &throughputBench{ctx: ctx, o: o, st: st, log: log, progress: progress}
 		tbs = append(tbs, tb)
 		if i == 0 {
 			a, err := tb.baseline()
@@ -456,6 +471,10 @@ func acrossBackends(ctx context.Context, o options, passes []*pass, log *slog.Lo
 	return rows, nil
 }
 
+// memLimit reports whether the in-process origin sets its memory limit
+// (-memlimit, unless GOMEMLIMIT is set).
+func memLimit(o options) bool { return o.memLimit && os.Getenv("GOMEMLIMIT") == "" }
+
 // needsStack reports whether a selected section needs the origin opened
 // in process.
 func (o options) needsStack() bool {
@@ -485,9 +504,11 @@ type pass struct {
 func (p *pass) close() {
 	if p.stack != nil {
 		p.stack.Close()
+		p.stack = nil
 	}
 	if p.drop != nil {
 		p.drop()
+		p.drop = nil
 	}
 }
 
@@ -522,7 +543,7 @@ func (p *pass) run(ctx context.Context) (_ []row, c *corpus.Corpus, err error) {
 	}
 	if o.needsStack() {
 		progress("starting the origin stack (%s) on the corpus in %s", p.b.label(), p.cdir)
-		memLimit := o.memLimit && os.Getenv("GOMEMLIMIT") == ""
+		memLimit := memLimit(o)
 		db, drop, err := p.b.database(ctx, p.dir, "lectern_bench_")
 		if err != nil {
 			return nil, nil, err
@@ -533,9 +554,8 @@ func (p *pass) run(ctx context.Context) (_ []row, c *corpus.Corpus, err error) {
 			}
 			return nil, nil, err
 		}
-		// Open until the bench ends: (l) runs again on every backend's
-		// stack in the same rounds (acrossBackends).
 		p.stack, p.drop = st, drop
+		defer p.close()
 		// The origin's corpus, the one load of it: settled again as the
 		// origin does once its corpus is served (origin/wiring,
 		// memory.go): here the limit also covers the bench's clients.
