@@ -51,58 +51,10 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 	targets := h.origins.route(out.URL)
 	var resp *http.Response
 	for i, t := range targets {
-		var rd io.Reader
-		switch {
-		case out.Forward && out.body != nil:
-			rd = bytes.NewReader(out.body)
-		case !out.Forward && out.Body != "":
-			rd = strings.NewReader(out.Body) // a background POST's (lease, usage)
-		}
-		actx := ctx
-		var connected *atomic.Bool // with several origins: whether the attempt got a connection
-		var watched chan struct{}  // closed once the answer's head is in (or the attempt failed)
-		if len(targets) > 1 {
-			actx, connected = traceConnection(ctx)
-			if t.origin != nil && !t.origin.isEjected() {
-				// An origin the probes eject while this attempt waits
-				// for its answer is frozen: the attempt is cut short
-				// (probe.go), and goes on to the next origin if it may.
-				var stop context.CancelFunc
-				actx, stop = context.WithCancel(actx)
-				watched = make(chan struct{})
-				go func(gone <-chan struct{}) {
-					select {
-					case <-gone:
-						stop()
-					case <-watched:
-					}
-				}(t.origin.watch())
-			}
-		}
-		req, err := http.NewRequestWithContext(actx, out.Method, t.url, rd)
+		req, connected, watched, err := attempt(ctx, r, out, t, len(targets) > 1)
 		if err != nil {
 			cancel()
 			return failed(err)
-		}
-		if out.Forward {
-			req.ContentLength = int64(len(out.body))
-		}
-		out.SetHeader(req)
-		if or := t.origin; or != nil {
-			switch {
-			case or.index < len(out.Signatures):
-				req.Header.Set(edgesig.Header, out.Signatures[or.index])
-			case out.sign != nil:
-				req.Header.Set(edgesig.Header, out.sign(or.host))
-			}
-		}
-		if r != nil && !out.Forward && req.Header.Get("Traceparent") == "" {
-			// The module copies the client's fields to a forward, the
-			// W3C traceparent among them, but builds a gate call's (and a
-			// JWKS fetch's) itself: the host hands the trace on to them.
-			if tp := r.Header.Get("Traceparent"); tp != "" {
-				req.Header.Set("Traceparent", tp)
-			}
 		}
 		st.set(func() { st.head = true })
 		resp, err = h.cfg.Client.Do(req)
@@ -175,6 +127,65 @@ func (h *Host) subrequest(parent context.Context, r *http.Request, out *Output) 
 	s := string(b)
 	msg.Body = &s
 	return msg, nil
+}
+
+// attempt is the request of out to the target t, under ctx, with its
+// body, header fields, signature for t's origin and, on a call the
+// module built itself, the client's traceparent (r's; nil: none). With
+// several origins (several), connected says whether it got a connection,
+// and an origin the probes eject while it waits for the answer cuts it
+// short (probe.go), so that it goes on to the next origin if it may:
+// watched is to be closed once the answer's head is in or it failed.
+func attempt(ctx context.Context, r *http.Request, out *Output, t target, several bool) (req *http.Request, connected *atomic.Bool, watched chan struct{}, err error) {
+	var rd io.Reader
+	switch {
+	case out.Forward && out.body != nil:
+		rd = bytes.NewReader(out.body)
+	case !out.Forward && out.Body != "":
+		rd = strings.NewReader(out.Body) // a background POST's (lease, usage)
+	}
+	if several {
+		ctx, connected = traceConnection(ctx)
+		if t.origin != nil && !t.origin.isEjected() {
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			watched = make(chan struct{})
+			go func(gone <-chan struct{}) {
+				select {
+				case <-gone:
+					stop()
+				case <-watched:
+				}
+			}(t.origin.watch())
+		}
+	}
+	if req, err = http.NewRequestWithContext(ctx, out.Method, t.url, rd); err != nil {
+		if watched != nil {
+			close(watched)
+		}
+		return nil, nil, nil, err
+	}
+	if out.Forward {
+		req.ContentLength = int64(len(out.body))
+	}
+	out.SetHeader(req)
+	if or := t.origin; or != nil {
+		switch {
+		case or.index < len(out.Signatures):
+			req.Header.Set(edgesig.Header, out.Signatures[or.index])
+		case out.sign != nil:
+			req.Header.Set(edgesig.Header, out.sign(or.host))
+		}
+	}
+	if r != nil && !out.Forward && req.Header.Get("Traceparent") == "" {
+		// The module copies the client's fields to a forward, the W3C
+		// traceparent among them, but builds a gate call's (and a JWKS
+		// fetch's) itself: the host hands the trace on to them.
+		if tp := r.Header.Get("Traceparent"); tp != "" {
+			req.Header.Set("Traceparent", tp)
+		}
+	}
+	return req, connected, watched, nil
 }
 
 // stall cancels a forward when the origin makes no progress for d. Its
