@@ -194,23 +194,32 @@ func (a *apiClient) subjects(ctx context.Context, tier string) ([]subject, error
 // class.
 func (a *apiClient) export(ctx context.Context, sub subject) (exportLink, error) {
 	format, tier := lapi.ExportSubjectParamsFormat("zip_url"), lapi.ExportSubjectParamsTier(sub.Tier)
-	var res *lapi.ExportResult
-	if _, err := a.call(ctx, func() (*http.Response, []byte, error) {
+	return a.exportLink(ctx, "export", func() (*http.Response, []byte, *lapi.ExportResult, error) {
 		r, err := a.c.ExportSubjectWithResponse(ctx, sub.Slug, &lapi.ExportSubjectParams{Format: &format, Tier: &tier})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		res = r.JSON200
-		return r.HTTPResponse, r.Body, nil
+		return r.HTTPResponse, r.Body, r.JSON200, nil
+	})
+}
+
+// exportLink makes the export request (what names it in errors) and reads
+// its zip_url answer.
+func (a *apiClient) exportLink(ctx context.Context, what string, do func() (*http.Response, []byte, *lapi.ExportResult, error)) (exportLink, error) {
+	var res *lapi.ExportResult
+	if _, err := a.call(ctx, func() (*http.Response, []byte, error) {
+		r, b, x, err := do()
+		res = x
+		return r, b, err
 	}); err != nil {
 		return exportLink{}, err
 	}
 	if res == nil {
-		return exportLink{}, errors.New("the export answered no result")
+		return exportLink{}, fmt.Errorf("the %s answered no result", what)
 	}
 	x, err := res.AsExportResult0()
 	if err != nil || x.Url == "" {
-		return exportLink{}, fmt.Errorf("the export answered no url (%v)", err)
+		return exportLink{}, fmt.Errorf("the %s answered no url (%v)", what, err)
 	}
 	return exportLink{URL: x.Url, ExpiresAt: x.ExpiresAt, Classes: x.Classes}, nil
 }
@@ -387,23 +396,11 @@ func parseLessonChange(lessonID, subject, change string) (feedLesson, error) {
 // one download (spec: Route rules §5).
 func (a *apiClient) exportClass(ctx context.Context, sub subject, n int) (exportLink, error) {
 	format := lapi.ExportClassParamsFormat("zip_url")
-	var res *lapi.ExportResult
-	if _, err := a.call(ctx, func() (*http.Response, []byte, error) {
+	return a.exportLink(ctx, "class export", func() (*http.Response, []byte, *lapi.ExportResult, error) {
 		r, err := a.c.ExportClassWithResponse(ctx, lapi.ExportClassParamsTier(sub.Tier), sub.Slug, n, &lapi.ExportClassParams{Format: &format})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		res = r.JSON200
-		return r.HTTPResponse, r.Body, nil
-	}); err != nil {
-		return exportLink{}, err
-	}
-	if res == nil {
-		return exportLink{}, errors.New("the class export answered no result")
-	}
-	x, err := res.AsExportResult0()
-	if err != nil || x.Url == "" {
-		return exportLink{}, fmt.Errorf("the class export answered no url (%v)", err)
-	}
-	return exportLink{URL: x.Url, ExpiresAt: x.ExpiresAt, Classes: x.Classes}, nil
+		return r.HTTPResponse, r.Body, r.JSON200, nil
+	})
 }

@@ -64,9 +64,18 @@ func (s *Store) CreateEndpoint(ctx context.Context, e webhook.Endpoint, max int)
 
 // Endpoints implements webhook.Store.
 func (s *Store) Endpoints(ctx context.Context, org string) ([]webhook.Endpoint, error) {
-	es, err := pgretry.Read(ctx, s.pool.Reset, func() ([]webhook.Endpoint, error) {
-		rows, err := s.pool.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
-			WHERE org_id = $1 ORDER BY created_at, id`, org)
+	es, err := s.endpoints(ctx, `WHERE org_id = $1 ORDER BY created_at, id`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints of org %s: %w", org, err)
+	}
+	return es, nil
+}
+
+// endpoints reads the endpoints the query's WHERE clause (and order)
+// selects.
+func (s *Store) endpoints(ctx context.Context, where string, args ...any) ([]webhook.Endpoint, error) {
+	return pgretry.Read(ctx, s.pool.Reset, func() ([]webhook.Endpoint, error) {
+		rows, err := s.pool.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints `+where, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -81,10 +90,6 @@ func (s *Store) Endpoints(ctx context.Context, org string) ([]webhook.Endpoint, 
 		}
 		return es, rows.Err()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints of org %s: %w", org, err)
-	}
-	return es, nil
 }
 
 // DeleteEndpoint implements webhook.Store; its deliveries go with it
@@ -113,23 +118,7 @@ func (s *Store) RotateSecret(ctx context.Context, org, id string, secret []byte,
 
 // AllEndpoints implements webhook.Store.
 func (s *Store) AllEndpoints(ctx context.Context, after string, limit int) ([]webhook.Endpoint, error) {
-	es, err := pgretry.Read(ctx, s.pool.Reset, func() ([]webhook.Endpoint, error) {
-		rows, err := s.pool.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
-			WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var es []webhook.Endpoint
-		for rows.Next() {
-			e, err := scanEndpoint(rows)
-			if err != nil {
-				return nil, err
-			}
-			es = append(es, e)
-		}
-		return es, rows.Err()
-	})
+	es, err := s.endpoints(ctx, `WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}

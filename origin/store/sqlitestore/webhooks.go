@@ -78,24 +78,30 @@ func (s *Store) CreateEndpoint(ctx context.Context, e webhook.Endpoint, max int)
 
 // Endpoints implements webhook.Store.
 func (s *Store) Endpoints(ctx context.Context, org string) ([]webhook.Endpoint, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
-		WHERE org_id = ? ORDER BY created_at, id`, org)
+	es, err := s.endpoints(ctx, `WHERE org_id = ? ORDER BY created_at, id`, org)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints of org %s: %w", org, err)
+	}
+	return es, nil
+}
+
+// endpoints reads the endpoints the query's WHERE clause (and order)
+// selects.
+func (s *Store) endpoints(ctx context.Context, where string, args ...any) ([]webhook.Endpoint, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints `+where, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var es []webhook.Endpoint
 	for rows.Next() {
 		e, err := scanEndpoint(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list webhook endpoints of org %s: %w", org, err)
+			return nil, err
 		}
 		es = append(es, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list webhook endpoints of org %s: %w", org, err)
-	}
-	return es, nil
+	return es, rows.Err()
 }
 
 // DeleteEndpoint implements webhook.Store; its deliveries go with it
@@ -126,21 +132,8 @@ func (s *Store) RotateSecret(ctx context.Context, org, id string, secret []byte,
 
 // AllEndpoints implements webhook.Store.
 func (s *Store) AllEndpoints(ctx context.Context, after string, limit int) ([]webhook.Endpoint, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints
-		WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	es, err := s.endpoints(ctx, `WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", err)
-	}
-	defer rows.Close()
-	var es []webhook.Endpoint
-	for rows.Next() {
-		e, err := scanEndpoint(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list webhook endpoints: %w", err)
-		}
-		es = append(es, e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
 	return es, nil
