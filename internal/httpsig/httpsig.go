@@ -6,6 +6,8 @@ package httpsig
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -66,16 +68,21 @@ func Sign(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now t
 // SignV2 is Sign by the previous release's rule (edgesig v2), the only
 // one that release's receivers read, for a purpose whose v2 rule signs
 // every field its list holds (edgesig.V2Covers: lease, usage and revoke
-// calls), so that nothing a receiver reads is left unsigned. It panics
-// for another purpose: a forward's or gate call's v2 signature leaves
-// If-None-Match, Range and others out, and only the module signs those
-// v2 (its signV2 setting).
-func SignV2(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now time.Time) {
+// calls), so that nothing a receiver reads is left unsigned. For another
+// purpose it signs nothing and returns ErrV2Uncovered: a forward's or
+// gate call's v2 signature leaves If-None-Match, Range and others out,
+// and only the module signs those v2 (its signV2 setting).
+func SignV2(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now time.Time) error {
 	if !edgesig.V2Covers(purpose) {
-		panic("httpsig: SignV2 of a " + purpose + ", which the v2 rule does not cover whole")
+		return fmt.Errorf("%w: %s", ErrV2Uncovered, purpose)
 	}
 	sign(keys, purpose, r, body, now, true)
+	return nil
 }
+
+// ErrV2Uncovered is SignV2 of a purpose whose v2 rule leaves fields the
+// receiver reads unsigned.
+var ErrV2Uncovered = errors.New("httpsig: the v2 rule does not sign every field of this purpose")
 
 func sign(keys edgesig.Keys, purpose string, r *http.Request, body []byte, now time.Time, v2 bool) {
 	var seed [8]byte

@@ -417,7 +417,9 @@ func (m *Manager) push(ctx context.Context, url string, batch []meter.Lease, kee
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", reqid.New()) // in the shape the edge's own have
 	if m.cfg.SignV2 {
-		httpsig.SignV2(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now())
+		if err := httpsig.SignV2(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now()); err != nil {
+			return nil, err
+		}
 	} else {
 		httpsig.Sign(m.cfg.EdgeKeys, edgesig.Revoke, req, body, m.cfg.Now())
 	}

@@ -94,6 +94,8 @@ type Corpus struct {
 	// onChange is told of each change of the deployment's corpus not
 	// announced yet (OnChange); nil: nothing is announced.
 	onChange func(ctx context.Context, ch Change) error
+	// announcing holds the announcements a reload started (Close waits).
+	announcing sync.WaitGroup
 }
 
 // Change is a change of the deployment's corpus to announce: from the
@@ -316,7 +318,11 @@ func (c *Corpus) Reload(ctx context.Context, dir string) (string, error) {
 	c.failed = failure{}
 	c.content.Store(ct)
 	c.swapped()
-	go c.announce(context.WithoutCancel(ctx), c.record(context.WithoutCancel(ctx)))
+	if c.onChange != nil {
+		// Not waited for by the reload's answer; Close waits for it.
+		actx := context.WithoutCancel(ctx)
+		c.announcing.Go(func() { c.announce(actx, c.record(actx)) })
+	}
 	if err := c.revokeAll(ctx); err != nil {
 		return "", apierr.New(apierr.Internal, "The corpus in "+dir+" (contentVersion "+rec.ContentVersion+
 			") is served and recorded, but the edge's leases on the previous one could not be revoked; they end within "+
@@ -493,12 +499,13 @@ func (c *Corpus) swapped() {
 	})
 }
 
-// Close stops following, waiting for a read or load in progress, and the
-// settling to come. A reload in progress (its admin request) finishes.
+// Close stops following, waiting for a read or load in progress, an
+// announcement a reload started, and the settling to come. A reload in progress (its admin request) finishes.
 func (c *Corpus) Close() {
 	if c.stop != nil {
 		c.stop()
 	}
+	c.announcing.Wait()
 	c.reloading.Lock()
 	if c.resettle != nil {
 		c.resettle.Stop()
