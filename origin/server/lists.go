@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"sync"
 
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/corpus"
@@ -163,12 +165,27 @@ func (s *Server) classes(w http.ResponseWriter, r *http.Request, req *request, t
 	return s.writeList(w, r, req, t.tag, bill, t.page.list(s, items, len(items), len(t.sub.Lessons)))
 }
 
-// writeList answers 200 with a page in the list envelope.
+// writeList answers 200 with a page in the list envelope. The body is
+// encoded into a pooled buffer, not a new one per page: a list route's
+// answer is most of what its request allocates, and what requests
+// allocate is what sets how often the collector marks the corpus.
 func (s *Server) writeList(w http.ResponseWriter, r *http.Request, req *request, tag string, bill billing.Bill, l list) error {
-	body, err := json.Marshal(l)
-	if err != nil {
+	buf := listBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer putListBuf(buf)
+	if err := json.NewEncoder(buf).Encode(l); err != nil {
 		return err
 	}
-	writeContent(w, r, req, tag, bill, body)
+	// Encode ends the value with a newline that json.Marshal does not write.
+	writeContent(w, r, req, tag, bill, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return nil
+}
+
+// listBufs recycles list bodies; one that grew past 1 MiB is dropped.
+var listBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putListBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 1<<20 {
+		listBufs.Put(buf)
+	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/search"
@@ -77,9 +78,16 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req *request, t 
 	q := req.params.Get("q")
 	total, hits := ix.Search(q, ix.Allowed(t.subs, req.org.Grants), p.offset, p.offset+p.limit)
 	fq := search.Fold(q)
-	items := make([]search.Row, len(hits))
-	for i, h := range hits {
-		items[i] = ix.Render(h, fq)
+	rp := searchRows.Get().(*[]search.Row)
+	defer func() { clear(*rp); searchRows.Put(rp) }()
+	items := (*rp)[:0]
+	for _, h := range hits {
+		items = append(items, ix.Render(h, fq))
 	}
+	*rp = items
 	return s.writeList(w, r, req, t.tag, bill, p.list(s, items, len(items), total))
 }
+
+// searchRows recycles a page's rows (limit caps their number), which
+// live only until the page is encoded.
+var searchRows = sync.Pool{New: func() any { return new([]search.Row) }}

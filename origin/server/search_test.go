@@ -259,3 +259,17 @@ func TestSearchNotModified(t *testing.T) {
 		t.Errorf("after a reload: %d, ETag %s", got.status, got.header.Get("ETag"))
 	}
 }
+
+// BenchmarkSearchRoute serves (d)'s search, a page of the default size for
+// "photosynthesis" over every tier, through the whole pipeline in process:
+// its allocations per request are what the collector's cycles scale with.
+func BenchmarkSearchRoute(b *testing.B) {
+	h := newHarnessWith(b, fullContent(b))
+	tok := h.org("bench", "topics", "college", "high", "middle", "primary")
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := h.get("/v1/search?q=photosynthesis", tok); r.status != 200 {
+			b.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+}
