@@ -1,11 +1,13 @@
 // Package proctest is for tests that run a built command as a child
 // process, as an operator runs it: started, its ready line awaited on
 // standard output, stopped, resumed or killed with SIGKILL for real, and
-// started again on the same state (origin/cmd/origin, wasmtest).
+// started again on the same state (origin/cmd/origin, wasmtest), or
+// measured (tools/bench).
 //
-// It is the one harness for children: Start (any command, a ready line of
-// its own), StartOrigin and LaunchOrigin (the origin command, ready once it
-// prints its addresses), StartEdge (the edge command, ready at EdgeURL's
+// It is the one harness for children: Start and Launch (any command, a
+// ready line of its own), StartOrigin and LaunchOrigin (the origin
+// command, ready once it prints its addresses; LaunchOriginUntil, at a
+// line after them), StartEdge (the edge command, ready at EdgeURL's
 // line), and Await, the ready-line wait itself, for an edge a test runs
 // in its own process.
 package proctest
@@ -15,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -24,8 +27,9 @@ import (
 	"github.com/lectern-api/lectern/shared/logbuf"
 )
 
-// ReadyWithin bounds how long Start waits for the ready line; a child
-// that has not printed it by then is killed.
+// ReadyWithin bounds how long Start waits for the ready line, and Launch
+// when its context has no deadline; a child that has not printed it by
+// then is killed.
 const ReadyWithin = time.Minute
 
 // Proc is a child process a test started.
@@ -66,8 +70,10 @@ func Start[T any](t testing.TB, name string, cmd *exec.Cmd, ready func(line stri
 // Launch is Start for a caller that is no test, or a child that outlives
 // the test that started it (a suite's shared origin): the caller kills
 // the Proc. The output after the ready line goes to rest (nil: it is
-// discarded). A child that prints no ready line within ReadyWithin, or
-// before ctx ends, is killed.
+// discarded). A child that prints no ready line before ctx ends is
+// killed, and the error says ctx's cause; ctx's deadline, when it has
+// one, replaces ReadyWithin, so that a child known to start slowly (the
+// bench's origin on a corpus ten times the deployed one) is given longer.
 func Launch[T any](ctx context.Context, name string, cmd *exec.Cmd, rest io.Writer, ready func(line string) (T, bool)) (*Proc, T, error) {
 	var zero T
 	p := &Proc{Cmd: cmd, name: name}
@@ -82,18 +88,27 @@ func Launch[T any](ctx context.Context, name string, cmd *exec.Cmd, rest io.Writ
 	if err := cmd.Start(); err != nil {
 		return nil, zero, fmt.Errorf("%s: %w", name, err)
 	}
-	timer := time.AfterFunc(ReadyWithin, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
-	defer stop()
-	if v, ok := Await(out, rest, ready); ok {
+	within := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		within, cancel = context.WithTimeout(ctx, ReadyWithin)
+		defer cancel()
+	}
+	stop := context.AfterFunc(within, func() { cmd.Process.Kill() })
+	// A ready line read as the wait ends counts only if the kill has not
+	// started: stop reports false once it has.
+	if v, ok := Await(out, rest, ready); ok && stop() {
 		return p, v, nil
 	}
+	stop()
 	cmd.Wait()
-	if ctx.Err() != nil {
-		return nil, zero, fmt.Errorf("%s: %w", name, ctx.Err())
+	switch {
+	case ctx.Err() != nil:
+		return nil, zero, fmt.Errorf("%s: %w%s", name, context.Cause(ctx), p.stderr())
+	case within.Err() != nil:
+		return nil, zero, fmt.Errorf("%s printed no ready line within %v%s", name, ReadyWithin, p.stderr())
 	}
-	return nil, zero, fmt.Errorf("%s exited, or printed no ready line within %v%s", name, ReadyWithin, p.stderr())
+	return nil, zero, fmt.Errorf("%s exited before its ready line%s", name, p.stderr())
 }
 
 // Await reads out, a command's standard output, until ready accepts a
@@ -121,6 +136,24 @@ func Await[T any](out io.Reader, rest io.Writer, ready func(line string) (T, boo
 	}
 	var zero T
 	return zero, false
+}
+
+// Interrupt asks the child to end with SIGINT, as an operator's Ctrl-C
+// does (an origin drains and closes its database), and waits for it; a
+// child still running after grace is killed with SIGKILL.
+func (p *Proc) Interrupt(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		p.Cmd.Wait()
+		close(done)
+	}()
+	p.Cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		p.Cmd.Process.Kill()
+		<-done
+	}
 }
 
 // Kill kills the child with SIGKILL and waits for it to end.

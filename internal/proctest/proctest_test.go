@@ -1,6 +1,8 @@
 package proctest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,13 +18,15 @@ import (
 )
 
 // The test binary is the child when PROCTEST_CHILD says what it does:
-// "ready" prints a ready line and waits to be killed, "exit" writes to
-// standard error and exits without one.
+// "ready" prints a ready line and waits to be killed, "silent" waits
+// without one, "exit" writes to standard error and exits without one.
 func TestMain(m *testing.M) {
 	switch os.Getenv("PROCTEST_CHILD") {
 	case "ready":
 		fmt.Println("starting")
 		fmt.Println("READY a b")
+		time.Sleep(time.Hour)
+	case "silent":
 		time.Sleep(time.Hour)
 	case "exit":
 		fmt.Fprintln(os.Stderr, "no database")
@@ -67,6 +71,34 @@ func TestStartExits(t *testing.T) {
 	}
 }
 
+// TestLaunchDeadline: a child that prints no ready line by the deadline
+// of Launch's context is killed, and the error says the context's cause.
+func TestLaunchDeadline(t *testing.T) {
+	ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(100*time.Millisecond), errors.New("too slow"))
+	defer cancel()
+	cmd := child("silent")
+	_, _, err := Launch(ctx, "child", cmd, nil, readyFields)
+	if err == nil || !strings.Contains(err.Error(), "too slow") {
+		t.Errorf("Launch: %v, want the deadline's cause", err)
+	}
+	if cmd.ProcessState == nil {
+		t.Errorf("the child was not waited for")
+	}
+}
+
+// TestInterrupt: Interrupt ends the child with SIGINT, not SIGKILL, when
+// it ends within the grace period (a Go program without a handler does).
+func TestInterrupt(t *testing.T) {
+	p, _, err := Launch(context.Background(), "child", child("ready"), nil, readyFields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Interrupt(time.Minute)
+	if ws, ok := p.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGINT {
+		t.Errorf("the child ended with %v, want SIGINT", p.Cmd.ProcessState)
+	}
+}
+
 // TestAwaitKeepsTheRest: what follows the ready line, already read into
 // Await's buffer with it, reaches rest whole.
 func TestAwaitKeepsTheRest(t *testing.T) {
@@ -102,6 +134,25 @@ func TestOriginReady(t *testing.T) {
 	}
 	if got, want := rest.String(), strings.Join(lines, "\n")+"\n"; got != want {
 		t.Errorf("rest got %q, want %q", got, want)
+	}
+}
+
+// TestOriginReadyUntil: with until, the origin is ready at the first line
+// after its addresses that until accepts, not at a line before them that
+// until would accept too.
+func TestOriginReadyUntil(t *testing.T) {
+	ready := originReadyUntil(nil, func(line string) bool { return strings.HasPrefix(line, "Created") })
+	lines := []string{"Created too early", "  API (direct)       http://127.0.0.1:1/v1", "  identity provider  http://127.0.0.1:2",
+		"  admin API          http://127.0.0.1:3", "", "Created the demo organisation"}
+	var o *Origin
+	for i, line := range lines {
+		var ok bool
+		if o, ok = ready(line); ok != (i == len(lines)-1) {
+			t.Fatalf("line %q: ready %v", line, ok)
+		}
+	}
+	if o.API != "http://127.0.0.1:1" || o.IdP != "http://127.0.0.1:2" || o.Admin != "http://127.0.0.1:3" {
+		t.Errorf("got API %q, IdP %q, admin %q", o.API, o.IdP, o.Admin)
 	}
 }
 

@@ -31,10 +31,20 @@ func StartOrigin(t testing.TB, cmd *exec.Cmd, rest io.Writer) (*Origin, error) {
 }
 
 // LaunchOrigin is StartOrigin for a caller that is no test, or an origin
-// that outlives the test that started it: the caller kills it (Kill).
-// ctx ends the wait for its addresses.
+// that outlives the test that started it: the caller kills it (Kill) or
+// interrupts it (Interrupt). ctx ends the wait for its addresses, as in
+// Launch.
 func LaunchOrigin(ctx context.Context, cmd *exec.Cmd, rest io.Writer) (*Origin, error) {
-	p, o, err := Launch(ctx, "origin", cmd, rest, originReady(rest))
+	return LaunchOriginUntil(ctx, cmd, rest, nil)
+}
+
+// LaunchOriginUntil is LaunchOrigin, ready at the first line after the
+// addresses that until accepts (nil: at the addresses): what the origin
+// prints once it serves, such as the demo organisation it creates on a
+// new database (tools/bench's children take their clients from it).
+// Every line it printed before goes to rest too.
+func LaunchOriginUntil(ctx context.Context, cmd *exec.Cmd, rest io.Writer, until func(line string) bool) (*Origin, error) {
+	p, o, err := Launch(ctx, "origin", cmd, rest, originReadyUntil(rest, until))
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +79,24 @@ func originReady(rest io.Writer) func(line string) (*Origin, bool) {
 				return o, f.label == "admin API"
 			}
 		}
+		return o, false
+	}
+}
+
+// originReadyUntil is originReady, accepting instead the first line
+// after the addresses that until accepts; nil until: originReady.
+func originReadyUntil(rest io.Writer, until func(line string) bool) func(line string) (*Origin, bool) {
+	addrs := originReady(rest)
+	if until == nil {
+		return addrs
+	}
+	served := false
+	return func(line string) (*Origin, bool) {
+		o, ok := addrs(line)
+		if served {
+			return o, until(line)
+		}
+		served = ok
 		return o, false
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lectern-api/lectern/internal/proctest"
 	"github.com/lectern-api/lectern/origin/corpus"
 )
 
@@ -125,14 +125,19 @@ const childSecret = "bench-memory-secret-of-at-least-32-characters"
 
 // child is an origin process (o) runs, and its addresses.
 type child struct {
-	cmd           *exec.Cmd
+	proc          *proctest.Origin
+	cmd           *exec.Cmd // proc's, whose pid the sections read
 	api, idp, adm string
 	started       time.Duration
-	done          chan struct{} // closed when the process has exited
 	adminToken    string
 	access        accessLog // the access log's lines (k2 keeps some)
 	drop          func()    // drops its PostgreSQL schema once it has exited; nil: none
 }
+
+// childStartWithin bounds a child's start, in place of
+// proctest.ReadyWithin: on a 10× corpus (scale.go) an origin takes about
+// a minute to be ready on a busy machine.
+const childStartWithin = 5 * time.Minute
 
 // startChild starts bin serving corpusDir, with its database in dir and
 // env's variables besides (NAME=value), and waits until it has served and
@@ -146,7 +151,7 @@ func startChild(ctx context.Context, bin, dir, corpusDir string, env ...string) 
 	if err != nil {
 		return nil, err
 	}
-	ch := &child{adminToken: "bench-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36), done: make(chan struct{})}
+	ch := &child{adminToken: "bench-admin-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	// A new database on the pass's backend (backend.go).
 	db, drop, err := childBackend.database(ctx, dir, "lectern_bench_child_")
 	if err != nil {
@@ -176,72 +181,54 @@ func startChild(ctx context.Context, bin, dir, corpusDir string, env ...string) 
 	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
+	// Its lines, the access log's among them, go to ch.access; it is
+	// ready once it has created the demo organisation.
+	within, cancel := context.WithTimeoutCause(ctx, childStartWithin,
+		fmt.Errorf("did not start within %v", childStartWithin))
+	defer cancel()
 	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
+	o, err := proctest.LaunchOriginUntil(within, cmd, &lineWriter{line: ch.access.add},
+		func(line string) bool { return strings.HasPrefix(line, "Created the demo organisation") })
+	if err != nil {
 		if drop != nil {
 			drop()
 		}
-		return nil, fmt.Errorf("(o) start the origin: %w", err)
-	}
-	ch.cmd = cmd
-	ready := make(chan error, 1)
-	go func() {
-		defer close(ch.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			switch {
-			case len(f) == 3 && f[0] == "API" && f[1] == "(direct)":
-				ch.api = strings.TrimSuffix(f[2], "/v1")
-			case len(f) == 3 && f[0] == "identity" && f[1] == "provider":
-				ch.idp = f[2]
-			case len(f) == 3 && f[0] == "admin" && f[1] == "API":
-				ch.adm = f[2]
-			case strings.HasPrefix(sc.Text(), "Created the demo organisation"):
-				ready <- nil
-			default:
-				ch.access.add(sc.Bytes())
-			}
-		}
-		io.Copy(io.Discard, out)
-		ready <- errors.New("(o) the origin exited before it served")
-		cmd.Wait()
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			ch.stop()
-			return nil, err
-		}
-	case <-time.After(5 * time.Minute): // a 10× corpus takes about a minute on a busy machine
-		ch.stop()
-		return nil, errors.New("(o) the origin did not start within 5 minutes")
-	case <-ctx.Done():
-		ch.stop()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("(o) %w", err)
 	}
 	ch.started = time.Since(t0)
+	ch.proc, ch.cmd, ch.api, ch.idp, ch.adm = o, cmd, o.API, o.IdP, o.Admin
 	return ch, nil
 }
 
 // stop ends the child (SIGINT: it drains and closes its database) and
 // waits for it.
 func (ch *child) stop() {
-	ch.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-ch.done:
-	case <-time.After(15 * time.Second):
-		ch.cmd.Process.Kill()
-		<-ch.done
-	}
+	ch.proc.Interrupt(15 * time.Second)
 	if ch.drop != nil {
 		ch.drop()
 		ch.drop = nil
 	}
+}
+
+// lineWriter hands each whole line written to it, without its newline,
+// to line: the child's output reaches ch.access line by line, as its
+// ready wait reads it and in the chunks copied after.
+type lineWriter struct {
+	part []byte // the start of a line whose newline has not come yet
+	line func([]byte)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.part = append(w.part, p...)
+	for {
+		i := bytes.IndexByte(w.part, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(w.part[:i])
+		w.part = w.part[i+1:]
+	}
+	return len(p), nil
 }
 
 // token registers a client of the demo organisation the child created
