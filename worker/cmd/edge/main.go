@@ -244,22 +244,54 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	defer mod.Close(context.Background())
 	compiled := time.Since(began)
 
-	var metricsLn net.Listener
-	var metricsToken string
-	if cfg.MetricsAddr != "off" {
-		if metricsToken, err = loadMetricsToken(cfg.AdminToken); err != nil {
-			return err
-		}
-		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			return fmt.Errorf("listen metrics: %w", err)
-		}
+	metricsLn, metricsToken, err := listenMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	if metricsLn != nil {
 		defer metricsLn.Close()
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen edge: %w", err)
 	}
-	edgeURL := "http://" + ln.Addr().String()
+	met := newMetrics(cfg.Origins)
+	hcfg := hostConfig(cfg, ln.Addr(), secret, log)
+	hcfg.Observer = met
+	h, err := wazero.New(ctx, mod, hcfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer h.Close(context.Background())
+	met.instances(h.Pool)
+
+	announce(stdout, cfg, ln.Addr(), mod, compiled, hcfg, metricsLn)
+	return serveHTTP(ctx, cfg, log, h, met, ln, metricsLn, metricsToken)
+}
+
+// listenMetrics opens the metrics listener and reads the token that
+// guards it, unless cfg turns the metrics off (nil, "").
+func listenMetrics(cfg config) (net.Listener, string, error) {
+	if cfg.MetricsAddr == "off" {
+		return nil, "", nil
+	}
+	token, err := loadMetricsToken(cfg.AdminToken)
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen metrics: %w", err)
+	}
+	return ln, token, nil
+}
+
+// hostConfig is the host's configuration for an edge listening on addr:
+// cfg's settings with their defaults filled in from that address (the
+// public URL, the revoke endpoint and the usage log), and its clock.
+func hostConfig(cfg config, addr net.Addr, secret string, log *slog.Logger) wazero.Config {
+	edgeURL := "http://" + addr.String()
 	public := cfg.PublicURL
 	if public == "" {
 		public = edgeURL
@@ -273,27 +305,26 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		revoke = edgeURL + lease.RevokePath
 	}
 	if usageLog == "" {
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		_, port, _ := net.SplitHostPort(addr.String())
 		usageLog = filepath.Join("var", "edge-usage-"+port+".log")
 	}
 	if !cfg.Leases {
 		revoke, usageLog = "", ""
 	}
-	met := newMetrics(cfg.Origins)
-	h, err := wazero.New(ctx, mod, wazero.Config{
+	return wazero.Config{
 		Leases: cfg.Leases, Revoke: revoke, UsageLog: usageLog,
 		Origins: cfg.Origins, JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
 		Secret: secret, SecretAccept: cfg.SecretAccept, SignV2: cfg.SignV2, URLKeys: cfg.URLKeys, ResourceMetadata: strings.TrimSuffix(public, "/") + "/.well-known/oauth-protected-resource",
 		Instances: cfg.Instances, Now: now, Stderr: os.Stderr, Logger: log, ForwardTimeout: cfg.ForwardTimeout,
-		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout, Observer: met,
-	})
-	if err != nil {
-		ln.Close()
-		return err
+		OriginBackoff: cfg.OriginBackoff, DialTimeout: cfg.DialTimeout,
 	}
-	defer h.Close(context.Background())
-	met.instances(h.Pool)
+}
 
+// announce prints what the edge serves, at addr, and with what: its
+// "API (edge)" line is the ready line its callers wait for
+// (internal/proctest).
+func announce(stdout io.Writer, cfg config, addr net.Addr, mod *wazero.Module, compiled time.Duration, hcfg wazero.Config, metricsLn net.Listener) {
+	edgeURL := "http://" + addr.String()
 	fmt.Fprintf(stdout, "\nLectern edge\n  API (edge)         %s/v1\n  module             %s: %s, %d KB, compiled in %s, %d instance(s)\n",
 		edgeURL, cfg.Wasm, mod.Toolchain, (mod.Size+1023)/1024, compiled.Round(time.Millisecond), cfg.Instances)
 	if len(cfg.Origins) == 1 {
@@ -302,7 +333,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "  origins            %s (round robin; failover on connection failures)\n", strings.Join(cfg.Origins, ", "))
 	}
 	if cfg.Leases {
-		fmt.Fprintf(stdout, "  leases             on: usage log %s, revoke endpoint %s\n", usageLog, revoke)
+		fmt.Fprintf(stdout, "  leases             on: usage log %s, revoke endpoint %s\n", hcfg.UsageLog, hcfg.Revoke)
 	} else {
 		fmt.Fprintf(stdout, "  leases             off: every revalidation is gated at the origin\n")
 	}
@@ -313,7 +344,12 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "  clock              the origin's test clock (http://%s/admin/v1/clock)\n", cfg.AdminAddr)
 	}
 	fmt.Fprintf(stdout, "\nThrough the edge, with a token from the identity provider:\n  curl -s -H \"Authorization: Bearer $TOKEN\" %s/v1/tiers\n", edgeURL)
+}
 
+// serveHTTP serves h on ln, and the metrics on metricsLn when not nil,
+// until one of them fails or ctx is done; then it shuts them down,
+// waiting up to 10 s for the requests in flight.
+func serveHTTP(ctx context.Context, cfg config, log *slog.Logger, h *wazero.Host, met *metrics, ln, metricsLn net.Listener, metricsToken string) error {
 	// The origin's listeners' limits (internal/httpsrv), and its answers to
 	// what net/http refuses, with the host's request ids; in them the
 	// health endpoints, then the access log, which also settles the
@@ -341,7 +377,7 @@ func serve(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	if msrv != nil {
 		err = errors.Join(err, msrv.Shutdown(sctx))
 	}
