@@ -548,68 +548,13 @@ func step(name string) {
 func (s *syncer) buildFromClasses(sub subject, h *heldSubject, m *subjectManifest, r revision, plan classPlan, bundles map[int]string) (object string, files int, size int64, err error) {
 	ref := sub.ref()
 	old := s.m.path("objects", h.Object)
-	oldMedia, err := readFileMax(filepath.Join(old, "media-manifest.json"), 64<<20)
+	media, head, licence, err := r.heldAtNew(old)
 	if err != nil {
 		return "", 0, 0, err
 	}
-	media, err := parseMediaLines(oldMedia)
+	exported, err := checkClassBundles(ref, r, m, bundles, head, licence)
 	if err != nil {
 		return "", 0, 0, err
-	}
-	head, err := r.head(media.head)
-	if err != nil {
-		return "", 0, 0, err
-	}
-	oldLicence, err := readFileMax(filepath.Join(old, "LICENSE.txt"), 1<<20)
-	if err != nil {
-		return "", 0, 0, err
-	}
-	licence, err := r.licence(oldLicence)
-	if err != nil {
-		return "", 0, 0, err
-	}
-	// Each class bundle: of this class, this version, this envelope and
-	// organisation, this licence text and media head.
-	cms := map[int]*subjectManifest{}
-	cmedia := map[int]mediaLines{}
-	for n, dir := range bundles {
-		cm, err := readManifestExact(dir)
-		if err != nil {
-			return "", 0, 0, err
-		}
-		switch {
-		case cm.ClassNum == nil || *cm.ClassNum != n || len(cm.Classes) != 1 || cm.Classes[0].ClassNum != n:
-			return "", 0, 0, fmt.Errorf("%w: the export of class %d is of another class", errNotExact, n)
-		case cm.Subject != ref || cm.ContentVersion != r.to || cm.Format != m.Format:
-			return "", 0, 0, fmt.Errorf("%w: the export of class %d is of %s at %s (%s)", errNotExact, n, cm.Subject, cm.ContentVersion, cm.Format)
-		case !bytes.Equal(cm.License, m.License) || !bytes.Equal(cm.Stamp, m.Stamp):
-			return "", 0, 0, fmt.Errorf("%w: the licence envelope or the organisation moved", errNotExact)
-		}
-		lt, err := readFileMax(filepath.Join(dir, "LICENSE.txt"), 1<<20)
-		if err != nil {
-			return "", 0, 0, err
-		}
-		if !bytes.Equal(lt, licence) {
-			return "", 0, 0, fmt.Errorf("%w: LICENSE.txt is not the held one at the new version", errNotExact)
-		}
-		mb, err := readFileMax(filepath.Join(dir, "media-manifest.json"), 64<<20)
-		if err != nil {
-			return "", 0, 0, err
-		}
-		ml, err := parseMediaLines(mb)
-		if err != nil {
-			return "", 0, 0, err
-		}
-		if ml.head != head {
-			return "", 0, 0, fmt.Errorf("%w: the class's media-manifest.json is of another version", errNotExact)
-		}
-		lessonID := ref + "/" + strconv.Itoa(n)
-		for _, it := range ml.items {
-			if it.lessonID != lessonID {
-				return "", 0, 0, fmt.Errorf("%w: the export of class %d lists media of %s", errNotExact, n, it.lessonID)
-			}
-		}
-		cms[n], cmedia[n] = cm, ml
 	}
 
 	sum := sha256.Sum256([]byte(ref + "\x00" + sub.ContentDigest + "\x00" + s.ver + "\x00" + time.Now().String()))
@@ -624,108 +569,232 @@ func (s *syncer) buildFromClasses(sub subject, h *heldSubject, m *subjectManifes
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", 0, 0, err
 	}
-	nm := &subjectManifest{Format: m.Format, ContentVersion: r.to, Stamp: m.Stamp, License: m.License, Subject: ref}
-	put := func(name string, data []byte) error {
-		if err := writeSynced(filepath.Join(tmp, name), data); err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		nm.Files = append(nm.Files, manifestFile{Name: name, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
-		size += int64(len(data))
-		return nil
-	}
-	// link puts a held file, unchanged, by a hard link (a copy where the
-	// file system has none).
-	link := func(name string, f manifestFile) error {
-		if err := os.Link(filepath.Join(old, name), filepath.Join(tmp, name)); err != nil {
-			data, err := readFileMax(filepath.Join(old, name), f.Bytes)
-			if err != nil {
-				return err
-			}
-			return put(name, data)
-		}
-		nm.Files = append(nm.Files, f)
-		size += f.Bytes
-		return nil
-	}
-	heldFiles := map[string]manifestFile{}
-	for _, f := range m.Files {
-		heldFiles[f.Name] = f
-	}
-	var items []mediaLine
-	for n := 1; n <= plan.count; n++ {
-		if dir, ok := bundles[n]; ok {
-			c := cms[n].Classes[0]
-			nm.Classes = append(nm.Classes, c)
-			for _, name := range c.Files {
-				data, err := readFileMax(filepath.Join(dir, name), 1<<30)
-				if err != nil {
-					return "", 0, 0, err
-				}
-				if name == classFileName(n) {
-					// Its closing members are the held files' at the new version.
-					if _, err := r.classDocCheck(data, old, m); err != nil {
-						return "", 0, 0, err
-					}
-				}
-				if err := put(name, data); err != nil {
-					return "", 0, 0, err
-				}
-			}
-			items = append(items, cmedia[n].items...)
-			continue
-		}
-		if n > len(m.Classes) {
-			return "", 0, 0, fmt.Errorf("%w: class %d is neither held nor exported", errNotExact, n)
-		}
-		c := m.Classes[n-1]
-		nm.Classes = append(nm.Classes, c)
-		for _, name := range c.Files {
-			if name == transcriptFile(n) {
-				if err := link(name, heldFiles[name]); err != nil {
-					return "", 0, 0, err
-				}
-				continue
-			}
-			data, err := readFileMax(filepath.Join(old, name), heldFiles[name].Bytes)
-			if err != nil {
-				return "", 0, 0, err
-			}
-			if data, err = r.classDoc(data); err != nil {
-				return "", 0, 0, err
-			}
-			if err := put(name, data); err != nil {
-				return "", 0, 0, err
-			}
-		}
-		lessonID := ref + "/" + strconv.Itoa(n)
-		for _, it := range media.items {
-			if it.lessonID == lessonID {
-				items = append(items, it)
-			}
-		}
-	}
-	if err := put("media-manifest.json", mediaLines{head: head, items: items}.bytes()); err != nil {
-		return "", 0, 0, err
-	}
-	if err := put("LICENSE.txt", licence); err != nil {
-		return "", 0, 0, err
-	}
-	mb, err := nm.encode()
+	d := &draft{dir: tmp, old: old, nm: &subjectManifest{Format: m.Format, ContentVersion: r.to, Stamp: m.Stamp, License: m.License, Subject: ref}}
+	items, err := d.putClasses(ref, r, m, plan.count, bundles, exported, media)
 	if err != nil {
 		return "", 0, 0, err
 	}
-	if err := writeSynced(filepath.Join(tmp, "manifest.json"), mb); err != nil {
-		return "", 0, 0, err
-	}
-	size += int64(len(mb))
-	if err := syncDirEntry(tmp); err != nil {
+	if err := d.finish(mediaLines{head: head, items: items}, licence); err != nil {
 		return "", 0, 0, err
 	}
 	if err := os.Rename(tmp, s.m.path("objects", object)); err != nil {
 		return "", 0, 0, err
 	}
-	return object, len(nm.Files) + 1, size, nil
+	return object, len(d.nm.Files) + 1, d.size, nil
+}
+
+// heldAtNew reads the held object in old's media manifest and licence
+// text, and returns them as they read at the new version: the media's
+// lines, its head and the licence text rewritten.
+func (r revision) heldAtNew(old string) (media mediaLines, head string, licence []byte, err error) {
+	oldMedia, err := readFileMax(filepath.Join(old, "media-manifest.json"), 64<<20)
+	if err != nil {
+		return mediaLines{}, "", nil, err
+	}
+	if media, err = parseMediaLines(oldMedia); err != nil {
+		return mediaLines{}, "", nil, err
+	}
+	if head, err = r.head(media.head); err != nil {
+		return mediaLines{}, "", nil, err
+	}
+	oldLicence, err := readFileMax(filepath.Join(old, "LICENSE.txt"), 1<<20)
+	if err != nil {
+		return mediaLines{}, "", nil, err
+	}
+	if licence, err = r.licence(oldLicence); err != nil {
+		return mediaLines{}, "", nil, err
+	}
+	return media, head, licence, nil
+}
+
+// classBundle is a class bundle checked: its manifest and media lines.
+type classBundle struct {
+	m     *subjectManifest
+	media mediaLines
+}
+
+// checkClassBundles checks each class bundle (by class number) against
+// the held subject m at r's new version: of this class, this version,
+// this envelope and organisation, this licence text and media head, and
+// media of this class only.
+func checkClassBundles(ref string, r revision, m *subjectManifest, bundles map[int]string, head string, licence []byte) (map[int]classBundle, error) {
+	checked := map[int]classBundle{}
+	for n, dir := range bundles {
+		cm, err := readManifestExact(dir)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case cm.ClassNum == nil || *cm.ClassNum != n || len(cm.Classes) != 1 || cm.Classes[0].ClassNum != n:
+			return nil, fmt.Errorf("%w: the export of class %d is of another class", errNotExact, n)
+		case cm.Subject != ref || cm.ContentVersion != r.to || cm.Format != m.Format:
+			return nil, fmt.Errorf("%w: the export of class %d is of %s at %s (%s)", errNotExact, n, cm.Subject, cm.ContentVersion, cm.Format)
+		case !bytes.Equal(cm.License, m.License) || !bytes.Equal(cm.Stamp, m.Stamp):
+			return nil, fmt.Errorf("%w: the licence envelope or the organisation moved", errNotExact)
+		}
+		lt, err := readFileMax(filepath.Join(dir, "LICENSE.txt"), 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(lt, licence) {
+			return nil, fmt.Errorf("%w: LICENSE.txt is not the held one at the new version", errNotExact)
+		}
+		mb, err := readFileMax(filepath.Join(dir, "media-manifest.json"), 64<<20)
+		if err != nil {
+			return nil, err
+		}
+		ml, err := parseMediaLines(mb)
+		if err != nil {
+			return nil, err
+		}
+		if ml.head != head {
+			return nil, fmt.Errorf("%w: the class's media-manifest.json is of another version", errNotExact)
+		}
+		lessonID := ref + "/" + strconv.Itoa(n)
+		for _, it := range ml.items {
+			if it.lessonID != lessonID {
+				return nil, fmt.Errorf("%w: the export of class %d lists media of %s", errNotExact, n, it.lessonID)
+			}
+		}
+		checked[n] = classBundle{cm, ml}
+	}
+	return checked, nil
+}
+
+// draft is a new object being written: its files go into dir, each
+// listed in its manifest nm, and size counts their bytes; old is the held
+// object it is built beside.
+type draft struct {
+	dir, old string
+	nm       *subjectManifest
+	size     int64
+}
+
+// put writes a file of the new object.
+func (d *draft) put(name string, data []byte) error {
+	if err := writeSynced(filepath.Join(d.dir, name), data); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	d.nm.Files = append(d.nm.Files, manifestFile{Name: name, Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
+	d.size += int64(len(data))
+	return nil
+}
+
+// link puts a held file, unchanged, by a hard link (a copy where the
+// file system has none).
+func (d *draft) link(name string, f manifestFile) error {
+	if err := os.Link(filepath.Join(d.old, name), filepath.Join(d.dir, name)); err != nil {
+		data, err := readFileMax(filepath.Join(d.old, name), f.Bytes)
+		if err != nil {
+			return err
+		}
+		return d.put(name, data)
+	}
+	d.nm.Files = append(d.nm.Files, f)
+	d.size += f.Bytes
+	return nil
+}
+
+// putClasses puts classes 1 to count, each from its checked bundle when
+// exported, else the held one's at the new version, and returns their
+// media lines in that order.
+func (d *draft) putClasses(ref string, r revision, m *subjectManifest, count int, bundles map[int]string, exported map[int]classBundle, held mediaLines) ([]mediaLine, error) {
+	heldFiles := map[string]manifestFile{}
+	for _, f := range m.Files {
+		heldFiles[f.Name] = f
+	}
+	var items []mediaLine
+	for n := 1; n <= count; n++ {
+		if dir, ok := bundles[n]; ok {
+			if err := d.putExported(r, m, n, dir, exported[n].m.Classes[0]); err != nil {
+				return nil, err
+			}
+			items = append(items, exported[n].media.items...)
+			continue
+		}
+		if n > len(m.Classes) {
+			return nil, fmt.Errorf("%w: class %d is neither held nor exported", errNotExact, n)
+		}
+		if err := d.putHeld(r, n, m.Classes[n-1], heldFiles); err != nil {
+			return nil, err
+		}
+		lessonID := ref + "/" + strconv.Itoa(n)
+		for _, it := range held.items {
+			if it.lessonID == lessonID {
+				items = append(items, it)
+			}
+		}
+	}
+	return items, nil
+}
+
+// putExported puts class n, c, from its bundle in dir; its class file
+// must close as the held ones do at the new version.
+func (d *draft) putExported(r revision, m *subjectManifest, n int, dir string, c manifestClass) error {
+	d.nm.Classes = append(d.nm.Classes, c)
+	for _, name := range c.Files {
+		data, err := readFileMax(filepath.Join(dir, name), 1<<30)
+		if err != nil {
+			return err
+		}
+		if name == classFileName(n) {
+			// Its closing members are the held files' at the new version.
+			if _, err := r.classDocCheck(data, d.old, m); err != nil {
+				return err
+			}
+		}
+		if err := d.put(name, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putHeld puts held class n, c: its transcript linked unchanged, its
+// class file rewritten to the new version.
+func (d *draft) putHeld(r revision, n int, c manifestClass, heldFiles map[string]manifestFile) error {
+	d.nm.Classes = append(d.nm.Classes, c)
+	for _, name := range c.Files {
+		if name == transcriptFile(n) {
+			if err := d.link(name, heldFiles[name]); err != nil {
+				return err
+			}
+			continue
+		}
+		data, err := readFileMax(filepath.Join(d.old, name), heldFiles[name].Bytes)
+		if err != nil {
+			return err
+		}
+		if data, err = r.classDoc(data); err != nil {
+			return err
+		}
+		if err := d.put(name, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish puts the media manifest and the licence text, then writes the
+// manifest itself (not listed in itself, counted in size) and syncs the
+// directory: the object is complete, to be renamed into place.
+func (d *draft) finish(media mediaLines, licence []byte) error {
+	if err := d.put("media-manifest.json", media.bytes()); err != nil {
+		return err
+	}
+	if err := d.put("LICENSE.txt", licence); err != nil {
+		return err
+	}
+	mb, err := d.nm.encode()
+	if err != nil {
+		return err
+	}
+	if err := writeSynced(filepath.Join(d.dir, "manifest.json"), mb); err != nil {
+		return err
+	}
+	d.size += int64(len(mb))
+	return syncDirEntry(d.dir)
 }
 
 // classDocCheck checks that a class bundle's class file closes as the
