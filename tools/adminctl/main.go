@@ -289,34 +289,7 @@ func parse(args []string) (call, error) {
 	case "health":
 		return call{"GET", "/admin/v1/health", nil, ""}, positional(cmd, rest, 0)
 	case "org create":
-		fs := newFlags(cmd)
-		id := fs.String("id", "", "organisation id (generated when omitted)")
-		name := fs.String("name", "", "organisation name")
-		grants := fs.String("grants", "", "content grants, comma-separated")
-		raw := fs.String("json", "", "JSON body; -id, -name and -grants override its members")
-		pos, err := parseFlags(fs, rest)
-		if err != nil {
-			return call{}, err
-		}
-		if err := positional(cmd, pos, 0); err != nil {
-			return call{}, err
-		}
-		body := map[string]any{}
-		if *raw != "" {
-			if err := json.Unmarshal([]byte(*raw), &body); err != nil || body == nil {
-				return call{}, fmt.Errorf("-json must be a JSON object: %v", err)
-			}
-		}
-		if *id != "" {
-			body["orgId"] = *id
-		}
-		if *name != "" {
-			body["orgName"] = *name
-		}
-		if *grants != "" {
-			body["contentGrants"] = list(*grants)
-		}
-		return jsonCall("POST", "/admin/v1/orgs", body)
+		return parseOrgCreate(cmd, rest)
 	case "org get", "org delete", "org suspend", "org reinstate":
 		if err := positional(cmd, rest, 1); err != nil {
 			return call{}, err
@@ -332,89 +305,13 @@ func parse(args []string) (call, error) {
 		}
 		return call{"PATCH", path, []byte(`{"status":"active"}`), ""}, nil
 	case "org patch":
-		fs := newFlags(cmd)
-		raw := fs.String("json", "", "JSON body with the members to change")
-		pos, err := parseFlags(fs, rest)
-		if err != nil {
-			return call{}, err
-		}
-		if err := positional(cmd, pos, 1); err != nil {
-			return call{}, err
-		}
-		if *raw == "" {
-			return call{}, errors.New("org patch needs -json")
-		}
-		if !json.Valid([]byte(*raw)) {
-			return call{}, errors.New("-json is not valid JSON")
-		}
-		return call{"PATCH", "/admin/v1/orgs/" + url.PathEscape(pos[0]), []byte(*raw), ""}, nil
+		return parseOrgPatch(cmd, rest)
 	case "client create":
-		fs := newFlags(cmd)
-		scopes := fs.String("scopes", "", "scopes, comma-separated: suffixes (content.read) or full names (default "+
-			strings.Join(defaultScopes, ",")+")")
-		grants := fs.String("grant-types", "", "grant types, comma-separated (default client_credentials)")
-		redirects := fs.String("redirect-uris", "", "redirect URIs, comma-separated (for authorization_code)")
-		pos, err := parseFlags(fs, rest)
-		if err != nil {
-			return call{}, err
-		}
-		if err := positional(cmd, pos, 1); err != nil {
-			return call{}, err
-		}
-		given := list(*scopes)
-		if len(given) == 0 {
-			set := false
-			fs.Visit(func(f *flag.Flag) { set = set || f.Name == "scopes" })
-			if set {
-				return call{}, errors.New("client create: -scopes is empty (omit it for the default, " +
-					strings.Join(defaultScopes, ",") + ")")
-			}
-			given = append([]string(nil), defaultScopes...)
-		}
-		body := map[string]any{"scopes": given}
-		if *grants != "" {
-			body["grantTypes"] = list(*grants)
-		}
-		if *redirects != "" {
-			body["redirectUris"] = list(*redirects)
-		}
-		return jsonCall("POST", "/admin/v1/orgs/"+url.PathEscape(pos[0])+"/clients", body)
+		return parseClientCreate(cmd, rest)
 	case "ledger":
-		// The values go to the API as given: it validates them (400
-		// naming the parameter), and its defaults apply to those omitted.
-		fs := newFlags(cmd)
-		fs.String("after", "", "list the rows after this id (nextAfter of the previous page)")
-		fs.String("limit", "", "rows per page (the API's default when omitted)")
-		pos, err := parseFlags(fs, rest)
-		if err != nil {
-			return call{}, err
-		}
-		if err := positional(cmd, pos, 1); err != nil {
-			return call{}, err
-		}
-		q := url.Values{}
-		fs.Visit(func(f *flag.Flag) { q.Set(f.Name, f.Value.String()) })
-		path := "/admin/v1/orgs/" + url.PathEscape(pos[0]) + "/ledger"
-		if len(q) > 0 {
-			path += "?" + q.Encode()
-		}
-		return call{"GET", path, nil, ""}, nil
+		return parseLedger(cmd, rest)
 	case "forensic":
-		fs := newFlags(cmd)
-		orgs := fs.String("orgs", "", "candidate organisations whose tag and canaries are tried, comma-separated (default: every organisation)")
-		pos, err := parseFlags(fs, rest)
-		if err != nil {
-			return call{}, err
-		}
-		if err := positional(cmd, pos, 1); err != nil {
-			return call{}, err
-		}
-		path := "/admin/v1/forensics"
-		if *orgs != "" {
-			path += "?" + url.Values{"orgs": {strings.Join(list(*orgs), ",")}}.Encode()
-		}
-		leak, ctype, err := leaked(pos[0])
-		return call{"POST", path, leak, ctype}, err
+		return parseForensic(cmd, rest)
 	case "corpus reload":
 		if err := positional(cmd, rest, 1); err != nil {
 			return call{}, err
@@ -446,6 +343,140 @@ func parse(args []string) (call, error) {
 		return jsonCall("POST", "/admin/v1/clock", map[string]any{"now": rest[0]})
 	}
 	return call{}, fmt.Errorf("unknown command %q", cmd)
+}
+
+// parseOrgCreate turns "org create" into its call: it builds an
+// organisation from -json and the flags that override its members.
+func parseOrgCreate(cmd string, rest []string) (call, error) {
+	fs := newFlags(cmd)
+	id := fs.String("id", "", "organisation id (generated when omitted)")
+	name := fs.String("name", "", "organisation name")
+	grants := fs.String("grants", "", "content grants, comma-separated")
+	raw := fs.String("json", "", "JSON body; -id, -name and -grants override its members")
+	pos, err := parseFlags(fs, rest)
+	if err != nil {
+		return call{}, err
+	}
+	if err := positional(cmd, pos, 0); err != nil {
+		return call{}, err
+	}
+	body := map[string]any{}
+	if *raw != "" {
+		if err := json.Unmarshal([]byte(*raw), &body); err != nil || body == nil {
+			return call{}, fmt.Errorf("-json must be a JSON object: %v", err)
+		}
+	}
+	if *id != "" {
+		body["orgId"] = *id
+	}
+	if *name != "" {
+		body["orgName"] = *name
+	}
+	if *grants != "" {
+		body["contentGrants"] = list(*grants)
+	}
+	return jsonCall("POST", "/admin/v1/orgs", body)
+}
+
+// parseOrgPatch turns "org patch" into its call: it sends -json as it is,
+// once it is valid JSON.
+func parseOrgPatch(cmd string, rest []string) (call, error) {
+	fs := newFlags(cmd)
+	raw := fs.String("json", "", "JSON body with the members to change")
+	pos, err := parseFlags(fs, rest)
+	if err != nil {
+		return call{}, err
+	}
+	if err := positional(cmd, pos, 1); err != nil {
+		return call{}, err
+	}
+	if *raw == "" {
+		return call{}, errors.New("org patch needs -json")
+	}
+	if !json.Valid([]byte(*raw)) {
+		return call{}, errors.New("-json is not valid JSON")
+	}
+	return call{"PATCH", "/admin/v1/orgs/" + url.PathEscape(pos[0]), []byte(*raw), ""}, nil
+}
+
+// parseClientCreate turns "client create" into its call: it registers a
+// client with the scopes given (the default ones when -scopes is omitted,
+// refused when empty), its grant types and redirect URIs.
+func parseClientCreate(cmd string, rest []string) (call, error) {
+	fs := newFlags(cmd)
+	scopes := fs.String("scopes", "", "scopes, comma-separated: suffixes (content.read) or full names (default "+
+		strings.Join(defaultScopes, ",")+")")
+	grants := fs.String("grant-types", "", "grant types, comma-separated (default client_credentials)")
+	redirects := fs.String("redirect-uris", "", "redirect URIs, comma-separated (for authorization_code)")
+	pos, err := parseFlags(fs, rest)
+	if err != nil {
+		return call{}, err
+	}
+	if err := positional(cmd, pos, 1); err != nil {
+		return call{}, err
+	}
+	given := list(*scopes)
+	if len(given) == 0 {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "scopes" })
+		if set {
+			return call{}, errors.New("client create: -scopes is empty (omit it for the default, " +
+				strings.Join(defaultScopes, ",") + ")")
+		}
+		given = append([]string(nil), defaultScopes...)
+	}
+	body := map[string]any{"scopes": given}
+	if *grants != "" {
+		body["grantTypes"] = list(*grants)
+	}
+	if *redirects != "" {
+		body["redirectUris"] = list(*redirects)
+	}
+	return jsonCall("POST", "/admin/v1/orgs/"+url.PathEscape(pos[0])+"/clients", body)
+}
+
+// parseLedger turns "ledger" into its call: it asks an organisation's
+// ledger, a page of it when -after or -limit is given.
+func parseLedger(cmd string, rest []string) (call, error) {
+	// The values go to the API as given: it validates them (400
+	// naming the parameter), and its defaults apply to those omitted.
+	fs := newFlags(cmd)
+	fs.String("after", "", "list the rows after this id (nextAfter of the previous page)")
+	fs.String("limit", "", "rows per page (the API's default when omitted)")
+	pos, err := parseFlags(fs, rest)
+	if err != nil {
+		return call{}, err
+	}
+	if err := positional(cmd, pos, 1); err != nil {
+		return call{}, err
+	}
+	q := url.Values{}
+	fs.Visit(func(f *flag.Flag) { q.Set(f.Name, f.Value.String()) })
+	path := "/admin/v1/orgs/" + url.PathEscape(pos[0]) + "/ledger"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return call{"GET", path, nil, ""}, nil
+}
+
+// parseForensic turns "forensic" into its call: it sends what leaked
+// (leaked) to be traced to an organisation, among -orgs when given.
+func parseForensic(cmd string, rest []string) (call, error) {
+	fs := newFlags(cmd)
+	orgs := fs.String("orgs", "", "candidate organisations whose tag and canaries are tried, comma-separated (default: every organisation)")
+	pos, err := parseFlags(fs, rest)
+	if err != nil {
+		return call{}, err
+	}
+	if err := positional(cmd, pos, 1); err != nil {
+		return call{}, err
+	}
+	path := "/admin/v1/forensics"
+	if *orgs != "" {
+		path += "?" + url.Values{"orgs": {strings.Join(list(*orgs), ",")}}.Encode()
+	}
+	leak, ctype, err := leaked(pos[0])
+	return call{"POST", path, leak, ctype}, err
 }
 
 // leaked is what forensic sends of arg: a URL (http:// or https://) as
