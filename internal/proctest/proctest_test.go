@@ -116,43 +116,39 @@ func TestAwaitKeepsTheRest(t *testing.T) {
 
 // TestOriginReady: the origin is ready at its admin API's line, its
 // three addresses read ("off": none), and every line it printed is in
-// rest.
+// rest; with until, at the first line after the addresses that until
+// accepts, not at a line before them that until would accept too.
 func TestOriginReady(t *testing.T) {
-	var rest strings.Builder
-	ready := originReady(&rest)
-	lines := []string{"", "Lectern origin stack", "  API (direct)       http://127.0.0.1:1/v1", "  identity provider  off",
-		"  admin API          http://127.0.0.1:3"}
-	var o *Origin
-	for i, line := range lines {
-		var ok bool
-		if o, ok = ready(line); ok != (i == len(lines)-1) {
-			t.Fatalf("line %q: ready %v", line, ok)
-		}
-	}
-	if o.API != "http://127.0.0.1:1" || o.IdP != "" || o.Admin != "http://127.0.0.1:3" {
-		t.Errorf("got API %q, IdP %q, admin %q", o.API, o.IdP, o.Admin)
-	}
-	if got, want := rest.String(), strings.Join(lines, "\n")+"\n"; got != want {
-		t.Errorf("rest got %q, want %q", got, want)
-	}
-}
-
-// TestOriginReadyUntil: with until, the origin is ready at the first line
-// after its addresses that until accepts, not at a line before them that
-// until would accept too.
-func TestOriginReadyUntil(t *testing.T) {
-	ready := originReadyUntil(nil, func(line string) bool { return strings.HasPrefix(line, "Created") })
-	lines := []string{"Created too early", "  API (direct)       http://127.0.0.1:1/v1", "  identity provider  http://127.0.0.1:2",
-		"  admin API          http://127.0.0.1:3", "", "Created the demo organisation"}
-	var o *Origin
-	for i, line := range lines {
-		var ok bool
-		if o, ok = ready(line); ok != (i == len(lines)-1) {
-			t.Fatalf("line %q: ready %v", line, ok)
-		}
-	}
-	if o.API != "http://127.0.0.1:1" || o.IdP != "http://127.0.0.1:2" || o.Admin != "http://127.0.0.1:3" {
-		t.Errorf("got API %q, IdP %q, admin %q", o.API, o.IdP, o.Admin)
+	created := func(line string) bool { return strings.HasPrefix(line, "Created") }
+	for _, tc := range []struct {
+		name  string
+		until func(string) bool
+		lines []string // the last is the ready line
+		idp   string
+	}{
+		{"addresses", nil, []string{"", "Lectern origin stack", "  API (direct)       http://127.0.0.1:1/v1",
+			"  identity provider  off", "  admin API          http://127.0.0.1:3"}, ""},
+		{"until", created, []string{"Created too early", "  API (direct)       http://127.0.0.1:1/v1",
+			"  identity provider  http://127.0.0.1:2", "  admin API          http://127.0.0.1:3", "", "Created the demo organisation"},
+			"http://127.0.0.1:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rest strings.Builder
+			ready := originReadyUntil(&rest, tc.until)
+			var o *Origin
+			for i, line := range tc.lines {
+				var ok bool
+				if o, ok = ready(line); ok != (i == len(tc.lines)-1) {
+					t.Fatalf("line %q: ready %v", line, ok)
+				}
+			}
+			if o.API != "http://127.0.0.1:1" || o.IdP != tc.idp || o.Admin != "http://127.0.0.1:3" {
+				t.Errorf("got API %q, IdP %q, admin %q", o.API, o.IdP, o.Admin)
+			}
+			if got, want := rest.String(), strings.Join(tc.lines, "\n")+"\n"; got != want {
+				t.Errorf("rest got %q, want %q", got, want)
+			}
+		})
 	}
 }
 
