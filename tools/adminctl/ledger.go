@@ -39,11 +39,7 @@ func parseRetention(cmd []string) (retention, bool, error) {
 	} else {
 		flags.StringVar(&r.out, "o", "", "write the archive to this file (created 0600, never overwritten) instead of stdout")
 	}
-	pos, err := parseFlags(flags, cmd[2:])
-	if err != nil {
-		return r, true, err
-	}
-	if err := positional(name, pos, 0); err != nil {
+	if _, err := parseFlags(flags, cmd[2:], 0); err != nil {
 		return r, true, err
 	}
 	if r.before == "" {

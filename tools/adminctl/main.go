@@ -353,11 +353,7 @@ func parseOrgCreate(cmd string, rest []string) (call, error) {
 	name := fs.String("name", "", "organisation name")
 	grants := fs.String("grants", "", "content grants, comma-separated")
 	raw := fs.String("json", "", "JSON body; -id, -name and -grants override its members")
-	pos, err := parseFlags(fs, rest)
-	if err != nil {
-		return call{}, err
-	}
-	if err := positional(cmd, pos, 0); err != nil {
+	if _, err := parseFlags(fs, rest, 0); err != nil {
 		return call{}, err
 	}
 	body := map[string]any{}
@@ -383,11 +379,8 @@ func parseOrgCreate(cmd string, rest []string) (call, error) {
 func parseOrgPatch(cmd string, rest []string) (call, error) {
 	fs := newFlags(cmd)
 	raw := fs.String("json", "", "JSON body with the members to change")
-	pos, err := parseFlags(fs, rest)
+	pos, err := parseFlags(fs, rest, 1)
 	if err != nil {
-		return call{}, err
-	}
-	if err := positional(cmd, pos, 1); err != nil {
 		return call{}, err
 	}
 	if *raw == "" {
@@ -408,11 +401,8 @@ func parseClientCreate(cmd string, rest []string) (call, error) {
 		strings.Join(defaultScopes, ",")+")")
 	grants := fs.String("grant-types", "", "grant types, comma-separated (default client_credentials)")
 	redirects := fs.String("redirect-uris", "", "redirect URIs, comma-separated (for authorization_code)")
-	pos, err := parseFlags(fs, rest)
+	pos, err := parseFlags(fs, rest, 1)
 	if err != nil {
-		return call{}, err
-	}
-	if err := positional(cmd, pos, 1); err != nil {
 		return call{}, err
 	}
 	given := list(*scopes)
@@ -443,20 +433,23 @@ func parseLedger(cmd string, rest []string) (call, error) {
 	fs := newFlags(cmd)
 	fs.String("after", "", "list the rows after this id (nextAfter of the previous page)")
 	fs.String("limit", "", "rows per page (the API's default when omitted)")
-	pos, err := parseFlags(fs, rest)
+	pos, err := parseFlags(fs, rest, 1)
 	if err != nil {
 		return call{}, err
 	}
-	if err := positional(cmd, pos, 1); err != nil {
-		return call{}, err
-	}
+	return call{"GET", "/admin/v1/orgs/" + url.PathEscape(pos[0]) + "/ledger" + flagQuery(fs), nil, ""}, nil
+}
+
+// flagQuery is a query of the flags fs's command line set, as given
+// ("?after=…&limit=…"; "" when none is): the paging flags, which the API
+// validates and defaults.
+func flagQuery(fs *flag.FlagSet) string {
 	q := url.Values{}
 	fs.Visit(func(f *flag.Flag) { q.Set(f.Name, f.Value.String()) })
-	path := "/admin/v1/orgs/" + url.PathEscape(pos[0]) + "/ledger"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	if len(q) == 0 {
+		return ""
 	}
-	return call{"GET", path, nil, ""}, nil
+	return "?" + q.Encode()
 }
 
 // parseForensic turns "forensic" into its call: it sends what leaked
@@ -464,11 +457,8 @@ func parseLedger(cmd string, rest []string) (call, error) {
 func parseForensic(cmd string, rest []string) (call, error) {
 	fs := newFlags(cmd)
 	orgs := fs.String("orgs", "", "candidate organisations whose tag and canaries are tried, comma-separated (default: every organisation)")
-	pos, err := parseFlags(fs, rest)
+	pos, err := parseFlags(fs, rest, 1)
 	if err != nil {
-		return call{}, err
-	}
-	if err := positional(cmd, pos, 1); err != nil {
 		return call{}, err
 	}
 	path := "/admin/v1/forensics"
@@ -503,15 +493,16 @@ func newFlags(cmd string) *flag.FlagSet {
 }
 
 // parseFlags parses flags that may come before, between or after the
-// positional arguments, and returns the positional ones.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+// positional arguments, and returns the positional ones, which must be n
+// (fs is named after its command: newFlags).
+func parseFlags(fs *flag.FlagSet, args []string, n int) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, fmt.Errorf("%s: %w", fs.Name(), err)
 		}
 		if fs.NArg() == 0 {
-			return pos, nil
+			return pos, positional(fs.Name(), pos, n)
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"net/url"
 	"strings"
@@ -19,11 +18,8 @@ func parseWebhook(cmd string, rest []string) (call, error) {
 	case "webhook add":
 		fs := newFlags(cmd)
 		events := fs.String("events", strings.Join(webhook.Types, ","), "event types, comma-separated")
-		pos, err := parseFlags(fs, rest)
+		pos, err := parseFlags(fs, rest, 2)
 		if err != nil {
-			return call{}, err
-		}
-		if err := positional(cmd, pos, 2); err != nil {
 			return call{}, err
 		}
 		return jsonCall("POST", base(pos[0]), map[string]any{"url": pos[1], "events": list(*events)})
@@ -46,20 +42,11 @@ func parseWebhook(cmd string, rest []string) (call, error) {
 		fs := newFlags(cmd)
 		fs.String("before", "", "list the deliveries before this id (nextBefore of the previous page)")
 		fs.String("limit", "", "deliveries per page (the API's default when omitted)")
-		pos, err := parseFlags(fs, rest)
+		pos, err := parseFlags(fs, rest, 2)
 		if err != nil {
 			return call{}, err
 		}
-		if err := positional(cmd, pos, 2); err != nil {
-			return call{}, err
-		}
-		q := url.Values{}
-		fs.Visit(func(f *flag.Flag) { q.Set(f.Name, f.Value.String()) })
-		path := base(pos[0]) + "/" + url.PathEscape(pos[1]) + "/deliveries"
-		if len(q) > 0 {
-			path += "?" + q.Encode()
-		}
-		return call{"GET", path, nil, ""}, nil
+		return call{"GET", base(pos[0]) + "/" + url.PathEscape(pos[1]) + "/deliveries" + flagQuery(fs), nil, ""}, nil
 	}
 	return call{}, fmt.Errorf("unknown command %q", cmd)
 }
