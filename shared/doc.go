@@ -30,7 +30,7 @@
 //	shared/lease                  the wire contract of the edge's licence-and-calls leases
 //	shared/link                   signed download links: their keys, signing, parsing, checking
 //	shared/ratelimit              the RateLimit-Policy and RateLimit fields, written once for both tiers
-//	shared/logbuf                 for tests: a log sink goroutines write while the test reads it
+//	shared/logbuftest             for tests: a log sink goroutines write while the test reads it
 //	shared/ows                    the optional whitespace around HTTP field values (RFC 9110 §5.6.3)
 //	shared/param                  strict query and body parsing against the route table
 //	shared/reqid                  the request id rule: which incoming X-Request-Id is kept, how a new one is made

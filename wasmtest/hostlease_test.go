@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
 
@@ -31,7 +31,7 @@ func leasedEdge(t *testing.T, b *build, o *origin) (*edge, string) {
 	log := filepath.Join(t.TempDir(), "usage.log")
 	cfg := edgeConfig(o)
 	cfg.Leases, cfg.Revoke, cfg.UsageLog = true, base+lease.RevokePath, log
-	e := &edge{url: base, stderr: new(logbuf.Buffer)}
+	e := &edge{url: base, stderr: new(logbuftest.Buffer)}
 	cfg.Stderr = e.stderr
 	h, err := wazero.New(context.Background(), b.mod, cfg)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 	"github.com/lectern-api/lectern/worker/wazero"
 	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
@@ -99,7 +99,7 @@ func newLeaseEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	e := &edge{url: srv.URL, stderr: new(logbuf.Buffer)}
+	e := &edge{url: srv.URL, stderr: new(logbuftest.Buffer)}
 	cfg.Stderr = e.stderr
 	// The host's own warnings and errors (why it answered 500, a failed
 	// background call) go with the guest's output, shown when a test fails.

@@ -25,7 +25,7 @@ import (
 	"github.com/lectern-api/lectern/internal/proctest"
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 	"github.com/lectern-api/lectern/worker/wasmbuild"
 	"github.com/lectern-api/lectern/worker/wazero"
 )
@@ -304,9 +304,9 @@ func startOrigin(t *testing.T) *origin {
 
 // startOriginLog is startOrigin keeping the origin's log, its access
 // lines included, in the returned buffer.
-func startOriginLog(t *testing.T) (*origin, *logbuf.Buffer) {
+func startOriginLog(t *testing.T) (*origin, *logbuftest.Buffer) {
 	t.Helper()
-	log := new(logbuf.Buffer)
+	log := new(logbuftest.Buffer)
 	o, err := launch(t.TempDir(), log)
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +439,7 @@ func (o *origin) calls(t *testing.T, org string) int {
 type edge struct {
 	url    string
 	host   *wazero.Host
-	stderr *logbuf.Buffer
+	stderr *logbuftest.Buffer
 }
 
 // edgeConfig is the host configuration for o; tests adjust it.
@@ -462,7 +462,7 @@ func newEdge(t *testing.T, b *build, o *origin, adjust func(*wazero.Config)) *ed
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	e := &edge{stderr: new(logbuf.Buffer)}
+	e := &edge{stderr: new(logbuftest.Buffer)}
 	cfg.Stderr = e.stderr
 	h, err := wazero.New(context.Background(), b.mod, cfg)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/internal/telemetry/telemetrytest"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // TestTraceparent (issue #18, point 1): the edge host (the module under
@@ -21,7 +21,7 @@ func TestTraceparent(t *testing.T) {
 		id, sec := o.org(t, `{"orgId":"`+org+`","contentGrants":`+allTiers+`}`, "content.read")
 		tok := o.token(t, id, sec, "content.read")
 		e := newEdge(t, b, o, nil)
-		edgeLog := new(logbuf.Buffer)
+		edgeLog := new(logbuftest.Buffer)
 		log, err := telemetry.NewLogger(edgeLog, "json", "info")
 		if err != nil {
 			t.Fatal(err)

@@ -13,13 +13,12 @@ import (
 )
 
 // builds are the development packages whose names do not end in "test":
-// the build tools, and two kits tests share with others (pgschema, also
-// for the tools' runs; logbuf, not moved yet: docs/decisions/code-layout.md).
+// the build tools, and the kit tests share with the tools' runs
+// (pgschema).
 var builds = map[string]string{
 	"internal/buildcache": "a build tool (the module and TinyGo test binaries cached)",
 	"worker/wasmbuild":    "a build tool (the edge module's build)",
 	"internal/pgschema":   "a test and tool kit (temporary PostgreSQL schemas)",
-	"shared/logbuf":       "a test kit (a log sink tests read)",
 }
 
 // Dev says why the module's package at path (from the module's root, as

@@ -15,7 +15,7 @@ func TestDev(t *testing.T) {
 		"internal/deptest":                   true,
 		"internal/telemetry/telemetrytest":   true,
 		"shared/vectorstest":                 true,
-		"shared/logbuf":                      true,
+		"shared/logbuftest":                  true,
 		"tools/internal/stackbin":            true,
 		"tools/lectern/internal/lecterntest": true,
 		"worker/wazero/wazerotest":           true,

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // ReadyWithin bounds how long Start waits for the ready line, and Launch
@@ -37,7 +37,7 @@ type Proc struct {
 	Cmd *exec.Cmd
 	// Stderr is what the child wrote to its standard error, unless the
 	// command had a writer of its own.
-	Stderr *logbuf.Buffer
+	Stderr *logbuftest.Buffer
 	name   string
 }
 
@@ -78,7 +78,7 @@ func Launch[T any](ctx context.Context, name string, cmd *exec.Cmd, rest io.Writ
 	var zero T
 	p := &Proc{Cmd: cmd, name: name}
 	if cmd.Stderr == nil {
-		p.Stderr = new(logbuf.Buffer)
+		p.Stderr = new(logbuftest.Buffer)
 		cmd.Stderr = p.Stderr
 	}
 	out, err := cmd.StdoutPipe()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // The test binary is the child when PROCTEST_CHILD says what it does:
@@ -102,7 +102,7 @@ func TestInterrupt(t *testing.T) {
 // TestAwaitKeepsTheRest: what follows the ready line, already read into
 // Await's buffer with it, reaches rest whole.
 func TestAwaitKeepsTheRest(t *testing.T) {
-	rest := new(logbuf.Buffer)
+	rest := new(logbuftest.Buffer)
 	got, ok := Await(strings.NewReader("starting\nREADY x\nafter 1\nafter 2\n"), rest, readyFields)
 	if !ok || !slices.Equal(got, []string{"x"}) {
 		t.Fatalf("Await: %q %v, want [x] true", got, ok)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/internal/version"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 func TestTraceID(t *testing.T) {
@@ -145,7 +145,7 @@ func lines(t *testing.T, logs string) []map[string]any {
 // TestAccessLine: the fields of a line, the route's template (never the
 // path), the code read from an error body, the levels.
 func TestAccessLine(t *testing.T) {
-	var logs logbuf.Buffer
+	var logs logbuftest.Buffer
 	log, _ := NewLogger(&logs, "json", "info")
 	get := serve(t, &Access{Log: log}, api)
 
@@ -173,7 +173,7 @@ func TestAccessLine(t *testing.T) {
 	}
 
 	// At warn, a 200 or a 4xx is not logged, a 500 is, at ERROR.
-	var warn logbuf.Buffer
+	var warn logbuftest.Buffer
 	log, _ = NewLogger(&warn, "json", "warn")
 	get = serve(t, &Access{Log: log}, api)
 	get("GET", "/v1/tiers", "X-Request-Id", "req-warn-0001")
@@ -185,7 +185,7 @@ func TestAccessLine(t *testing.T) {
 	}
 
 	// Text.
-	var text logbuf.Buffer
+	var text logbuftest.Buffer
 	log, _ = NewLogger(&text, "text", "debug")
 	serve(t, &Access{Log: log}, api)("GET", "/v1/tiers", "X-Request-Id", "req-text-0001")
 	if s := text.String(); !strings.Contains(s, "level=INFO msg=request requestId=req-text-0001 traceId=") ||
@@ -205,7 +205,7 @@ func TestAccessTrace(t *testing.T) {
 			seen.Store(r.Header.Get(TraceHeader))
 			w.Header().Set("X-Request-Id", r.Header.Get("X-Request-Id"))
 		})
-		var logs logbuf.Buffer
+		var logs logbuftest.Buffer
 		log, _ := NewLogger(&logs, "json", "info")
 		get := serve(t, &Access{Log: log, Edge: edge}, h)
 		get("GET", "/v1/tiers", "X-Request-Id", "req-trace-0001", TraceHeader, valid)

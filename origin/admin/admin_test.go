@@ -25,7 +25,7 @@ import (
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/store"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -62,7 +62,7 @@ type env struct {
 	clk     *clock.Clock
 	store   store.Store
 	clients *countingClients
-	logs    *logbuf.Buffer
+	logs    *logbuftest.Buffer
 }
 
 // newEnv serves the admin API over a real listener and a real SQLite
@@ -75,7 +75,7 @@ func newEnv(t *testing.T, edit func(*admin.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, clk: clock.New(func() time.Time { return base }), store: st, logs: &logbuf.Buffer{}}
+	e := &env{t: t, clk: clock.New(func() time.Time { return base }), store: st, logs: &logbuftest.Buffer{}}
 	e.clients = &countingClients{store: st, now: e.clk.Now}
 	cfg := admin.Config{
 		Token: token, Store: st, Clock: e.clk,

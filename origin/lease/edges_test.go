@@ -11,7 +11,7 @@ import (
 	"github.com/lectern-api/lectern/origin/lease"
 	"github.com/lectern-api/lectern/origin/lease/leasetest"
 	wire "github.com/lectern-api/lectern/shared/lease"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // LECTERN_EDGE_URLS: base URLs, canonical (scheme, lower-case host, the
@@ -128,7 +128,7 @@ func testUnlistedEdgeIsNeverPushed(t *testing.T, s leaseStore) {
 	expires := recorded(t, s, "acme", stale.ID).Expires
 
 	// The origin restarted with the second edge host no longer listed.
-	log := new(logbuf.Buffer)
+	log := new(logbuftest.Buffer)
 	after := lease.New(lease.Config{Store: s, EdgeKeys: edgeKeys, TTL: ttl, Edges: []string{listed.Base()},
 		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if after.AllowsRevokeURL(dropped.URL()) || !after.AllowsRevokeURL(listed.URL()) {

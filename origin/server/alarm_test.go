@@ -14,7 +14,7 @@ import (
 	"github.com/lectern-api/lectern/origin/billing"
 	"github.com/lectern-api/lectern/origin/licence"
 	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // holdTrip is the meters the server bills through, except that the op
@@ -63,7 +63,7 @@ func alarmOrg(t *testing.T, h *harness, orgID string) (tok string, path func(n i
 // after it has to run for the suspension to hold.
 func TestAlarmCrossingReadCancelled(t *testing.T) {
 	hold := &holdTrip{tripped: make(chan struct{})}
-	logs := &logbuf.Buffer{}
+	logs := &logbuftest.Buffer{}
 	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{
 		meters: func(m meter.Store) meter.Store { hold.Store = m; return hold },
 		logger: slog.New(slog.NewTextHandler(logs, nil)),

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/store"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // stallingStore holds GetOrg (the organisation gate) until the request's
@@ -60,7 +60,7 @@ func (s *statusRecorder) Write(p []byte) (int, error) {
 func TestCancelledRequestIsNotAnInternalError(t *testing.T) {
 	h := newHarness(t)
 	tok := h.org("acme", "high")
-	logs := &logbuf.Buffer{}
+	logs := &logbuftest.Buffer{}
 	served := make(chan int, 1) // the status each handler wrote, 0 for none
 	serve := func(st store.Store) string {
 		cfg := h.srv.cfg

@@ -12,7 +12,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/telemetry"
 	"github.com/lectern-api/lectern/origin/meter"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // brokenMeters fails every Apply, as a database that went away does.
@@ -25,7 +25,7 @@ func (brokenMeters) Apply(context.Context, meter.Op) (meter.Result, error) {
 // Issue #33, point 5: a 500 logs its cause once, with the error chain,
 // the operation, the organisation and the request id.
 func TestInternalErrorLoggedOnce(t *testing.T) {
-	logs := &logbuf.Buffer{}
+	logs := &logbuftest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	h := newHarnessOpts(t, smallContent(t, ""), harnessOptions{meters: func(s meter.Store) meter.Store { return brokenMeters{s} }, logger: log})
 	tok := h.org("acme", "high")

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 	"github.com/lectern-api/lectern/tools/internal/stackbin"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -370,7 +370,7 @@ func TestGivesUp(t *testing.T) {
 	// The first run becomes ready and exits 3 when told; every later one
 	// exits 3 before it is ready.
 	os.WriteFile(script, []byte("#!/bin/sh\nif [ -e \"$D/started\" ]; then exit 3; fi\ntouch \"$D/started\" \"$D/ready\"\nwhile [ ! -e \"$D/die\" ]; do sleep 0.01; done\nexit 3\n"), 0o755)
-	var out logbuf.Buffer
+	var out logbuftest.Buffer
 	p := &proc{name: "child", bin: script, env: append(os.Environ(), "D="+dir), out: &out,
 		pol: policy{backoff: 10 * time.Millisecond, maxBackoff: 30 * time.Millisecond, stable: time.Hour, giveUp: 3, grace: time.Second},
 		ready: func(ctx context.Context) bool {

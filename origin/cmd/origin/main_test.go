@@ -15,7 +15,7 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus/gen"
 	"github.com/lectern-api/lectern/origin/wiring"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // stack is the running origin, as start returns it (wiring.Origin); a
@@ -28,7 +28,7 @@ type stack = wiring.Origin
 type testStack struct {
 	*stack
 	t   *testing.T
-	out *logbuf.Buffer // servers log to it while the test reads
+	out *logbuftest.Buffer // servers log to it while the test reads
 }
 
 func newStack(t *testing.T) *testStack {
@@ -75,7 +75,7 @@ func bootStack(t *testing.T, getenv func(string) string, edit func(*config)) *te
 	if edit != nil {
 		edit(&cfg)
 	}
-	out := new(logbuf.Buffer)
+	out := new(logbuftest.Buffer)
 	st, err := start(context.Background(), cfg, out)
 	if err != nil {
 		t.Fatal(err)

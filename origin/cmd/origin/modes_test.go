@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // TestFileModes (issue #13, point 2): make run's first start, in a fresh
@@ -23,7 +23,7 @@ func TestFileModes(t *testing.T) {
 		"LECTERN_ORIGIN_ADDR": "127.0.0.1:0", "LECTERN_IDP_ADDR": "127.0.0.1:0", "LECTERN_ADMIN_ADDR": "127.0.0.1:0",
 		"LECTERN_ADMIN_TOKEN": "admin-token-for-tests", "LECTERN_CORPUS": corpusDir, "LECTERN_DEMO": "1",
 	} // LECTERN_DB and LECTERN_SECRET unset: var/lectern.db and var/secret
-	startStack := func() (*testStack, *logbuf.Buffer) {
+	startStack := func() (*testStack, *logbuftest.Buffer) {
 		t.Helper()
 		st := bootStack(t, func(k string) string { return env[k] }, nil)
 		return st, st.out

@@ -17,7 +17,7 @@ import (
 	"github.com/lectern-api/lectern/origin/idp"
 	"github.com/lectern-api/lectern/origin/internal/private"
 	"github.com/lectern-api/lectern/origin/store/pgstore"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 	"github.com/lectern-api/lectern/shared/subkey"
 	"github.com/lectern-api/lectern/shared/token/tokentest"
 )
@@ -190,7 +190,7 @@ func TestOriginsSharePostgres(t *testing.T) {
 				return
 			}
 			cfg.BundleDir = filepath.Join(dir, "bundles-"+strconv.Itoa(i)) // one bundle directory an origin
-			out := new(logbuf.Buffer)
+			out := new(logbuftest.Buffer)
 			<-gate
 			st, err := start(context.Background(), cfg, out)
 			if err == nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/lectern-api/lectern/origin/store/pgstore"
 	"github.com/lectern-api/lectern/origin/store/sqlitestore"
 	"github.com/lectern-api/lectern/shared/apierr"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // Issue #14, point 6: a corpus reload reaches every origin on the
@@ -169,7 +169,7 @@ func TestRecordedCorpusMissing(t *testing.T) {
 	dir := t.TempDir()
 	v1 := writeCorpus(t, filepath.Join(dir, "corpus"), 1)
 	s := openSQLite(t)
-	out := new(logbuf.Buffer)
+	out := new(logbuftest.Buffer)
 	cfg := Config{Store: s, Dir: filepath.Join(dir, "corpus"), Log: slog.New(slog.NewJSONHandler(out, nil))}
 	c := open(t, cfg)
 	v2dir, away := filepath.Join(dir, "corpus2"), filepath.Join(dir, "moved")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/pgschema"
 	"github.com/lectern-api/lectern/origin/internal/pgsession"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 )
 
 // TestApplyWaitsForAPeer (issue #28, point 3): an origin that starts while
@@ -47,7 +47,7 @@ func TestApplyWaitsForAPeer(t *testing.T) {
 	released := time.AfterFunc(hold, func() { admin.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", int64(lock)) })
 	defer released.Stop()
 
-	log := new(logbuf.Buffer)
+	log := new(logbuftest.Buffer)
 	fsys := fstest.MapFS{"m/0001_t.sql": {Data: []byte("CREATE TABLE waited (id int)")}}
 	began := time.Now()
 	if err := Apply(WithLogger(ctx, slog.New(slog.NewTextHandler(log, nil))), pool, fsys, "m", "test_migrations", lock); err != nil {

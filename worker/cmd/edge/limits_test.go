@@ -17,7 +17,7 @@ import (
 
 	"github.com/lectern-api/lectern/internal/httpsrv"
 	"github.com/lectern-api/lectern/internal/proctest"
-	"github.com/lectern-api/lectern/shared/logbuf"
+	"github.com/lectern-api/lectern/shared/logbuftest"
 	"github.com/lectern-api/lectern/worker/wazero/wazerotest"
 )
 
@@ -49,7 +49,7 @@ func startEdge(t *testing.T, origin string, options ...func(*config)) string {
 
 // startEdgeLog is startEdge, also returning what the edge logs once it
 // serves.
-func startEdgeLog(t *testing.T, origin string, options ...func(*config)) (string, *logbuf.Buffer) {
+func startEdgeLog(t *testing.T, origin string, options ...func(*config)) (string, *logbuftest.Buffer) {
 	t.Helper()
 	cfg, err := parseConfig([]string{"-addr", "127.0.0.1:0", "-wasm", buildModule(t), "-instances", "1", "-origin-url", origin},
 		env(map[string]string{"LECTERN_SECRET": "a-test-secret-of-at-least-32-characters"}))
@@ -75,7 +75,7 @@ func startEdgeLog(t *testing.T, origin string, options ...func(*config)) (string
 			t.Errorf("serve: %v", err)
 		}
 	})
-	logs := new(logbuf.Buffer)
+	logs := new(logbuftest.Buffer)
 	base, ok := proctest.Await(pr, logs, proctest.EdgeURL)
 	if !ok {
 		t.Fatal("the edge printed no address")

@@ -1,8 +1,8 @@
-// Package logbuf is for tests: a log sink that servers' goroutines write
+// Package logbuftest is for tests: a log sink that servers' goroutines write
 // while the test reads it. It sits in shared/ (the folders at the top are
 // fixed: README, Layout) so that the origin's, the tools' and wasmtest's tests
 // share it; the product never imports it.
-package logbuf
+package logbuftest
 
 import (
 	"bytes"
