@@ -53,31 +53,75 @@ func (s *syncer) viaFeed(ctx context.Context, lic license) (bool, error) {
 	case fa.From != st.SinceVersion:
 		return full("the feed answered from " + fa.From + ", not from " + st.SinceVersion)
 	}
-	lessons := map[string][]feedLesson{}
-	for _, l := range fa.Lessons {
-		lessons[l.Subject] = append(lessons[l.Subject], l)
+	f, added, err := s.indexFeed(fa)
+	if err != nil {
+		return false, err
 	}
-	named := map[string]bool{}
-	for _, fs := range fa.Subjects {
-		if named[fs.Ref] {
-			return false, fmt.Errorf("the change feed names %s twice", fs.Ref)
-		}
-		named[fs.Ref] = true
-		if fs.Change == "added" && s.o.selects(fs.Ref) {
-			return full(fs.Ref + " was added")
-		}
-	}
-	for ref := range lessons {
-		if !named[ref] {
-			return false, fmt.Errorf("the change feed lists lessons of %s without the subject", ref)
-		}
+	if added != "" {
+		return full(added + " was added")
 	}
 	s.sum.Feed = "feed"
 
-	// What leaves: what no grant covers, selected or not; a selected
-	// subject the corpus no longer has. Each as the full path says it.
-	behind := false // a change outside the selection is left for a later run
+	behind, err := s.removeFromFeed(f, lic)
+	if err != nil {
+		return true, err
+	}
+	if err := s.updateFromFeed(ctx, f); err != nil {
+		return true, err
+	}
+	// The feed's next is where the next run starts once every subject
+	// held is at this version and no change was left outside the
+	// selection; else the since recorded stays.
+	if !behind && s.allAt(s.ver) {
+		st.Since, st.SinceVersion = fa.Next, s.ver
+	}
+	return true, nil
+}
+
+// feedIndex is the change feed's answer with what a run looks up in it.
+type feedIndex struct {
+	feedAnswer
+	named   map[string]bool         // the subjects it names
+	lessons map[string][]feedLesson // the classes it lists, by subject
+	changed map[string]feedSubject  // the selected subjects it says changed
+}
+
+// indexFeed indexes the feed's answer fa, refusing one that names a
+// subject twice or lists lessons of a subject it does not name. added is
+// a selected subject the feed says was added (the run then takes the
+// full path), or "".
+func (s *syncer) indexFeed(fa feedAnswer) (f feedIndex, added string, err error) {
+	f = feedIndex{feedAnswer: fa, named: map[string]bool{}, lessons: map[string][]feedLesson{}, changed: map[string]feedSubject{}}
+	for _, l := range fa.Lessons {
+		f.lessons[l.Subject] = append(f.lessons[l.Subject], l)
+	}
 	for _, fs := range fa.Subjects {
+		if f.named[fs.Ref] {
+			return feedIndex{}, "", fmt.Errorf("the change feed names %s twice", fs.Ref)
+		}
+		f.named[fs.Ref] = true
+		if fs.Change == "added" && s.o.selects(fs.Ref) {
+			return feedIndex{}, fs.Ref, nil
+		}
+		if fs.Change == "changed" && s.o.selects(fs.Ref) {
+			f.changed[fs.Ref] = fs
+		}
+	}
+	for ref := range f.lessons {
+		if !f.named[ref] {
+			return feedIndex{}, "", fmt.Errorf("the change feed lists lessons of %s without the subject", ref)
+		}
+	}
+	return f, "", nil
+}
+
+// removeFromFeed takes out of the mirror what leaves: what no grant
+// covers, selected or not; a selected subject the corpus no longer has.
+// Each as the full path says it. behind is a change outside the
+// selection, left for a later run.
+func (s *syncer) removeFromFeed(f feedIndex, lic license) (behind bool, err error) {
+	st := &s.m.st
+	for _, fs := range f.Subjects {
 		if fs.Change != "removed" {
 			if !s.o.selects(fs.Ref) {
 				behind = true
@@ -98,7 +142,7 @@ func (s *syncer) viaFeed(ctx context.Context, lic license) (bool, error) {
 			continue
 		}
 		if err := s.remove(fs.Ref); err != nil {
-			return true, err
+			return behind, err
 		}
 		s.sum.Subjects.Removed++
 		s.sum.RemovedSubjects = append(s.sum.RemovedSubjects, removal{Subject: fs.Ref, Reason: why})
@@ -109,21 +153,22 @@ func (s *syncer) viaFeed(ctx context.Context, lic license) (bool, error) {
 	for _, ref := range sortedKeys(st.Subjects) {
 		if !granted(lic.ContentGrants, ref) {
 			if err := s.remove(ref); err != nil {
-				return true, err
+				return behind, err
 			}
 			s.sum.Subjects.Removed++
 			s.sum.RemovedSubjects = append(s.sum.RemovedSubjects, removal{Subject: ref, Reason: removedUngranted})
 		}
 	}
+	return behind, nil
+}
 
-	changed := map[string]feedSubject{}
-	for _, fs := range fa.Subjects {
-		if fs.Change == "changed" && s.o.selects(fs.Ref) {
-			changed[fs.Ref] = fs
-		}
-	}
+// updateFromFeed brings up to date each selected subject held or the
+// feed says changed, in order; a subject held outside the selection is
+// counted, and known at this version when the feed does not name it.
+func (s *syncer) updateFromFeed(ctx context.Context, f feedIndex) error {
+	st := &s.m.st
 	refs := sortedKeys(st.Subjects)
-	for ref := range changed {
+	for ref := range f.changed {
 		if st.Subjects[ref] == nil {
 			refs = append(refs, ref)
 		}
@@ -132,60 +177,53 @@ func (s *syncer) viaFeed(ctx context.Context, lic license) (bool, error) {
 	s.prog = progress{total: len(refs)}
 	for _, ref := range refs {
 		if err := stopIfInterrupted(ctx); err != nil {
-			return true, err
+			return err
 		}
 		h := st.Subjects[ref]
 		if !s.o.selects(ref) {
 			s.sum.Subjects.Outside++
-			if _, moved := named[ref]; !moved && h.ContentVersion == fa.From {
+			if _, moved := f.named[ref]; !moved && h.ContentVersion == f.From {
 				h.ContentVersion = s.ver // its content is the same at both versions
 			}
 			continue
 		}
 		fetched := s.sum.Subjects.Fetched
-		tier, slug, _ := strings.Cut(ref, "/")
-		fs, ok := changed[ref]
-		if !ok {
-			// Not changed: the held copy, checked; repaired if damaged.
-			if err := s.subject(ctx, subject{Tier: tier, Slug: slug, ClassCount: h.Classes, ContentDigest: h.Digest}); err != nil {
-				return true, err
-			}
-			s.progressed(fetched)
-			continue
-		}
-		sub := subject{Tier: tier, Slug: slug, ClassCount: fs.ClassCount, ContentDigest: fs.ContentDigest}
-		err := errNotExact
-		switch {
-		case h == nil || h.Digest == sub.ContentDigest:
-		case fs.FieldsChanged:
-			s.say("%s: its own fields changed, which class exports do not carry: exporting the subject", ref)
-		case h.ContentVersion != fa.From:
-		case len(s.damage(ref, h)) > 0:
-		default:
-			err = s.byClasses(ctx, sub, lessons[ref], fa.License)
-			if errors.Is(err, errNotExact) {
-				s.say("%s: exporting the subject: %v", ref, err)
-			}
-		}
-		if errors.Is(err, errNotExact) {
-			err = s.subject(ctx, sub)
-		}
-		if err != nil {
-			return true, err
+		if err := s.feedSubject(ctx, f, ref, h); err != nil {
+			return err
 		}
 		s.progressed(fetched)
 	}
-	// The feed's next is where the next run starts once every subject
-	// held is at this version and no change was left outside the
-	// selection; else the since recorded stays.
-	all := !behind
-	for _, h := range st.Subjects {
-		all = all && h.ContentVersion == s.ver
+	return nil
+}
+
+// feedSubject brings the selected subject ref (h: as held, or nil) up to
+// date: not changed, the held copy checked and repaired if damaged;
+// changed, from its class exports when they can make it, else exported
+// whole.
+func (s *syncer) feedSubject(ctx context.Context, f feedIndex, ref string, h *heldSubject) error {
+	tier, slug, _ := strings.Cut(ref, "/")
+	fs, ok := f.changed[ref]
+	if !ok {
+		return s.subject(ctx, subject{Tier: tier, Slug: slug, ClassCount: h.Classes, ContentDigest: h.Digest})
 	}
-	if all {
-		st.Since, st.SinceVersion = fa.Next, s.ver
+	sub := subject{Tier: tier, Slug: slug, ClassCount: fs.ClassCount, ContentDigest: fs.ContentDigest}
+	err := errNotExact
+	switch {
+	case h == nil || h.Digest == sub.ContentDigest:
+	case fs.FieldsChanged:
+		s.say("%s: its own fields changed, which class exports do not carry: exporting the subject", ref)
+	case h.ContentVersion != f.From:
+	case len(s.damage(ref, h)) > 0:
+	default:
+		err = s.byClasses(ctx, sub, f.lessons[ref], f.License)
+		if errors.Is(err, errNotExact) {
+			s.say("%s: exporting the subject: %v", ref, err)
+		}
 	}
-	return true, nil
+	if errors.Is(err, errNotExact) {
+		return s.subject(ctx, sub)
+	}
+	return err
 }
 
 // feedUnready is why the run cannot ask the feed, or "" when it can.
