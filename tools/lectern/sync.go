@@ -181,6 +181,8 @@ func syncDir(ctx context.Context, cfg clientConfig, o syncOptions) (summary, err
 	return s.sum, err
 }
 
+// run is the sync: the mirror opened, the licence status read, and the
+// selected subjects brought to its contentVersion (a dry run: planned).
 func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	var m *mirror
 	var err error
@@ -197,31 +199,14 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 		defer m.Close()
 	}
 	s.m = m
-	scopes := []string{"service-api/content.read", "service-api/content.export"}
-	if s.o.Media {
-		scopes = append(scopes, "service-api/media.download")
-	}
-	tc, err := tokenClient(ctx, cfg, s.plain, scopes)
-	if err != nil {
-		return err
-	}
-	if s.api, err = newAPI(cfg.URL, tc); err != nil {
+	if err := s.connect(ctx, cfg); err != nil {
 		return err
 	}
 	before, err := s.api.license(ctx)
 	if err != nil {
 		return fmt.Errorf("read the licence status: %w", err)
 	}
-	defer func() {
-		s.sum.Subjects.Held = len(m.st.Subjects)
-		after, err := s.api.license(context.WithoutCancel(ctx))
-		if err != nil {
-			return
-		}
-		for k, q := range after.Quota {
-			s.sum.Billed[k] = q.Used - before.Quota[k].Used
-		}
-	}()
+	defer s.tally(ctx, before)
 	s.ver, s.lic = before.ContentVersion, before
 	s.sum.ContentVersion = s.ver
 	if before.Status != "active" {
@@ -235,15 +220,50 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 		s.plan(before)
 		return nil
 	}
+	return s.catchUp(ctx, before)
+}
+
+// connect makes the run's API client, with a token of the scopes it needs.
+func (s *syncer) connect(ctx context.Context, cfg clientConfig) error {
+	scopes := []string{"service-api/content.read", "service-api/content.export"}
+	if s.o.Media {
+		scopes = append(scopes, "service-api/media.download")
+	}
+	tc, err := tokenClient(ctx, cfg, s.plain, scopes)
+	if err != nil {
+		return err
+	}
+	s.api, err = newAPI(cfg.URL, tc)
+	return err
+}
+
+// tally ends the summary: the subjects held, and the units billed while
+// the run went, from the licence status read again (whatever stopped the
+// run) against before.
+func (s *syncer) tally(ctx context.Context, before license) {
+	s.sum.Subjects.Held = len(s.m.st.Subjects)
+	after, err := s.api.license(context.WithoutCancel(ctx))
+	if err != nil {
+		return
+	}
+	for k, q := range after.Quota {
+		s.sum.Billed[k] = q.Used - before.Quota[k].Used
+	}
+}
+
+// catchUp brings the mirror to the contentVersion of before (the licence
+// status read): through the change feed or the listing, unless nothing
+// moved since the last run; then the media, and the state written.
+func (s *syncer) catchUp(ctx context.Context, before license) error {
+	st := &s.m.st
 	// Previous copies whose grace has passed leave, whatever this run does.
 	if s.reap() {
-		if err := m.save(); err != nil {
+		if err := s.m.save(); err != nil {
 			return fmt.Errorf("write the state: %w", err)
 		}
 		s.sweepMedia()
 	}
 	filter, whole := s.o.filter(), s.o.filter() == wholeFilter
-	st := &m.st
 	// current: the last run completed at this contentVersion and these
 	// grants; wholeCurrent: and it selected every granted subject, so
 	// any selection of them is current too.
@@ -251,32 +271,75 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 	wholeCurrent := current && st.Filter == wholeFilter
 	if current && (st.Filter == filter || wholeCurrent && s.selectionHeld()) && len(st.Pending) == 0 &&
 		(!s.o.Media || st.MediaComplete && s.mediaHeld()) && s.held() && !(s.o.Prune && s.anyOutside()) {
-		// Nothing moved: nothing to ask that bills.
-		for ref := range st.Subjects {
-			if s.o.selects(ref) {
-				s.sum.Subjects.Unchanged++
-			} else {
-				s.sum.Subjects.Outside++
-			}
-		}
-		if st.Since == "" && s.allAt(s.ver) {
-			// A mirror made before the change feed: the next run asks the
-			// feed from here.
-			st.Since, st.SinceVersion = s.ver, s.ver
-			s.stamped = true
-		}
-		if s.stamped {
-			if err := m.save(); err != nil {
-				return fmt.Errorf("write the state: %w", err)
-			}
-		}
-		s.sum.Complete = true
-		s.progressAll(s.sum.Subjects.Unchanged)
-		s.say("up to date at %s: %d subjects; nothing billed", s.ver, len(st.Subjects))
-		return nil
+		return s.nothingMoved()
 	}
 	mediaWhole := st.MediaComplete
 	st.Complete, st.MediaComplete = false, false
+	if err := s.update(ctx, before); err != nil {
+		return err
+	}
+	// A selection of a mirror current as a whole leaves it current as a
+	// whole: nothing outside the selection moved at this contentVersion.
+	keepWhole := wholeCurrent && !whole && !s.o.Prune
+	st.ContentVersion, st.Grants, st.Filter, st.Complete = s.ver, before.ContentGrants, filter, true
+	if keepWhole {
+		st.Filter = wholeFilter
+	}
+	if err := s.m.save(); err != nil {
+		return fmt.Errorf("write the state: %w", err)
+	}
+	s.sweep()
+	s.sweepMedia()
+	if s.o.Media {
+		if err := s.selectedMedia(ctx); err != nil {
+			return s.saveAfter(err)
+		}
+	}
+	// The state's MediaComplete is of what its Filter selects.
+	st.MediaComplete = s.o.Media
+	if keepWhole {
+		st.MediaComplete = mediaWhole
+	}
+	if err := s.m.save(); err != nil {
+		return fmt.Errorf("write the state: %w", err)
+	}
+	s.sum.Complete = true
+	return nil
+}
+
+// nothingMoved ends a run whose mirror is current: the subjects counted,
+// nothing asked that bills.
+func (s *syncer) nothingMoved() error {
+	st := &s.m.st
+	for ref := range st.Subjects {
+		if s.o.selects(ref) {
+			s.sum.Subjects.Unchanged++
+		} else {
+			s.sum.Subjects.Outside++
+		}
+	}
+	if st.Since == "" && s.allAt(s.ver) {
+		// A mirror made before the change feed: the next run asks the
+		// feed from here.
+		st.Since, st.SinceVersion = s.ver, s.ver
+		s.stamped = true
+	}
+	if s.stamped {
+		if err := s.m.save(); err != nil {
+			return fmt.Errorf("write the state: %w", err)
+		}
+	}
+	s.sum.Complete = true
+	s.progressAll(s.sum.Subjects.Unchanged)
+	s.say("up to date at %s: %d subjects; nothing billed", s.ver, len(st.Subjects))
+	return nil
+}
+
+// update brings the selected subjects to this run's version, through the
+// change feed when it can serve the mirror, else from the listing; the
+// class exports pending of another version are dropped.
+func (s *syncer) update(ctx context.Context, before license) error {
+	st := &s.m.st
 	viaFeed, err := s.viaFeed(ctx, before)
 	if err != nil {
 		return s.saveAfter(err)
@@ -295,32 +358,6 @@ func (s *syncer) run(ctx context.Context, cfg clientConfig) error {
 			s.dropClassPending(strings.Join(strings.Split(key, "/")[:2], "/"))
 		}
 	}
-	// A selection of a mirror current as a whole leaves it current as a
-	// whole: nothing outside the selection moved at this contentVersion.
-	keepWhole := wholeCurrent && !whole && !s.o.Prune
-	st.ContentVersion, st.Grants, st.Filter, st.Complete = s.ver, before.ContentGrants, filter, true
-	if keepWhole {
-		st.Filter = wholeFilter
-	}
-	if err := m.save(); err != nil {
-		return fmt.Errorf("write the state: %w", err)
-	}
-	s.sweep()
-	s.sweepMedia()
-	if s.o.Media {
-		if err := s.selectedMedia(ctx); err != nil {
-			return s.saveAfter(err)
-		}
-	}
-	// The state's MediaComplete is of what its Filter selects.
-	st.MediaComplete = s.o.Media
-	if keepWhole {
-		st.MediaComplete = mediaWhole
-	}
-	if err := m.save(); err != nil {
-		return fmt.Errorf("write the state: %w", err)
-	}
-	s.sum.Complete = true
 	return nil
 }
 
