@@ -76,9 +76,38 @@ func fetchOnce(ctx context.Context, c *http.Client, url, part, etag string, size
 	if err != nil {
 		return "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := getFrom(ctx, c, url, have, etag)
 	if err != nil {
 		return "", err
+	}
+	defer resp.Body.Close()
+	have, whole, err := startOf(f, resp, url, have, size)
+	switch {
+	case err != nil:
+		return "", err
+	case whole:
+		return etag, f.Sync()
+	}
+	total, err := declaredTotal(resp, url, have, size)
+	if err != nil {
+		return "", err
+	}
+	newTag := resp.Header.Get("ETag")
+	if onStart != nil {
+		if err := onStart(have, total, newTag); err != nil {
+			return "", err
+		}
+	}
+	return receive(f, resp.Body, url, newTag, have, total, onBytes)
+}
+
+// getFrom asks for url; from byte have when etag is the validator of the
+// bytes before it (a Range with If-Range, so a server whose bytes changed
+// sends them whole). Its error names the link without its signature.
+func getFrom(ctx context.Context, c *http.Client, url string, have int64, etag string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return nil, err
 	}
 	if have > 0 && etag != "" {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
@@ -90,62 +119,78 @@ func fetchOnce(ctx context.Context, c *http.Client, url, part, etag string, size
 		if errors.As(err, &ue) {
 			ue.URL = redact(ue.URL) // no signature in messages
 		}
-		return "", err
+		return nil, err
 	}
-	defer resp.Body.Close()
+	return resp, nil
+}
+
+// startOf reads resp's status: where in part (f, holding have bytes) its
+// body starts, f emptied when it sends the file whole; whole when part
+// already holds the whole file; errRestart when part holds more than the
+// file, or other bytes (f emptied); an error for any other answer.
+func startOf(f *os.File, resp *http.Response, url string, have, size int64) (from int64, whole bool, err error) {
 	switch resp.StatusCode {
 	case http.StatusOK:
 		if err := f.Truncate(0); err != nil {
-			return "", err
+			return 0, false, err
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return "", err
+			return 0, false, err
 		}
-		have = 0
+		return 0, false, nil
 	case http.StatusPartialContent:
 		cr := resp.Header.Get("Content-Range")
 		if !strings.HasPrefix(cr, "bytes "+strconv.FormatInt(have, 10)+"-") {
-			return "", fmt.Errorf("GET %s: a range from %d answered Content-Range %q", redact(url), have, cr)
+			return 0, false, fmt.Errorf("GET %s: a range from %d answered Content-Range %q", redact(url), have, cr)
 		}
 		if i := strings.LastIndexByte(cr, '/'); size >= 0 && cr[i+1:] != strconv.FormatInt(size, 10) {
-			return "", fmt.Errorf("%w: GET %s: Content-Range %q, not of the %d bytes declared", errSize, redact(url), cr, size)
+			return 0, false, fmt.Errorf("%w: GET %s: Content-Range %q, not of the %d bytes declared", errSize, redact(url), cr, size)
 		}
+		return have, false, nil
 	case http.StatusRequestedRangeNotSatisfiable:
 		// What part holds is already the whole file.
 		if cr := resp.Header.Get("Content-Range"); cr == "bytes */"+strconv.FormatInt(have, 10) {
-			return etag, f.Sync()
+			return have, true, nil
 		}
 		// part holds more than the file, or other bytes: start again.
 		if err := f.Truncate(0); err != nil {
-			return "", err
+			return 0, false, err
 		}
-		return "", errRestart
+		return 0, false, errRestart
 	case http.StatusNotFound, http.StatusForbidden:
 		e := readAPIError(resp)
-		return "", fmt.Errorf("%w: %v", errLinkGone, e)
+		return 0, false, fmt.Errorf("%w: %v", errLinkGone, e)
 	default:
-		return "", readAPIError(resp)
+		return 0, false, readAPIError(resp)
 	}
+}
+
+// declaredTotal is the size of the whole file resp's body ends: have and
+// its Content-Length, or size when it declares none (-1: unknown, bounded
+// by -max-download); errSize when it declares another size than size.
+func declaredTotal(resp *http.Response, url string, have, size int64) (int64, error) {
 	total := have + resp.ContentLength
 	switch {
 	case resp.ContentLength >= 0 && size >= 0 && total != size:
-		return "", fmt.Errorf("%w: GET %s declares %d bytes, not the %d its manifest lists", errSize, redact(url), total, size)
+		return 0, fmt.Errorf("%w: GET %s declares %d bytes, not the %d its manifest lists", errSize, redact(url), total, size)
 	case resp.ContentLength < 0:
-		total = size // -1: unknown, bounded by -max-download
+		total = size
 	}
-	newTag := resp.Header.Get("ETag")
-	if onStart != nil {
-		if err := onStart(have, total, newTag); err != nil {
-			return "", err
-		}
-	}
+	return total, nil
+}
+
+// receive writes body into f after the have bytes it holds, never past
+// total (-1: unknown), and syncs it. It returns tag, the validator of
+// body's bytes, also when body breaks off or falls short: what f holds
+// is then a start of them, to resume.
+func receive(f *os.File, body io.Reader, url, tag string, have, total int64, onBytes func(int)) (string, error) {
 	buf := make([]byte, 256<<10)
 	written := have
 	for {
 		if total >= 0 && int64(len(buf)) > total-written+1 {
 			buf = buf[:total-written+1]
 		}
-		n, rerr := resp.Body.Read(buf)
+		n, rerr := body.Read(buf)
 		if total >= 0 && written+int64(n) > total {
 			return "", fmt.Errorf("%w: GET %s sends more than its %d bytes", errSize, redact(url), total)
 		}
@@ -162,7 +207,7 @@ func fetchOnce(ctx context.Context, c *http.Client, url, part, etag string, size
 			break
 		}
 		if rerr != nil {
-			return newTag, rerr
+			return tag, rerr
 		}
 	}
 	if err := f.Sync(); err != nil {
@@ -174,10 +219,10 @@ func fetchOnce(ctx context.Context, c *http.Client, url, part, etag string, size
 			return "", err
 		}
 		if st.Size() != total {
-			return newTag, fmt.Errorf("GET %s: %d bytes of %d", redact(url), st.Size(), total)
+			return tag, fmt.Errorf("GET %s: %d bytes of %d", redact(url), st.Size(), total)
 		}
 	}
-	return newTag, nil
+	return tag, nil
 }
 
 // redact is a signed link without its query (the signature), for messages.
