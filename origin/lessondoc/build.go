@@ -11,168 +11,67 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/shared/jsonenc"
 )
 
-// builder renders lessons into a scratch buffer it reuses; each lesson's
-// fragments are then copied into one exact allocation.
+// builder prepares lessons; its buffers are reused from lesson to
+// lesson.
 type builder struct {
 	buf     []byte
-	tmp     []byte // scratch of card
 	version []byte // `,"contentVersion":…`
 	zbuf    bytes.Buffer
 	zw      *flate.Writer
 }
 
-// mark returns the span of what was appended to b.buf since from.
-func (b *builder) mark(from int) span { return span{int32(from), int32(len(b.buf))} }
-
-// str appends s as a JSON string and returns its span.
-func (b *builder) str(s string) span {
-	at := len(b.buf)
-	b.buf = jsonenc.String(b.buf, s)
-	return b.mark(at)
-}
-
-// capped appends s as a JSON string, cut at the standard cap n, and
-// reports whether it cut.
-func (b *builder) capped(s string, n int) bool {
-	out, cut := capText(s, n)
-	b.buf = jsonenc.String(b.buf, out)
-	return cut
-}
-
 func (b *builder) build(l *corpus.Lesson) (*Doc, error) {
 	d := &Doc{lesson: l, cards: make([]cardDoc, len(l.Cards))}
-	b.buf = b.buf[:0]
-
-	at := len(b.buf)
-	b.buf = appendLessonHead(b.buf, l)
-	d.head = b.mark(at)
-
-	at = len(b.buf)
-	b.buf, _ = appendKeyTerms(b.buf, l.KeyTerms, false)
-	d.keyTerms = b.mark(at)
-	d.stdKeyTerms = d.keyTerms
-	if std, cut := appendKeyTerms(nil, l.KeyTerms, true); cut {
-		at = len(b.buf)
-		b.buf = append(b.buf, std...)
-		d.stdKeyTerms = b.mark(at)
-		d.stdTruncated = true
+	for _, k := range l.KeyTerms {
+		if utf8.RuneCountInString(k.Definition) > CapDefinition {
+			d.stdTermCut, d.stdTruncated = true, true
+		}
 	}
-
 	for i, c := range l.Cards {
 		if b.card(&d.cards[i], c) {
 			d.stdTruncated = true
 		}
 	}
-
-	at = len(b.buf)
-	b.buf = appendQuizItems(b.buf, l.Quiz)
-	d.quiz = b.mark(at)
-	at = len(b.buf)
-	b.buf = appendInlineChecks(b.buf, l.InlineChecks)
-	d.inlineChecks = b.mark(at)
-	at = len(b.buf)
-	var err error
-	if b.buf, err = appendInteractives(b.buf, l.Interactives); err != nil {
-		return nil, fmt.Errorf("lesson %s: %w", l.ID, err)
+	d.interactives = noInteractives
+	if len(l.Interactives) > 0 {
+		var err error
+		if b.buf, err = appendInteractives(b.buf[:0], l.Interactives); err != nil {
+			return nil, fmt.Errorf("lesson %s: %w", l.ID, err)
+		}
+		d.interactives = bytes.Clone(b.buf)
 	}
-	d.interactives = b.mark(at)
-	at = len(b.buf)
-	b.buf = appendWorkedExample(b.buf, l.WorkedExample)
-	d.workedExample = b.mark(at)
-
-	at = len(b.buf)
-	b.buf = append(b.buf, `{"lessonId":`...)
-	b.buf = jsonenc.String(b.buf, l.ID)
-	b.buf = append(b.buf, `,"title":`...)
-	b.buf = jsonenc.String(b.buf, l.Title)
-	d.idTitle = b.mark(at)
-
-	d.data = b.buf
 	return d, nil
 }
 
-// Renderer renders lessons one at a time, for documents made once and
-// not kept: the fragments Build makes, without the precompressed
-// standard lesson, in one buffer reused from lesson to lesson. (An
-// export's classes, whose texts differ from the corpus's, take
-// AppendFullAs instead, which renders only those texts.) It is not safe
-// for concurrent use.
+// noInteractives is the interactives array of every lesson without any.
+var noInteractives = []byte("[]")
+
+// Renderer prepares lessons one at a time, for documents made once and
+// not kept: what Build prepares, without the precompressed standard
+// lesson. (An export's classes, whose texts differ from the corpus's,
+// take AppendFullAs instead.)
 type Renderer struct{ b builder }
 
-// Render renders l. The Doc is valid until the next Render; its
-// AppendGzipStandard is empty.
+// Render prepares l. Its AppendGzipStandard is empty.
 func (r *Renderer) Render(l *corpus.Lesson) (*Doc, error) { return r.b.build(l) }
 
-// card renders one card and reports whether anything of it is cut at
+// card prepares one card and reports whether anything of it is cut at
 // standard detail.
 func (b *builder) card(cd *cardDoc, c *corpus.Card) bool {
-	cd.id = b.str(c.ID)
-	cd.label = b.str(c.Label)
-
 	for _, m := range c.Media {
 		cd.video = cd.video || m.Type == "video"
 		cd.image = cd.image || m.Type == "image"
 	}
-	cd.narrated = c.Narrated
-	cd.body = b.str(c.Body)
 	truncated := false
 	if out, cut := capText(c.Body, CapBody); cut {
-		// out is a prefix of the body plus "…": its escaped form is a
-		// prefix of the escaped body.
-		cd.stdCut = int32(len(jsonenc.String(nil, strings.TrimSuffix(out, "…"))) - 1)
+		// out is a prefix of the body plus "…".
+		cd.stdCut = int32(len(out) - len("…"))
 		truncated = true
 	}
-
-	at := len(b.buf)
-	b.buf = append(b.buf, `,"keyPoints":`...)
-	b.buf = jsonenc.Strings(b.buf, c.KeyPoints)
-	b.buf = append(b.buf, `,"illustrationAlt":`...)
-	b.buf = jsonenc.String(b.buf, c.IllustrationAlt)
-	b.buf = append(b.buf, '}')
-	cd.rest = b.mark(at)
-	cd.stdRest = cd.rest
-	restCut := anyLonger(c.KeyPoints, CapKeyPoint) || utf8.RuneCountInString(c.IllustrationAlt) > CapAlt
-	if restCut {
-		at = len(b.buf)
-		b.buf = append(b.buf, `,"keyPoints":[`...)
-		for i, k := range c.KeyPoints {
-			if i > 0 {
-				b.buf = append(b.buf, ',')
-			}
-			b.capped(k, CapKeyPoint)
-		}
-		b.buf = append(b.buf, `],"illustrationAlt":`...)
-		b.capped(c.IllustrationAlt, CapAlt)
-		b.buf = append(b.buf, '}')
-		cd.stdRest = b.mark(at)
-		truncated = true
-	}
-
-	if n := c.Narration(); n != "" {
-		at := len(b.buf)
-		cd.narration = b.str(spokenText(n))
-		if c.NarrationScript == "" {
-			// The body's spoken text is the escaped body without its
-			// markers (escaping never makes or splits a "**"); kept
-			// only where that does not hold.
-			b.tmp = appendSpokenText(b.tmp[:0], b.buf[cd.body.from:cd.body.to])
-			if bytes.Equal(b.tmp, b.buf[cd.narration.from:cd.narration.to]) {
-				b.buf = b.buf[:at]
-				cd.narration, cd.narrationIsBody = span{}, true
-			}
-		}
-	}
-	if v := c.VideoVoiceover; v != "" {
-		cd.voiceover = b.str(spokenText(v))
-		inner := span{cd.voiceover.from + 1, cd.voiceover.to - 1}
-		cd.mdVoiceover = inner
-		if strings.Contains(v, "\n") {
-			s := b.str(strings.ReplaceAll(spokenText(v), "\n", "\n> "))
-			cd.mdVoiceover = span{s.from + 1, s.to - 1}
-		}
+	if anyLonger(c.KeyPoints, CapKeyPoint) || utf8.RuneCountInString(c.IllustrationAlt) > CapAlt {
+		cd.restCut, truncated = true, true
 	}
 	return truncated
 }
@@ -189,17 +88,17 @@ func anyLonger(ss []string, n int) bool {
 
 func appendLessonHead(dst []byte, l *corpus.Lesson) []byte {
 	dst = append(dst, `{"lessonId":`...)
-	dst = jsonenc.String(dst, l.ID)
+	dst = appendString(dst, l.ID)
 	dst = append(dst, `,"tier":`...)
-	dst = jsonenc.String(dst, l.Subject.Tier)
+	dst = appendString(dst, l.Subject.Tier)
 	dst = append(dst, `,"subjectSlug":`...)
-	dst = jsonenc.String(dst, l.Subject.Slug)
+	dst = appendString(dst, l.Subject.Slug)
 	dst = append(dst, `,"classNum":`...)
 	dst = strconv.AppendInt(dst, int64(l.Number), 10)
 	dst = append(dst, `,"title":`...)
-	dst = jsonenc.String(dst, l.Title)
+	dst = appendString(dst, l.Title)
 	dst = append(dst, `,"subtitle":`...)
-	dst = jsonenc.String(dst, l.Subtitle)
+	dst = appendString(dst, l.Subtitle)
 	dst = append(dst, `,"hasVideo":`...)
 	dst = strconv.AppendBool(dst, l.HasVideo)
 	dst = append(dst, `,"hasNarration":`...)
@@ -227,11 +126,11 @@ func appendKeyTerms(dst []byte, ks []corpus.KeyTerm, capped bool) ([]byte, bool)
 			truncated = truncated || cut
 		}
 		dst = append(dst, `{"term":`...)
-		dst = jsonenc.String(dst, k.Term)
+		dst = appendString(dst, k.Term)
 		dst = append(dst, `,"definition":`...)
-		dst = jsonenc.String(dst, def)
+		dst = appendString(dst, def)
 		dst = append(dst, `,"cardId":`...)
-		dst = jsonenc.String(dst, k.CardID)
+		dst = appendString(dst, k.CardID)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']'), truncated
@@ -285,9 +184,9 @@ func appendQuizItems(dst []byte, qs []corpus.QuizItem) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"question":`...)
-		dst = jsonenc.String(dst, q.Question)
+		dst = appendString(dst, q.Question)
 		dst = append(dst, `,"options":`...)
-		dst = jsonenc.Strings(dst, q.Options)
+		dst = appendStrings(dst, q.Options)
 		dst = append(dst, `,"answerIndex":`...)
 		dst = strconv.AppendInt(dst, int64(q.AnswerIndex), 10)
 		dst = append(dst, '}')
@@ -302,17 +201,17 @@ func appendInlineChecks(dst []byte, cs []corpus.InlineCheck) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"afterCard":`...)
-		dst = jsonenc.String(dst, c.AfterCard)
+		dst = appendString(dst, c.AfterCard)
 		dst = append(dst, `,"question":`...)
-		dst = jsonenc.String(dst, c.Question)
+		dst = appendString(dst, c.Question)
 		dst = append(dst, `,"options":`...)
-		dst = jsonenc.Strings(dst, c.Options)
+		dst = appendStrings(dst, c.Options)
 		dst = append(dst, `,"answerIndex":`...)
 		dst = strconv.AppendInt(dst, int64(c.AnswerIndex), 10)
 		dst = append(dst, `,"hints":`...)
-		dst = jsonenc.Strings(dst, c.Hints)
+		dst = appendStrings(dst, c.Hints)
 		dst = append(dst, `,"rationale":`...)
-		dst = jsonenc.String(dst, c.Rationale)
+		dst = appendString(dst, c.Rationale)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
@@ -325,13 +224,13 @@ func appendInteractives(dst []byte, is []corpus.Interactive) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"id":`...)
-		dst = jsonenc.String(dst, it.ID)
+		dst = appendString(dst, it.ID)
 		dst = append(dst, `,"cardId":`...)
-		dst = jsonenc.String(dst, it.Card)
+		dst = appendString(dst, it.Card)
 		dst = append(dst, `,"kind":`...)
-		dst = jsonenc.String(dst, it.Kind)
+		dst = appendString(dst, it.Kind)
 		dst = append(dst, `,"prompt":`...)
-		dst = jsonenc.String(dst, it.Prompt)
+		dst = appendString(dst, it.Prompt)
 		dst = append(dst, `,"config":`...)
 		buf := bytes.NewBuffer(dst)
 		if err := json.Compact(buf, it.Config); err != nil {
@@ -346,13 +245,13 @@ func appendInteractives(dst []byte, is []corpus.Interactive) ([]byte, error) {
 // url is always null in a listing (spec: Media asset).
 func appendLessonAsset(dst []byte, m *corpus.Media) []byte {
 	dst = append(dst, `{"mediaId":`...)
-	dst = jsonenc.String(dst, m.ID)
+	dst = appendString(dst, m.ID)
 	dst = append(dst, `,"type":`...)
-	dst = jsonenc.String(dst, m.Type)
+	dst = appendString(dst, m.Type)
 	dst = append(dst, `,"cardId":`...)
-	dst = jsonenc.String(dst, m.CardID)
+	dst = appendString(dst, m.CardID)
 	dst = append(dst, `,"mimeType":`...)
-	dst = jsonenc.String(dst, m.MIME)
+	dst = appendString(dst, m.MIME)
 	dst = append(dst, `,"bytes":`...)
 	dst = strconv.AppendInt(dst, m.Bytes, 10)
 	dst = append(dst, `,"durationSeconds":`...)
@@ -369,10 +268,10 @@ func appendWorkedExample(dst []byte, w *corpus.WorkedExample) []byte {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, `{"problem":`...)
-	dst = jsonenc.String(dst, w.Problem)
+	dst = appendString(dst, w.Problem)
 	dst = append(dst, `,"steps":`...)
-	dst = jsonenc.Strings(dst, w.Steps)
+	dst = appendStrings(dst, w.Steps)
 	dst = append(dst, `,"answer":`...)
-	dst = jsonenc.String(dst, w.Answer)
+	dst = appendString(dst, w.Answer)
 	return append(dst, '}')
 }

@@ -1,27 +1,26 @@
-// Package lessondoc pre-renders the documents of the lesson routes (spec:
+// Package lessondoc renders the documents of the lesson routes (spec:
 // Route table 6–9): the lesson, its transcript, its quiz document and the
-// media page. Everything that does not depend on the caller
-// is rendered to JSON once per corpus (Build, at start and on reload); a
-// request only concatenates fragments, then closes the document with the
-// tail its caller gives (contentVersion and the licence envelope). The
-// commonest read, the standard lesson gzip-compressed, is precompressed
-// and spliced with its tail without a compressor (gzip.go). Field names,
-// caps and shapes are in docs/decisions/lessons.md; the
-// handlers that check, bill and answer are origin/server's.
+// media page. A request renders its document from the corpus, then closes
+// it with the tail its caller gives (contentVersion and the licence
+// envelope); what Build computes once per corpus (at start and on reload)
+// is only what would cost a request more than copying: where the standard
+// caps cut each text, the cards' media flags, the interactives with their
+// configs compacted, and the commonest read, the standard lesson
+// gzip-compressed, which is precompressed and spliced with its tail
+// without a compressor (gzip.go). Field names, caps and shapes are in
+// docs/decisions/lessons.md; the handlers that check, bill and answer are
+// origin/server's.
 //
-// Each text is escaped once and shared: a card's body serves the standard
-// level (a prefix of it, cut at the cap) and the full one; its spoken text
-// serves the transcript rows, the joined markdown (a JSON string is the
-// concatenation of its escaped parts) and the narrationText section, and
-// is the body's own escaped text, its markers dropped as it is appended,
-// for a card narrated by its body. What is cheap to make is not held (the
-// renderings of the full corpus are most of the origin's memory): the
-// members before a card's body and the media assets are appended per
-// request from a few flags and the corpus.
+// The texts are not held rendered: they were most of the origin's memory
+// (their escaped JSON a second copy of the corpus's strings, 0.8 GB of the
+// heap on a corpus ten times the deployed one; docs/bench.md, Scale).
+// Escaping them again per request costs a scan of the text; a JSON string
+// is the concatenation of its escaped parts, so a capped text is its
+// escaped prefix and "…", a spoken text the escaped text without its "**"
+// markers (escaping never makes or splits one).
 package lessondoc
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"sync"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/lectern-api/lectern/origin/corpus"
 	"github.com/lectern-api/lectern/origin/forensic"
-	"github.com/lectern-api/lectern/shared/jsonenc"
 )
 
 // Caps of long lesson text at standard detail, in characters (Unicode code
@@ -70,30 +68,19 @@ const (
 	incAll = 1<<iota - 1
 )
 
-// span is a fragment of a Doc's data; the zero span is empty.
-type span struct{ from, to int32 }
-
-func (s span) len() int { return int(s.to - s.from) }
-
-// Doc is one lesson rendered for serving. Every fragment lives in
-// data, one allocation per lesson.
+// Doc is one lesson prepared for serving: its lesson, and what Build
+// computed from it once.
 type Doc struct {
 	lesson *corpus.Lesson
-	data   []byte
-	// head is `{"lessonId":…,"estimatedMinutes":n,"keyTerms":`.
-	head span
-	// keyTerms is the key terms array, complete; stdKeyTerms the same at
-	// standard detail (equal unless a definition was capped).
-	keyTerms, stdKeyTerms span
-	cards                 []cardDoc
+	cards  []cardDoc
 	// stdTruncated is truncated at standard detail: some text was cut.
 	stdTruncated bool
-	// The include sections that are rendered whole: arrays, and the worked
-	// example (an object or null).
-	quiz, inlineChecks, interactives, workedExample span
-	// idTitle is `{"lessonId":…,"title":…`, the opening of the transcript
-	// and quiz documents.
-	idTitle span
+	// stdTermCut is whether a key term's definition is cut at standard
+	// detail.
+	stdTermCut bool
+	// interactives is the interactives array, each config compacted:
+	// compacting costs more than a copy and can fail, which Build reports.
+	interactives []byte
 	// gzipStd is the lesson at standard detail without includes, up to
 	// and including contentVersion, as a gzip member's header and deflate
 	// blocks ending byte-aligned (a sync flush); gzipCRC and gzipLen are
@@ -105,52 +92,29 @@ type Doc struct {
 	gzipLen uint32
 }
 
-// cardDoc is one card's fragments.
+// cardDoc is what Build computed for one card.
 type cardDoc struct {
-	// id and label are JSON strings.
-	id, label span
-	// video, narrated and image are the card's flags (hasVideo,
-	// hasNarration, hasImage): with id and label, the members before its
-	// body, the same at every level (appendCardHead).
-	video, narrated, image bool
-	// body is the complete body as a JSON string. At standard detail it is
-	// body[:stdCut] + `…"` when stdCut > 0, else body whole.
-	body   span
+	// stdCut > 0 cuts the body at standard detail: Body[:stdCut] + "…".
 	stdCut int32
-	// rest is `,"keyPoints":[…],"illustrationAlt":…}` complete, stdRest
-	// the same at standard detail.
-	rest, stdRest span
-	// narration and voiceover are the spoken texts as JSON strings, empty
-	// spans when the card has none; mdVoiceover is the voiceover's escaped
-	// text quoted for markdown ("> " after every line break), without the
-	// string's quotes. A card narrated by its body (no script: most of
-	// them) has narrationIsBody instead of a narration of its own: the
-	// spoken text is the escaped body without its "**" markers
-	// (appendNarration), so the text is held once.
-	narration, voiceover, mdVoiceover span
-	narrationIsBody                   bool
+	// video and image are the card's hasVideo and hasImage.
+	video, image bool
+	// restCut is whether a key point or the illustration alt is cut at
+	// standard detail.
+	restCut bool
 }
 
-// hasNarration reports whether the card has a narration.
-func (c *cardDoc) hasNarration() bool { return c.narrationIsBody || c.narration.len() > 0 }
-
-func (d *Doc) bytes(s span) []byte { return d.data[s.from:s.to:s.to] }
-
-// inner is a JSON string fragment without its quotes.
-func (d *Doc) inner(s span) []byte { return d.data[s.from+1 : s.to-1 : s.to-1] }
-
-// Set is the lesson renderings of a corpus, by corpus.Lesson.Ordinal.
+// Set is the prepared lessons of a corpus, by corpus.Lesson.Ordinal.
 type Set struct {
 	docs []*Doc
 	// version is `,"contentVersion":"…"`.
 	version []byte
 }
 
-// Build renders every lesson of c, spread over the CPUs; each lesson is
+// Build prepares every lesson of c, spread over the CPUs; each lesson is
 // independent.
 func Build(c *corpus.Corpus) (*Set, error) {
 	ls := &Set{docs: make([]*Doc, len(c.Lessons))}
-	ls.version = jsonenc.String([]byte(`,"contentVersion":`), c.ContentVersion)
+	ls.version = appendString([]byte(`,"contentVersion":`), c.ContentVersion)
 	var (
 		next  atomic.Int64
 		wg    sync.WaitGroup
@@ -169,7 +133,6 @@ func Build(c *corpus.Corpus) (*Set, error) {
 				}
 				d, err := b.build(c.Lessons[i])
 				if err == nil {
-					d.data = bytes.Clone(d.data) // b.buf is reused
 					if err = b.precompress(d); err != nil {
 						err = fmt.Errorf("lesson %s: %w", c.Lessons[i].ID, err)
 					}
@@ -189,7 +152,7 @@ func Build(c *corpus.Corpus) (*Set, error) {
 	return ls, nil
 }
 
-// Doc returns the rendering of l, a lesson of the set's corpus.
+// Doc returns the prepared l, a lesson of the set's corpus.
 func (ls *Set) Doc(l *corpus.Lesson) *Doc { return ls.docs[l.Ordinal] }
 
 // AppendVersion appends `,"contentVersion":"…"`, the member that follows

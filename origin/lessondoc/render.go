@@ -5,156 +5,148 @@ import (
 	"strings"
 
 	"github.com/lectern-api/lectern/origin/corpus"
-	"github.com/lectern-api/lectern/shared/jsonenc"
 )
 
 // Rendering: each render appends one document to dst from the lesson's
-// fragments, then tail.
+// texts and what Build prepared, then tail.
 
 // AppendLesson appends the lesson at a detail level with the include
 // sections, then tail.
 func (d *Doc) AppendLesson(dst []byte, level Level, include Include, tail []byte) []byte {
-	dst = append(dst, d.bytes(d.head)...)
+	return d.appendLesson(dst, level, include, d.lesson.Cards, tail)
+}
+
+// AppendFullAs appends the lesson at full detail, every include, as
+// AppendLesson does, but with the cards of m, a copy of d's lesson whose
+// cards differ from it at most in their bodies, narration scripts and
+// voiceovers (an export's class, marked for its organisation); every
+// other member is d's lesson's. Then tail. It is what preparing m and
+// appending it at full detail gives, without preparing it.
+func (d *Doc) AppendFullAs(dst []byte, m *corpus.Lesson, tail []byte) []byte {
+	return d.appendLesson(dst, Full, 0, m.Cards, tail)
+}
+
+// appendLesson is AppendLesson with the card texts of cards, d's lesson's
+// or a copy's (AppendFullAs).
+func (d *Doc) appendLesson(dst []byte, level Level, include Include, cards []*corpus.Card, tail []byte) []byte {
+	l := d.lesson
+	dst = appendLessonHead(dst, l)
 	switch level {
 	case Brief:
 		// No prose: every member present, empty (spec: detail changes how
 		// much, never which fields exist).
 		dst = append(dst, `[],"cards":[`...)
-		for i := range d.cards {
+		for i, c := range cards {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = d.appendCardHead(dst, &d.cards[i])
+			dst = appendCardHead(dst, &d.cards[i], c)
 			dst = append(dst, `"","keyPoints":[],"illustrationAlt":""}`...)
 		}
 		dst = append(dst, `],"truncated":false`...)
 	case Standard:
-		dst = append(dst, d.bytes(d.stdKeyTerms)...)
+		dst, _ = appendKeyTerms(dst, l.KeyTerms, d.stdTermCut)
 		dst = append(dst, `,"cards":[`...)
-		for i := range d.cards {
-			c := &d.cards[i]
+		for i, c := range cards {
+			cd := &d.cards[i]
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = d.appendCardHead(dst, c)
-			if c.stdCut > 0 {
-				dst = append(dst, d.data[c.body.from:c.body.from+c.stdCut]...)
+			dst = appendCardHead(dst, cd, c)
+			if cd.stdCut > 0 {
+				dst = append(dst, '"')
+				dst = appendInner(dst, c.Body[:cd.stdCut])
 				dst = append(dst, `…"`...)
 			} else {
-				dst = append(dst, d.bytes(c.body)...)
+				dst = appendString(dst, c.Body)
 			}
-			dst = append(dst, d.bytes(c.stdRest)...)
+			dst = appendRest(dst, c, cd.restCut)
 		}
 		dst = append(dst, `],"truncated":`...)
 		dst = strconv.AppendBool(dst, d.stdTruncated)
 	default:
-		dst = append(dst, d.bytes(d.keyTerms)...)
+		dst, _ = appendKeyTerms(dst, l.KeyTerms, false)
 		dst = append(dst, `,"cards":[`...)
-		for i := range d.cards {
-			c := &d.cards[i]
+		for i, c := range cards {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = d.appendCardHead(dst, c)
-			dst = append(dst, d.bytes(c.body)...)
-			dst = append(dst, d.bytes(c.rest)...)
+			dst = appendCardHead(dst, &d.cards[i], c)
+			dst = appendString(dst, c.Body)
+			dst = appendRest(dst, c, false)
 		}
 		dst = append(dst, `],"truncated":false`...)
 		include = incAll // full adds every include section
 	}
 	if include&incQuiz != 0 {
 		dst = append(dst, `,"quiz":`...)
-		dst = append(dst, d.bytes(d.quiz)...)
+		dst = appendQuizItems(dst, l.Quiz)
 	}
 	if include&incInlineChecks != 0 {
 		dst = append(dst, `,"inlineChecks":`...)
-		dst = append(dst, d.bytes(d.inlineChecks)...)
+		dst = appendInlineChecks(dst, l.InlineChecks)
 	}
 	if include&incInteractives != 0 {
 		dst = append(dst, `,"interactives":`...)
-		dst = append(dst, d.bytes(d.interactives)...)
+		dst = append(dst, d.interactives...)
 	}
 	if include&incNarrationText != 0 {
 		dst = append(dst, `,"narrationText":`...)
-		dst = d.appendSpoken(dst, false, nil)
+		dst = appendSpoken(dst, false, cards)
 	}
 	if include&incVideoTranscript != 0 {
 		dst = append(dst, `,"videoTranscript":`...)
-		dst = d.appendSpoken(dst, true, nil)
+		dst = appendSpoken(dst, true, cards)
 	}
 	if include&incMedia != 0 {
 		dst = append(dst, `,"media":[`...)
-		dst = d.AppendAssets(dst, "", 0, len(d.lesson.Media))
+		dst = d.AppendAssets(dst, "", 0, len(l.Media))
 		dst = append(dst, ']')
 	}
 	if include&incWorkedExample != 0 {
 		dst = append(dst, `,"workedExample":`...)
-		dst = append(dst, d.bytes(d.workedExample)...)
+		dst = appendWorkedExample(dst, l.WorkedExample)
 	}
 	return append(dst, tail...)
 }
 
-// AppendFullAs appends the lesson at full detail, every include, as
-// AppendLesson does, but with the texts of m, a copy of d's lesson whose
-// cards differ from it at most in their bodies, narration scripts and
-// voiceovers (an export's class, marked for its organisation): those are
-// escaped from m, every other fragment is d's, rendered once. Then tail.
-// It is what rendering m and appending it at full detail gives, without
-// rendering the rest of the lesson again.
-func (d *Doc) AppendFullAs(dst []byte, m *corpus.Lesson, tail []byte) []byte {
-	dst = append(dst, d.bytes(d.head)...)
-	dst = append(dst, d.bytes(d.keyTerms)...)
-	dst = append(dst, `,"cards":[`...)
-	for i := range d.cards {
-		c := &d.cards[i]
+// appendRest appends the members of card c after its body,
+// `,"keyPoints":[…],"illustrationAlt":…}`, each text cut at its standard
+// cap when capped.
+func appendRest(dst []byte, c *corpus.Card, capped bool) []byte {
+	if !capped {
+		dst = append(dst, `,"keyPoints":`...)
+		dst = appendStrings(dst, c.KeyPoints)
+		dst = append(dst, `,"illustrationAlt":`...)
+		dst = appendString(dst, c.IllustrationAlt)
+		return append(dst, '}')
+	}
+	dst = append(dst, `,"keyPoints":[`...)
+	for i, k := range c.KeyPoints {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = d.appendCardHead(dst, c)
-		dst = jsonenc.String(dst, m.Cards[i].Body)
-		dst = append(dst, d.bytes(c.rest)...)
+		k, _ = capText(k, CapKeyPoint)
+		dst = appendString(dst, k)
 	}
-	dst = append(dst, `],"truncated":false,"quiz":`...)
-	dst = append(dst, d.bytes(d.quiz)...)
-	dst = append(dst, `,"inlineChecks":`...)
-	dst = append(dst, d.bytes(d.inlineChecks)...)
-	dst = append(dst, `,"interactives":`...)
-	dst = append(dst, d.bytes(d.interactives)...)
-	dst = append(dst, `,"narrationText":`...)
-	dst = d.appendSpoken(dst, false, m)
-	dst = append(dst, `,"videoTranscript":`...)
-	dst = d.appendSpoken(dst, true, m)
-	dst = append(dst, `,"media":[`...)
-	dst = d.AppendAssets(dst, "", 0, len(d.lesson.Media))
-	dst = append(dst, `],"workedExample":`...)
-	dst = append(dst, d.bytes(d.workedExample)...)
-	return append(dst, tail...)
+	dst = append(dst, `],"illustrationAlt":`...)
+	alt, _ := capText(c.IllustrationAlt, CapAlt)
+	dst = appendString(dst, alt)
+	return append(dst, '}')
 }
 
 // appendSpoken appends the narrationText (or, with video, the
 // videoTranscript) section: [{cardId, text}] for the cards that have
-// that text, in card order; complete, never capped. The texts are d's,
-// rendered once, or with m (AppendFullAs) m's, escaped here.
-func (d *Doc) appendSpoken(dst []byte, video bool, m *corpus.Lesson) []byte {
+// that text, in card order; complete, never capped.
+func appendSpoken(dst []byte, video bool, cards []*corpus.Card) []byte {
 	dst = append(dst, '[')
 	first := true
-	for i := range d.cards {
-		c := &d.cards[i]
-		var t string // m's text
-		var has bool
-		switch {
-		case m != nil && video:
-			t = m.Cards[i].VideoVoiceover
-			has = t != ""
-		case m != nil:
-			t = m.Cards[i].Narration()
-			has = t != ""
-		case video:
-			has = c.voiceover.len() > 0
-		default:
-			has = c.hasNarration()
+	for _, c := range cards {
+		t := c.Narration()
+		if video {
+			t = c.VideoVoiceover
 		}
-		if !has {
+		if t == "" {
 			continue
 		}
 		if !first {
@@ -162,17 +154,10 @@ func (d *Doc) appendSpoken(dst []byte, video bool, m *corpus.Lesson) []byte {
 		}
 		first = false
 		dst = append(dst, `{"cardId":`...)
-		dst = append(dst, d.bytes(c.id)...)
-		dst = append(dst, `,"text":`...)
-		switch {
-		case m != nil:
-			dst = jsonenc.String(dst, spokenText(t))
-		case video:
-			dst = append(dst, d.bytes(c.voiceover)...)
-		default:
-			dst = d.appendNarration(dst, c)
-		}
-		dst = append(dst, '}')
+		dst = appendString(dst, c.ID)
+		dst = append(dst, `,"text":"`...)
+		dst = appendSpokenInner(dst, t)
+		dst = append(dst, `"}`...)
 	}
 	return append(dst, ']')
 }
@@ -182,12 +167,11 @@ func (d *Doc) appendSpoken(dst []byte, video bool, m *corpus.Lesson) []byte {
 // has a video voiceover, in card order; a card with neither is omitted
 // (spec: Transcript). Text is complete and the rows are not paginated.
 func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
-	dst = append(dst, d.bytes(d.idTitle)...) // lessonId, title
+	dst = d.appendIDTitle(dst)
 	dst = append(dst, `,"items":[`...)
 	first := true
-	for i := range d.cards {
-		c := &d.cards[i]
-		if !c.hasNarration() && c.voiceover.len() == 0 {
+	for _, c := range d.lesson.Cards {
+		if !c.InTranscript() {
 			continue
 		}
 		if !first {
@@ -195,47 +179,58 @@ func (d *Doc) AppendTranscript(dst []byte, markdown bool, tail []byte) []byte {
 		}
 		first = false
 		dst = append(dst, `{"cardId":`...)
-		dst = append(dst, d.bytes(c.id)...)
+		dst = appendString(dst, c.ID)
 		dst = append(dst, `,"label":`...)
-		dst = append(dst, d.bytes(c.label)...)
+		dst = appendString(dst, c.Label)
 		dst = append(dst, `,"narration":`...)
-		if c.hasNarration() {
-			dst = d.appendNarration(dst, c)
-		} else {
-			dst = append(dst, "null"...)
-		}
+		dst = appendSpokenOrNull(dst, c.Narration())
 		dst = append(dst, `,"videoVoiceover":`...)
-		dst = d.appendNullable(dst, c.voiceover)
+		dst = appendSpokenOrNull(dst, c.VideoVoiceover)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, ']')
 	if markdown {
-		// "## <label>", the narration, the voiceover as a block quote;
-		// blocks end with a blank line.
+		// AppendMarkdown's text as a JSON string: "## <label>", the
+		// narration, the voiceover as a block quote ("> " after every
+		// line break); blocks end with a blank line.
 		dst = append(dst, `,"markdown":"`...)
-		for i := range d.cards {
-			c := &d.cards[i]
-			if !c.hasNarration() && c.voiceover.len() == 0 {
+		for _, c := range d.lesson.Cards {
+			if !c.InTranscript() {
 				continue
 			}
 			dst = append(dst, "## "...)
-			dst = append(dst, d.inner(c.label)...)
+			dst = appendInner(dst, c.Label)
 			dst = append(dst, `\n\n`...)
-			if c.hasNarration() {
-				n := len(dst)
-				dst = d.appendNarration(dst, c)
-				dst = append(dst[:n], dst[n+1:len(dst)-1]...) // without the string's quotes
+			if n := c.Narration(); n != "" {
+				dst = appendSpokenInner(dst, n)
 				dst = append(dst, `\n\n`...)
 			}
-			if c.voiceover.len() > 0 {
+			if v := c.VideoVoiceover; v != "" {
 				dst = append(dst, "> "...)
-				dst = append(dst, d.data[c.mdVoiceover.from:c.mdVoiceover.to]...)
+				for {
+					line, rest, more := strings.Cut(v, "\n")
+					dst = appendSpokenInner(dst, line)
+					if !more {
+						break
+					}
+					dst = append(dst, `\n> `...)
+					v = rest
+				}
 				dst = append(dst, `\n\n`...)
 			}
 		}
 		dst = append(dst, '"')
 	}
 	return append(dst, tail...)
+}
+
+// appendIDTitle appends `{"lessonId":…,"title":…`, the opening of the
+// transcript and quiz documents.
+func (d *Doc) appendIDTitle(dst []byte) []byte {
+	dst = append(dst, `{"lessonId":`...)
+	dst = appendString(dst, d.lesson.ID)
+	dst = append(dst, `,"title":`...)
+	return appendString(dst, d.lesson.Title)
 }
 
 // AppendMarkdown appends the transcript's markdown as text, the value
@@ -293,21 +288,36 @@ func appendSpokenText[S ~string | ~[]byte](dst []byte, s S) []byte {
 	return append(dst, s[from:]...)
 }
 
-func (d *Doc) appendNullable(dst []byte, s span) []byte {
-	if s.len() == 0 {
+// appendSpokenInner appends spokenText(s) escaped as in a JSON string,
+// without the quotes: s escaped, then its markers dropped in place
+// (escaping never writes a '*').
+func appendSpokenInner(dst []byte, s string) []byte {
+	n := len(dst)
+	dst = appendInner(dst, s)
+	// appendSpokenText writes no further right than it reads, and copies
+	// with memmove: dst[n:] may be its own source.
+	return appendSpokenText(dst[:n], dst[n:])
+}
+
+// appendSpokenOrNull appends spokenText(s) as a JSON string, or null
+// when s is "".
+func appendSpokenOrNull(dst []byte, s string) []byte {
+	if s == "" {
 		return append(dst, "null"...)
 	}
-	return append(dst, d.bytes(s)...)
+	dst = append(dst, '"')
+	dst = appendSpokenInner(dst, s)
+	return append(dst, '"')
 }
 
 // AppendQuiz appends the quiz document: {lessonId, title, items,
 // inlineChecks}, then tail; answer keys included (spec: Quiz document).
 func (d *Doc) AppendQuiz(dst, tail []byte) []byte {
-	dst = append(dst, d.bytes(d.idTitle)...)
+	dst = d.appendIDTitle(dst)
 	dst = append(dst, `,"items":`...)
-	dst = append(dst, d.bytes(d.quiz)...)
+	dst = appendQuizItems(dst, d.lesson.Quiz)
 	dst = append(dst, `,"inlineChecks":`...)
-	dst = append(dst, d.bytes(d.inlineChecks)...)
+	dst = appendInlineChecks(dst, d.lesson.InlineChecks)
 	return append(dst, tail...)
 }
 
@@ -348,27 +358,18 @@ func (d *Doc) AppendAssets(dst []byte, typ string, from, to int) []byte {
 	return dst
 }
 
-// appendCardHead appends a card's members before its body:
+// appendCardHead appends card c's members before its body:
 // `{"id":…,"label":…,"hasVideo":…,"hasNarration":…,"hasImage":…,"body":`.
-func (d *Doc) appendCardHead(dst []byte, c *cardDoc) []byte {
+func appendCardHead(dst []byte, cd *cardDoc, c *corpus.Card) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = append(dst, d.bytes(c.id)...)
+	dst = appendString(dst, c.ID)
 	dst = append(dst, `,"label":`...)
-	dst = append(dst, d.bytes(c.label)...)
+	dst = appendString(dst, c.Label)
 	dst = append(dst, `,"hasVideo":`...)
-	dst = strconv.AppendBool(dst, c.video)
+	dst = strconv.AppendBool(dst, cd.video)
 	dst = append(dst, `,"hasNarration":`...)
-	dst = strconv.AppendBool(dst, c.narrated)
+	dst = strconv.AppendBool(dst, c.Narrated)
 	dst = append(dst, `,"hasImage":`...)
-	dst = strconv.AppendBool(dst, c.image)
+	dst = strconv.AppendBool(dst, cd.image)
 	return append(dst, `,"body":`...)
-}
-
-// appendNarration appends the narration of c, which has one, as a JSON
-// string.
-func (d *Doc) appendNarration(dst []byte, c *cardDoc) []byte {
-	if !c.narrationIsBody {
-		return append(dst, d.bytes(c.narration)...)
-	}
-	return appendSpokenText(dst, d.bytes(c.body))
 }
