@@ -122,6 +122,17 @@ func TestLoadSmall(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: lesson media not in card order", l.ID)
 		}
+		// Media finds an asset from its lesson and card: an id that is
+		// not one of them names nothing.
+		if len(l.Media) > 0 {
+			m := l.Media[0]
+			for _, id := range []string{"", l.ID, l.ID + "#" + m.CardID, m.ID + "#" + m.Type, l.ID + "#no-such-card#" + m.Type,
+				l.ID + "#" + m.CardID + "#film", "high/algebra/999#" + m.CardID + "#" + m.Type, "#" + m.ID} {
+				if got := c.Media(id); got != nil {
+					t.Errorf("Media(%q) = %s, want nil", id, got.ID)
+				}
+			}
+		}
 		if l.HasVideo {
 			cov.Video++
 		}

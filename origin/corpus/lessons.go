@@ -26,6 +26,7 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 			defer wg.Done()
 			var d digester
 			in := interner{} // this worker's (intern.go)
+			var pk packer    // (pack.go)
 			for i := range next {
 				errs[i] = func() (err error) {
 					defer func() {
@@ -43,6 +44,9 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 						return err
 					}
 					in.lessons(s.Lessons)
+					for _, l := range s.Lessons {
+						pk.lesson(l)
+					}
 					s.ContentDigest = d.contentDigest(s)
 					return nil
 				}()
@@ -64,9 +68,6 @@ func (c *Corpus) loadLessons(read func(string) ([]byte, error)) error {
 			l.Ordinal = c.Counts.Classes
 			c.Lessons = append(c.Lessons, l)
 			c.lessons[l.ID] = l
-			for _, m := range l.Media {
-				c.media[m.ID] = m
-			}
 			c.Counts.Classes++
 			c.Counts.Media += len(l.Media)
 		}
@@ -142,6 +143,13 @@ func parseClass(file, f string, cj *ClassJSON, s *Subject) (*Lesson, error) {
 	if len(cj.Cards) == 0 {
 		return nil, errf(file, f+".cards", "a class needs at least one card")
 	}
+	// The lesson's assets in one allocation, in card order: l.Media and
+	// the cards' point into it.
+	n := 0
+	for k := range cj.Cards {
+		n += len(cj.Cards[k].Media)
+	}
+	media := make([]Media, 0, n)
 	cardIdx := map[string]int{}
 	for k := range cj.Cards {
 		cd := &cj.Cards[k]
@@ -153,7 +161,7 @@ func parseClass(file, f string, cj *ClassJSON, s *Subject) (*Lesson, error) {
 			return nil, errf(file, cf+".id", "duplicate card id %q (also cards[%d])", cd.ID, j)
 		}
 		cardIdx[cd.ID] = k
-		card, err := parseCard(file, cf, cd, l)
+		card, err := parseCard(file, cf, cd, l, &media)
 		if err != nil {
 			return nil, err
 		}
@@ -184,8 +192,9 @@ func parseClass(file, f string, cj *ClassJSON, s *Subject) (*Lesson, error) {
 
 // parseCard validates one card of lesson l (its id is checked by the
 // caller, against the class's other cards) and its media, which it lists
-// video, audio, image.
-func parseCard(file, cf string, cd *CardJSON, l *Lesson) (*Card, error) {
+// video, audio, image and appends to media (whose capacity holds every
+// asset of the lesson, so that the pointers to them stay valid).
+func parseCard(file, cf string, cd *CardJSON, l *Lesson, media *[]Media) (*Card, error) {
 	if strings.TrimSpace(cd.Label) == "" {
 		return nil, errf(file, cf+".label", "missing")
 	}
@@ -205,7 +214,8 @@ func parseCard(file, cf string, cd *CardJSON, l *Lesson) (*Card, error) {
 		IllustrationAlt: cd.IllustrationAlt, Narrated: cd.Narrated,
 		NarrationScript: cd.NarrationScript, VideoVoiceover: cd.VideoVoiceover,
 	}
-	var byType [3]*Media // video, audio, image
+	var byType [3]Media // video, audio, image
+	var has [3]bool
 	for m := range cd.Media {
 		mj := &cd.Media[m]
 		mf := fmt.Sprintf("%s.media[%d]", cf, m)
@@ -213,26 +223,28 @@ func parseCard(file, cf string, cd *CardJSON, l *Lesson) (*Card, error) {
 		if t < 0 {
 			return nil, errf(file, mf+".type", "%q is not a media type (video, audio, image)", mj.Type)
 		}
-		if byType[t] != nil {
+		if has[t] {
 			return nil, errf(file, mf+".type", "a second %s asset on card %q (at most one per type)", mj.Type, cd.ID)
 		}
 		var err error
 		if byType[t], err = parseMedia(file, mf, mj, l, cd.ID); err != nil {
 			return nil, err
 		}
+		has[t] = true
 	}
-	if cd.Narrated != (byType[1] != nil) {
+	if cd.Narrated != has[1] {
 		if cd.Narrated {
 			return nil, errf(file, cf+".media", "card is narrated but has no audio asset")
 		}
 		return nil, errf(file, cf+".narrated", "false, but the card has an audio asset")
 	}
-	if cd.VideoVoiceover != "" && byType[0] == nil {
+	if cd.VideoVoiceover != "" && !has[0] {
 		return nil, errf(file, cf+".videoVoiceover", "set on a card without a video asset")
 	}
-	for _, m := range byType {
-		if m != nil {
-			card.Media = append(card.Media, m)
+	for t := range byType {
+		if has[t] {
+			*media = append(*media, byType[t])
+			card.Media = append(card.Media, &(*media)[len(*media)-1])
 		}
 	}
 	return card, nil
@@ -240,30 +252,30 @@ func parseCard(file, cf string, cd *CardJSON, l *Lesson) (*Card, error) {
 
 // parseMedia validates one media asset of card cardID of lesson l, whose
 // type the caller has checked.
-func parseMedia(file, mf string, mj *MediaJSON, l *Lesson, cardID string) (*Media, error) {
+func parseMedia(file, mf string, mj *MediaJSON, l *Lesson, cardID string) (Media, error) {
 	loc := mj.Location
 	if loc == "" || strings.HasPrefix(loc, "/") || strings.Contains(loc, "\\") || path.Clean(loc) != loc || strings.HasPrefix(loc, "../") {
-		return nil, errf(file, mf+".location", "%q is not a clean relative path", loc)
+		return Media{}, errf(file, mf+".location", "%q is not a clean relative path", loc)
 	}
 	if mj.Bytes == nil {
-		return nil, errf(file, mf+".bytes", "missing")
+		return Media{}, errf(file, mf+".bytes", "missing")
 	}
 	if *mj.Bytes < 0 {
-		return nil, errf(file, mf+".bytes", "negative size %d", *mj.Bytes)
+		return Media{}, errf(file, mf+".bytes", "negative size %d", *mj.Bytes)
 	}
 	if mj.Type != "image" && mj.DurationSec <= 0 {
-		return nil, errf(file, mf+".durationSec", "a %s asset needs a positive duration", mj.Type)
+		return Media{}, errf(file, mf+".durationSec", "a %s asset needs a positive duration", mj.Type)
 	}
 	if mj.DurationSec < 0 {
-		return nil, errf(file, mf+".durationSec", "negative duration")
+		return Media{}, errf(file, mf+".durationSec", "negative duration")
 	}
 	if !strings.HasPrefix(mj.MIME, mj.Type+"/") || len(mj.MIME) == len(mj.Type)+1 {
-		return nil, errf(file, mf+".mime", "%q is not a %s/* type", mj.MIME, mj.Type)
+		return Media{}, errf(file, mf+".mime", "%q is not a %s/* type", mj.MIME, mj.Type)
 	}
 	if mj.SHA256 != "" && !isSHA256(mj.SHA256) {
-		return nil, errf(file, mf+".sha256", "%q is not 64 lowercase hex digits", mj.SHA256)
+		return Media{}, errf(file, mf+".sha256", "%q is not 64 lowercase hex digits", mj.SHA256)
 	}
-	return &Media{
+	return Media{
 		ID: l.ID + "#" + cardID + "#" + mj.Type, Lesson: l, CardID: cardID, Type: mj.Type,
 		Location: loc, Bytes: *mj.Bytes, DurationSec: mj.DurationSec, MIME: mj.MIME, SHA256: mj.SHA256,
 	}, nil

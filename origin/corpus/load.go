@@ -101,7 +101,7 @@ func load(dir string) (*Corpus, error) {
 	c := &Corpus{
 		Dir: dir, Format: man.Format, ContentVersion: man.ContentVersion,
 		tiers: map[string]*Tier{}, subjects: map[string]*Subject{}, slugs: map[string][]string{},
-		lessons: map[string]*Lesson{}, media: map[string]*Media{}, tests: map[string]*Test{},
+		lessons: map[string]*Lesson{}, tests: map[string]*Test{},
 	}
 
 	// The file list: every file of the corpus, each once.

@@ -1,5 +1,7 @@
 package corpus
 
+import "strings"
+
 // Corpus is a loaded, validated corpus. It is read-only once Load returns and
 // safe for concurrent use. Slices are in the stable orders documented on
 // each field; the lookup methods use indexes that are never iterated.
@@ -30,8 +32,7 @@ type Corpus struct {
 	tiers    map[string]*Tier
 	subjects map[string]*Subject // "<tier>/<slug>"
 	slugs    map[string][]string // slug -> tiers, canonical order
-	lessons  map[string]*Lesson  // lessonId
-	media    map[string]*Media   // mediaId
+	lessons  map[string]*Lesson  // lessonId; a media id names its lesson (Media)
 	tests    map[string]*Test
 }
 
@@ -280,8 +281,29 @@ func (c *Corpus) LessonAt(tier, slug string, num int) *Lesson {
 	return s.Lessons[num-1]
 }
 
-// Media returns the asset with mediaId id, or nil.
-func (c *Corpus) Media(id string) *Media { return c.media[id] }
+// Media returns the asset with mediaId id, or nil: the asset of that type
+// on that card of that lesson (neither a lesson id nor a card id holds a
+// '#').
+func (c *Corpus) Media(id string) *Media {
+	lid, rest, _ := strings.Cut(id, "#")
+	cid, typ, _ := strings.Cut(rest, "#")
+	l := c.lessons[lid]
+	if l == nil {
+		return nil
+	}
+	for _, card := range l.Cards {
+		if card.ID != cid {
+			continue
+		}
+		for _, m := range card.Media {
+			if m.Type == typ {
+				return m
+			}
+		}
+		return nil
+	}
+	return nil
+}
 
 // Test returns the test id, or nil.
 func (c *Corpus) Test(id string) *Test { return c.tests[id] }
