@@ -173,6 +173,14 @@ func Build(c *corpus.Corpus) *Index {
 	}
 	ix.textOf = append(ix.textOf, uint32(len(texts)))
 	ix.texts = string(texts)
+	// The large arrays at their length: grown by append, they would keep
+	// up to a quarter more (20 MB on a corpus ten times the deployed one).
+	ix.bitmaps, ix.sigs = slices.Clone(ix.bitmaps), slices.Clone(ix.sigs)
+	total := 0
+	for _, p := range posts {
+		total += len(p)
+	}
+	ix.posts = make([]uint32, 0, total)
 	ix.postOf = make([]uint32, len(ix.bitmaps)/ix.words+1)
 	for g := range len(ix.bitmaps) / ix.words {
 		ix.postOf[g] = uint32(len(ix.posts))
