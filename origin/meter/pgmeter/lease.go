@@ -76,16 +76,14 @@ func eachLease(fn func(batch.Lease)) func(pgx.Rows) error {
 
 // Leases reads, before any lock, the leases the batch's reports name, for
 // their orgs; Load reads them again under those orgs' locks.
-func (t tx) Leases(ctx context.Context, s *batch.State) error {
+func (t *tx) Leases(ctx context.Context, s *batch.State) error {
 	ids := s.Reported()
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := t.tx.Query(ctx, readLeasesByID, ids)
-	if err != nil {
-		return fmt.Errorf("read leases: %w", err)
-	}
-	if err := eachLease(s.AddLease)(rows); err != nil {
+	b := t.batch()
+	b.Queue(readLeasesByID, ids).Query(eachLease(s.AddLease))
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("read leases: %w", err)
 	}
 	return nil

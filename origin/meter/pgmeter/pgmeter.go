@@ -16,7 +16,8 @@
 // drains whatever ops are queued (up to Options.MaxBatch), applies them in
 // order in one transaction on its own connection, commits, and only then
 // answers each of them. Concurrent increments thus share one WAL flush
-// and one handful of round trips.
+// and two round trips: BEGIN and the locks and reads (Load), then the
+// writes and COMMIT (SaveCommit).
 //
 // Exactness: nothing is cached between transactions. A batch first locks
 // the enumeration alarm row of every org it has an op of, then every
@@ -46,7 +47,9 @@
 // A lost connection while COMMIT is in flight leaves its outcome unknown:
 // Apply then reports an error for ops that may have been applied. That is
 // the one exception to meter.Store's "an error means nothing was
-// applied", and no client of a remote database can avoid it.
+// applied", and no client of a remote database can avoid it. COMMIT
+// travels with the batch's writes, so this is any loss during that last
+// round trip (SaveCommit says which failures are known to come before).
 //
 // Rows: one per org, meter and period (counters of past periods stay;
 // nothing prunes them); one per org and UTC day with the count of
@@ -210,12 +213,9 @@ func (s *Store) commit(ctx, tctx context.Context, j batch.Job) (batch.Outcome, e
 // backend is the batch.Backend of one connection.
 type backend struct{ conn *pgx.Conn }
 
-func (b backend) Begin(ctx context.Context) (batch.Tx, error) {
-	t, err := b.conn.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return tx{t}, nil
+// Begin sends nothing: BEGIN goes in the transaction's first batch (tx).
+func (b backend) Begin(context.Context) (batch.Tx, error) {
+	return &tx{conn: b.conn}, nil
 }
 
 // Retry tries a batch again when it failed before COMMIT (so nothing of
@@ -290,11 +290,43 @@ func (w *writer) Begin(ctx context.Context) (batch.Tx, error) {
 	return w.backend.Begin(ctx)
 }
 
-// tx is a batch transaction.
-type tx struct{ tx pgx.Tx }
+// tx is a batch transaction whose BEGIN travels with its first batch and
+// whose COMMIT with its writes (SaveCommit): a group pays two round trips
+// (Load, then SaveCommit), not four, each a wakeup of a PostgreSQL backend
+// on a machine whose cores it shares with the origin.
+type tx struct {
+	conn  *pgx.Conn
+	begun bool // BEGIN was queued in a batch sent
+}
 
-func (t tx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t tx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+var _ batch.SaveCommitter = (*tx)(nil)
+
+// batch returns a new pgx batch, BEGIN first if no batch was sent yet.
+func (t *tx) batch() *pgx.Batch {
+	var b pgx.Batch
+	if !t.begun {
+		t.begun = true
+		b.Queue("begin")
+	}
+	return &b
+}
+
+// Commit commits alone; batch.Commit uses SaveCommit instead.
+func (t *tx) Commit(ctx context.Context) error {
+	_, err := t.conn.Exec(ctx, "commit")
+	return err
+}
+
+// Rollback ends a transaction still open on the connection (begun, not
+// committed, or aborted by a failed statement); one that committed, or
+// whose connection is gone, needs nothing.
+func (t *tx) Rollback(ctx context.Context) error {
+	if !t.begun || t.conn.IsClosed() || t.conn.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, "rollback")
+	return err
+}
 
 // SQL of a batch. Keys travel as parallel arrays. The ORDER BY ... COLLATE
 // "C" fixes the order in which every batch locks rows.
@@ -361,8 +393,8 @@ func scanAlarm(row pgx.Row, org *string, a *batch.Alarm) error {
 
 // Load locks, in one round trip, the rows the batch's jobs may change and
 // reads those they see, each read after its locks.
-func (t tx) Load(ctx context.Context, s *batch.State) error {
-	var b pgx.Batch
+func (t *tx) Load(ctx context.Context, s *batch.State) error {
+	b := t.batch()
 	orgs := s.Orgs()
 	b.Queue(lockAlarms, orgs)
 	b.Queue(readAlarms, orgs).Query(func(rows pgx.Rows) error {
@@ -435,14 +467,53 @@ func (t tx) Load(ctx context.Context, s *batch.State) error {
 			return err
 		})
 	}
-	queueLoadOnce(&b, s)
-	queueLeases(&b, s)
-	return t.tx.SendBatch(ctx, &b).Close()
+	queueLoadOnce(b, s)
+	queueLeases(b, s)
+	return t.conn.SendBatch(ctx, b).Close()
 }
 
-// Save writes back, in one round trip, what the batch changed.
-func (t tx) Save(ctx context.Context, s *batch.State) error {
-	var w pgx.Batch
+// Save writes back, in one round trip, what the batch changed (batch.Tx;
+// batch.Commit calls SaveCommit instead).
+func (t *tx) Save(ctx context.Context, s *batch.State) error {
+	w := t.batch()
+	queueSave(w, s)
+	if w.Len() == 0 {
+		return nil
+	}
+	return t.conn.SendBatch(ctx, w).Close()
+}
+
+// SaveCommit writes back what the batch changed and commits, in one round
+// trip. PostgreSQL runs a batch's statements in order and, once one
+// fails, skips the rest up to the batch's end (its Sync), COMMIT
+// included: so an error the server reports for a statement before
+// COMMIT, or one before anything was sent, means nothing was applied,
+// and the transaction is rolled back and may be tried again. Any other
+// error (COMMIT's own, a connection lost while the batch was out, a
+// reply that did not read) may have come after COMMIT ran, and is
+// reported as during COMMIT, never tried again.
+func (t *tx) SaveCommit(ctx context.Context, s *batch.State) error {
+	w := t.batch()
+	queueSave(w, s)
+	reached := false // COMMIT's reply is being read: every statement before it succeeded
+	w.Queue("commit").Fn = func(br pgx.BatchResults) error {
+		reached = true
+		_, err := br.Exec()
+		return err
+	}
+	err := t.conn.SendBatch(ctx, w).Close()
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if !reached && (errors.As(err, &pe) || pgconn.SafeToRetry(err)) {
+		return err
+	}
+	return batch.InCommit(err)
+}
+
+// queueSave queues the writing of what the batch changed.
+func queueSave(w *pgx.Batch, s *batch.State) {
 	var orgs, periods, meters []string
 	var ns []int64
 	for k, n := range s.Changed() {
@@ -474,13 +545,9 @@ func (t tx) Save(ctx context.Context, s *batch.State) error {
 	if len(aorgs) > 0 {
 		w.Queue(writeAlarms, aorgs, inForce, adays, at, alessons, granted)
 	}
-	queueSaveLeases(&w, s)
-	queueLedger(&w, s.Ledger()) // last: it takes the ledger ids' lock
-	queueSaveOnce(&w, s)        // after the ledger rows: it reads their ids
-	if w.Len() == 0 {
-		return nil
-	}
-	return t.tx.SendBatch(ctx, &w).Close()
+	queueSaveLeases(w, s)
+	queueLedger(w, s.Ledger()) // last: it takes the ledger ids' lock
+	queueSaveOnce(w, s)        // after the ledger rows: it reads their ids
 }
 
 // queueLedger queues the insertion of rows, in their order, and numbers

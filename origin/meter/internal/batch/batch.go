@@ -217,6 +217,21 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
+// SaveCommitter is a Tx whose writes and COMMIT go to the database
+// together (pgmeter: one round trip instead of two). Commit then uses
+// SaveCommit in place of Save and Commit.
+type SaveCommitter interface {
+	// SaveCommit does what Save does, then commits. An error that may
+	// have come once COMMIT was sent (so the transaction may be
+	// applied) is marked by InCommit; any other error means the database
+	// applied nothing of the transaction.
+	SaveCommit(ctx context.Context, s *State) error
+}
+
+// InCommit marks err as a failure during COMMIT (DuringCommit): the
+// transaction's outcome is unknown, and it is not tried again.
+func InCommit(err error) error { return &commitError{err} }
+
 // commitError marks a failure of COMMIT itself, whose outcome may be
 // unknown.
 type commitError struct{ err error }
@@ -274,16 +289,31 @@ func commitOnce(ctx context.Context, b Backend, jobs []Job) ([]Outcome, error) {
 		}
 		s.recordOnce(j.Op, results[i].Result)
 	}
-	if err := tx.Save(ctx, s); err != nil {
+	sc, committed := tx.(SaveCommitter)
+	if committed {
+		// Marked by the backend when it may have come during COMMIT.
+		if err := sc.SaveCommit(ctx, s); err != nil {
+			return nil, fmt.Errorf("meter batch: %w", err)
+		}
+	} else if err := tx.Save(ctx, s); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", err)
 	}
 	for _, r := range s.ledger {
 		if r.ID <= 0 {
-			return nil, errors.New("meter batch: a ledger row was not numbered")
+			err := errors.New("a ledger row was not numbered")
+			if committed {
+				// Too late to roll back: the ops are applied, but
+				// their answers cannot be told.
+				err = &commitError{err}
+			}
+			return nil, fmt.Errorf("meter batch: %w", err)
 		}
 		results[r.job].Result.LedgerIDs = append(results[r.job].Result.LedgerIDs, r.ID)
 	}
 	s.numberDuplicates(results)
+	if committed {
+		return results, nil
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("meter batch: %w", &commitError{err})
 	}
