@@ -40,3 +40,11 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 	err = conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
 }
+
+// WriterSetting reads a setting of the committer's connection. Call it
+// with no op in flight: the committer's goroutine owns the connection.
+func (s *Store) WriterSetting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.w.conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
