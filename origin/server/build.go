@@ -13,7 +13,7 @@ import (
 // and swaps it in; a request keeps the Content it began with.
 type Content struct {
 	*corpus.Corpus
-	lessons *lessondoc.Set // (lessons) precomputed lesson, transcript, quiz and media renderings: origin/lessondoc
+	lessons *lessondoc.Set // (lessons) what the lesson, transcript, quiz and media renderings precompute: origin/lessondoc
 	rows    listRows       // (lists) precomputed subject and class rows: lists.go
 	search  *search.Index  // (search) the search index: origin/search
 	prep    prepIndex      // (testprep) precomputed test-prep catalog and items: testprep.go
