@@ -80,6 +80,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, req *request, t 
 	fq := search.Fold(q)
 	rp := searchRows.Get().(*[]search.Row)
 	defer func() { clear(*rp); searchRows.Put(rp) }()
+	if *rp == nil {
+		*rp = make([]search.Row, 0, p.limit) // never nil: no hits is "items":[]
+	}
 	items := (*rp)[:0]
 	for _, h := range hits {
 		items = append(items, ix.Render(h, fq))
