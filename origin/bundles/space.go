@@ -242,15 +242,12 @@ func (s *Store) remake() error {
 	if s.ownsDir() {
 		return nil
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return &fileError{"make the directory again", err}
+	lock, err := s.makeDir()
+	for try := 1; errors.Is(err, fs.ErrNotExist) && try < remakeTries; try++ {
+		lock, err = s.makeDir() // removed again while it was being made
 	}
-	if err := os.Chmod(s.dir, 0o700); err != nil {
-		return &fileError{"make the directory again", err}
-	}
-	lock, err := filelock.Lock(filepath.Join(s.dir, lockName))
 	if err != nil {
-		return fmt.Errorf("bundle store %s: made again, but another store has it: %w", s.dir, err)
+		return err
 	}
 	s.lock.Close()
 	s.lock = lock
@@ -263,6 +260,26 @@ func (s *Store) remake() error {
 		}
 	}
 	return nil
+}
+
+// remakeTries bounds how often remake makes the directory when it is
+// removed again between its steps.
+const remakeTries = 3
+
+// makeDir makes the store's directory, private, and locks it. Its error
+// wraps fs.ErrNotExist when the directory went again meanwhile.
+func (s *Store) makeDir() (*os.File, error) {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, &fileError{"make the directory again", err}
+	}
+	if err := os.Chmod(s.dir, 0o700); err != nil {
+		return nil, &fileError{"make the directory again", err}
+	}
+	lock, err := filelock.Lock(filepath.Join(s.dir, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("bundle store %s: made again, but another store has it: %w", s.dir, err)
+	}
+	return lock, nil
 }
 
 // ownsDir reports whether the store's lock file is the one it holds:
