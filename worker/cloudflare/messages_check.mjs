@@ -22,7 +22,9 @@ import net from "node:net";
 import { cleanUp, loadWorker } from "./node_load.mjs";
 
 const [workerPath] = process.argv.slice(2);
-const schemaPath = new URL("../../shared/testdata/edge-messages.txt", import.meta.url);
+// The module's messages, defined once in this repository's shared/testdata.
+const repoRoot = new URL("../../", import.meta.url);
+const schemaPath = new URL("shared/testdata/edge-messages.txt", repoRoot);
 const check = (ok, what) => {
 	console.log(`${ok ? "PASS" : "FAIL"} ${what}`);
 	if (!ok) process.exitCode = 1;

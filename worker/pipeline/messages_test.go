@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestMessagesSchema(t *testing.T) {
 	if guest(t) { // the file is outside the guest's sandbox
 		return
 	}
-	b, err := os.ReadFile("../../shared/testdata/edge-messages.txt")
+	b, err := os.ReadFile(filepath.Join("..", "..", "shared", "testdata", "edge-messages.txt")) // this module's shared/testdata
 	if err != nil {
 		t.Fatal(err)
 	}

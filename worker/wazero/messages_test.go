@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -14,7 +15,7 @@ import (
 
 // messagesFile is the one definition of the module's messages
 // (docs/edge.md, "Module ABI"), which both hosts are held to.
-const messagesFile = "../../shared/testdata/edge-messages.txt"
+var messagesFile = filepath.Join("..", "..", "shared", "testdata", "edge-messages.txt") // from this package's folder
 
 // member is one JSON member of a message in messagesFile.
 type member struct {
